@@ -1,0 +1,1 @@
+"""Custom environments shipped with rlplat; reference them as ``factory: envs.<module>:<name>``."""

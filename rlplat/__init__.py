@@ -1,0 +1,3 @@
+"""rlplat: one YAML file becomes an RLlib run under Ray Tune."""
+
+__version__ = "0.1.0"

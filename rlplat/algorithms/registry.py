@@ -1,0 +1,57 @@
+"""Name -> RLlib ``Algorithm`` class.
+
+RLlib's registered algorithms are found by name (case-insensitive). An algorithm rlplat writes joins
+with one ``register_algorithm("NAME", "module.path:AlgorithmClass")`` line at the bottom of this
+file; the import happens only when the algorithm is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from rlplat.errors import UserError, allowed_list, did_you_mean
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+_CUSTOM: dict[str, str] = {}
+
+
+def register_algorithm(name: str, import_path: str) -> None:
+    """Make ``algorithm: NAME`` resolve to the class at ``module.path:ClassName``."""
+    _CUSTOM[name] = import_path
+
+
+def _rllib_names() -> list[str]:
+    from ray.rllib.algorithms.registry import ALGORITHMS
+
+    return list(ALGORITHMS)
+
+
+def algorithm_names() -> list[str]:
+    """Every name ``algorithm:`` accepts."""
+    return sorted({*_rllib_names(), *_CUSTOM})
+
+
+def canonical_name(name: str) -> str:
+    """The registered spelling of ``name`` (matched case-insensitively), or a UserError."""
+    names = algorithm_names()
+    by_lower = {n.lower(): n for n in names}
+    if name.lower() in by_lower:
+        return by_lower[name.lower()]
+    raise UserError(
+        f"unknown algorithm {name!r}; allowed: {allowed_list(names, limit=30)}."
+        + did_you_mean(name, names)
+    )
+
+
+def get_algorithm_class(name: str) -> type[Algorithm]:
+    """The Algorithm class for a name; imports it on first use."""
+    name = canonical_name(name)
+    if name in _CUSTOM:
+        module, _, attr = _CUSTOM[name].partition(":")
+        return getattr(importlib.import_module(module), attr)
+    from ray.rllib.algorithms.registry import ALGORITHMS
+
+    return ALGORITHMS[name]()[0]

@@ -1,0 +1,174 @@
+"""Experiment -> RLlib ``AlgorithmConfig``, checking every RLlib key against the real builders.
+
+The RLlib sections of the YAML are passed to the ``AlgorithmConfig`` builder method of the same
+name (``training:`` -> ``config.training(**section)``), so RLlib's own docs describe their keys.
+Before that, each key is checked against the builder's signature (the algorithm's override and
+every base class's) and each value against the parameter's type annotation.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from rlplat.algorithms.registry import get_algorithm_class
+from rlplat.callbacks import WindowedEpisodeStats
+from rlplat.config.schema import Experiment
+from rlplat.environments import EnvCreator, rllib_env_name
+from rlplat.errors import ConfigError, allowed_list, did_you_mean
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+# resources.<group>.<field> -> (RLlib builder method, its keyword)
+RESOURCE_KEYS: dict[tuple[str, str], tuple[str, str]] = {
+    ("env_runners", "count"): ("env_runners", "num_env_runners"),
+    ("env_runners", "cpus"): ("env_runners", "num_cpus_per_env_runner"),
+    ("env_runners", "gpus"): ("env_runners", "num_gpus_per_env_runner"),
+    ("env_runners", "custom"): ("env_runners", "custom_resources_per_env_runner"),
+    ("learners", "count"): ("learners", "num_learners"),
+    ("learners", "cpus"): ("learners", "num_cpus_per_learner"),
+    ("learners", "gpus"): ("learners", "num_gpus_per_learner"),
+    ("learners", "custom"): ("learners", "custom_resources_per_learner"),
+}
+
+# RLlib keywords that rlplat sets from its own keys: accept one spelling, point to it.
+OWNED_KEYS: dict[tuple[str, str], str] = {
+    **{rllib: f"resources.{group}.{field}" for (group, field), rllib in RESOURCE_KEYS.items()},
+    ("environment", "env"): "env.id or env.factory",
+    ("environment", "env_config"): "env.kwargs",
+    ("debugging", "seed"): "seed",
+}
+
+_DEPRECATED = -1  # RLlib marks removed builder arguments with DEPRECATED_VALUE (-1) as default.
+
+
+def builder_parameters(config_cls: type, section: str) -> dict[str, inspect.Parameter]:
+    """Keyword parameters of ``config_cls.<section>()``, merged over the class hierarchy."""
+    params: dict[str, inspect.Parameter] = {}
+    for klass in reversed(config_cls.__mro__):
+        method = klass.__dict__.get(section)
+        if method is None:
+            continue
+        for name, param in inspect.signature(method).parameters.items():
+            if param.kind is inspect.Parameter.KEYWORD_ONLY or (
+                param.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and name != "self"
+            ):
+                params[name] = param
+    return {n: p for n, p in params.items() if not _is_deprecated(p)}
+
+
+def _is_deprecated(param: inspect.Parameter) -> bool:
+    default = param.default
+    return isinstance(default, int) and not isinstance(default, bool) and default == _DEPRECATED
+
+
+def _type_problem(annotation: Any, value: Any) -> str | None:
+    """Why ``value`` does not fit ``annotation`` (None when it fits or cannot be judged)."""
+    if annotation is inspect.Parameter.empty:
+        return None
+    try:
+        adapter = TypeAdapter(annotation)
+    except Exception:  # noqa: BLE001 - forward references, classes: RLlib checks these itself
+        return None
+    try:
+        adapter.validate_python(value, strict=True)
+        return None
+    except ValidationError as strict_error:
+        error = strict_error
+    except Exception:  # noqa: BLE001
+        return None
+    if not isinstance(value, str):  # lists for tuples, ints for floats: fine; "5" for 5: not
+        try:
+            adapter.validate_python(value)
+            return None
+        except ValidationError as lax_error:
+            error = lax_error
+        except Exception:  # noqa: BLE001
+            return None
+    expected = (annotation.__name__ if isinstance(annotation, type) else str(annotation)).replace(
+        "typing.", ""
+    )
+    return f"{error.errors()[0]['msg'].lower()} (expected {expected}, got {value!r})"
+
+
+def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[str], str]) -> None:
+    """Raise ConfigError for the first unknown, owned, deprecated or mistyped RLlib key."""
+    for section, values in exp.rllib_sections().items():
+        params = builder_parameters(config_cls, section)
+        for key, value in values.items():
+            path = f"{section}.{key}"
+            if (section, key) in OWNED_KEYS:
+                raise ConfigError(
+                    f"set this with '{OWNED_KEYS[(section, key)]}' instead: rlplat sets "
+                    f"RLlib's {key} from that key, and one value must have one place.",
+                    location=locate(path),
+                    key=path,
+                )
+            if key not in params:
+                allowed = [p for p in params if (section, p) not in OWNED_KEYS]
+                raise ConfigError(
+                    f"{config_cls.__name__}.{section}() has no argument {key!r}."
+                    + did_you_mean(key, allowed)
+                    + f" Allowed: {allowed_list(allowed, limit=40)}.",
+                    location=locate(path),
+                    key=path,
+                )
+            problem = _type_problem(params[key].annotation, value)
+            if problem:
+                raise ConfigError(f"wrong type: {problem}.", location=locate(path), key=path)
+
+
+def build_algorithm_config(exp: Experiment, locate: Callable[[str], str]) -> AlgorithmConfig:
+    """The RLlib config for an experiment. Raises ConfigError for anything RLlib rejects.
+
+    ``locate(key_path)`` returns 'file:line' for messages.
+    """
+    from ray.tune.registry import register_env
+
+    algo_cls = get_algorithm_class(exp.algorithm)
+    config = algo_cls.get_default_config()
+    check_rllib_sections(exp, type(config), locate)
+
+    env_name = rllib_env_name(exp.env)
+    register_env(env_name, EnvCreator(exp.env))
+
+    calls: dict[str, dict[str, Any]] = {s: dict(v) for s, v in exp.rllib_sections().items()}
+    calls["environment"].update(env=env_name, env_config={})
+    calls["debugging"]["seed"] = exp.seed
+    calls["callbacks"] = {"callbacks_class": WindowedEpisodeStats}
+    for (group, field), (section, keyword) in RESOURCE_KEYS.items():
+        value = getattr(getattr(exp.resources, group), field)
+        if value not in (None, {}):
+            calls[section][keyword] = value
+    for section, kwargs in calls.items():
+        if not kwargs:
+            continue
+        try:
+            getattr(config, section)(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - RLlib raises ValueError, TypeError, ...
+            raise ConfigError(
+                f"RLlib rejected the '{section}' settings: {exc}",
+                location=locate(section),
+                key=section,
+            ) from None
+    try:
+        config.validate()
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(
+            f"RLlib's {type(config).__name__}.validate() rejected the experiment: {exc}",
+            location=locate(""),
+        ) from None
+    return config
+
+
+def effective_resources(config: AlgorithmConfig) -> dict[str, dict[str, Any]]:
+    """The resources section as RLlib will use it (RLlib's defaults filled in)."""
+    resolved: dict[str, dict[str, Any]] = {"env_runners": {}, "learners": {}}
+    for (group, field), (_, keyword) in RESOURCE_KEYS.items():
+        value = getattr(config, keyword)
+        resolved[group][field] = dict(value) if isinstance(value, dict) else value
+    return resolved

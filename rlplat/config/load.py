@@ -1,0 +1,163 @@
+"""Load an experiment: YAML -> command-line overrides -> typed model -> RLlib config.
+
+Everything a user can get wrong is checked here, before Ray starts, and reported as a
+``ConfigError`` naming the file, the line and the key path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from ruamel.yaml import YAML
+
+from rlplat.config.schema import Experiment
+from rlplat.config.yaml_io import KeyPath, parse_yaml
+from rlplat.errors import ConfigError, allowed_list, did_you_mean
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+
+@dataclass
+class LoadedExperiment:
+    """A validated experiment, where it came from, and the RLlib config built from it."""
+
+    experiment: Experiment
+    source: str
+    algo_config: AlgorithmConfig | None = None
+    lines: dict[KeyPath, int] = field(default_factory=dict)
+    overridden: dict[str, str] = field(default_factory=dict)
+
+    def locate(self, dotted: str) -> str:
+        """'file:line' for a dotted key path (the nearest parent with a line), or the override."""
+        if dotted in self.overridden:
+            return f"command-line override '{self.overridden[dotted]}'"
+        return _locate(self.source, self.lines, tuple(p for p in dotted.split(".") if p))
+
+
+def _locate(source: str, lines: dict[KeyPath, int], path: KeyPath) -> str:
+    while path:
+        if path in lines:
+            return f"{source}:{lines[path]}"
+        path = path[:-1]
+    return source
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``training.lr=1e-3`` -> (['training', 'lr'], 0.001); the value is read as YAML."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(
+            f"an override must look like 'section.key=value' (e.g. training.lr=0.0005), "
+            f"got {text!r}.",
+            location="command line",
+        )
+    try:
+        value = YAML(typ="safe", pure=True).load(raw) if raw.strip() else None
+    except Exception as exc:  # noqa: BLE001 - ruamel raises several error types
+        raise ConfigError(
+            f"cannot read the value of override {text!r} as YAML: {exc}", location="command line"
+        ) from None
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, str]:
+    """Set each dotted override in ``data`` in place; return {dotted key: override text}."""
+    applied: dict[str, str] = {}
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = data
+        for depth, key in enumerate(keys[:-1]):
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                parent = ".".join(keys[: depth + 1])
+                raise ConfigError(
+                    f"cannot set {text!r}: '{parent}' is not a section (it holds {child!r}).",
+                    location="command line",
+                )
+            node = child
+        node[keys[-1]] = value
+        applied[".".join(keys)] = text
+    return applied
+
+
+def _pydantic_error(exc: ValidationError, loaded: LoadedExperiment) -> ConfigError:
+    """The first schema error as one readable sentence with file, line, key and allowed values."""
+    # A misspelt key also makes its correct spelling "missing": report the misspelling first.
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    first = errors[0]
+    loc = tuple(str(p) for p in first["loc"])
+    dotted = ".".join(loc)
+    more = f" ({len(errors) - 1} more problem(s) after fixing this one)" if len(errors) > 1 else ""
+    if first["type"] == "extra_forbidden":
+        model: Any = Experiment
+        for part in loc[:-1]:
+            annotation = model.model_fields[part].annotation
+            model = annotation if isinstance(annotation, type) else None
+            if model is None:
+                break
+        allowed = list(model.model_fields) if model is not None else []
+        message = (
+            f"unknown key {loc[-1]!r}."
+            + did_you_mean(loc[-1], allowed)
+            + (f" Allowed here: {allowed_list(allowed, limit=30)}." if allowed else "")
+        )
+    elif first["type"] == "missing":
+        message = "this key is required."
+    else:
+        got = f" (got {first['input']!r})" if not isinstance(first["input"], dict) else ""
+        message = first["msg"].removeprefix("Value error, ") + got + "."
+    return ConfigError(message + more, location=loaded.locate(dotted), key=dotted or None)
+
+
+def load_experiment(
+    path: str | Path, overrides: list[str] | None = None, *, build: bool = True
+) -> LoadedExperiment:
+    """Read, override and validate an experiment file; with ``build``, also build its RLlib config.
+
+    Building checks the environment (it is created once) and every RLlib key, without Ray.
+    """
+    from rlplat.algorithms.registry import canonical_name
+    from rlplat.environments import check_env
+
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError("experiment file not found.", location=source) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the experiment file: {exc.strerror}.", location=source
+        ) from None
+    data, lines = parse_yaml(text, source)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "an experiment file must be a mapping of keys (name:, algorithm:, env:, ...), "
+            f"not a {type(data).__name__}.",
+            location=source,
+        )
+    loaded = LoadedExperiment(experiment=None, source=source, lines=lines)  # type: ignore[arg-type]
+    loaded.overridden = apply_overrides(data, overrides or [])
+    try:
+        experiment = Experiment.model_validate(data)
+    except ValidationError as exc:
+        raise _pydantic_error(exc, loaded) from None
+    try:
+        experiment.algorithm = canonical_name(experiment.algorithm)
+    except ConfigError:
+        raise
+    except Exception as exc:  # UserError from the registry: add the location
+        raise ConfigError(str(exc), location=loaded.locate("algorithm"), key="algorithm") from None
+    loaded.experiment = experiment
+    if build:
+        from rlplat.build import build_algorithm_config
+
+        check_env(experiment.env, loaded.locate)
+        loaded.algo_config = build_algorithm_config(experiment, loaded.locate)
+    return loaded

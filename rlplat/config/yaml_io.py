@@ -1,0 +1,90 @@
+"""Read YAML keeping each key's line, and write YAML that reads back the same.
+
+Duplicate keys and tabs are errors (ruamel.yaml's safe-by-default round-trip loader refuses both);
+we turn its exceptions into a ``ConfigError`` that names the file and the line.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from rlplat.errors import ConfigError
+
+KeyPath = tuple[str | int, ...]
+
+
+def _plain(node: Any, path: KeyPath, lines: dict[KeyPath, int]) -> Any:
+    """Convert ruamel's commented containers to dict/list, recording 1-based line numbers."""
+    if isinstance(node, CommentedMap):
+        out = {}
+        for key, value in node.items():
+            try:
+                lines[(*path, key)] = node.lc.key(key)[0] + 1
+            except (KeyError, TypeError):
+                pass
+            out[key] = _plain(value, (*path, key), lines)
+        return out
+    if isinstance(node, CommentedSeq):
+        out_list = []
+        for index, value in enumerate(node):
+            try:
+                lines[(*path, index)] = node.lc.item(index)[0] + 1
+            except (KeyError, TypeError):
+                pass
+            out_list.append(_plain(value, (*path, index), lines))
+        return out_list
+    return node
+
+
+def parse_yaml(text: str, source: str) -> tuple[Any, dict[KeyPath, int]]:
+    """Parse YAML text; return plain data and a map from key path to line number."""
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    try:
+        data = yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f"{source}:{mark.line + 1}" if mark else source
+        problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        if "found character '\\t'" in str(exc):
+            problem = "tabs are not allowed for indentation in YAML; indent with spaces"
+        elif "duplicate key" in str(exc):
+            problem = problem.replace("\n", " ") + " (each key may appear only once)"
+        raise ConfigError(f"invalid YAML: {problem}.", location=line) from None
+    except YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}".replace("\n", " "), location=source) from None
+    lines: dict[KeyPath, int] = {}
+    return _plain(data, (), lines), lines
+
+
+def dump_yaml(data: Any) -> str:
+    """Serialise plain data (dicts, lists, scalars) to block-style YAML."""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False
+    buffer = io.StringIO()
+    yaml.dump(data, buffer)
+    return buffer.getvalue()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers see either the old content or the complete new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,54 @@
+"""rlplat's own error types.
+
+A ``UserError`` is something the user can fix (bad YAML, unknown key, impossible demand): the CLI
+prints its message as one paragraph and exits with code 2. Anything else is a runtime failure
+(exit 1).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class RlplatError(Exception):
+    """Base class of every error rlplat raises on purpose."""
+
+    exit_code = 1
+
+
+class UserError(RlplatError):
+    """Bad input: the message names the file, the key and what is allowed."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    """An experiment file (or a command-line override) is invalid.
+
+    ``location`` is ``file:line`` (or ``command line``), ``key`` the dotted key path.
+    """
+
+    def __init__(self, message: str, *, location: str | None = None, key: str | None = None):
+        self.location = location
+        self.key = key
+        where = ", ".join(part for part in (location, f"key '{key}'" if key else None) if part)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return ' Did you mean 'x'?' for the closest choice, or '' when nothing is close."""
+    choices = list(choices)
+    matches = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if not matches:
+        lowered = {c.lower(): c for c in choices}
+        if word.lower() in lowered:
+            matches = [lowered[word.lower()]]
+    return f" Did you mean '{matches[0]}'?" if matches else ""
+
+
+def allowed_list(choices: Iterable[str], limit: int = 12) -> str:
+    """Format allowed values for a message, cutting long lists."""
+    choices = sorted(choices)
+    shown = ", ".join(choices[:limit])
+    return shown + (f", ... ({len(choices) - limit} more)" if len(choices) > limit else "")

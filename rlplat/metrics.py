@@ -1,0 +1,78 @@
+"""Names of the numbers rlplat reads from RLlib results.
+
+Users write short names (``episode_return_mean``) in ``stop``, ``checkpoint.score`` and ``tune``;
+RLlib reports nested keys (``env_runners/episode_return_mean``). Any full result path containing a
+``/`` is accepted as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+ENV_STEPS = "num_env_steps_sampled_lifetime"
+ITERATION = "training_iteration"
+TIME_TOTAL = "time_total_s"
+RETURN_MEAN = "window/episode_return_mean"
+
+# ``window/...`` is the mean over the last N finished episodes (see rlplat.callbacks); RLlib's
+# ``env_runners/...`` values cover only the episodes finished in the latest iteration.
+METRIC_ALIASES: dict[str, str] = {
+    "episode_return_mean": RETURN_MEAN,
+    "episode_len_mean": "window/episode_len_mean",
+    "iteration_episode_return_mean": "env_runners/episode_return_mean",
+    "iteration_episode_return_min": "env_runners/episode_return_min",
+    "iteration_episode_return_max": "env_runners/episode_return_max",
+    "eval_episode_return_mean": "evaluation/env_runners/episode_return_mean",
+    "env_steps": ENV_STEPS,
+    "iterations": ITERATION,
+    "time_s": TIME_TOTAL,
+}
+
+
+def metric_path(name: str) -> str:
+    """Full RLlib/Tune result path for a short metric name (full paths pass through)."""
+    return METRIC_ALIASES.get(name, name)
+
+
+def is_known_metric(name: str) -> bool:
+    """True for an alias or anything that looks like a full result path."""
+    return name in METRIC_ALIASES or "/" in name or name in METRIC_ALIASES.values()
+
+
+def lookup(result: Mapping[str, Any], path: str) -> Any:
+    """Read ``a/b/c`` from a nested or already-flattened result dict; None when absent."""
+    if path in result:
+        return result[path]
+    node: Any = result
+    for part in path.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def finite(value: Any) -> float | None:
+    """The value as a float when it is a finite number, else None (NaN before any episode ends)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+class Throughput:
+    """Environment steps per second between consecutive results of each trial."""
+
+    def __init__(self) -> None:
+        self._last: dict[Any, tuple[float, float]] = {}
+
+    def update(self, trial: Any, result: Mapping[str, Any]) -> float | None:
+        steps = finite(lookup(result, ENV_STEPS)) or 0.0
+        elapsed = finite(result.get(TIME_TOTAL)) or 0.0
+        prev_steps, prev_elapsed = self._last.get(trial, (0.0, 0.0))
+        if steps < prev_steps or elapsed < prev_elapsed:  # restored from an earlier checkpoint
+            prev_steps, prev_elapsed = 0.0, 0.0
+        self._last[trial] = (steps, elapsed)
+        if elapsed <= prev_elapsed:
+            return None
+        return (steps - prev_steps) / (elapsed - prev_elapsed)

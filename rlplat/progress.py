@@ -1,0 +1,113 @@
+"""Terminal progress: one line per trial result (at most one a second), and the final summary."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ray.tune import Callback
+from rich.console import Console
+
+from rlplat.config.schema import StopSpec
+from rlplat.metrics import (
+    ENV_STEPS,
+    ITERATION,
+    RETURN_MEAN,
+    TIME_TOTAL,
+    Throughput,
+    finite,
+    lookup,
+)
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return (
+        f"{hours}h{minutes:02d}m"
+        if hours
+        else (f"{minutes}m{secs:02d}s" if minutes else f"{secs}s")
+    )
+
+
+def eta_seconds(result: dict[str, Any], stop: StopSpec) -> float | None:
+    """Seconds until the nearest budget stop (env steps, iterations, time); None when unknown."""
+    elapsed = finite(result.get(TIME_TOTAL))
+    if not elapsed:
+        return None
+    remaining: list[float] = []
+    steps = finite(lookup(result, ENV_STEPS))
+    if stop.env_steps and steps:
+        remaining.append(max(stop.env_steps - steps, 0) * elapsed / steps)
+    iteration = finite(result.get(ITERATION))
+    if stop.iterations and iteration:
+        remaining.append(max(stop.iterations - iteration, 0) * elapsed / iteration)
+    if stop.time_s:
+        remaining.append(max(stop.time_s - elapsed, 0.0))
+    return min(remaining) if remaining else None
+
+
+class ProgressPrinter(Callback):
+    """Prints ``iter | env steps | return | steps/s | elapsed | ETA`` for each trial."""
+
+    def __init__(self, stop: StopSpec, console: Console, min_interval_s: float = 1.0):
+        self.stop = stop
+        self.console = console
+        self.min_interval_s = min_interval_s
+        self.best_return: dict[str, float] = {}
+        self._throughput = Throughput()
+        self._printed_at: dict[str, float] = {}
+        self._pending: dict[str, str] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its callbacks with the experiment state; a Console holds locks.
+        state = dict(self.__dict__)
+        state["console"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.console = Console()
+
+    def line(self, trial_id: str, result: dict[str, Any], rate: float | None) -> str:
+        ret = finite(lookup(result, RETURN_MEAN))
+        best = self.best_return.get(trial_id)
+        eta = eta_seconds(result, self.stop)
+        parts = [
+            f"[bold]{trial_id}[/bold]",
+            f"iter {int(result.get(ITERATION, 0)):>4}",
+            f"steps {int(finite(lookup(result, ENV_STEPS)) or 0):>9,}",
+            f"return {ret:>8.2f}" if ret is not None else "return      n/a",
+            f"best {best:>8.2f}" if best is not None else "best      n/a",
+            f"{rate:>7,.0f} steps/s" if rate is not None else "      ? steps/s",
+            f"elapsed {format_duration(finite(result.get(TIME_TOTAL)))}",
+        ]
+        if eta is not None:
+            parts.append(f"ETA {format_duration(eta)}")
+        return " | ".join(parts)
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info):
+        trial_id = str(trial)
+        ret = finite(lookup(result, RETURN_MEAN))
+        if ret is not None and ret > self.best_return.get(trial_id, float("-inf")):
+            self.best_return[trial_id] = ret
+        text = self.line(trial_id, result, self._throughput.update(trial_id, result))
+        now = time.monotonic()
+        if now - self._printed_at.get(trial_id, 0.0) >= self.min_interval_s:
+            self.console.print(text, highlight=False)
+            self._printed_at[trial_id] = now
+            self._pending.pop(trial_id, None)
+        else:
+            self._pending[trial_id] = text
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info):
+        if str(trial) in self._pending:
+            self.console.print(self._pending.pop(str(trial)), highlight=False)
+        self.console.print(f"[green]{trial} finished[/green]")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info):
+        self._pending.pop(str(trial), None)
+        self.console.print(f"[red]{trial} failed[/red]")

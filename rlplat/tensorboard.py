@@ -1,0 +1,122 @@
+"""TensorBoard event files with short tags and environment steps on the x-axis.
+
+Tune's own TensorBoard logger plots every result key under ``ray/tune/...`` against the training
+iteration, because RLlib's new stack reports no ``timesteps_total``. This logger replaces it (Tune
+adds its own only when no ``TBXLoggerCallback`` subclass is present) and writes a small set of
+readable tags against ``num_env_steps_sampled_lifetime``. Tune's CSV/JSON files keep everything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune.logger import TBXLoggerCallback
+
+from rlplat.metrics import ENV_STEPS, Throughput, finite, lookup
+
+# tag -> result path. "return_mean" is over the last N episodes; the *_iteration/min/max tags
+# cover the episodes that finished in the iteration.
+EPISODE_TAGS = {
+    "episode/return_mean": "window/episode_return_mean",
+    "episode/length_mean": "window/episode_len_mean",
+    "episode/return_mean_iteration": "env_runners/episode_return_mean",
+    "episode/return_min": "env_runners/episode_return_min",
+    "episode/return_max": "env_runners/episode_return_max",
+    "eval/return_mean": "evaluation/env_runners/episode_return_mean",
+    "eval/return_min": "evaluation/env_runners/episode_return_min",
+    "eval/return_max": "evaluation/env_runners/episode_return_max",
+    "eval/length_mean": "evaluation/env_runners/episode_len_mean",
+}
+
+# RLlib learner stat -> short tag. Stats not listed are written under learner/<stat>.
+LEARNER_TAGS = {
+    "total_loss": "loss/total",
+    "policy_loss": "loss/policy",
+    "vf_loss": "loss/value",
+    "qf_loss": "loss/q",
+    "alpha_loss": "loss/alpha",
+    "critic_loss": "loss/critic",
+    "actor_loss": "loss/actor",
+    "mean_kl_loss": "policy/kl",
+    "entropy": "policy/entropy",
+    "curr_entropy_coeff": "policy/entropy_coeff",
+    "alpha_value": "policy/alpha",
+    "vf_explained_var": "loss/value_explained_var",
+    "qf_mean": "q/mean",
+    "td_error_mean": "q/td_error_mean",
+}
+
+SKIPPED_MODULE_KEYS = ("__all_modules__",)
+
+
+def short_scalars(result: dict[str, Any], steps_per_s: float | None) -> dict[str, float]:
+    """The scalars rlplat plots for one training result, by tag."""
+    scalars: dict[str, float] = {}
+
+    def put(tag: str, value: Any) -> None:
+        number = finite(value)
+        if number is not None:
+            scalars[tag] = number
+
+    for tag, path in EPISODE_TAGS.items():
+        put(tag, lookup(result, path))
+    put("perf/env_steps_per_s", steps_per_s)
+    put("perf/iteration", result.get("training_iteration"))
+    put("perf/time_total_s", result.get("time_total_s"))
+
+    learners = result.get("learners") or {}
+    modules = [m for m in learners if m not in SKIPPED_MODULE_KEYS]
+    for module in modules:
+        suffix = f"/{module}" if len(modules) > 1 else ""
+        stats = learners[module]
+        if not isinstance(stats, dict):
+            continue
+        for stat, value in stats.items():
+            if stat.endswith("learning_rate"):
+                optimizer = stat.removesuffix("learning_rate").rstrip("_")
+                name = "lr" if optimizer in ("", "default_optimizer") else f"lr_{optimizer}"
+                tag = f"train/{name}"
+            elif stat.startswith("gradients_") and stat.endswith("global_norm"):
+                tag = "train/grad_norm"
+            else:
+                tag = LEARNER_TAGS.get(stat, f"learner/{stat}")
+            put(tag + suffix, value)
+    if len(modules) > 1:
+        per_module = lookup(result, "env_runners/module_episode_returns_mean") or {}
+        for module, value in per_module.items():
+            put(f"episode/return_mean/{module}", value)
+    return scalars
+
+
+class EnvStepTensorBoardLogger(TBXLoggerCallback):
+    """Writes ``short_scalars`` of each result into the trial directory, x = env steps."""
+
+    def __init__(self, flush_secs: int = 5):
+        super().__init__()
+        self._flush_secs = flush_secs
+        self._throughput = Throughput()
+
+    def log_trial_start(self, trial: Any) -> None:
+        if trial in self._trial_writer:
+            self._trial_writer[trial].close()
+        trial.init_local_path()
+        self._trial_writer[trial] = self._summary_writer_cls(
+            trial.local_path, flush_secs=self._flush_secs
+        )
+        self._trial_result[trial] = {}
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+        if trial not in self._trial_writer:
+            self.log_trial_start(trial)
+        steps = finite(lookup(result, ENV_STEPS)) or 0.0
+        rate = self._throughput.update(trial, result)
+        writer = self._trial_writer[trial]
+        for tag, value in short_scalars(result, rate).items():
+            writer.add_scalar(tag, value, global_step=int(steps))
+        writer.flush()
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        writer = self._trial_writer.pop(trial, None)
+        if writer is not None:
+            writer.close()
+        self._trial_result.pop(trial, None)

@@ -1,0 +1,122 @@
+"""The installed ``rlplat`` command end to end, and a real TensorBoard server on its output."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from tests.conftest import EXPERIMENTS, TINY_PPO
+
+
+def rlplat(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+    exe = shutil.which("rlplat") or sys.executable
+    prefix = [exe] if exe.endswith("rlplat") else [exe, "-m", "rlplat.cli"]
+    return subprocess.run(
+        [*prefix, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def cli_run(ray_session, tmp_path_factory):
+    """``rlplat train`` in a subprocess, joining the session's Ray with --address."""
+    tmp = tmp_path_factory.mktemp("cli")
+    path = tmp / "exp.yaml"
+    path.write_text(TINY_PPO.replace("OUTPUT", str(tmp / "out")))
+    proc = rlplat("train", str(path), "stop.iterations=2", "--address", ray_session)
+    return proc, tmp / "out" / "tiny-ppo"
+
+
+def test_cli_train_end_to_end(cli_run):
+    proc, experiment_dir = cli_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [run_dir] = list(experiment_dir.iterdir())
+    assert f"Run directory: {run_dir}" in proc.stdout
+    assert "trial_00000 | iter    2 |" in proc.stdout, "a progress line per iteration"
+    assert "best checkpoint:" in proc.stdout and "tensorboard --logdir" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "WARNING" not in proc.stdout + proc.stderr, "Ray's log noise stays hidden"
+    assert list((run_dir / "trial_00000").glob("checkpoint_*"))
+
+
+def test_cli_bad_input_exit_code_in_a_subprocess(write_yaml):
+    path = write_yaml(TINY_PPO.replace("algorithm: PPO", "algorithm: PPOO"))
+    proc = rlplat("train", str(path))
+    assert proc.returncode == 2
+    assert "Did you mean 'PPO'?" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_shipped_experiments_validate():
+    for path in sorted(EXPERIMENTS.glob("*.yaml")):
+        proc = rlplat("train", str(path), "--dry-run")
+        assert proc.returncode == 0, f"{path.name}: {proc.stderr}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def test_tensorboard_server_serves_env_step_scalars(cli_run):
+    """A real ``tensorboard`` process reads the run; scalars come back over its HTTP API."""
+    _, experiment_dir = cli_run
+    [run_dir] = list(experiment_dir.iterdir())
+    trial_dir = run_dir / "trial_00000"
+    env_steps = [
+        int(json.loads(line)["num_env_steps_sampled_lifetime"])
+        for line in (trial_dir / "result.json").read_text().splitlines()
+    ]
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(experiment_dir),
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        run = f"{run_dir.name}/trial_00000"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if run in get_json(f"{base}/data/runs"):
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "TensorBoard did not list the run within 60 s"
+            time.sleep(0.5)
+        query = urllib.parse.urlencode({"run": run, "tag": "loss/policy"})
+        points = get_json(f"{base}/data/plugin/scalars/scalars?{query}")
+        assert [int(step) for _, step, _ in points] == env_steps
+        tags = get_json(f"{base}/data/plugin/scalars/tags")[run]
+        assert {"perf/env_steps_per_s", "policy/entropy", "train/lr"} <= set(tags)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -1,0 +1,149 @@
+"""Every bad input is rejected before Ray starts: exit code 2, file:line, key, allowed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlplat.cli import main
+from tests.conftest import TINY_PPO
+
+
+def run_cli(args: list[str], capsys) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    return exit_info.value.code, capsys.readouterr().err
+
+
+def replace(text: str, old: str, new: str) -> str:
+    assert old in text, old
+    return text.replace(old, new)
+
+
+CASES = {
+    # id: (edit of the tiny experiment, overrides, strings the message must contain)
+    "unknown top-level key": (
+        lambda t: replace(t, "algorithm: PPO", "algoritm: PPO"),
+        [],
+        ["exp.yaml:2", "'algoritm'", "Did you mean 'algorithm'?", "Allowed here:"],
+    ),
+    "unknown key in our section": (
+        lambda t: replace(t, "iterations: 3", "iteration: 3"),
+        [],
+        ["exp.yaml:13", "stop.iteration", "Did you mean 'iterations'?", "env_steps"],
+    ),
+    "unknown RLlib key": (
+        lambda t: replace(t, "num_epochs: 2", "num_epoch: 2"),
+        [],
+        ["exp.yaml:9", "training.num_epoch", "PPOConfig.training()", "Did you mean 'num_epochs'?"],
+    ),
+    "wrong type in our section": (
+        lambda t: replace(t, "iterations: 3", "iterations: many"),
+        [],
+        ["exp.yaml:13", "stop.iterations", "valid integer", "'many'"],
+    ),
+    "wrong type in an RLlib section": (
+        lambda t: replace(t, "num_epochs: 2", "num_epochs: two"),
+        [],
+        ["exp.yaml:9", "training.num_epochs", "wrong type", "'two'"],
+    ),
+    "unknown env id": (
+        lambda t: replace(t, "CartPole-v1", "CartPol-v1"),
+        [],
+        ["exp.yaml:5", "env.id", "'CartPol-v1'", "Did you mean 'CartPole-v1'?"],
+    ),
+    "unknown algorithm": (
+        lambda t: replace(t, "algorithm: PPO", "algorithm: PPOO"),
+        [],
+        ["exp.yaml:2", "'algorithm'", "Did you mean 'PPO'?", "DQN", "SAC"],
+    ),
+    "RLlib key that rlplat owns": (
+        lambda t: replace(t, "num_epochs: 2", "num_epochs: 2\nenv_runners:\n  num_env_runners: 2"),
+        [],
+        ["env_runners.num_env_runners", "resources.env_runners.count"],
+    ),
+    "duplicate key": (
+        lambda t: replace(t, "seed: 3", "seed: 3\nseed: 4"),
+        [],
+        ["exp.yaml:4", "duplicate key", "only once"],
+    ),
+    "tab indentation": (
+        lambda t: replace(t, "  id: CartPole-v1", "\tid: CartPole-v1"),
+        [],
+        ["exp.yaml:5", "tabs are not allowed"],
+    ),
+    "missing required section": (
+        lambda t: replace(t, "env:\n  id: CartPole-v1\n", ""),
+        [],
+        ["'env'", "required"],
+    ),
+    "no stop condition": (
+        lambda t: replace(t, "stop:\n  iterations: 3\n", "stop: {}\n"),
+        [],
+        ["'stop'", "at least one stop condition", "env_steps"],
+    ),
+    "unknown checkpoint metric": (
+        lambda t: t + "checkpoint_extra: 1\n",
+        [],
+        ["'checkpoint_extra'", "Did you mean 'checkpoint'?"],
+    ),
+    "unknown score metric": (
+        lambda t: replace(t, "keep: 2", "keep: 2\n  score: reward"),
+        [],
+        ["checkpoint.score", "'reward'", "episode_return_mean"],
+    ),
+    "bad override syntax": (lambda t: t, ["training.lr"], ["command line", "section.key=value"]),
+    "override with a wrong type": (
+        lambda t: t,
+        ["training.lr=fast"],
+        ["command-line override 'training.lr=fast'", "training.lr", "wrong type"],
+    ),
+    "override of an unknown key": (
+        lambda t: t,
+        ["stop.env_step=100"],
+        ["command-line override 'stop.env_step=100'", "Did you mean 'env_steps'?"],
+    ),
+    "env kwargs the env rejects": (
+        lambda t: replace(
+            t, "id: CartPole-v1", "factory: envs.corridor:Corridor\n  kwargs: {lenght: 4}"
+        ),
+        [],
+        ["env.kwargs", "rejected its arguments", "lenght"],
+    ),
+    "factory that does not exist": (
+        lambda t: replace(t, "id: CartPole-v1", "factory: envs.corridor:Coridor"),
+        [],
+        ["env.factory", "no attribute 'Coridor'", "Did you mean 'Corridor'?"],
+    ),
+    "value RLlib rejects": (
+        lambda t: replace(t, "minibatch_size: 64", "minibatch_size: 100000"),
+        [],
+        ["validate() rejected", "minibatch_size"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_bad_input_exits_2_with_a_clear_message(case, write_yaml, tmp_path, capsys):
+    edit, overrides, expected = CASES[case]
+    path = write_yaml(edit(TINY_PPO.replace("OUTPUT", str(tmp_path / "out"))))
+    code, err = run_cli(["train", str(path), *overrides], capsys)
+    assert code == 2, err
+    message = " ".join(err.split())  # the console may wrap the paragraph
+    for fragment in expected:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists(), "nothing may be written for a rejected experiment"
+
+
+def test_missing_file(tmp_path, capsys):
+    code, err = run_cli(["train", str(tmp_path / "nope.yaml")], capsys)
+    assert code == 2
+    assert "nope.yaml" in err and "not found" in err
+
+
+def test_debug_shows_the_traceback(write_yaml, tmp_path):
+    from rlplat.errors import ConfigError
+
+    path = write_yaml(replace(TINY_PPO, "algorithm: PPO", "algoritm: PPO"))
+    with pytest.raises(ConfigError):
+        main(["train", str(path), "--debug"])

@@ -1,0 +1,102 @@
+"""Real training runs through Tune on the shared Ray: checkpoints, run files, TensorBoard."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from rlplat.config.load import load_experiment
+from rlplat.run_dir import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY
+from rlplat.train import train
+from tests.conftest import EXPERIMENTS
+
+
+def read_results(trial_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+
+
+def read_scalars(trial_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(trial_dir))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(ray_session, tmp_path_factory):
+    """One tiny PPO run with an override, shared by the assertions below."""
+    from tests.conftest import TINY_PPO
+
+    tmp = tmp_path_factory.mktemp("tiny")
+    path = tmp / "exp.yaml"
+    path.write_text(TINY_PPO.replace("OUTPUT", str(tmp / "out")))
+    loaded = load_experiment(path, ["training.lr=0.0007"])
+    summary = train(loaded, console=Console(quiet=True))
+    return summary
+
+
+def test_run_writes_checkpoints_and_run_files(tiny_run):
+    run_dir = Path(tiny_run.run_dir)
+    assert run_dir.parent.name == "tiny-ppo"
+    [trial] = tiny_run.trials
+    assert trial.status == "finished" and trial.iterations == 3
+    checkpoints = sorted(Path(trial.path).glob("checkpoint_*"))
+    assert len(checkpoints) == 2, "keep: 2 keeps two of the three checkpoints"
+    assert (Path(trial.last_checkpoint) / "rllib_checkpoint.json").is_file()
+    assert (Path(trial.last_checkpoint) / "learner_group/learner/rl_module/default_policy").is_dir()
+    info = json.loads((run_dir / RUN_INFO).read_text())
+    assert info["versions"]["ray"].startswith("2.60")
+    assert "torch" in info["versions"] and "gymnasium" in info["versions"]
+    summary = json.loads((run_dir / SUMMARY).read_text())
+    assert summary["trials"][0]["last_checkpoint"] == trial.last_checkpoint
+
+
+def test_resolved_experiment_reloads_and_has_defaults(tiny_run):
+    resolved = Path(tiny_run.run_dir) / RESOLVED_EXPERIMENT
+    reloaded = load_experiment(resolved, build=False).experiment
+    assert reloaded.training["lr"] == 0.0007, "the override is part of the resolved experiment"
+    assert reloaded.checkpoint.mode == "max", "defaults are filled in"
+    assert reloaded.resources.env_runners.count == 0
+    assert reloaded.resources.learners.gpus == 0, "RLlib's default resources are recorded"
+
+
+def test_override_reaches_rllib(tiny_run):
+    params = json.loads((Path(tiny_run.trials[0].path) / "params.json").read_text())
+    assert params["lr"] == 0.0007
+    assert params["seed"] == 3
+
+
+def test_tensorboard_x_axis_is_env_steps(tiny_run):
+    trial_dir = Path(tiny_run.trials[0].path)
+    results = read_results(trial_dir)
+    env_steps = [int(r["num_env_steps_sampled_lifetime"]) for r in results]
+    scalars = read_scalars(trial_dir)
+    for tag in ("perf/env_steps_per_s", "loss/policy", "loss/value", "policy/entropy", "train/lr"):
+        assert [step for step, _ in scalars[tag]] == env_steps, tag
+    assert scalars["train/lr"][-1][1] == pytest.approx(0.0007)
+    assert not any(tag.startswith("ray/tune") for tag in scalars), "Tune's own logger is replaced"
+
+
+def test_second_run_gets_a_new_directory(tiny_run, ray_session):
+    run_dir = Path(tiny_run.run_dir)
+    before = {p: p.stat().st_mtime for p in run_dir.rglob("*") if p.is_file()}
+    loaded = load_experiment(run_dir / RESOLVED_EXPERIMENT, ["stop.iterations=1"])
+    again = train(loaded, console=Console(quiet=True))
+    assert Path(again.run_dir) != run_dir and Path(again.run_dir).parent == run_dir.parent
+    after = {p: p.stat().st_mtime for p in run_dir.rglob("*") if p.is_file()}
+    assert after == before, "the earlier run directory is untouched"
+
+
+def test_ppo_cartpole_learns(ray_session, tmp_path):
+    """The shipped PPO experiment, cut to 25k env steps, beats a random policy (~22) clearly."""
+    loaded = load_experiment(
+        EXPERIMENTS / "cartpole_ppo.yaml", [f"output_dir={tmp_path}", "stop.env_steps=25000"]
+    )
+    summary = train(loaded, console=Console(quiet=True))
+    [trial] = summary.trials
+    assert trial.error is None
+    assert trial.best_return is not None and trial.best_return > 100, trial
