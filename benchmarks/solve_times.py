@@ -5,7 +5,7 @@
 Runs ``rlplat train`` in a subprocess per experiment and seed (one at a time: trainings never
 share the CPU), then reads the trial's result.json: the first iteration whose windowed mean
 return reaches the experiment's target gives the env steps and training seconds to target.
-Writes benchmarks/results/solve_times.json and prints a Markdown table.
+Updates benchmarks/results/solve_times.json and prints a Markdown table of everything in it.
 """
 
 from __future__ import annotations
@@ -87,7 +87,12 @@ def main() -> None:
             results.setdefault(name, []).append(row)
     out = REPO / "benchmarks/results/solve_times.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"command": sys.argv, "results": results}, indent=2) + "\n")
+    # Runs with --only update their experiments and keep the others' earlier results.
+    saved = json.loads(out.read_text()) if out.exists() else {}
+    for name, rows in results.items():
+        saved[name] = {"command": " ".join(sys.argv), "runs": rows}
+    out.write_text(json.dumps(saved, indent=2) + "\n")
+    results = {name: entry["runs"] for name, entry in saved.items()}
     print(
         "\n| experiment | seeds reaching target | env steps to target (median) "
         "| training s to target (median) | command wall s (median) |"

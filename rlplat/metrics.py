@@ -8,6 +8,7 @@ RLlib reports nested keys (``env_runners/episode_return_mean``). Any full result
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,7 +56,7 @@ def lookup(result: Mapping[str, Any], path: str) -> Any:
 
 def finite(value: Any) -> float | None:
     """The value as a float when it is a finite number, else None (NaN before any episode ends)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy scalars included
         return None
     return float(value) if math.isfinite(value) else None
 

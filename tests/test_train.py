@@ -100,3 +100,23 @@ def test_ppo_cartpole_learns(ray_session, tmp_path):
     [trial] = summary.trials
     assert trial.error is None
     assert trial.best_return is not None and trial.best_return > 100, trial
+
+
+@pytest.mark.parametrize("name", ["cartpole_dqn", "pendulum_sac"])
+def test_shipped_off_policy_experiments_run(name, ray_session, tmp_path):
+    """The shipped DQN and SAC experiments run end to end (a few hundred steps, not to target)."""
+    loaded = load_experiment(
+        EXPERIMENTS / f"{name}.yaml",
+        [
+            f"output_dir={tmp_path}",
+            "stop.iterations=2",
+            "training.num_steps_sampled_before_learning_starts=100",
+            "reporting.min_sample_timesteps_per_iteration=200",
+        ],
+    )
+    summary = train(loaded, console=Console(quiet=True))
+    [trial] = summary.trials
+    assert trial.error is None and trial.iterations == 2
+    scalars = read_scalars(Path(trial.path))
+    assert "loss/q" in scalars or "loss/critic" in scalars, sorted(scalars)
+    assert (Path(trial.last_checkpoint) / "rllib_checkpoint.json").is_file()

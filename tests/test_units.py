@@ -1,0 +1,57 @@
+"""Small pieces whose behaviour users see: the return window, run directories, the docs page."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from rlplat.callbacks import WindowedEpisodeStats
+from rlplat.run_dir import create_run_dir
+from tests.conftest import REPO
+
+
+def feed(stats: WindowedEpisodeStats, window: int, iterations: list[tuple[int, float]]) -> dict:
+    algorithm = SimpleNamespace(config=SimpleNamespace(metrics_num_episodes_for_smoothing=window))
+    result: dict = {}
+    for count, mean in iterations:
+        result = {
+            "env_runners": {
+                "num_episodes": count,
+                "episode_return_mean": mean,
+                "episode_len_mean": mean,
+            }
+        }
+        stats.on_train_result(algorithm=algorithm, result=result)
+    return result
+
+
+def test_window_is_the_mean_over_the_last_n_episodes():
+    # 60 episodes of 10, then 30 of 100, then 20 of 200: the last 100 hold 50 x 10, 30 x 100,
+    # 20 x 200 -> (500 + 3000 + 4000) / 100 = 75.
+    result = feed(WindowedEpisodeStats(), 100, [(60, 10.0), (30, 100.0), (20, 200.0)])
+    assert result["window"]["episode_return_mean"] == pytest.approx(75.0)
+    assert result["window"]["num_episodes"] == 100
+
+
+def test_window_skips_iterations_without_episodes():
+    stats = WindowedEpisodeStats()
+    result = feed(stats, 100, [(2, 20.0), (0, float("nan")), (2, 40.0)])
+    assert result["window"]["episode_return_mean"] == pytest.approx(30.0)
+
+
+def test_run_directories_are_never_reused(tmp_path):
+    first = create_run_dir(tmp_path / "exp")
+    (first / "keep.txt").write_text("data")
+    second = create_run_dir(tmp_path / "exp")
+    assert first != second and second.is_dir()
+    assert (first / "keep.txt").read_text() == "data"
+
+
+def test_schema_reference_is_up_to_date():
+    from rlplat.schema_doc import EXAMPLE, render
+
+    expected = render((REPO / EXAMPLE).read_text().strip())
+    assert (REPO / "docs/schema.md").read_text() == expected, (
+        "regenerate with: python -m rlplat.schema_doc > docs/schema.md"
+    )
