@@ -42,3 +42,32 @@ def start_ray(address: str | None, verbose: bool = False) -> None:
             "'ray start --head' (and RAY_AUTH_MODE=token if the cluster uses token auth), or drop "
             "--address to run on an embedded local Ray."
         ) from None
+
+
+def check_trial_fits(algo_cls: type, config: object, trials: int = 1) -> None:
+    """Refuse a trial whose resource demand exceeds what the whole cluster has.
+
+    Tune would otherwise keep the trial PENDING forever. This compares totals only: a demand that
+    fits the cluster's sum but no single placement can still wait (the ``plan`` command, issue 7,
+    checks bundles against nodes).
+    """
+    import ray
+
+    demand = algo_cls.default_resource_request(config).required_resources
+    available = ray.cluster_resources()
+    short = {
+        name: (amount, available.get(name, 0.0))
+        for name, amount in demand.items()
+        if amount > available.get(name, 0.0) + 1e-9
+    }
+    if short:
+        details = "; ".join(
+            f"{name}: needs {need:g}, the cluster has {have:g}"
+            for name, (need, have) in short.items()
+        )
+        raise UserError(
+            f"the trial cannot start on this Ray cluster ({details}). It asks for one bundle for "
+            "the algorithm plus one per env runner and learner: lower resources.env_runners.count "
+            "(0 samples inside the algorithm's process) or its cpus/gpus/custom, or join a bigger "
+            "cluster with --address."
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ def train(
     from ray import tune
 
     from rlplat.algorithms.registry import get_algorithm_class
-    from rlplat.cluster import start_ray
+    from rlplat.cluster import check_trial_fits, start_ray
     from rlplat.tensorboard import EnvStepTensorBoardLogger
 
     console = console or Console()
@@ -82,17 +82,19 @@ def train(
     if exp.seed is None:  # record the seed actually used, so the run can be repeated
         exp.seed = random.randrange(2**31)
         loaded.algo_config.debugging(seed=exp.seed)
+    start_ray(address, verbose)
+    algo_cls = get_algorithm_class(exp.algorithm)
+    check_trial_fits(algo_cls, loaded.algo_config)
     run_dir = create_run_dir(Path(exp.output_dir).resolve() / exp.name)
     write_run_files(run_dir, resolve_experiment(loaded), address)
     console.print(f"Run directory: [bold]{run_dir}[/bold]", highlight=False)
 
-    start_ray(address, verbose)
     # Tune's own progress tables would interleave with ours; verbose=0 silences the old engine.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     score = metric_path(exp.checkpoint.score)
     progress = ProgressPrinter(exp.stop, console)
     tuner = tune.Tuner(
-        get_algorithm_class(exp.algorithm),
+        algo_cls,
         param_space=loaded.algo_config,
         tune_config=tune.TuneConfig(
             num_samples=1,
@@ -135,19 +137,13 @@ def train(
                 error=_first_line(result.error) if result.error else None,
             )
         )
-    write_summary(run_dir, _as_dict(summary))
+    write_summary(run_dir, asdict(summary))
     return summary
 
 
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return text[-1] if text else type(error).__name__
-
-
-def _as_dict(summary: RunSummary) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(summary)
 
 
 def print_summary(summary: RunSummary, console: Console) -> None:

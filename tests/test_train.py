@@ -120,3 +120,17 @@ def test_shipped_off_policy_experiments_run(name, ray_session, tmp_path):
     scalars = read_scalars(Path(trial.path))
     assert "loss/q" in scalars or "loss/critic" in scalars, sorted(scalars)
     assert (Path(trial.last_checkpoint) / "rllib_checkpoint.json").is_file()
+
+
+def test_a_trial_bigger_than_the_cluster_is_refused(ray_session, tiny_ppo, tmp_path):
+    """Not a trial PENDING forever: exit 2 naming the resource, and nothing written."""
+    import ray
+
+    from rlplat.errors import UserError
+
+    too_many = int(ray.cluster_resources()["CPU"]) + 1
+    loaded = load_experiment(tiny_ppo, [f"resources.env_runners.count={too_many}"])
+    with pytest.raises(UserError, match=r"CPU: needs \d+, the cluster has \d+") as info:
+        train(loaded, console=Console(quiet=True))
+    assert info.value.exit_code == 2
+    assert not (tmp_path / "out").exists()

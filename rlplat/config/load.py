@@ -15,35 +15,39 @@ from ruamel.yaml import YAML
 
 from rlplat.config.schema import Experiment
 from rlplat.config.yaml_io import KeyPath, parse_yaml
-from rlplat.errors import ConfigError, allowed_list, did_you_mean
+from rlplat.errors import ConfigError, UserError, allowed_list, did_you_mean
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 
 @dataclass
-class LoadedExperiment:
-    """A validated experiment, where it came from, and the RLlib config built from it."""
+class Locator:
+    """Where each key of an experiment was written: a file line or a command-line override."""
 
-    experiment: Experiment
     source: str
-    algo_config: AlgorithmConfig | None = None
     lines: dict[KeyPath, int] = field(default_factory=dict)
     overridden: dict[str, str] = field(default_factory=dict)
 
-    def locate(self, dotted: str) -> str:
+    def __call__(self, dotted: str) -> str:
         """'file:line' for a dotted key path (the nearest parent with a line), or the override."""
         if dotted in self.overridden:
             return f"command-line override '{self.overridden[dotted]}'"
-        return _locate(self.source, self.lines, tuple(p for p in dotted.split(".") if p))
+        path: KeyPath = tuple(p for p in dotted.split(".") if p)
+        while path:
+            if path in self.lines:
+                return f"{self.source}:{self.lines[path]}"
+            path = path[:-1]
+        return self.source
 
 
-def _locate(source: str, lines: dict[KeyPath, int], path: KeyPath) -> str:
-    while path:
-        if path in lines:
-            return f"{source}:{lines[path]}"
-        path = path[:-1]
-    return source
+@dataclass
+class LoadedExperiment:
+    """A validated experiment, where its keys came from, and the RLlib config built from it."""
+
+    experiment: Experiment
+    locate: Locator
+    algo_config: AlgorithmConfig | None = None
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -84,7 +88,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, str
     return applied
 
 
-def _pydantic_error(exc: ValidationError, loaded: LoadedExperiment) -> ConfigError:
+def _pydantic_error(exc: ValidationError, locate: Locator) -> ConfigError:
     """The first schema error as one readable sentence with file, line, key and allowed values."""
     # A misspelt key also makes its correct spelling "missing": report the misspelling first.
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
@@ -110,7 +114,7 @@ def _pydantic_error(exc: ValidationError, loaded: LoadedExperiment) -> ConfigErr
     else:
         got = f" (got {first['input']!r})" if not isinstance(first["input"], dict) else ""
         message = first["msg"].removeprefix("Value error, ") + got + "."
-    return ConfigError(message + more, location=loaded.locate(dotted), key=dotted or None)
+    return ConfigError(message + more, location=locate(dotted), key=dotted or None)
 
 
 def load_experiment(
@@ -142,19 +146,16 @@ def load_experiment(
             f"not a {type(data).__name__}.",
             location=source,
         )
-    loaded = LoadedExperiment(experiment=None, source=source, lines=lines)  # type: ignore[arg-type]
-    loaded.overridden = apply_overrides(data, overrides or [])
+    locate = Locator(source, lines, apply_overrides(data, overrides or []))
     try:
         experiment = Experiment.model_validate(data)
     except ValidationError as exc:
-        raise _pydantic_error(exc, loaded) from None
+        raise _pydantic_error(exc, locate) from None
     try:
         experiment.algorithm = canonical_name(experiment.algorithm)
-    except ConfigError:
-        raise
-    except Exception as exc:  # UserError from the registry: add the location
-        raise ConfigError(str(exc), location=loaded.locate("algorithm"), key="algorithm") from None
-    loaded.experiment = experiment
+    except UserError as exc:
+        raise ConfigError(str(exc), location=locate("algorithm"), key="algorithm") from None
+    loaded = LoadedExperiment(experiment, locate)
     if build:
         from rlplat.build import build_algorithm_config
 
