@@ -40,10 +40,6 @@ class RunSummary:
     wall_time_s: float
     trials: list[TrialSummary] = field(default_factory=list)
 
-    def best_trial(self) -> TrialSummary | None:
-        scored = [t for t in self.trials if t.best_return is not None]
-        return max(scored, key=lambda t: t.best_return) if scored else None
-
 
 def resolve_experiment(loaded: LoadedExperiment) -> dict[str, Any]:
     """The experiment with every default filled in, as written to ``experiment.yaml``."""
