@@ -53,7 +53,8 @@ def check_trial_fits(algo_cls: type, config: object, trials: int = 1) -> None:
     """
     import ray
 
-    demand = algo_cls.default_resource_request(config).required_resources
+    request = algo_cls.default_resource_request(config)
+    demand = request.required_resources
     available = ray.cluster_resources()
     short = {
         name: (amount, available.get(name, 0.0))
@@ -66,8 +67,9 @@ def check_trial_fits(algo_cls: type, config: object, trials: int = 1) -> None:
             for name, (need, have) in short.items()
         )
         raise UserError(
-            f"the trial cannot start on this Ray cluster ({details}). It asks for one bundle for "
-            "the algorithm plus one per env runner and learner: lower resources.env_runners.count "
+            f"the trial cannot start on this Ray cluster ({details}). It asks for the bundles "
+            f"{request.bundles} (the algorithm's own, then one per env runner and learner): lower "
+            "resources.env_runners.count "
             "(0 samples inside the algorithm's process) or its cpus/gpus/custom, or join a bigger "
             "cluster with --address."
         )

@@ -17,7 +17,7 @@ from rlplat.config.schema import Experiment
 from rlplat.errors import RlplatError
 from rlplat.metrics import ENV_STEPS, RETURN_MEAN, finite, lookup, metric_path
 from rlplat.progress import ProgressPrinter, format_duration
-from rlplat.run_dir import create_run_dir, write_run_files, write_summary
+from rlplat.run_dir import create_run_dir, experiment_copier, write_run_files, write_summary
 
 
 @dataclass
@@ -108,7 +108,7 @@ def train(
                 checkpoint_frequency=exp.checkpoint.every,
                 checkpoint_at_end=exp.checkpoint.at_end,
             ),
-            callbacks=[progress, EnvStepTensorBoardLogger()],
+            callbacks=[progress, EnvStepTensorBoardLogger(), experiment_copier(run_dir)],
             verbose=0,
         ),
     )

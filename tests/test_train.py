@@ -47,6 +47,8 @@ def test_run_writes_checkpoints_and_run_files(tiny_run):
     checkpoints = sorted(Path(trial.path).glob("checkpoint_*"))
     assert len(checkpoints) == 2, "keep: 2 keeps two of the three checkpoints"
     assert (Path(trial.last_checkpoint) / "rllib_checkpoint.json").is_file()
+    in_checkpoint = Path(trial.last_checkpoint) / RESOLVED_EXPERIMENT
+    assert in_checkpoint.read_text() == (run_dir / RESOLVED_EXPERIMENT).read_text()
     assert (Path(trial.last_checkpoint) / "learner_group/learner/rl_module/default_policy").is_dir()
     info = json.loads((run_dir / RUN_INFO).read_text())
     assert info["versions"]["ray"].startswith("2.60")
