@@ -44,7 +44,7 @@ def start_ray(address: str | None, verbose: bool = False) -> None:
         ) from None
 
 
-def check_trial_fits(algo_cls: type, config: object, trials: int = 1) -> None:
+def check_trial_fits(algo_cls: type, config: object) -> None:
     """Refuse a trial whose resource demand exceeds what the whole cluster has.
 
     Tune would otherwise keep the trial PENDING forever. This compares totals only: a demand that
@@ -69,7 +69,6 @@ def check_trial_fits(algo_cls: type, config: object, trials: int = 1) -> None:
         raise UserError(
             f"the trial cannot start on this Ray cluster ({details}). It asks for the bundles "
             f"{request.bundles} (the algorithm's own, then one per env runner and learner): lower "
-            "resources.env_runners.count "
-            "(0 samples inside the algorithm's process) or its cpus/gpus/custom, or join a bigger "
-            "cluster with --address."
+            "resources.env_runners.count (0 samples inside the algorithm's process) or its "
+            "cpus/gpus/custom, or join a bigger cluster with --address."
         )
