@@ -20,7 +20,7 @@ app = typer.Typer(
     help="Train and evaluate RLlib agents from one YAML experiment file.",
 )
 console = Console(soft_wrap=True)
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 @app.callback()
@@ -68,6 +68,73 @@ def train(
     summary = run_training(loaded, address=address, verbose=verbose, console=console)
     print_summary(summary, console)
     raise_if_failed(summary)
+
+
+@app.command("eval")
+def eval_(
+    path: Annotated[
+        Path,
+        typer.Argument(help="A checkpoint, or a trial/run/experiment directory (best checkpoint)."),
+    ],
+    episodes: Annotated[int, typer.Option("--episodes", "-n", help="Episodes to play.")] = 10,
+    seed: Annotated[int, typer.Option(help="Seed of the first episode (episode i: seed + i).")] = 0,
+    explore: Annotated[
+        bool, typer.Option("--explore", help="Sample actions instead of taking the greedy one.")
+    ] = False,
+    render: Annotated[
+        str | None,
+        typer.Option(
+            help="gif or mp4: write videos; ansi: print frames; human: open a window.",
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Directory for --render gif/mp4 files.")] = Path(
+        "videos"
+    ),
+    one_file: Annotated[
+        bool, typer.Option("--one-file", help="One video with all episodes instead of one each.")
+    ] = False,
+    last: Annotated[
+        bool, typer.Option("--last", help="Newest checkpoint of a trial instead of the best.")
+    ] = False,
+    max_steps: Annotated[
+        int | None, typer.Option(help="Cut episodes after this many steps.")
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the results as JSON on stdout.")
+    ] = False,
+    verbose: Verbose = False,
+    debug: Debug = False,
+) -> None:
+    """Roll out a trained policy without Ray: statistics, and videos or terminal frames."""
+    import json
+    import logging
+
+    from rlplat.evaluate import EvalOptions, evaluate, print_report
+
+    if not verbose:
+        warnings.filterwarnings("ignore")
+        logging.getLogger("ray").setLevel(logging.ERROR)
+    report_console = err_console if json_output else console
+    options = EvalOptions(
+        episodes=episodes,
+        seed=seed,
+        explore=explore,
+        render=render,
+        out=out,
+        one_file=one_file,
+        last=last,
+        max_steps=max_steps,
+    )
+    report = evaluate(
+        path,
+        options,
+        say=lambda line: report_console.print(line, highlight=False),
+        show_frame=lambda frame: console.print(frame, highlight=False, markup=False),
+    )
+    if json_output:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print_report(report, console)
 
 
 def main(argv: list[str] | None = None) -> None:

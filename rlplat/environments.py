@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
 from rlplat.config.schema import EnvSpec
-from rlplat.errors import ConfigError, allowed_list, did_you_mean
+from rlplat.errors import ConfigError, UserError, allowed_list, did_you_mean
 
 
 def import_object(path: str) -> Any:
@@ -45,10 +46,11 @@ def rllib_env_name(spec: EnvSpec) -> str:
     return f"rlplat/{spec.id or spec.factory}"
 
 
-def check_env(spec: EnvSpec, locate: Callable[[str], str]) -> None:
+def check_env(spec: EnvSpec, locate: Callable[[str], str], *, needs_frames: bool = False) -> None:
     """Fail early (before Ray starts) on an unknown id, a bad import path or kwargs the env rejects.
 
     The environment is built once and closed: this is what catches a misspelt kwarg.
+    ``needs_frames``: videos are requested, so the env must offer ``rgb_array`` rendering.
     """
     if spec.id is not None:
         if spec.id not in gym.registry:
@@ -94,3 +96,31 @@ def check_env(spec: EnvSpec, locate: Callable[[str], str]) -> None:
             key="env",
         ) from None
     env.close()
+    if needs_frames and "rgb_array" not in render_modes(env):
+        raise ConfigError(
+            f"videos need rgb_array frames, but {spec.id or spec.factory!r} renders only: "
+            f"{allowed_list(render_modes(env)) or 'nothing'}. Set video.every to 0.",
+            location=locate("video.every"),
+            key="video.every",
+        )
+
+
+def rebuild_env(spec: EnvSpec, render_mode: str | None, source: Path) -> gym.Env:
+    """Build a run's environment again (for evaluation), with ``render_mode`` if given."""
+    try:
+        return EnvCreator(spec)({"render_mode": render_mode} if render_mode else {})
+    except Exception as exc:  # noqa: BLE001 - any failure here means the env cannot be rebuilt
+        hint = (
+            " The environment may not accept a render_mode argument."
+            if render_mode and isinstance(exc, TypeError)
+            else ""
+        )
+        raise UserError(
+            f"cannot rebuild the environment {spec.id or spec.factory!r} described in {source}: "
+            f"{type(exc).__name__}: {exc}.{hint} Its package must be installed and importable "
+            "here (custom environments from the directory you train in, e.g. envs/)."
+        ) from None
+
+
+def render_modes(env: gym.Env) -> list[str]:
+    return list(env.metadata.get("render_modes") or [])

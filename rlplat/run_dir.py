@@ -77,23 +77,3 @@ def write_run_files(run_dir: Path, resolved: dict[str, Any], address: str | None
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     write_atomic(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
-
-
-def experiment_copier(run_dir: Path):  # -> ray.tune.Callback (imported lazily with Ray)
-    """A Tune callback that puts the resolved experiment into every checkpoint directory.
-
-    A checkpoint copied away from its run then still says how to rebuild its environment.
-    """
-    import shutil
-
-    from ray.tune import Callback
-
-    source = run_dir / RESOLVED_EXPERIMENT
-
-    class CopyExperimentIntoCheckpoints(Callback):
-        def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
-            target = Path(checkpoint.path)
-            if target.is_dir():
-                shutil.copy2(source, target / RESOLVED_EXPERIMENT)
-
-    return CopyExperimentIntoCheckpoints()

@@ -12,12 +12,13 @@ from typing import Any
 from rich.console import Console
 
 from rlplat.build import effective_resources
+from rlplat.checkpoints import checkpoint_recorder
 from rlplat.config.load import LoadedExperiment
 from rlplat.config.schema import Experiment
 from rlplat.errors import RlplatError
 from rlplat.metrics import ENV_STEPS, RETURN_MEAN, finite, lookup, metric_path
 from rlplat.progress import ProgressPrinter, format_duration
-from rlplat.run_dir import create_run_dir, experiment_copier, write_run_files, write_summary
+from rlplat.run_dir import create_run_dir, write_run_files, write_summary
 
 
 @dataclass
@@ -108,7 +109,11 @@ def train(
                 checkpoint_frequency=exp.checkpoint.every,
                 checkpoint_at_end=exp.checkpoint.at_end,
             ),
-            callbacks=[progress, EnvStepTensorBoardLogger(), experiment_copier(run_dir)],
+            callbacks=[
+                progress,
+                EnvStepTensorBoardLogger(),
+                checkpoint_recorder(run_dir, exp.checkpoint.score, exp.checkpoint.mode),
+            ],
             verbose=0,
         ),
     )

@@ -159,6 +159,6 @@ def load_experiment(
     if build:
         from rlplat.build import build_algorithm_config
 
-        check_env(experiment.env, loaded.locate)
+        check_env(experiment.env, loaded.locate, needs_frames=experiment.video.every > 0)
         loaded.algo_config = build_algorithm_config(experiment, loaded.locate)
     return loaded

@@ -10,7 +10,14 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from rlplat.metrics import METRIC_ALIASES, is_known_metric
 
@@ -117,6 +124,18 @@ class CheckpointSpec(Section):
         return value
 
 
+class VideoSpec(Section):
+    """Greedy episodes recorded from checkpoints during training, shown in TensorBoard."""
+
+    every: int = Field(
+        0,
+        ge=0,
+        description="Record at every checkpoint whose iteration is a multiple of this (0: never).",
+    )
+    episodes: int = Field(1, ge=1, description="Episodes per recording, played one after another.")
+    max_width: int = Field(320, ge=16, description="Wider frames are shrunk to this many pixels.")
+
+
 RLLIB_SECTIONS = (
     "environment",
     "training",
@@ -141,6 +160,7 @@ class Experiment(Section):
     env: EnvSpec
     stop: StopSpec
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    video: VideoSpec = Field(default_factory=VideoSpec)
     resources: Resources = Field(default_factory=Resources)
     output_dir: str = Field("checkpoints", description="Where runs are written.")
 
@@ -164,6 +184,18 @@ class Experiment(Section):
                 f"got {value!r}"
             )
         return value
+
+    @field_validator("video")
+    @classmethod
+    def _video_at_checkpoints(cls, video: VideoSpec, info: ValidationInfo) -> VideoSpec:
+        checkpoint = info.data.get("checkpoint")
+        if video.every and checkpoint is not None:
+            if checkpoint.every == 0 or video.every % checkpoint.every:
+                raise ValueError(
+                    f"video.every ({video.every}) must be a multiple of checkpoint.every "
+                    f"({checkpoint.every}): videos are recorded from checkpoints"
+                )
+        return video
 
     def rllib_sections(self) -> dict[str, dict[str, Any]]:
         """The RLlib builder sections, by builder method name."""

@@ -79,7 +79,10 @@ def write_atomic(path: Path, text: str) -> None:
     """Write a file so that readers see either the old content or the complete new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600; give the file normal permissions
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
             handle.flush()

@@ -1,0 +1,199 @@
+"""Find the checkpoint a path points at: a checkpoint, a trial, a run or an experiment directory.
+
+Layout written by ``rlplat train``::
+
+    <output_dir>/<name>/                  experiment directory (one per experiment name)
+      <timestamp>/                        run directory: experiment.yaml, run.json, summary.json
+        trial_00000/                      trial directory: result.json, events.out.tfevents.*
+          checkpoint_000004/              RLlib checkpoint, experiment.yaml, rlplat_checkpoint.json
+
+``rlplat_checkpoint.json`` records the iteration, env steps and ranking score at which the
+checkpoint was taken; it is what "best" means here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rlplat.config.yaml_io import write_atomic
+from rlplat.errors import UserError
+from rlplat.metrics import ENV_STEPS, RETURN_MEAN, finite, lookup, metric_path
+from rlplat.run_dir import RESOLVED_EXPERIMENT
+
+RLLIB_MARKER = "rllib_checkpoint.json"
+CHECKPOINT_INFO = "rlplat_checkpoint.json"
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What the run reported when the checkpoint was written."""
+
+    iteration: int | None = None
+    env_steps: int | None = None
+    score_metric: str | None = None
+    score: float | None = None
+    mode: str = "max"
+    episode_return_mean: float | None = None
+
+    @classmethod
+    def read(cls, checkpoint: Path) -> CheckpointInfo | None:
+        try:
+            data = json.loads((checkpoint / CHECKPOINT_INFO).read_text())
+        except (OSError, ValueError):
+            return None
+        known = {k: data.get(k) for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+    def write(self, checkpoint: Path) -> None:
+        write_atomic(checkpoint / CHECKPOINT_INFO, json.dumps(asdict(self), indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class PickedCheckpoint:
+    path: Path
+    why: str
+    info: CheckpointInfo | None
+
+    @property
+    def experiment_file(self) -> Path | None:
+        """The resolved experiment stored with the checkpoint, else the one of its run."""
+        for candidate in (
+            self.path / RESOLVED_EXPERIMENT,
+            self.path.parent.parent / RESOLVED_EXPERIMENT,
+        ):
+            if candidate.is_file():
+                return candidate
+        return None
+
+
+def is_checkpoint(path: Path) -> bool:
+    return (path / RLLIB_MARKER).is_file()
+
+
+def _checkpoints_in(trial: Path) -> list[Path]:
+    return sorted(p for p in trial.glob("checkpoint_*") if p.is_dir() and is_checkpoint(p))
+
+
+def _trials_in(run: Path) -> list[Path]:
+    return sorted(p for p in run.iterdir() if p.is_dir() and _checkpoints_in(p))
+
+
+def _runs_in(experiment: Path) -> list[Path]:
+    return sorted(p for p in experiment.iterdir() if p.is_dir() and _trials_in(p))
+
+
+def _rank_key(info: CheckpointInfo | None) -> float:
+    """Higher is better; checkpoints without a recorded score rank last."""
+    if info is None or info.score is None or not math.isfinite(info.score):
+        return -math.inf
+    return info.score if info.mode == "max" else -info.score
+
+
+def _pick_in_trial(trial: Path, last: bool) -> PickedCheckpoint:
+    checkpoints = _checkpoints_in(trial)
+    infos = {c: CheckpointInfo.read(c) for c in checkpoints}
+    newest = max(checkpoints, key=lambda c: ((infos[c] and infos[c].iteration) or 0, c.name))
+    if last:
+        return PickedCheckpoint(newest, f"newest checkpoint of {trial.name}", infos[newest])
+    best = max(checkpoints, key=lambda c: (_rank_key(infos[c]), c.name))
+    info = infos[best]
+    if _rank_key(info) == -math.inf:
+        return PickedCheckpoint(
+            newest, f"newest checkpoint of {trial.name} (no scores recorded)", infos[newest]
+        )
+    return PickedCheckpoint(
+        best,
+        f"best checkpoint of {trial.name} by {info.score_metric} = {info.score:.2f} "
+        f"(iteration {info.iteration}, {len(checkpoints)} checkpoint(s) kept)",
+        info,
+    )
+
+
+def _pick_in_run(run: Path, last: bool) -> PickedCheckpoint:
+    picks = [_pick_in_trial(trial, last=False) for trial in _trials_in(run)]
+    best = max(picks, key=lambda p: _rank_key(p.info))
+    if last:
+        best = _pick_in_trial(best.path.parent, last=True)
+    if len(picks) > 1:
+        return PickedCheckpoint(
+            best.path, f"{best.why}, the best of {len(picks)} trials", best.info
+        )
+    return best
+
+
+def find_checkpoint(path: Path, *, last: bool = False) -> PickedCheckpoint:
+    """The checkpoint ``path`` designates, and a sentence saying why it was picked.
+
+    A trial directory yields its best checkpoint by the experiment's ranking score (``last``: the
+    newest); a run directory its best trial's; an experiment directory its newest run's.
+    """
+    path = path.expanduser().resolve()
+    if not path.exists():
+        raise UserError(
+            f"{path} does not exist. Give a checkpoint, trial, run or experiment directory."
+        )
+    if not path.is_dir():
+        raise UserError(
+            f"{path} is a file, not a checkpoint. Give a checkpoint directory (one containing "
+            f"{RLLIB_MARKER}) or the trial/run directory that holds it."
+        )
+    if is_checkpoint(path):
+        return PickedCheckpoint(path, "the checkpoint given", CheckpointInfo.read(path))
+    if _checkpoints_in(path):
+        return _pick_in_trial(path, last)
+    if _trials_in(path):
+        return _pick_in_run(path, last)
+    runs = _runs_in(path)
+    if runs:
+        picked = _pick_in_run(runs[-1], last)
+        return PickedCheckpoint(
+            picked.path, f"newest run {runs[-1].name}: {picked.why}", picked.info
+        )
+    raise UserError(
+        f"no checkpoint found in {path}. Expected a checkpoint directory (containing "
+        f"{RLLIB_MARKER}), a trial directory (checkpoint_*/), a run directory (trial_*/) or an "
+        "experiment directory (<timestamp>/); a run stopped before its first checkpoint has none."
+    )
+
+
+def checkpoint_info_from_result(
+    result: dict[str, Any], score_metric: str, mode: str
+) -> CheckpointInfo:
+    """The ``CheckpointInfo`` for a checkpoint taken right after ``result``."""
+    steps = finite(lookup(result, ENV_STEPS))
+    return CheckpointInfo(
+        iteration=result.get("training_iteration"),
+        env_steps=int(steps) if steps is not None else None,
+        score_metric=score_metric,
+        score=finite(lookup(result, metric_path(score_metric))),
+        mode=mode,
+        episode_return_mean=finite(lookup(result, RETURN_MEAN)),
+    )
+
+
+def checkpoint_recorder(run_dir: Path, score_metric: str, mode: str):  # -> ray.tune.Callback
+    """A Tune callback that completes every checkpoint directory Tune writes.
+
+    It adds the resolved experiment (a checkpoint copied away from its run still says how to
+    rebuild its environment) and ``rlplat_checkpoint.json`` (what the run reported at that point,
+    used to pick the best checkpoint and to compare with ``rlplat eval``).
+    """
+    import shutil
+
+    from ray.tune import Callback
+
+    source = run_dir / RESOLVED_EXPERIMENT
+
+    class RecordCheckpoints(Callback):
+        def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
+            target = Path(checkpoint.path)
+            if not target.is_dir():
+                return
+            shutil.copy2(source, target / RESOLVED_EXPERIMENT)
+            checkpoint_info_from_result(trial.last_result or {}, score_metric, mode).write(target)
+
+    return RecordCheckpoints()

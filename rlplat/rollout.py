@@ -1,0 +1,84 @@
+"""Roll a restored policy out in one environment, one seeded episode at a time."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+from rlplat.policy import Policy
+
+
+@dataclass
+class EpisodeResult:
+    """One finished episode; ``frames[t]`` is what the agent saw when it chose action ``t``."""
+
+    seed: int
+    episode_return: float
+    length: int
+    truncated: bool
+    frames: list[Any] = field(default_factory=list, repr=False)
+    returns_before: list[float] = field(default_factory=list, repr=False)
+
+
+def run_episode(
+    policy: Policy,
+    env: gym.Env,
+    *,
+    seed: int,
+    explore: bool,
+    capture_frames: bool = False,
+    max_steps: int | None = None,
+) -> EpisodeResult:
+    """Play one episode; the same seed gives the same episode (greedy or sampled)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    observation, info = env.reset(seed=seed)
+    episode = SingleAgentEpisode(
+        observation_space=env.observation_space, action_space=env.action_space
+    )
+    episode.add_env_reset(observation=observation, infos=info)
+    shared_data: dict[str, Any] = {}
+    result = EpisodeResult(seed=seed, episode_return=0.0, length=0, truncated=False)
+    while not episode.is_done:
+        if capture_frames:
+            result.frames.append(env.render())
+            result.returns_before.append(result.episode_return)
+        env_action, action, extra = policy.act(episode, explore, shared_data)
+        observation, reward, terminated, truncated, info = env.step(env_action)
+        result.length += 1
+        result.episode_return += float(reward)
+        truncated = bool(truncated) or (max_steps is not None and result.length >= max_steps)
+        episode.add_env_step(
+            observation=observation,
+            action=action,
+            reward=reward,
+            infos=info,
+            terminated=bool(terminated),
+            truncated=truncated,
+            extra_model_outputs=extra,
+        )
+        result.truncated = truncated and not terminated
+    return result
+
+
+@dataclass(frozen=True)
+class Stats:
+    mean: float
+    std: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Stats:
+        if not values:
+            return cls(math.nan, math.nan, math.nan, math.nan)
+        array = np.asarray(values, dtype=float)
+        return cls(float(array.mean()), float(array.std()), float(array.min()), float(array.max()))
