@@ -49,8 +49,17 @@ LEARNER_TAGS = {
 SKIPPED_MODULE_KEYS = ("__all_modules__",)
 
 
-def short_scalars(result: dict[str, Any], steps_per_s: float | None) -> dict[str, float]:
-    """The scalars rlplat plots for one training result, by tag."""
+EVAL_EPISODES_LIFETIME = "evaluation/env_runners/num_episodes_lifetime"
+
+
+def short_scalars(
+    result: dict[str, Any], steps_per_s: float | None, fresh_eval: bool = True
+) -> dict[str, float]:
+    """The scalars rlplat plots for one training result, by tag.
+
+    RLlib repeats the latest evaluation in every later result; ``fresh_eval=False`` leaves the
+    ``eval/*`` tags out so each evaluation is plotted once, at the step it ran.
+    """
     scalars: dict[str, float] = {}
 
     def put(tag: str, value: Any) -> None:
@@ -59,7 +68,8 @@ def short_scalars(result: dict[str, Any], steps_per_s: float | None) -> dict[str
             scalars[tag] = number
 
     for tag, path in EPISODE_TAGS.items():
-        put(tag, lookup(result, path))
+        if fresh_eval or not tag.startswith("eval/"):
+            put(tag, lookup(result, path))
     put("perf/env_steps_per_s", steps_per_s)
     put("perf/iteration", result.get("training_iteration"))
     put("perf/time_total_s", result.get("time_total_s"))
@@ -95,6 +105,7 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
         super().__init__()
         self._flush_secs = flush_secs
         self._throughput = Throughput()
+        self._eval_episodes: dict[Any, float | None] = {}
 
     def log_trial_start(self, trial: Any) -> None:
         if trial in self._trial_writer:
@@ -110,9 +121,29 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
             self.log_trial_start(trial)
         steps = finite(lookup(result, ENV_STEPS)) or 0.0
         rate = self._throughput.update(trial, result)
+        eval_episodes = finite(lookup(result, EVAL_EPISODES_LIFETIME))
+        fresh_eval = eval_episodes != self._eval_episodes.get(trial)
+        self._eval_episodes[trial] = eval_episodes
         writer = self._trial_writer[trial]
-        for tag, value in short_scalars(result, rate).items():
+        for tag, value in short_scalars(result, rate, fresh_eval).items():
             writer.add_scalar(tag, value, global_step=int(steps))
+        writer.flush()
+
+    def add_gif(self, trial: Any, tag: str, data: bytes, step: int) -> None:
+        """An animated GIF as an image summary: TensorBoard's Images tab plays it."""
+        import io
+
+        from PIL import Image
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        if trial not in self._trial_writer:
+            self.log_trial_start(trial)
+        width, height = Image.open(io.BytesIO(data)).size
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=data)
+        writer = self._trial_writer[trial]
+        writer._get_file_writer().add_summary(
+            Summary(value=[Summary.Value(tag=tag, image=image)]), global_step=step
+        )
         writer.flush()
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:

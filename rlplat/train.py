@@ -18,7 +18,7 @@ from rlplat.config.schema import Experiment
 from rlplat.errors import RlplatError
 from rlplat.metrics import ENV_STEPS, RETURN_MEAN, finite, lookup, metric_path
 from rlplat.progress import ProgressPrinter, format_duration
-from rlplat.run_dir import create_run_dir, write_run_files, write_summary
+from rlplat.run_dir import RESOLVED_EXPERIMENT, create_run_dir, write_run_files, write_summary
 
 
 @dataclass
@@ -73,6 +73,7 @@ def train(
     from rlplat.algorithms.registry import get_algorithm_class
     from rlplat.cluster import check_trial_fits, start_ray
     from rlplat.tensorboard import EnvStepTensorBoardLogger
+    from rlplat.videos import TrainingVideos
 
     console = console or Console()
     exp = loaded.experiment
@@ -90,6 +91,14 @@ def train(
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     score = metric_path(exp.checkpoint.score)
     progress = ProgressPrinter(exp.stop, console)
+    tensorboard = EnvStepTensorBoardLogger()
+    callbacks = [
+        progress,
+        tensorboard,
+        checkpoint_recorder(run_dir, exp.checkpoint.score, exp.checkpoint.mode),
+    ]
+    if exp.video.every:
+        callbacks.append(TrainingVideos(exp, run_dir / RESOLVED_EXPERIMENT, tensorboard))
     tuner = tune.Tuner(
         algo_cls,
         param_space=loaded.algo_config,
@@ -109,11 +118,7 @@ def train(
                 checkpoint_frequency=exp.checkpoint.every,
                 checkpoint_at_end=exp.checkpoint.at_end,
             ),
-            callbacks=[
-                progress,
-                EnvStepTensorBoardLogger(),
-                checkpoint_recorder(run_dir, exp.checkpoint.score, exp.checkpoint.mode),
-            ],
+            callbacks=callbacks,
             verbose=0,
         ),
     )
@@ -171,6 +176,8 @@ def print_summary(summary: RunSummary, console: Console) -> None:
         console.print(f"    best checkpoint: {trial.best_checkpoint}", highlight=False)
         console.print(f"    last checkpoint: {trial.last_checkpoint}", highlight=False)
     console.print("Next:", highlight=False)
+    if any(trial.best_checkpoint for trial in summary.trials):
+        console.print(f"  rlplat eval {run_dir} --render gif", highlight=False)
     console.print(f"  tensorboard --logdir {run_dir.parent}", highlight=False)
 
 

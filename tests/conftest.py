@@ -59,3 +59,36 @@ output_dir: OUTPUT
 def tiny_ppo(write_yaml, tmp_path: Path) -> Path:
     """A PPO experiment that runs three tiny iterations into tmp_path/out."""
     return write_yaml(TINY_PPO.replace("OUTPUT", str(tmp_path / "out")))
+
+
+@pytest.fixture(scope="session")
+def tiny_run(ray_session, tmp_path_factory):
+    """One tiny PPO run (with an override, RLlib evaluation and videos) shared by many tests."""
+    from rich.console import Console
+
+    from rlplat.config.load import load_experiment
+    from rlplat.train import train
+
+    tmp = tmp_path_factory.mktemp("tiny")
+    path = tmp / "exp.yaml"
+    path.write_text(TINY_PPO.replace("OUTPUT", str(tmp / "out")))
+    overrides = [
+        "training.lr=0.0007",
+        "video.every=1",
+        "evaluation.evaluation_interval=2",
+        "evaluation.evaluation_duration=2",
+    ]
+    return train(load_experiment(path, overrides), console=Console(quiet=True))
+
+
+@pytest.fixture(scope="session")
+def solved_cartpole(ray_session, tmp_path_factory):
+    """The shipped CartPole PPO experiment trained to its target (about 100k env steps)."""
+    from rich.console import Console
+
+    from rlplat.config.load import load_experiment
+    from rlplat.train import train
+
+    out = tmp_path_factory.mktemp("solved")
+    loaded = load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", [f"output_dir={out}"])
+    return train(loaded, console=Console(quiet=True))

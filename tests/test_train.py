@@ -26,19 +26,6 @@ def read_scalars(trial_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
-@pytest.fixture(scope="module")
-def tiny_run(ray_session, tmp_path_factory):
-    """One tiny PPO run with an override, shared by the assertions below."""
-    from tests.conftest import TINY_PPO
-
-    tmp = tmp_path_factory.mktemp("tiny")
-    path = tmp / "exp.yaml"
-    path.write_text(TINY_PPO.replace("OUTPUT", str(tmp / "out")))
-    loaded = load_experiment(path, ["training.lr=0.0007"])
-    summary = train(loaded, console=Console(quiet=True))
-    return summary
-
-
 def test_run_writes_checkpoints_and_run_files(tiny_run):
     run_dir = Path(tiny_run.run_dir)
     assert run_dir.parent.name == "tiny-ppo"
@@ -93,15 +80,54 @@ def test_second_run_gets_a_new_directory(tiny_run, ray_session):
     assert after == before, "the earlier run directory is untouched"
 
 
-def test_ppo_cartpole_learns(ray_session, tmp_path):
-    """The shipped PPO experiment, cut to 25k env steps, beats a random policy (~22) clearly."""
-    loaded = load_experiment(
-        EXPERIMENTS / "cartpole_ppo.yaml", [f"output_dir={tmp_path}", "stop.env_steps=25000"]
-    )
-    summary = train(loaded, console=Console(quiet=True))
-    [trial] = summary.trials
+def test_shipped_ppo_cartpole_solves(solved_cartpole):
+    """The shipped PPO experiment reaches its target: 475 over the last 100 episodes."""
+    [trial] = solved_cartpole.trials
     assert trial.error is None
-    assert trial.best_return is not None and trial.best_return > 100, trial
+    assert trial.best_return is not None and trial.best_return >= 475, trial
+    assert trial.env_steps < 200_000, "the stop condition fired, not a step limit"
+
+
+def test_checkpoints_record_what_the_run_reported(tiny_run):
+    trial_dir = Path(tiny_run.trials[0].path)
+    by_iteration = {r["training_iteration"]: r for r in read_results(trial_dir)}
+    checkpoints = sorted(trial_dir.glob("checkpoint_*"))
+    assert checkpoints
+    for checkpoint in checkpoints:
+        info = json.loads((checkpoint / "rlplat_checkpoint.json").read_text())
+        row = by_iteration[info["iteration"]]
+        assert info["env_steps"] == row["num_env_steps_sampled_lifetime"]
+        assert info["score"] == pytest.approx(row["window"]["episode_return_mean"])
+
+
+def test_evaluation_section_runs_rllib_evaluation(tiny_run):
+    """evaluation.evaluation_interval: 2 evaluates at iteration 2; TensorBoard plots it once."""
+    trial_dir = Path(tiny_run.trials[0].path)
+    results = read_results(trial_dir)
+    evaluated = [r for r in results if "evaluation" in r]
+    assert evaluated and evaluated[0]["training_iteration"] == 2
+    assert evaluated[0]["evaluation"]["env_runners"]["num_episodes"] == 2
+    eval_steps = [step for step, _ in read_scalars(trial_dir)["eval/return_mean"]]
+    assert eval_steps == [results[1]["num_env_steps_sampled_lifetime"]]
+
+
+def test_videos_are_recorded_into_tensorboard(tiny_run):
+    """video.every: 1 writes a GIF per checkpoint, to videos/ and to TensorBoard at env steps."""
+    from PIL import Image
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    trial_dir = Path(tiny_run.trials[0].path)
+    results = read_results(trial_dir)
+    files = sorted((trial_dir / "videos").glob("iteration_*.gif"))
+    assert [f.name for f in files] == [f"iteration_{i:06d}.gif" for i in (1, 2, 3)]
+    acc = EventAccumulator(str(trial_dir), size_guidance={"images": 0})
+    acc.Reload()
+    images = acc.Images("eval/video")
+    assert [i.step for i in images] == [r["num_env_steps_sampled_lifetime"] for r in results]
+    for image, file in zip(images, files, strict=True):
+        assert image.encoded_image_string == file.read_bytes()
+        gif = Image.open(file)
+        assert gif.n_frames > 5 and gif.width == 320, "a CartPole episode, shrunk to max_width"
 
 
 @pytest.mark.parametrize("name", ["cartpole_dqn", "pendulum_sac"])
