@@ -17,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 from rlplat.algorithms.registry import get_algorithm_class
 from rlplat.callbacks import WindowedEpisodeStats
 from rlplat.config.schema import Experiment
+from rlplat.connectors import ConnectorFactory
 from rlplat.environments import EnvCreator, rllib_env_name
 from rlplat.errors import ConfigError, allowed_list, did_you_mean
 
@@ -41,6 +42,8 @@ OWNED_KEYS: dict[tuple[str, str], str] = {
     ("environment", "env"): "env.id or env.factory",
     ("environment", "env_config"): "env.kwargs",
     ("debugging", "seed"): "seed",
+    ("env_runners", "env_to_module_connector"): "connectors",
+    ("learners", "learner_connector"): "connectors",
 }
 
 _DEPRECATED = -1  # RLlib marks removed builder arguments with DEPRECATED_VALUE (-1) as default.
@@ -140,6 +143,13 @@ def build_algorithm_config(exp: Experiment, locate: Callable[[str], str]) -> Alg
     calls["environment"].update(env=env_name, env_config={})
     calls["debugging"]["seed"] = exp.seed
     calls["callbacks"] = {"callbacks_class": WindowedEpisodeStats}
+    if exp.connectors:
+        calls["env_runners"]["env_to_module_connector"] = ConnectorFactory(
+            exp.connectors, "env_to_module"
+        )
+        learner_side = ConnectorFactory(exp.connectors, "learner")
+        if learner_side.pieces():
+            calls["learners"]["learner_connector"] = learner_side
     for (group, field), (section, keyword) in RESOURCE_KEYS.items():
         value = getattr(getattr(exp.resources, group), field)
         if value not in (None, {}):

@@ -38,6 +38,7 @@ class CheckpointInfo:
     score: float | None = None
     mode: str = "max"
     episode_return_mean: float | None = None
+    iteration_episode_return_mean: float | None = None
 
     @classmethod
     def read(cls, checkpoint: Path) -> CheckpointInfo | None:
@@ -172,6 +173,9 @@ def checkpoint_info_from_result(
         score=finite(lookup(result, metric_path(score_metric))),
         mode=mode,
         episode_return_mean=finite(lookup(result, RETURN_MEAN)),
+        iteration_episode_return_mean=finite(
+            lookup(result, metric_path("iteration_episode_return_mean"))
+        ),
     )
 
 

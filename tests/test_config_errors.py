@@ -114,6 +114,33 @@ CASES = {
         [],
         ["env.factory", "no attribute 'Coridor'", "Did you mean 'Corridor'?"],
     ),
+    "unknown connector": (
+        lambda t: t + "connectors: [mean_std_filtr]\n",
+        [],
+        ["exp.yaml:", "'connectors'", "unknown connector", "Did you mean 'mean_std_filter'?"],
+    ),
+    "unknown connector option": (
+        lambda t: t + "connectors: [{frame_stack: {frames: 4}}]\n",
+        [],
+        ["'connectors'", "no option 'frames'", "num_frames"],
+    ),
+    "RLlib connector callable": (
+        lambda t: t + "env_runners:\n  env_to_module_connector: x\n",
+        [],
+        ["env_runners.env_to_module_connector", "'connectors'"],
+    ),
+    "video without checkpoints": (
+        lambda t: replace(t, "every: 1", "every: 2") + "video: {every: 3}\n",
+        [],
+        ["'video'", "multiple of checkpoint.every"],
+    ),
+    "video of an env without frames": (
+        lambda t: (
+            replace(t, "id: CartPole-v1", "factory: envs.corridor:Corridor") + "video: {every: 1}\n"
+        ),
+        [],
+        ["video.every", "rgb_array", "renders only: ansi"],
+    ),
     "value RLlib rejects": (
         lambda t: replace(t, "minibatch_size: 64", "minibatch_size: 100000"),
         [],

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from rlplat.cli import main
-from tests.conftest import REPO
+from tests.conftest import REPO, TINY_PPO
 
 CARTPOLE_POLE_RGB = (202, 152, 101)
 
@@ -173,6 +173,32 @@ def test_recurrent_policy_and_ansi_frames(corridor_lstm, capsys):
         first = eval_json(capsys, corridor_lstm, "-n", "3", *explore)
         assert first == eval_json(capsys, corridor_lstm, "-n", "3", *explore)
         assert all(1 <= e["length"] <= 20 for e in first["per_episode"])
+
+
+def test_connector_state_is_restored(ray_session, tmp_path, capsys):
+    """A policy trained on filtered, stacked observations acts on them again in rlplat eval."""
+    from rlplat.config.load import load_experiment
+    from rlplat.policy import Policy
+    from rlplat.train import train
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        TINY_PPO.replace("OUTPUT", str(tmp_path / "out"))
+        + "connectors: [mean_std_filter, {frame_stack: {num_frames: 3}}]\n"
+    )
+    summary = train(load_experiment(path, ["stop.iterations=2"]), console=Console(quiet=True))
+    checkpoint = Path(summary.trials[0].last_checkpoint)
+    policy = Policy.from_checkpoint(checkpoint)
+    assert policy.module.observation_space.shape == (12,), "three stacked CartPole observations"
+    [state] = [
+        c.get_state()
+        for c in policy.env_to_module.connectors
+        if type(c).__name__ == "MeanStdFilter"
+    ]
+    pushes = [s["num_pushes"] for agent in state.values() for s in agent["running_stats"]]
+    assert pushes and min(pushes) >= 256, "the running statistics of training, not a new filter"
+    first = eval_json(capsys, checkpoint, "-n", "3")
+    assert first == eval_json(capsys, checkpoint, "-n", "3")
 
 
 @pytest.mark.parametrize("name", ["cartpole_dqn", "pendulum_sac"])

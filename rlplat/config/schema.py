@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from rlplat.errors import did_you_mean
 from rlplat.metrics import METRIC_ALIASES, is_known_metric
 
 
@@ -160,6 +161,11 @@ class Experiment(Section):
     env: EnvSpec
     stop: StopSpec
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    connectors: list[str | dict[str, dict[str, Any]]] = Field(
+        default_factory=list,
+        description="Observation connectors, in order: mean_std_filter, "
+        "frame_stack: {num_frames: N}. Their state is saved in checkpoints.",
+    )
     video: VideoSpec = Field(default_factory=VideoSpec)
     resources: Resources = Field(default_factory=Resources)
     output_dir: str = Field("checkpoints", description="Where runs are written.")
@@ -184,6 +190,32 @@ class Experiment(Section):
                 f"got {value!r}"
             )
         return value
+
+    @field_validator("connectors")
+    @classmethod
+    def _known_connectors(cls, entries: list) -> list:
+        from rlplat.connectors import CONNECTORS, connector_options, entry_parts
+
+        for entry in entries:
+            if isinstance(entry, dict) and len(entry) != 1:
+                raise ValueError(
+                    "each connector is a name or {name: {option: value}}, got "
+                    f"{len(entry)} keys in one entry"
+                )
+            name, options = entry_parts(entry)
+            if name not in CONNECTORS:
+                raise ValueError(
+                    f"unknown connector {name!r}; known: {', '.join(CONNECTORS)}."
+                    + did_you_mean(name, CONNECTORS)
+                )
+            allowed = connector_options(name)
+            for option in options:
+                if option not in allowed:
+                    raise ValueError(
+                        f"connector {name!r} has no option {option!r}; allowed: "
+                        f"{', '.join(allowed)}." + did_you_mean(option, allowed)
+                    )
+        return entries
 
     @field_validator("video")
     @classmethod
