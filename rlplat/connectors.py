@@ -13,10 +13,12 @@ state, such as a filter's running statistics, is saved in every checkpoint and r
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rlplat.environments import import_object
+from rlplat.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,8 @@ class ConnectorKind:
     env_to_module: str  # "module:Class" of the env-to-module piece
     learner: str | None  # the learner-side piece, when learning needs it too
     doc: str
+    needs: str = ""  # what the observations must look like, for error messages
+    accepts: Callable[[Any], bool] | None = None  # checks the observation space against needs
 
 
 CONNECTORS: dict[str, ConnectorKind] = {
@@ -36,6 +40,9 @@ CONNECTORS: dict[str, ConnectorKind] = {
         "ray.rllib.connectors.env_to_module.frame_stacking:FrameStackingEnvToModule",
         "ray.rllib.connectors.learner.frame_stacking:FrameStackingLearner",
         "stack the last num_frames observations along the last axis",
+        "RLlib's frame stacking takes image observations of shape (height, width, 1), such as "
+        "grayscale frames (84, 84, 1)",
+        lambda space: len(getattr(space, "shape", None) or ()) == 3 and space.shape[-1] == 1,
     ),
 }
 
@@ -75,3 +82,31 @@ class ConnectorFactory:
 
     def __call__(self, *spaces_or_env: Any) -> list[Any]:
         return [import_object(path)(**options) for path, options in self.pieces()]
+
+
+def check_connectors(
+    entries: list[str | dict[str, Any]],
+    observation_space: Any,
+    action_space: Any,
+    locate: Callable[[str], str],
+) -> None:
+    """Build each env-to-module piece on the env's real spaces, in order, before Ray starts."""
+    for index, (name, options) in enumerate(map(entry_parts, entries)):
+        kind = CONNECTORS[name]
+        try:
+            if kind.accepts is not None and not kind.accepts(observation_space):
+                raise ValueError(kind.needs)
+            # As RLlib's pipeline does: build the piece, then hand it its input spaces.
+            piece = import_object(kind.env_to_module)(**options)
+            piece.input_action_space = action_space
+            piece.input_observation_space = observation_space
+        except Exception as exc:  # noqa: BLE001 - RLlib asserts, raises ValueError, TypeError...
+            needs = kind.needs
+            raise ConfigError(
+                f"connector {name!r} cannot take the observations {observation_space}"
+                + (f": {needs}." if needs else f" ({type(exc).__name__}: {exc}).")
+                + " The env's observations reach it after the connectors listed before it.",
+                location=locate(f"connectors.{index}"),
+                key=f"connectors[{index}]",
+            ) from None
+        observation_space = piece.observation_space

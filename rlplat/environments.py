@@ -46,11 +46,14 @@ def rllib_env_name(spec: EnvSpec) -> str:
     return f"rlplat/{spec.id or spec.factory}"
 
 
-def check_env(spec: EnvSpec, locate: Callable[[str], str], *, needs_frames: bool = False) -> None:
+def check_env(
+    spec: EnvSpec, locate: Callable[[str], str], *, needs_frames: bool = False
+) -> tuple[gym.Space, gym.Space]:
     """Fail early (before Ray starts) on an unknown id, a bad import path or kwargs the env rejects.
 
     The environment is built once and closed: this is what catches a misspelt kwarg.
     ``needs_frames``: videos are requested, so the env must offer ``rgb_array`` rendering.
+    Returns the env's observation and action spaces.
     """
     if spec.id is not None:
         if spec.id not in gym.registry:
@@ -103,6 +106,7 @@ def check_env(spec: EnvSpec, locate: Callable[[str], str], *, needs_frames: bool
             location=locate("video.every"),
             key="video.every",
         )
+    return env.observation_space, env.action_space
 
 
 def rebuild_env(spec: EnvSpec, render_mode: str | None, source: Path) -> gym.Env:

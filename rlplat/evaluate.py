@@ -210,9 +210,9 @@ def print_report(report: EvalReport, console: Any) -> None:
     reported = report.reported or {}
     if reported.get("episode_return_mean") is not None:
         console.print(
-            f"Training reported episode_return_mean {reported['episode_return_mean']:.2f} for this "
-            f"checkpoint (iteration {reported.get('iteration')}, "
-            f"{reported.get('env_steps') or 0:,} env steps; exploring actions).",
+            f"At this checkpoint (iteration {reported.get('iteration')}, "
+            f"{reported.get('env_steps') or 0:,} env steps) training reported a mean return of "
+            f"{reported['episode_return_mean']:.2f} over its recent (exploring) episodes.",
             highlight=False,
         )
     for video in report.videos:

@@ -124,6 +124,11 @@ CASES = {
         [],
         ["'connectors'", "no option 'frames'", "num_frames"],
     ),
+    "connector that cannot take the observations": (
+        lambda t: t + "connectors: [mean_std_filter, {frame_stack: {num_frames: 4}}]\n",
+        [],
+        ["connectors[1]", "'frame_stack' cannot take the observations", "(height, width, 1)"],
+    ),
     "RLlib connector callable": (
         lambda t: t + "env_runners:\n  env_to_module_connector: x\n",
         [],

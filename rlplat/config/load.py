@@ -125,6 +125,7 @@ def load_experiment(
     Building checks the environment (it is created once) and every RLlib key, without Ray.
     """
     from rlplat.algorithms.registry import canonical_name
+    from rlplat.connectors import check_connectors
     from rlplat.environments import check_env
 
     path = Path(path)
@@ -159,6 +160,7 @@ def load_experiment(
     if build:
         from rlplat.build import build_algorithm_config
 
-        check_env(experiment.env, loaded.locate, needs_frames=experiment.video.every > 0)
+        spaces = check_env(experiment.env, loaded.locate, needs_frames=experiment.video.every > 0)
+        check_connectors(experiment.connectors, *spaces, loaded.locate)
         loaded.algo_config = build_algorithm_config(experiment, loaded.locate)
     return loaded
