@@ -177,7 +177,10 @@ def print_summary(summary: RunSummary, console: Console) -> None:
         console.print(f"    last checkpoint: {trial.last_checkpoint}", highlight=False)
     console.print("Next:", highlight=False)
     if any(trial.best_checkpoint for trial in summary.trials):
-        console.print(f"  rlplat eval {run_dir} --render gif", highlight=False)
+        console.print(
+            f"  rlplat eval {run_dir}                     # 10 greedy episodes", highlight=False
+        )
+        console.print(f"  rlplat eval {run_dir} -n 1 --render gif   # watch one", highlight=False)
     console.print(f"  tensorboard --logdir {run_dir.parent}", highlight=False)
 
 
