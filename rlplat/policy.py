@@ -1,7 +1,8 @@
 """Restore only what acting needs from a checkpoint: the RLModule and its connector pipelines.
 
-``Algorithm.from_checkpoint`` rebuilds learners, env runners and a Ray cluster (about 10 s);
-acting needs the module's weights (``learner_group/learner/rl_module/<module>``) and the two
+``Algorithm.from_checkpoint`` starts Ray and rebuilds learners and env runners (5.7 s to a
+first CartPole episode on 2 CPU cores, against 2.5 s for the whole ``rlplat eval`` command).
+Acting needs only the module's weights (``learner_group/learner/rl_module/<module>``) and the two
 connector pipelines the env runners used (``env_runner/{env_to_module,module_to_env}_connector``),
 which carry state such as observation filters, frame stacks and recurrent states. Restoring those
 takes a fraction of a second and starts no Ray.
