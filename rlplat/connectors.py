@@ -25,7 +25,6 @@ from rlplat.errors import ConfigError
 class ConnectorKind:
     env_to_module: str  # "module:Class" of the env-to-module piece
     learner: str | None  # the learner-side piece, when learning needs it too
-    doc: str
     needs: str = ""  # what the observations must look like, for error messages
     accepts: Callable[[Any], bool] | None = None  # checks the observation space against needs
 
@@ -34,12 +33,10 @@ CONNECTORS: dict[str, ConnectorKind] = {
     "mean_std_filter": ConnectorKind(
         "ray.rllib.connectors.env_to_module.mean_std_filter:MeanStdFilter",
         None,
-        "normalise observations by running mean and std (clip_by_value, de_mean_to_zero, ...)",
     ),
     "frame_stack": ConnectorKind(
         "ray.rllib.connectors.env_to_module.frame_stacking:FrameStackingEnvToModule",
         "ray.rllib.connectors.learner.frame_stacking:FrameStackingLearner",
-        "stack the last num_frames observations along the last axis",
         "RLlib's frame stacking takes image observations of shape (height, width, 1), such as "
         "grayscale frames (84, 84, 1)",
         lambda space: len(getattr(space, "shape", None) or ()) == 3 and space.shape[-1] == 1,
