@@ -18,7 +18,7 @@ from rlplat.algorithms.registry import get_algorithm_class
 from rlplat.callbacks import WindowedEpisodeStats
 from rlplat.config.schema import Experiment
 from rlplat.connectors import ConnectorFactory
-from rlplat.environments import EnvCreator, rllib_env_name
+from rlplat.environments import EnvCreator, EnvInfo, rllib_env_name
 from rlplat.errors import ConfigError, allowed_list, did_you_mean
 
 if TYPE_CHECKING:
@@ -44,7 +44,11 @@ OWNED_KEYS: dict[tuple[str, str], str] = {
     ("debugging", "seed"): "seed",
     ("env_runners", "env_to_module_connector"): "connectors",
     ("learners", "learner_connector"): "connectors",
+    ("rl_module", "algorithm_config_overrides_per_module"): "multi_agent.overrides",
 }
+
+# Algorithms whose default module the action-masking and random modules stand in for.
+MASKABLE_ALGORITHMS = ("PPO",)
 
 _DEPRECATED = -1  # RLlib marks removed builder arguments with DEPRECATED_VALUE (-1) as default.
 
@@ -125,10 +129,12 @@ def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[st
                 raise ConfigError(f"wrong type: {problem}.", location=locate(path), key=path)
 
 
-def build_algorithm_config(exp: Experiment, locate: Callable[[str], str]) -> AlgorithmConfig:
+def build_algorithm_config(
+    exp: Experiment, locate: Callable[[str], str], env: EnvInfo
+) -> AlgorithmConfig:
     """The RLlib config for an experiment. Raises ConfigError for anything RLlib rejects.
 
-    ``locate(key_path)`` returns 'file:line' for messages.
+    ``locate(key_path)`` returns 'file:line' for messages; ``env`` is what ``check_env`` found.
     """
     from ray.tune.registry import register_env
 
@@ -150,6 +156,8 @@ def build_algorithm_config(exp: Experiment, locate: Callable[[str], str]) -> Alg
         learner_side = ConnectorFactory(exp.connectors, "learner")
         if learner_side.pieces():
             calls["learners"]["learner_connector"] = learner_side
+    if env.multi_agent:
+        _multi_agent_calls(exp, env, type(config), calls, locate)
     for (group, field), (section, keyword) in RESOURCE_KEYS.items():
         value = getattr(getattr(exp.resources, group), field)
         if value not in (None, {}):
@@ -173,6 +181,54 @@ def build_algorithm_config(exp: Experiment, locate: Callable[[str], str]) -> Alg
             location=locate(""),
         ) from None
     return config
+
+
+def _multi_agent_calls(
+    exp: Experiment,
+    env: EnvInfo,
+    config_cls: type,
+    calls: dict[str, dict[str, Any]],
+    locate: Callable[[str], str],
+) -> None:
+    """Policies, mapping, trained policies, per-policy overrides and module classes."""
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from rlplat.config.schema import MultiAgentSpec
+    from rlplat.modules import MaskedPPOModule, UniformRandomModule
+    from rlplat.multi_agent import check_multi_agent
+
+    spec = exp.multi_agent or MultiAgentSpec()
+    setup = check_multi_agent(
+        spec, env, list(builder_parameters(config_cls, "training")), locate
+    )
+    needs_own_modules = [p for p in setup.policies if p in setup.random or p in setup.masked]
+    if needs_own_modules and exp.algorithm not in MASKABLE_ALGORITHMS:
+        what = "random policies" if setup.random else "action masks (Dict observations)"
+        raise ConfigError(
+            f"{what} are supported with {', '.join(MASKABLE_ALGORITHMS)}; "
+            f"{exp.algorithm} would ignore them.",
+            location=locate("algorithm"),
+            key="algorithm",
+        )
+    calls["multi_agent"] = {
+        "policies": set(setup.policies),
+        "policy_mapping_fn": setup.mapping,
+        "policies_to_train": setup.trained,
+    }
+    if spec.overrides:
+        calls["rl_module"]["algorithm_config_overrides_per_module"] = dict(spec.overrides)
+    if needs_own_modules:
+        calls["rl_module"]["rl_module_spec"] = MultiRLModuleSpec(
+            rl_module_specs={
+                policy: RLModuleSpec(
+                    module_class=UniformRandomModule
+                    if policy in setup.random
+                    else MaskedPPOModule
+                )
+                for policy in needs_own_modules
+            }
+        )
 
 
 def effective_resources(config: AlgorithmConfig) -> dict[str, dict[str, Any]]:

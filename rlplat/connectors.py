@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rlplat.config.schema import entry_parts
 from rlplat.environments import import_object
 from rlplat.errors import ConfigError
 
@@ -46,14 +47,6 @@ CONNECTORS: dict[str, ConnectorKind] = {
 # Arguments RLlib fills in itself; not settable from YAML.
 _INTERNAL = {"input_observation_space", "input_action_space", "multi_agent", "agent_ids"}
 _INTERNAL |= {"as_learner_connector", "kwargs", "self"}
-
-
-def entry_parts(entry: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """``"name"`` or ``{name: {option: value}}`` -> (name, options)."""
-    if isinstance(entry, str):
-        return entry, {}
-    [(name, options)] = entry.items()
-    return name, dict(options or {})
 
 
 def connector_options(name: str) -> list[str]:

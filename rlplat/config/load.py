@@ -160,7 +160,25 @@ def load_experiment(
     if build:
         from rlplat.build import build_algorithm_config
 
-        spaces = check_env(experiment.env, loaded.locate, needs_frames=experiment.video.every > 0)
-        check_connectors(experiment.connectors, *spaces, loaded.locate)
-        loaded.algo_config = build_algorithm_config(experiment, loaded.locate)
+        env = check_env(experiment.env, loaded.locate, needs_frames=experiment.video.every > 0)
+        if env.multi_agent:
+            if experiment.connectors:
+                raise ConfigError(
+                    "connectors are for single-agent envs; for PettingZoo envs use the SuperSuit "
+                    "wrappers in env.wrappers instead (normalize_obs_v0, frame_stack_v1).",
+                    location=loaded.locate("connectors"),
+                    key="connectors",
+                )
+        else:
+            if experiment.multi_agent is not None:
+                raise ConfigError(
+                    f"{experiment.env.label!r} is a single-agent environment; multi_agent applies "
+                    "to PettingZoo environments (env.pettingzoo, or a factory returning one).",
+                    location=loaded.locate("multi_agent"),
+                    key="multi_agent",
+                )
+            check_connectors(
+                experiment.connectors, env.observation_space, env.action_space, loaded.locate
+            )
+        loaded.algo_config = build_algorithm_config(experiment, loaded.locate, env)
     return loaded

@@ -29,29 +29,83 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+NamedEntry = str | dict[str, dict[str, Any]]
+"""A list entry that is a name, or ``{name: {option: value}}`` (connectors, wrappers)."""
+
+
+def entry_parts(entry: NamedEntry) -> tuple[str, dict[str, Any]]:
+    """``"name"`` or ``{name: {option: value}}`` -> (name, options)."""
+    if isinstance(entry, str):
+        return entry, {}
+    [(name, options)] = entry.items()
+    return name, dict(options or {})
+
+
+def _one_key_entries(entries: list[NamedEntry], what: str) -> None:
+    for entry in entries:
+        if isinstance(entry, dict) and len(entry) != 1:
+            raise ValueError(
+                f"each {what} is a name or {{name: {{option: value}}}}, got {len(entry)} keys "
+                f"in one entry ({', '.join(map(str, entry))})"
+            )
+
+
+ENV_SOURCES = ("id", "factory", "pettingzoo")
+
+
 class EnvSpec(Section):
-    """Which environment to build, and with what arguments."""
+    """Which environment to build, with what arguments and wrappers."""
 
     id: str | None = Field(None, description="A registered Gymnasium id, e.g. CartPole-v1.")
     factory: str | None = Field(
         None,
-        description="'module:callable' returning a Gymnasium env, e.g. envs.corridor:Corridor.",
+        description="'module:callable' returning a Gymnasium or PettingZoo env, "
+        "e.g. envs.corridor:Corridor.",
+    )
+    pettingzoo: str | None = Field(
+        None,
+        description="A PettingZoo environment module, e.g. mpe2.simple_spread_v3 or "
+        "pettingzoo.butterfly.pistonball_v6.",
+    )
+    api: Literal["parallel", "aec"] | None = Field(
+        None,
+        description="PettingZoo API to build: parallel (all agents act at once) or aec "
+        "(turn-based). Default: parallel when the module offers it, else aec.",
     )
     kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="Keyword arguments for gymnasium.make or the factory."
+        default_factory=dict, description="Keyword arguments for the env's constructor."
+    )
+    wrappers: list[NamedEntry] = Field(
+        default_factory=list,
+        description="Wrappers applied in order: SuperSuit names (resize_v1: {x_size: 84, "
+        "y_size: 84}), Gymnasium wrapper classes (single-agent) or 'module:callable'.",
     )
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> EnvSpec:
-        given = [k for k in ("id", "factory") if getattr(self, k) is not None]
+        given = [k for k in ENV_SOURCES if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of 'id' (a Gymnasium id) or 'factory' ('module:callable')"
-                + (f", not both ({', '.join(given)})" if given else "")
+                "give exactly one of 'id' (a Gymnasium id), 'factory' ('module:callable') or "
+                "'pettingzoo' (a module path)"
+                + (f", not several ({', '.join(given)})" if given else "")
             )
         if self.factory is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.factory):
             raise ValueError(f"factory must look like 'module.path:callable', got {self.factory!r}")
+        if self.pettingzoo is not None and not re.fullmatch(r"[\w.]+", self.pettingzoo):
+            raise ValueError(
+                f"pettingzoo must be a module path such as mpe2.simple_spread_v3, "
+                f"got {self.pettingzoo!r}"
+            )
+        if self.api is not None and self.id is not None:
+            raise ValueError("'api' applies to PettingZoo environments, not Gymnasium ids")
+        _one_key_entries(self.wrappers, "wrapper")
         return self
+
+    @property
+    def label(self) -> str:
+        """The env as the user named it."""
+        return str(self.id or self.factory or self.pettingzoo)
 
 
 class RunnerResources(Section):
@@ -137,6 +191,42 @@ class VideoSpec(Section):
     max_width: int = Field(320, ge=16, description="Wider frames are shrunk to this many pixels.")
 
 
+class MultiAgentSpec(Section):
+    """Which policy acts for which agent, which policies learn, and their own settings."""
+
+    policies: Literal["shared", "independent"] | dict[str, str] = Field(
+        "shared",
+        description="shared: one policy 'shared' for all agents; independent: one policy per "
+        "agent, named after it; or {agent pattern: policy}, first matching pattern wins "
+        "(fnmatch patterns: 'adversary_*').",
+    )
+    train: Literal["all"] | list[str] = Field(
+        "all", description="Policies that learn; the others keep their initial weights."
+    )
+    random: list[str] = Field(
+        default_factory=list,
+        description="Policies that act uniformly at random (among legal actions when the env "
+        "gives an action mask); never trained.",
+    )
+    overrides: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per-policy 'training' settings, e.g. {adversary: {lr: 1.0e-4}}.",
+    )
+
+    @field_validator("policies")
+    @classmethod
+    def _pattern_names(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            if not value:
+                raise ValueError("give at least one {agent pattern: policy} entry")
+            for policy in value.values():
+                if not re.fullmatch(r"[A-Za-z0-9_.-]+", policy):
+                    raise ValueError(
+                        f"policy names may use letters, digits, '_', '-' and '.', got {policy!r}"
+                    )
+        return value
+
+
 RLLIB_SECTIONS = (
     "environment",
     "training",
@@ -161,7 +251,10 @@ class Experiment(Section):
     env: EnvSpec
     stop: StopSpec
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
-    connectors: list[str | dict[str, dict[str, Any]]] = Field(
+    multi_agent: MultiAgentSpec | None = Field(
+        None, description="Policies for a PettingZoo env (default: one shared policy)."
+    )
+    connectors: list[NamedEntry] = Field(
         default_factory=list,
         description="Observation connectors, in order: mean_std_filter, "
         "frame_stack: {num_frames: N}. Their state is saved in checkpoints.",
@@ -194,14 +287,10 @@ class Experiment(Section):
     @field_validator("connectors")
     @classmethod
     def _known_connectors(cls, entries: list) -> list:
-        from rlplat.connectors import CONNECTORS, connector_options, entry_parts
+        from rlplat.connectors import CONNECTORS, connector_options
 
+        _one_key_entries(entries, "connector")
         for entry in entries:
-            if isinstance(entry, dict) and len(entry) != 1:
-                raise ValueError(
-                    "each connector is a name or {name: {option: value}}, got "
-                    f"{len(entry)} keys in one entry"
-                )
             name, options = entry_parts(entry)
             if name not in CONNECTORS:
                 raise ValueError(
