@@ -19,10 +19,29 @@ from rlplat.metrics import finite
 
 WINDOW_KEY = "window"
 WINDOWED = ("episode_return_mean", "episode_len_mean")
+# Multi-agent runs: RLlib's per-policy and per-agent means -> rlplat's windowed names.
+PER_GROUP = {
+    "module_episode_returns_mean": "policy_return_mean",
+    "agent_episode_returns_mean": "agent_return_mean",
+}
+
+
+def iteration_means(runners: dict[str, Any]) -> dict[str, float]:
+    """The means of one iteration's finished episodes, flat: ``policy_return_mean/<id>``..."""
+    means = {key: finite(runners.get(key)) for key in WINDOWED}
+    for rllib_key, name in PER_GROUP.items():
+        for member, value in (runners.get(rllib_key) or {}).items():
+            means[f"{name}/{member}"] = finite(value)
+    return {key: value for key, value in means.items() if value is not None}
 
 
 class WindowedEpisodeStats(RLlibCallback):
-    """Keeps (count, means) of recent iterations and reports the mean over the last N episodes."""
+    """Keeps (count, means) of recent iterations and reports the mean over the last N episodes.
+
+    Multi-agent runs also get ``window/policy_return_mean/<policy>`` and
+    ``window/agent_return_mean/<agent>``; ``window/episode_return_mean`` is then the team's
+    return (the sum over agents, as RLlib counts it).
+    """
 
     def __init__(self) -> None:
         super().__init__()
@@ -32,8 +51,8 @@ class WindowedEpisodeStats(RLlibCallback):
         window = int(algorithm.config.metrics_num_episodes_for_smoothing)
         runners = result.get("env_runners") or {}
         count = int(finite(runners.get("num_episodes")) or 0)
-        means = {k: finite(runners.get(k)) for k in WINDOWED}
-        if count > 0 and all(v is not None for v in means.values()):
+        means = iteration_means(runners)
+        if count > 0 and all(key in means for key in WINDOWED):
             self._recent.append((count, means))
         # Drop whole iterations while the rest still fill the window.
         while self._recent and sum(c for c, _ in self._recent) - self._recent[0][0] >= window:
@@ -43,11 +62,16 @@ class WindowedEpisodeStats(RLlibCallback):
             return
         # The oldest iteration may overfill the window: count only the episodes that fit.
         excess = max(total - window, 0)
-        weights = [c - (excess if i == 0 else 0) for i, (c, _) in enumerate(self._recent)]
-        used = sum(weights)
-        stats: dict[str, float] = {
-            key: sum(w * m[key] for w, (_, m) in zip(weights, self._recent, strict=True)) / used
-            for key in WINDOWED
-        }
-        stats["num_episodes"] = used
+        weighted = [
+            (c - (excess if i == 0 else 0), m) for i, (c, m) in enumerate(self._recent)
+        ]
+        stats: dict[str, Any] = {"num_episodes": sum(w for w, _ in weighted)}
+        for key in dict.fromkeys(k for _, m in weighted for k in m):
+            pairs = [(w, m[key]) for w, m in weighted if key in m]
+            value = sum(w * v for w, v in pairs) / sum(w for w, _ in pairs)
+            group, _, member = key.partition("/")
+            if member:
+                stats.setdefault(group, {})[member] = value
+            else:
+                stats[key] = value
         result[WINDOW_KEY] = stats

@@ -32,8 +32,17 @@ METRIC_ALIASES: dict[str, str] = {
 }
 
 
+# Multi-agent runs: ``policy_return_mean/<policy>`` and ``agent_return_mean/<agent>``, windowed
+# like episode_return_mean (which is then the team's return, summed over agents).
+POLICY_RETURNS = "window/policy_return_mean"
+AGENT_RETURNS = "window/agent_return_mean"
+GROUP_PREFIXES = ("policy_return_mean/", "agent_return_mean/")
+
+
 def metric_path(name: str) -> str:
     """Full RLlib/Tune result path for a short metric name (full paths pass through)."""
+    if name.startswith(GROUP_PREFIXES):
+        return f"window/{name}"
     return METRIC_ALIASES.get(name, name)
 
 

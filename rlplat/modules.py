@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from rlplat.multi_agent import ACTION_MASK_KEY
@@ -79,10 +79,11 @@ class MaskedPPOModule(DefaultPPOTorchRLModule):
         return super().compute_values(batch, embeddings)
 
 
-class UniformRandomModule(TorchRLModule):
+class UniformRandomModule(RLModule):
     """Acts uniformly at random, among the legal actions when observations carry a mask.
 
-    It has no weights and is never trained (``multi_agent.random``).
+    It has no weights and is never trained (``multi_agent.random``). A plain ``RLModule``, not a
+    ``TorchRLModule``: torch learners then leave it alone instead of giving it an optimizer.
     """
 
     def setup(self) -> None:

@@ -12,6 +12,7 @@ from rlplat.config.schema import StopSpec
 from rlplat.metrics import (
     ENV_STEPS,
     ITERATION,
+    POLICY_RETURNS,
     RETURN_MEAN,
     TIME_TOTAL,
     Throughput,
@@ -48,6 +49,13 @@ def eta_seconds(result: dict[str, Any], stop: StopSpec) -> float | None:
     if stop.time_s:
         remaining.append(max(stop.time_s - elapsed, 0.0))
     return min(remaining) if remaining else None
+
+
+def member_returns(values: dict[str, float], limit: int = 8) -> str:
+    """``learner 0.45, opponent -0.45``: the return of each policy (or agent)."""
+    shown = [f"{name} {value:.2f}" for name, value in list(values.items())[:limit]]
+    more = f", ... ({len(values) - limit} more)" if len(values) > limit else ""
+    return ", ".join(shown) + more
 
 
 class ProgressPrinter(Callback):
@@ -87,6 +95,9 @@ class ProgressPrinter(Callback):
         ]
         if eta is not None:
             parts.append(f"ETA {format_duration(eta)}")
+        policies = member_returns(lookup(result, POLICY_RETURNS) or {})
+        if policies:
+            parts.append(f"policies {policies}")
         return " | ".join(parts)
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info):

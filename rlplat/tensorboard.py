@@ -12,10 +12,18 @@ from typing import Any
 
 from ray.tune.logger import TBXLoggerCallback
 
-from rlplat.metrics import ENV_STEPS, Throughput, finite, lookup
+from rlplat.metrics import (
+    AGENT_RETURNS,
+    ENV_STEPS,
+    POLICY_RETURNS,
+    Throughput,
+    finite,
+    lookup,
+)
 
-# tag -> result path. "return_mean" is over the last N episodes; the *_iteration/min/max tags
-# cover the episodes that finished in the iteration.
+# tag -> result path. "return_mean" is over the last N episodes (multi-agent: the team's return,
+# summed over agents; policy_return/<policy> and agent_return/<agent> split it); the
+# *_iteration/min/max tags cover the episodes that finished in the iteration.
 EPISODE_TAGS = {
     "episode/return_mean": "window/episode_return_mean",
     "episode/length_mean": "window/episode_len_mean",
@@ -91,10 +99,9 @@ def short_scalars(
             else:
                 tag = LEARNER_TAGS.get(stat, f"learner/{stat}")
             put(tag + suffix, value)
-    if len(modules) > 1:
-        per_module = lookup(result, "env_runners/module_episode_returns_mean") or {}
-        for module, value in per_module.items():
-            put(f"episode/return_mean/{module}", value)
+    for tag, path in (("policy_return", POLICY_RETURNS), ("agent_return", AGENT_RETURNS)):
+        for member, value in (lookup(result, path) or {}).items():
+            put(f"{tag}/{member}", value)
     return scalars
 
 

@@ -16,8 +16,16 @@ from rlplat.checkpoints import checkpoint_recorder
 from rlplat.config.load import LoadedExperiment
 from rlplat.config.schema import Experiment
 from rlplat.errors import RlplatError
-from rlplat.metrics import ENV_STEPS, RETURN_MEAN, finite, lookup, metric_path
-from rlplat.progress import ProgressPrinter, format_duration
+from rlplat.metrics import (
+    AGENT_RETURNS,
+    ENV_STEPS,
+    POLICY_RETURNS,
+    RETURN_MEAN,
+    finite,
+    lookup,
+    metric_path,
+)
+from rlplat.progress import ProgressPrinter, format_duration, member_returns
 from rlplat.run_dir import RESOLVED_EXPERIMENT, create_run_dir, write_run_files, write_summary
 
 
@@ -33,6 +41,8 @@ class TrialSummary:
     best_checkpoint: str | None
     last_checkpoint: str | None
     error: str | None = None
+    policy_returns: dict[str, float] = field(default_factory=dict)  # multi-agent, windowed
+    agent_returns: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -141,6 +151,8 @@ def train(
                 best_checkpoint=best.path if best else None,
                 last_checkpoint=result.checkpoint.path if result.checkpoint else None,
                 error=_first_line(result.error) if result.error else None,
+                policy_returns=dict(lookup(metrics, POLICY_RETURNS) or {}),
+                agent_returns=dict(lookup(metrics, AGENT_RETURNS) or {}),
             )
         )
     write_summary(run_dir, asdict(summary))
@@ -173,6 +185,10 @@ def print_summary(summary: RunSummary, console: Console) -> None:
             f"final return {final}, best return {best}",
             highlight=False,
         )
+        for label, returns in (("policies", trial.policy_returns), ("agents", trial.agent_returns)):
+            values = member_returns(returns)
+            if values:
+                console.print(f"    final {label}: {values}", highlight=False)
         console.print(f"    best checkpoint: {trial.best_checkpoint}", highlight=False)
         console.print(f"    last checkpoint: {trial.last_checkpoint}", highlight=False)
     console.print("Next:", highlight=False)

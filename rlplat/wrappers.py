@@ -19,7 +19,6 @@ from typing import Any
 from rlplat.config.schema import NamedEntry, entry_parts
 from rlplat.errors import allowed_list, did_you_mean
 
-
 # SuperSuit names that do not wrap one env (vector envs) or need Python callables.
 _NOT_CHAINABLE = re.compile(r"vec|vector|stable_baselines|lambda")
 
