@@ -16,6 +16,7 @@ from rlplat.checkpoints import PickedCheckpoint, find_checkpoint
 from rlplat.config.load import load_experiment
 from rlplat.environments import rebuild_env, render_modes
 from rlplat.errors import UserError, allowed_list, did_you_mean
+from rlplat.metrics import member_returns
 from rlplat.render import (
     RENDER_CHOICES,
     VIDEO_FORMATS,
@@ -55,6 +56,9 @@ class EvalReport:
     per_episode: list[dict[str, Any]]
     reported: dict[str, Any] | None
     videos: list[str] = field(default_factory=list)
+    # Multi-agent: the return of each agent, and of each policy (summed over its agents).
+    agent_returns: dict[str, Stats] = field(default_factory=dict)
+    policy_returns: dict[str, Stats] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,13 +90,14 @@ def evaluate(
         env.close()
         raise UserError(unsupported_render(options.render, experiment.env, render_modes(env)))
 
+    from rlplat.multi_agent import mapping_for
     from rlplat.policy import Policy  # imports RLlib and torch: the slow part of start-up
 
-    policy = Policy.from_checkpoint(picked.path)
+    policy = Policy.from_checkpoint(picked.path, mapping_for(experiment, env))
     actions = "sampled" if options.explore else "greedy"
     last_seed = options.seed + options.episodes - 1
     say(
-        f"Environment: {experiment.env.id or experiment.env.factory}; {options.episodes} "
+        f"Environment: {experiment.env.label}; {options.episodes} "
         f"episode(s), {actions} actions, seeds {options.seed}..{last_seed}"
     )
     video_format = options.render if options.render in VIDEO_FORMATS else None
@@ -111,9 +116,12 @@ def evaluate(
             )
             results.append(result)
             cut = " (truncated)" if result.truncated else ""
+            agents = (
+                f" ({member_returns(result.agent_returns)})" if result.agent_returns else ""
+            )
             say(
                 f"  episode {index + 1:>3}  seed {result.seed}: return "
-                f"{result.episode_return:.2f}, length {result.length}{cut}"
+                f"{result.episode_return:.2f}{agents}, length {result.length}{cut}"
             )
             if options.render == "ansi":
                 for step, frame in enumerate(result.frames):
@@ -135,11 +143,13 @@ def evaluate(
     return EvalReport(
         checkpoint=str(picked.path),
         picked=picked.why,
-        env=experiment.env.id or experiment.env.factory or "",
+        env=experiment.env.label,
         episodes=len(results),
         seed=options.seed,
         explore=options.explore,
         returns=Stats.of([r.episode_return for r in results]),
+        agent_returns=_grouped(results, lambda agent: agent),
+        policy_returns=_grouped(results, policy.mapping) if policy.mapping else {},
         lengths=Stats.of([float(r.length) for r in results]),
         per_episode=[
             {
@@ -147,6 +157,7 @@ def evaluate(
                 "return": r.episode_return,
                 "length": r.length,
                 "truncated": r.truncated,
+                **({"agent_returns": r.agent_returns} if r.agent_returns else {}),
             }
             for r in results
         ],
@@ -155,13 +166,26 @@ def evaluate(
     )
 
 
+def _grouped(results: list[EpisodeResult], group_of: Callable[[str], Any]) -> dict[str, Stats]:
+    """Per-episode returns summed by group (agent or policy), then statistics per group."""
+    totals: dict[str, list[float]] = {}
+    for result in results:
+        sums: dict[str, float] = {}
+        for agent, value in result.agent_returns.items():
+            group = str(group_of(agent))
+            sums[group] = sums.get(group, 0.0) + value
+        for group, value in sums.items():
+            totals.setdefault(group, []).append(value)
+    return {group: Stats.of(values) for group, values in totals.items()}
+
+
 def unsupported_render(render: str, spec: Any, supported: list[str]) -> str:
     options = (["gif", "mp4"] if "rgb_array" in supported else []) + [
         m for m in ("ansi", "human") if m in supported
     ]
     return (
         f"--render {render} needs render mode {render_mode_for(render)!r}, but "
-        f"{spec.id or spec.factory!r} supports only: {allowed_list(supported) or 'none'}. "
+        f"{spec.label!r} supports only: {allowed_list(supported) or 'none'}. "
         + (f"Use --render {' or '.join(options)}." if options else "Leave out --render for it.")
     )
 
@@ -204,7 +228,13 @@ def print_report(report: EvalReport, console: Any) -> None:
     table.add_column("")
     for column in ("mean", "std", "min", "max"):
         table.add_column(column, justify="right")
-    table.add_row("return", *(f"{v:.2f}" for v in asdict(report.returns).values()))
+    team = "team return" if report.agent_returns else "return"
+    table.add_row(team, *(f"{v:.2f}" for v in asdict(report.returns).values()))
+    if len(report.policy_returns) > 1 or set(report.policy_returns) - set(report.agent_returns):
+        for name, stats in report.policy_returns.items():
+            table.add_row(f"policy {name}", *(f"{v:.2f}" for v in asdict(stats).values()))
+    for name, stats in report.agent_returns.items():
+        table.add_row(f"agent {name}", *(f"{v:.2f}" for v in asdict(stats).values()))
     table.add_row("length", *(f"{v:.1f}" for v in asdict(report.lengths).values()))
     console.print(table)
     reported = report.reported or {}

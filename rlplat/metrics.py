@@ -70,6 +70,13 @@ def finite(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def member_returns(values: dict[str, float], limit: int = 8) -> str:
+    """``learner 0.45, opponent -0.45``: the return of each policy (or agent)."""
+    shown = [f"{name} {value:.2f}" for name, value in list(values.items())[:limit]]
+    more = f", ... ({len(values) - limit} more)" if len(values) > limit else ""
+    return ", ".join(shown) + more
+
+
 class Throughput:
     """Environment steps per second between consecutive results of each trial."""
 

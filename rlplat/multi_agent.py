@@ -18,7 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from rlplat.config.schema import MultiAgentSpec
+from rlplat.config.schema import Experiment, MultiAgentSpec
 from rlplat.environments import EnvInfo
 from rlplat.errors import ConfigError, allowed_list, did_you_mean
 
@@ -45,6 +45,13 @@ class PolicyMapping:
             if fnmatch.fnmatchcase(str(agent_id), pattern):
                 return policy
         return None
+
+
+def mapping_for(experiment: Experiment, env: Any) -> PolicyMapping | None:
+    """The experiment's policy mapping when ``env`` (as built for it) is multi-agent."""
+    if getattr(env, "possible_agents", None) is None:
+        return None
+    return PolicyMapping((experiment.multi_agent or MultiAgentSpec()).policies)
 
 
 @dataclass(frozen=True)

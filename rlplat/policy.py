@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from ray.rllib.core import (
 )
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModule
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rlplat.checkpoints import RLLIB_MARKER
@@ -41,27 +43,43 @@ ENV_RUNNER_STATE = Path(COMPONENT_ENV_RUNNER, "state.pkl")
 @dataclass
 class Policy:
     """An RLModule with the connectors that turn episodes into its input and its output into
-    environment actions, exactly as RLlib's env runners use them."""
+    environment actions, exactly as RLlib's env runners use them.
+
+    Multi-agent checkpoints give the whole ``MultiRLModule`` (one module per policy) and the
+    multi-agent pipelines; ``mapping`` says which policy acts for which agent.
+    """
 
     module: RLModule
     env_to_module: ConnectorPipelineV2
     module_to_env: ConnectorPipelineV2
     env_steps_trained: int
+    mapping: Callable[..., Any] | None = None  # agent id -> policy id; None: single-agent
+
+    @property
+    def multi_agent(self) -> bool:
+        return self.mapping is not None
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: Path, module_id: str = DEFAULT_MODULE_ID) -> Policy:
+    def from_checkpoint(
+        cls, checkpoint: Path, mapping: Callable[..., Any] | None = None
+    ) -> Policy:
+        """Restore the policy; ``mapping`` (multi-agent runs) is the run's policy mapping."""
         checkpoint = checkpoint.resolve()
         modules_dir = checkpoint / MODULES_DIR
-        module_dir = modules_dir / module_id
-        if not module_dir.is_dir() and modules_dir.is_dir():
-            found = sorted(p.name for p in modules_dir.iterdir() if p.is_dir())
+        found = sorted(p.name for p in modules_dir.iterdir() if p.is_dir()) if (
+            modules_dir.is_dir()
+        ) else []
+        if mapping is None and found and DEFAULT_MODULE_ID not in found:
             raise UserError(
-                f"{checkpoint} holds the modules {', '.join(found) or 'none'} but no "
-                f"{module_id!r}; it looks like a multi-agent checkpoint, which this command "
-                "cannot evaluate yet."
+                f"{checkpoint} holds the policies {', '.join(found)} but no "
+                f"{DEFAULT_MODULE_ID!r}, yet its experiment describes a single-agent env: the "
+                "checkpoint and experiment.yaml next to it do not belong together."
             )
+        module_dir = modules_dir if mapping is not None else modules_dir / DEFAULT_MODULE_ID
         module = _restore(RLModule, checkpoint, module_dir, "policy weights")
-        module.eval()
+        for single in module.values() if mapping is not None else [module]:
+            if isinstance(single, torch.nn.Module):  # random policies have no network
+                single.eval()
         return cls(
             module=module,
             env_to_module=_restore(
@@ -77,16 +95,18 @@ class Policy:
                 "module-to-env connectors",
             ),
             env_steps_trained=_env_steps_trained(checkpoint),
+            mapping=mapping,
         )
 
     @torch.inference_mode()
     def act(
-        self, episode: SingleAgentEpisode, explore: bool, shared_data: dict[str, Any]
+        self, episode: SingleAgentEpisode | MultiAgentEpisode, explore: bool, shared_data: dict
     ) -> tuple[Any, Any, dict[str, Any]]:
         """(action for the env, action as the module produced it, extra module outputs).
 
         The extra outputs (recurrent state, logits, ...) must go into the episode with the step,
         as the env runner does: the next call's connectors read the recurrent state from there.
+        Multi-agent: each of the three is a dict by agent id, for the agents whose turn it is.
         """
         batch = self.env_to_module(
             rl_module=self.module,
@@ -110,7 +130,13 @@ class Policy:
         # The pipelines batch over a list of envs; there is exactly one here.
         action = to_env.pop(Columns.ACTIONS)[0]
         env_action = to_env.pop(Columns.ACTIONS_FOR_ENV, [action])[0]
-        return env_action, action, {key: value[0] for key, value in to_env.items()}
+        if not self.multi_agent:
+            return env_action, action, {key: value[0] for key, value in to_env.items()}
+        extra: dict[str, dict[str, Any]] = {}
+        for column, by_agent in to_env.items():
+            for agent, value in by_agent[0].items():
+                extra.setdefault(agent, {})[column] = value
+        return env_action, action, extra
 
 
 def _restore(kind: Any, checkpoint: Path, path: Path, what: str) -> Any:

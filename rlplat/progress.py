@@ -18,6 +18,7 @@ from rlplat.metrics import (
     Throughput,
     finite,
     lookup,
+    member_returns,
 )
 
 
@@ -49,13 +50,6 @@ def eta_seconds(result: dict[str, Any], stop: StopSpec) -> float | None:
     if stop.time_s:
         remaining.append(max(stop.time_s - elapsed, 0.0))
     return min(remaining) if remaining else None
-
-
-def member_returns(values: dict[str, float], limit: int = 8) -> str:
-    """``learner 0.45, opponent -0.45``: the return of each policy (or agent)."""
-    shown = [f"{name} {value:.2f}" for name, value in list(values.items())[:limit]]
-    more = f", ... ({len(values) - limit} more)" if len(values) > limit else ""
-    return ", ".join(shown) + more
 
 
 class ProgressPrinter(Callback):

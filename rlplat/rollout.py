@@ -7,9 +7,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rlplat.policy import Policy
@@ -17,19 +17,24 @@ from rlplat.policy import Policy
 
 @dataclass
 class EpisodeResult:
-    """One finished episode; ``frames[t]`` is what the agent saw when it chose action ``t``."""
+    """One finished episode; ``frames[t]`` is what the agents saw when they chose actions ``t``.
+
+    Multi-agent: ``episode_return`` is the team's (the sum over agents, as RLlib reports it) and
+    ``agent_returns`` splits it by agent.
+    """
 
     seed: int
     episode_return: float
     length: int
     truncated: bool
+    agent_returns: dict[str, float] = field(default_factory=dict)
     frames: list[Any] = field(default_factory=list, repr=False)
     returns_before: list[float] = field(default_factory=list, repr=False)
 
 
 def run_episode(
     policy: Policy,
-    env: gym.Env,
+    env: Any,
     *,
     seed: int,
     explore: bool,
@@ -41,12 +46,22 @@ def run_episode(
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     observation, info = env.reset(seed=seed)
-    episode = SingleAgentEpisode(
-        observation_space=env.observation_space, action_space=env.action_space
-    )
-    episode.add_env_reset(observation=observation, infos=info)
+    if policy.multi_agent:
+        episode: Any = MultiAgentEpisode(
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            agent_to_module_mapping_fn=policy.mapping,
+        )
+        episode.add_env_reset(observations=observation, infos=info)
+    else:
+        episode = SingleAgentEpisode(
+            observation_space=env.observation_space, action_space=env.action_space
+        )
+        episode.add_env_reset(observation=observation, infos=info)
     shared_data: dict[str, Any] = {}
     result = EpisodeResult(seed=seed, episode_return=0.0, length=0, truncated=False)
+    if policy.multi_agent:  # every agent listed, in the env's order, even if it never scores
+        result.agent_returns = dict.fromkeys(env.possible_agents, 0.0)
     while not episode.is_done:
         if capture_frames:
             result.frames.append(env.render())
@@ -54,18 +69,36 @@ def run_episode(
         env_action, action, extra = policy.act(episode, explore, shared_data)
         observation, reward, terminated, truncated, info = env.step(env_action)
         result.length += 1
-        result.episode_return += float(reward)
-        truncated = bool(truncated) or (max_steps is not None and result.length >= max_steps)
-        episode.add_env_step(
-            observation=observation,
-            action=action,
-            reward=reward,
-            infos=info,
-            terminated=bool(terminated),
-            truncated=truncated,
-            extra_model_outputs=extra,
-        )
-        result.truncated = truncated and not terminated
+        cut = max_steps is not None and result.length >= max_steps
+        if policy.multi_agent:
+            for agent, value in reward.items():
+                result.agent_returns[agent] = result.agent_returns.get(agent, 0.0) + float(value)
+            result.episode_return = sum(result.agent_returns.values())
+            if cut:
+                truncated = {**truncated, "__all__": True}
+            episode.add_env_step(
+                observations=observation,
+                actions=action,
+                rewards=reward,
+                infos=info,
+                terminateds=terminated,
+                truncateds=truncated,
+                extra_model_outputs=extra,
+            )
+            terminated, truncated = terminated.get("__all__", False), truncated["__all__"]
+        else:
+            result.episode_return += float(reward)
+            truncated = bool(truncated) or cut
+            episode.add_env_step(
+                observation=observation,
+                action=action,
+                reward=reward,
+                infos=info,
+                terminated=bool(terminated),
+                truncated=truncated,
+                extra_model_outputs=extra,
+            )
+        result.truncated = bool(truncated) and not terminated
     return result
 
 

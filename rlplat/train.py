@@ -23,9 +23,10 @@ from rlplat.metrics import (
     RETURN_MEAN,
     finite,
     lookup,
+    member_returns,
     metric_path,
 )
-from rlplat.progress import ProgressPrinter, format_duration, member_returns
+from rlplat.progress import ProgressPrinter, format_duration
 from rlplat.run_dir import RESOLVED_EXPERIMENT, create_run_dir, write_run_files, write_summary
 
 

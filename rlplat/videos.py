@@ -31,6 +31,7 @@ class TrainingVideos(Callback):
         self.tensorboard = tensorboard
 
     def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
+        from rlplat.multi_agent import mapping_for
         from rlplat.policy import Policy
         from rlplat.rollout import run_episode
 
@@ -40,8 +41,10 @@ class TrainingVideos(Callback):
         if not video.every or done % video.every:
             return
         run_headless("gif")
-        policy = Policy.from_checkpoint(Path(checkpoint.path))
         env = rebuild_env(self.experiment.env, "rgb_array", self.source)
+        policy = Policy.from_checkpoint(
+            Path(checkpoint.path), mapping_for(self.experiment, env)
+        )
         frames = []
         try:
             for index in range(video.episodes):
