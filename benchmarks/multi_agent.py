@@ -93,7 +93,9 @@ def pistonball(work: Path, iterations: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", default=["simple_spread", "connect_four", "pistonball"])
+    parser.add_argument(
+        "--only", nargs="+", default=["simple_spread", "connect_four", "pistonball"]
+    )
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--pistonball-iterations", type=int, default=4)
     args = parser.parse_args()

@@ -157,7 +157,7 @@ def build_algorithm_config(
         if learner_side.pieces():
             calls["learners"]["learner_connector"] = learner_side
     if env.multi_agent:
-        _multi_agent_calls(exp, env, type(config), calls, locate)
+        _multi_agent_calls(exp, env, config, calls, locate)
     for (group, field), (section, keyword) in RESOURCE_KEYS.items():
         value = getattr(getattr(exp.resources, group), field)
         if value not in (None, {}):
@@ -186,11 +186,12 @@ def build_algorithm_config(
 def _multi_agent_calls(
     exp: Experiment,
     env: EnvInfo,
-    config_cls: type,
+    config: AlgorithmConfig,
     calls: dict[str, dict[str, Any]],
     locate: Callable[[str], str],
 ) -> None:
-    """Policies, mapping, trained policies, per-policy overrides and module classes."""
+    """Policies, mapping, trained policies, per-policy overrides, module classes, and the
+    multi-agent variant of an off-policy algorithm's episode replay buffer."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -200,7 +201,7 @@ def _multi_agent_calls(
 
     spec = exp.multi_agent or MultiAgentSpec()
     setup = check_multi_agent(
-        spec, env, list(builder_parameters(config_cls, "training")), locate
+        spec, env, list(builder_parameters(type(config), "training")), locate
     )
     needs_own_modules = [p for p in setup.policies if p in setup.random or p in setup.masked]
     if needs_own_modules and exp.algorithm not in MASKABLE_ALGORITHMS:
@@ -218,6 +219,13 @@ def _multi_agent_calls(
     }
     if spec.overrides:
         calls["rl_module"]["algorithm_config_overrides_per_module"] = dict(spec.overrides)
+    # RLlib's single-agent episode buffers (DQN's and SAC's defaults) cannot store
+    # multi-agent episodes; each has a multi-agent twin taking the same settings.
+    buffer = dict(getattr(config, "replay_buffer_config", None) or {})
+    buffer.update(calls["training"].get("replay_buffer_config") or {})
+    kind = buffer.get("type")
+    if kind in ("EpisodeReplayBuffer", "PrioritizedEpisodeReplayBuffer"):
+        calls["training"]["replay_buffer_config"] = {**buffer, "type": f"MultiAgent{kind}"}
     if needs_own_modules:
         calls["rl_module"]["rl_module_spec"] = MultiRLModuleSpec(
             rl_module_specs={

@@ -124,6 +124,15 @@ def check_env(
             location=locate("env"),
             key="env",
         ) from None
+    try:
+        env.reset(seed=0)
+    except Exception as exc:  # noqa: BLE001 - a wrapper or kwarg that only fails when used
+        env.close()
+        raise ConfigError(
+            f"the environment (with its wrappers) failed on reset: {type(exc).__name__}: {exc}",
+            location=locate("env"),
+            key="env",
+        ) from None
     env.close()
     if needs_frames and "rgb_array" not in render_modes(env):
         raise ConfigError(

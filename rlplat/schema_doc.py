@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from typing import Any, get_args
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -28,7 +29,17 @@ def _default(field: FieldInfo) -> str:
 
 def _type(annotation: Any) -> str:
     text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
-    return text.replace("typing.", "").replace("NoneType", "null").replace(" | ", " or ")
+    text = re.sub(r"Optional\[(.*)\]$", r"\1 | None", text.replace("typing.", ""))
+    text = re.sub(r"Literal\[([^]]*)\]", lambda m: m.group(1).replace(", ", " | "), text)
+    return text.replace("NoneType", "null").replace(" | ", " or ")
+
+
+def _section(annotation: Any) -> type[BaseModel] | None:
+    """The section model of a field typed ``Section`` or ``Section | None``."""
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def _rows(model: type[BaseModel], prefix: str) -> list[str]:
@@ -36,10 +47,11 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
     for name, field in model.model_fields.items():
         key = f"{prefix}{name}"
         annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            doc = (annotation.__doc__ or "").strip().splitlines()[0]
+        section = _section(annotation)
+        if section is not None:
+            doc = field.description or (section.__doc__ or "").strip().splitlines()[0]
             rows.append(f"| `{key}` | section | | {doc} |")
-            rows.extend(_rows(annotation, f"{key}."))
+            rows.extend(_rows(section, f"{key}."))
         elif name in RLLIB_SECTIONS:
             rows.append(
                 f"| `{key}` | mapping | `{{}}` | Keyword arguments of RLlib's "
@@ -80,7 +92,21 @@ chosen algorithm (`PPOConfig.training()` accepts `clip_param`, `DQNConfig.traini
 and each value against the parameter's type annotation. Keys rlplat sets itself are rejected
 with a pointer to their place: `env_runners.num_env_runners` -> `resources.env_runners.count`
 (likewise the CPU/GPU/custom resource keys of `env_runners` and `learners`),
-`environment.env`/`env_config` -> `env.id`/`env.kwargs`, `debugging.seed` -> `seed`.
+`environment.env`/`env_config` -> `env.id`/`env.kwargs`, `debugging.seed` -> `seed`,
+`rl_module.algorithm_config_overrides_per_module` -> `multi_agent.overrides`.
+
+## Multi-agent environments
+
+`env.pettingzoo: mpe2.simple_spread_v3` (or a factory returning a PettingZoo env) makes a
+multi-agent run; `multi_agent:` says which policy acts for which agent (default: one policy named
+`shared`). `env.wrappers` are SuperSuit wrappers applied in order before RLlib sees the env
+(single-agent envs also take Gymnasium wrapper classes); the chain is stored in the run's
+`experiment.yaml`, so `rlplat eval` rebuilds the same env. Observations of the form
+`{{observation, action_mask}}` (PettingZoo's board games) get a PPO module that never picks an
+illegal action. `episode_return_mean` is then the team's return (the sum over agents, as RLlib
+counts it); `policy_return_mean/<policy>` and `agent_return_mean/<agent>` are the windowed return
+of one policy (summed over its agents) or one agent, usable in `checkpoint.score`, and plotted in
+TensorBoard as `policy_return/<policy>` and `agent_return/<agent>`.
 
 ## Metric names
 

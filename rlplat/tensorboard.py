@@ -55,6 +55,7 @@ LEARNER_TAGS = {
 }
 
 SKIPPED_MODULE_KEYS = ("__all_modules__",)
+SINGLE_AGENT_MODULE = "default_policy"  # RLlib's DEFAULT_MODULE_ID, without importing RLlib
 
 
 EVAL_EPISODES_LIFETIME = "evaluation/env_runners/num_episodes_lifetime"
@@ -85,7 +86,8 @@ def short_scalars(
     learners = result.get("learners") or {}
     modules = [m for m in learners if m not in SKIPPED_MODULE_KEYS]
     for module in modules:
-        suffix = f"/{module}" if len(modules) > 1 else ""
+        # Multi-agent runs name every policy, even a single shared one.
+        suffix = "" if modules == [SINGLE_AGENT_MODULE] else f"/{module}"
         stats = learners[module]
         if not isinstance(stats, dict):
             continue

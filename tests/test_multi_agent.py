@@ -1,0 +1,363 @@
+"""Multi-agent runs: PettingZoo envs, SuperSuit chains, policy mapping, masks, metrics, eval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from tests.test_config_errors import replace, run_cli
+from tests.test_eval import eval_json
+from tests.test_train import read_scalars
+
+SPREAD = """\
+name: tiny-spread
+algorithm: PPO
+seed: 1
+env:
+  pettingzoo: mpe2.simple_spread_v3
+  kwargs: {N: 3, max_cycles: 25}
+multi_agent:
+  policies: shared
+training:
+  train_batch_size_per_learner: 200
+  minibatch_size: 100
+  num_epochs: 1
+resources:
+  env_runners: {count: 0}
+stop:
+  iterations: 1
+checkpoint: {every: 1}
+output_dir: OUTPUT
+"""
+
+ADVERSARY = """\
+name: tiny-adversary
+algorithm: PPO
+seed: 2
+env:
+  pettingzoo: mpe2.simple_adversary_v3
+  kwargs: {N: 2, max_cycles: 25}
+multi_agent:
+  policies: {"adversary_*": adversary, "agent_*": good}
+  train: [good]
+  overrides: {good: {lr: 0.001}}
+training:
+  lr: 0.0003
+  train_batch_size_per_learner: 200
+  minibatch_size: 100
+  num_epochs: 2
+resources:
+  env_runners: {count: 0}
+stop:
+  iterations: 2
+checkpoint: {every: 1, keep: null}
+output_dir: OUTPUT
+"""
+
+CONNECT_FOUR = """\
+name: tiny-connect-four
+algorithm: PPO
+seed: 4
+env:
+  pettingzoo: pettingzoo.classic.connect_four_v3
+multi_agent:
+  policies: {player_0: learner, player_1: opponent}
+  random: [opponent]
+training:
+  train_batch_size_per_learner: 200
+  minibatch_size: 100
+  num_epochs: 1
+resources:
+  env_runners: {count: 0}
+stop:
+  iterations: 1
+checkpoint: {every: 1}
+output_dir: OUTPUT
+"""
+
+
+def train_yaml(text: str, tmp_path: Path, *overrides: str):
+    from rlplat.config.load import load_experiment
+    from rlplat.train import train
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(text.replace("OUTPUT", str(tmp_path / "out")))
+    summary = train(load_experiment(path, list(overrides)), console=Console(quiet=True))
+    assert summary.trials[0].status == "finished", summary.trials[0].error
+    return summary
+
+
+# --- bad input: caught while loading, before Ray starts --------------------------------------
+
+ERROR_CASES = {
+    "unknown wrapper": (
+        SPREAD,
+        lambda t: replace(t, "kwargs: {N: 3", "wrappers: [colour_reduction_v0]\n  kwargs: {N: 3"),
+        ["env.wrappers.0", "'colour_reduction_v0'", "Did you mean 'color_reduction_v0'?",
+         "frame_stack_v1", "resize_v1"],
+    ),
+    "bad wrapper argument": (
+        SPREAD,
+        lambda t: replace(
+            t, "kwargs: {N: 3", "wrappers: [{dtype_v0: {dtyp: float32}}]\n  kwargs: {N: 3"
+        ),
+        ["env.wrappers.0", "'dtype_v0' does not accept", "its arguments: dtype",
+         "Did you mean 'dtype'?"],
+    ),
+    "wrapper argument the wrapper rejects": (
+        SPREAD,
+        lambda t: replace(
+            t, "kwargs: {N: 3", "wrappers: [{color_reduction_v0: {mode: Z}}]\n  kwargs: {N: 3"
+        ),
+        ["env.wrappers.0", "wrapper 'color_reduction_v0' failed", "'full', 'R', 'G', 'B'"],
+    ),
+    "wrapper that fails only when used": (
+        SPREAD,
+        lambda t: replace(
+            t, "kwargs: {N: 3", "wrappers: [{frame_stack_v1: {stack_size: 0}}]\n  kwargs: {N: 3"
+        ),
+        ["key 'env'", "failed on reset", "could not broadcast"],
+    ),
+    "Gymnasium wrapper on a PettingZoo env": (
+        SPREAD,
+        lambda t: replace(t, "kwargs: {N: 3", "wrappers: [FlattenObservation]\n  kwargs: {N: 3"),
+        ["'FlattenObservation' is a Gymnasium wrapper, for single-agent envs only"],
+    ),
+    "shared policy over different spaces": (
+        ADVERSARY,
+        lambda t: replace(t, 'policies: {"adversary_*": adversary, "agent_*": good}',
+                          "policies: shared").replace("  train: [good]\n", "").replace(
+                              "  overrides: {good: {lr: 0.001}}\n", ""),
+        ["exp.yaml:8", "multi_agent.policies", "different observation spaces",
+         "pad_observations_v0"],
+    ),
+    "pattern that matches no agent": (
+        ADVERSARY,
+        lambda t: replace(t, '"agent_*": good', '"agents_*": good'),
+        ["multi_agent.policies.agents_*", "matches no agent", "adversary_0, agent_0, agent_1"],
+    ),
+    "agents no pattern covers": (
+        ADVERSARY,
+        lambda t: replace(t, '"agent_*": good', '"agent_0": good'),
+        ["no pattern matches the agents agent_1", "'*': <policy>"],
+    ),
+    "unknown policy to train": (
+        ADVERSARY,
+        lambda t: replace(t, "train: [good]", "train: [goood]"),
+        ["multi_agent.train", "'goood'", "adversary, good", "Did you mean 'good'?"],
+    ),
+    "unknown per-policy setting": (
+        ADVERSARY,
+        lambda t: replace(t, "{lr: 0.001}", "{learning_rate: 0.001}"),
+        ["multi_agent.overrides.good.learning_rate", "not a 'training' setting"],
+    ),
+    "unknown api": (
+        SPREAD,
+        lambda t: replace(t, "kwargs: {N: 3", "api: turns\n  kwargs: {N: 3"),
+        ["env.api", "'parallel' or 'aec'"],
+    ),
+    "multi_agent on a Gymnasium env": (
+        SPREAD,
+        lambda t: replace(t, "pettingzoo: mpe2.simple_spread_v3", "id: CartPole-v1").replace(
+            "  kwargs: {N: 3, max_cycles: 25}\n", ""),
+        ["key 'multi_agent'", "single-agent environment"],
+    ),
+    "connectors on a PettingZoo env": (
+        SPREAD,
+        lambda t: t + "connectors: [mean_std_filter]\n",
+        ["key 'connectors'", "normalize_obs_v0"],
+    ),
+    "action masks with an algorithm that ignores them": (
+        CONNECT_FOUR,
+        lambda t: replace(t, "algorithm: PPO", "algorithm: DQN").replace(
+            "  train_batch_size_per_learner: 200\n  minibatch_size: 100\n  num_epochs: 1\n",
+            "  train_batch_size_per_learner: 32\n"),
+        ["key 'algorithm'", "supported with PPO"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ERROR_CASES), ids=list(ERROR_CASES))
+def test_bad_multi_agent_input_exits_2(case, tmp_path, capsys):
+    base, edit, expected = ERROR_CASES[case]
+    path = tmp_path / "exp.yaml"
+    path.write_text(edit(base.replace("OUTPUT", str(tmp_path / "out"))))
+    code, err = run_cli(["train", str(path)], capsys)
+    assert code == 2, err
+    message = " ".join(err.split())
+    for fragment in expected:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+# --- training and evaluation -------------------------------------------------------------------
+
+
+def test_shared_policy_eval_reports_every_agent(ray_session, tmp_path, capsys):
+    summary = train_yaml(SPREAD, tmp_path)
+    report = eval_json(capsys, summary.run_dir, "-n", "3", "--render", "gif", "--out", tmp_path)
+    assert list(report["agent_returns"]) == ["agent_0", "agent_1", "agent_2"]
+    assert list(report["policy_returns"]) == ["shared"]
+    for episode in report["per_episode"]:
+        agents = episode["agent_returns"]
+        assert episode["return"] == pytest.approx(sum(agents.values()))
+        assert episode["length"] == 25
+    from PIL import Image
+
+    gif = Image.open(report["videos"][0])
+    assert gif.n_frames == 25, "one frame of the shared render per env step"
+
+
+def test_two_policies_each_get_metrics_and_only_trained_ones_learn(ray_session, tmp_path):
+    import torch
+
+    summary = train_yaml(ADVERSARY, tmp_path)
+    trial = Path(summary.trials[0].path)
+    scalars = read_scalars(trial)
+    for tag in ("policy_return/adversary", "policy_return/good", "agent_return/adversary_0",
+                "agent_return/agent_0", "agent_return/agent_1", "episode/return_mean"):
+        assert tag in scalars, sorted(scalars)
+    # The team return is the sum of the policies' returns (over the same window).
+    team = dict(scalars["episode/return_mean"])
+    for step, good in scalars["policy_return/good"]:
+        adversary = dict(scalars["policy_return/adversary"])[step]
+        assert team[step] == pytest.approx(good + adversary, rel=1e-4)
+    # Per-policy learning rate override reached RLlib.
+    assert [lr for _, lr in scalars["train/lr/good"]] == pytest.approx([0.001, 0.001])
+    assert summary.trials[0].policy_returns.keys() == {"adversary", "good"}
+
+    def weights(checkpoint: Path, policy: str) -> dict:
+        from ray.rllib.core.rl_module.rl_module import RLModule
+
+        module = RLModule.from_checkpoint(
+            checkpoint / "learner_group/learner/rl_module" / policy
+        )
+        return {k: v.clone() for k, v in module.state_dict().items()}
+
+    first, second = sorted(trial.glob("checkpoint_*"))
+    frozen = [weights(c, "adversary") for c in (first, second)]
+    learning = [weights(c, "good") for c in (first, second)]
+    assert all(torch.equal(frozen[0][k], frozen[1][k]) for k in frozen[0]), "not in train:"
+    assert not all(torch.equal(learning[0][k], learning[1][k]) for k in learning[0])
+
+
+def test_connect_four_never_plays_an_illegal_move(ray_session, tmp_path):
+    """Both the masked learner (sampling, then greedy) and the random opponent, many moves."""
+    from rlplat.config.load import load_experiment
+    from rlplat.environments import rebuild_env
+    from rlplat.multi_agent import mapping_for
+    from rlplat.policy import Policy
+    from rlplat.rollout import run_episode
+
+    summary = train_yaml(CONNECT_FOUR, tmp_path)
+    [checkpoint] = Path(summary.trials[0].path).glob("checkpoint_*")
+    experiment = load_experiment(checkpoint / "experiment.yaml", build=False).experiment
+    env = rebuild_env(experiment.env, None, checkpoint)
+    policy = Policy.from_checkpoint(checkpoint, mapping_for(experiment, env))
+
+    moves = {"learner": 0, "opponent": 0}
+    original_act = policy.act
+
+    def checked_act(episode, explore, shared_data):
+        env_action, action, extra = original_act(episode, explore, shared_data)
+        for agent, move in env_action.items():
+            mask = episode.get_observations(-1)[agent]["action_mask"]
+            assert mask[move] == 1, f"{agent} played column {move}, mask {mask}"
+            moves[policy.mapping(agent)] += 1
+        return env_action, action, extra
+
+    policy.act = checked_act
+    results = [
+        run_episode(policy, env, seed=seed, explore=seed % 4 != 0) for seed in range(120)
+    ]
+    env.close()
+    assert min(moves.values()) >= 1000, moves
+    # An illegal move would end a game at once with -1 for the mover; every game here ends by
+    # four in a row or a full board, so one player wins exactly what the other loses.
+    for result in results:
+        assert sorted(result.agent_returns.values()) in ([-1.0, 1.0], [0.0, 0.0])
+
+
+def test_masked_module_gives_illegal_actions_zero_probability():
+    import gymnasium as gym
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    from rlplat.modules import MaskedPPOModule
+
+    space = gym.spaces.Dict(
+        {
+            "observation": gym.spaces.Box(0, 1, (6, 7, 2), np.int8),
+            "action_mask": gym.spaces.Box(0, 1, (7,), np.int8),
+        }
+    )
+    module = MaskedPPOModule(
+        observation_space=space, action_space=gym.spaces.Discrete(7), model_config={}
+    )
+    masks = torch.randint(0, 2, (256, 7), dtype=torch.int8)
+    masks[:, 3] = 1  # at least one legal move per row
+    batch = {
+        Columns.OBS: {
+            "observation": torch.randint(0, 2, (256, 6, 7, 2), dtype=torch.int8),
+            "action_mask": masks,
+        }
+    }
+    for forward in (module.forward_exploration, module.forward_inference, module.forward_train):
+        probs = torch.softmax(forward(dict(batch))[Columns.ACTION_DIST_INPUTS], dim=-1)
+        assert torch.all(probs[masks == 0] == 0)
+        assert torch.allclose(probs.sum(-1), torch.ones(256))
+
+
+def test_pixels_through_a_supersuit_chain_train_and_render(ray_session, tmp_path, capsys):
+    """Pistonball (4 pistons, 20-step episodes) through the shipped chain, CNN, GIF in eval."""
+    from rlplat.config.load import load_experiment
+    from tests.conftest import EXPERIMENTS
+
+    shipped = EXPERIMENTS / "pistonball_ppo.yaml"
+    overrides = [
+        f"output_dir={tmp_path / 'out'}",
+        "env.kwargs={n_pistons: 4, continuous: true, max_cycles: 20}",
+        "training.train_batch_size_per_learner=40",
+        "training.minibatch_size=20",
+        "training.num_epochs=1",
+        "stop={iterations: 1}",
+    ]
+    from rlplat.train import train
+
+    summary = train(load_experiment(shipped, overrides), console=Console(quiet=True))
+    assert summary.trials[0].status == "finished", summary.trials[0].error
+    resolved = (Path(summary.run_dir) / "experiment.yaml").read_text()
+    assert "resize_v1" in resolved and "frame_stack_v1" in resolved
+    report = eval_json(capsys, summary.run_dir, "-n", "1", "--render", "gif", "--out", tmp_path)
+    assert report["lengths"]["mean"] == 20
+    assert list(report["agent_returns"]) == ["piston_0", "piston_1", "piston_2", "piston_3"]
+    from PIL import Image
+
+    assert Image.open(report["videos"][0]).n_frames == 20
+
+
+def test_gymnasium_wrapper_chain_applies_in_training_and_eval(ray_session, tmp_path, capsys):
+    from tests.conftest import TINY_PPO
+
+    wrapped = "id: CartPole-v1\n  wrappers:\n    - TimeLimit: {max_episode_steps: 30}"
+    text = replace(TINY_PPO, "id: CartPole-v1", wrapped)
+    summary = train_yaml(text, tmp_path, "stop.iterations=1")
+    from tests.test_train import read_results
+
+    [result] = read_results(Path(summary.trials[0].path))
+    assert result["env_runners"]["episode_len_max"] <= 30
+    report = eval_json(capsys, summary.run_dir, "-n", "5")
+    assert report["lengths"]["max"] <= 30
+
+
+def test_policy_mapping_first_matching_pattern_wins():
+    from rlplat.multi_agent import PolicyMapping
+
+    mapping = PolicyMapping({"agent_0": "solo", "agent_*": "team", "*": "rest"})
+    assert [mapping(a) for a in ("agent_0", "agent_1", "adversary_0")] == ["solo", "team", "rest"]
+    assert PolicyMapping("shared")("x") == "shared"
+    assert PolicyMapping("independent")("piston_3") == "piston_3"
