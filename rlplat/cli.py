@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -11,6 +12,7 @@ import click
 import typer
 from rich.console import Console
 
+from rlplat.cluster import FIXED_HASH_SEED
 from rlplat.errors import RlplatError
 
 app = typer.Typer(
@@ -137,8 +139,23 @@ def eval_(
         print_report(report, console)
 
 
+def fix_hash_seed() -> None:
+    """Restart this command once with ``PYTHONHASHSEED`` set, unless the user set it.
+
+    RLlib keeps a multi-agent episode's agent ids in sets, and the order of a set of strings
+    changes with each interpreter's hash seed: agents then draw their sampled actions in a
+    different order, and the same seed gives different episodes. Nothing heavy is imported yet,
+    so the restart costs a few milliseconds.
+    """
+    if "PYTHONHASHSEED" not in os.environ:
+        os.environ["PYTHONHASHSEED"] = FIXED_HASH_SEED
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors print one paragraph and exit 2; ``--debug`` shows tracebacks."""
+    if argv is None:
+        fix_hash_seed()
     args = sys.argv[1:] if argv is None else argv
     try:
         app(args=args, standalone_mode=False)

@@ -7,6 +7,10 @@ import os
 
 from rlplat.errors import UserError
 
+# Ray workers (and rlplat's own commands) run with this hash seed unless PYTHONHASHSEED is set:
+# RLlib iterates sets of multi-agent ids, whose order otherwise changes with every process.
+FIXED_HASH_SEED = "0"
+
 
 def quiet_ray_logs(verbose: bool) -> None:
     """Keep Ray's and RLlib's log lines out of the terminal unless ``--verbose``."""
@@ -30,6 +34,9 @@ def start_ray(address: str | None, verbose: bool = False) -> None:
     kwargs = {
         "logging_level": logging.INFO if verbose else logging.ERROR,
         "log_to_driver": verbose,
+        "runtime_env": {
+            "env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", FIXED_HASH_SEED)}
+        },
     }
     try:
         if address:

@@ -197,9 +197,13 @@ def test_bad_multi_agent_input_exits_2(case, tmp_path, capsys):
 # --- training and evaluation -------------------------------------------------------------------
 
 
-def test_shared_policy_eval_reports_every_agent(ray_session, tmp_path, capsys):
-    summary = train_yaml(SPREAD, tmp_path)
-    report = eval_json(capsys, summary.run_dir, "-n", "3", "--render", "gif", "--out", tmp_path)
+@pytest.fixture(scope="module")
+def spread_run(ray_session, tmp_path_factory):
+    return train_yaml(SPREAD, tmp_path_factory.mktemp("spread"))
+
+
+def test_shared_policy_eval_reports_every_agent(spread_run, tmp_path, capsys):
+    report = eval_json(capsys, spread_run.run_dir, "-n", "3", "--render", "gif", "--out", tmp_path)
     assert list(report["agent_returns"]) == ["agent_0", "agent_1", "agent_2"]
     assert list(report["policy_returns"]) == ["shared"]
     for episode in report["per_episode"]:
@@ -210,6 +214,23 @@ def test_shared_policy_eval_reports_every_agent(ray_session, tmp_path, capsys):
 
     gif = Image.open(report["videos"][0])
     assert gif.n_frames == 25, "one frame of the shared render per env step"
+
+
+def test_sampled_episodes_are_the_same_in_every_process(spread_run):
+    """RLlib orders agents by string hashes; rlplat fixes the hash seed, so a seed is a seed."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    command = [sys.executable, "-m", "rlplat.cli", "eval", spread_run.run_dir, "-n", "3",
+               "--explore", "--json"]
+    runs = [
+        json.loads(subprocess.run(command, env=env, capture_output=True, check=True).stdout)
+        for _ in range(2)
+    ]
+    assert runs[0]["per_episode"] == runs[1]["per_episode"]
 
 
 def test_two_policies_each_get_metrics_and_only_trained_ones_learn(ray_session, tmp_path):
