@@ -230,7 +230,9 @@ def print_report(report: EvalReport, console: Any) -> None:
         table.add_column(column, justify="right")
     team = "team return" if report.agent_returns else "return"
     table.add_row(team, *(f"{v:.2f}" for v in asdict(report.returns).values()))
-    if len(report.policy_returns) > 1 or set(report.policy_returns) - set(report.agent_returns):
+    # Policy rows only when they add something: not one shared policy (= the team), and not one
+    # policy per agent (= the agent rows).
+    if len(report.policy_returns) > 1 and set(report.policy_returns) != set(report.agent_returns):
         for name, stats in report.policy_returns.items():
             table.add_row(f"policy {name}", *(f"{v:.2f}" for v in asdict(stats).values()))
     for name, stats in report.agent_returns.items():
