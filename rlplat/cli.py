@@ -11,6 +11,7 @@ from typing import Annotated
 import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from rlplat.cluster import FIXED_HASH_SEED
 from rlplat.errors import RlplatError
@@ -162,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     except RlplatError as exc:
         if "--debug" in args:
             raise
-        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        err_console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,10 +158,14 @@ def _check_pettingzoo_module(spec: EnvSpec, locate: Callable[[str], str]) -> Non
     try:
         module = importlib.import_module(spec.pettingzoo)
     except ImportError as exc:
+        siblings = _sibling_envs(spec.pettingzoo)
+        known = f" Its package has: {allowed_list(siblings)}." if siblings else ""
         raise ConfigError(
-            f"cannot import the PettingZoo environment {spec.pettingzoo!r} ({exc}). Suites "
-            "need their extras: pip install 'pettingzoo[butterfly,sisl,classic]' mpe2 (or "
-            "pip install -e '.[multiagent]').",
+            f"cannot import the PettingZoo environment {spec.pettingzoo!r} ({exc})."
+            + known
+            + did_you_mean(spec.pettingzoo, siblings)
+            + " Suites need their extras: pip install 'pettingzoo[butterfly,sisl,classic]' mpe2 "
+            "(or pip install -e '.[multiagent]').",
             location=locate("env.pettingzoo"),
             key="env.pettingzoo",
         ) from None
@@ -180,6 +185,22 @@ def _check_pettingzoo_module(spec: EnvSpec, locate: Callable[[str], str]) -> Non
             location=locate("env.api"),
             key="env.api",
         )
+
+
+def _sibling_envs(module_path: str) -> list[str]:
+    """Environment modules (``name_vN``) next to ``module_path``, when its package imports."""
+    import pkgutil
+
+    package_name = module_path.rpartition(".")[0]
+    try:
+        package = importlib.import_module(package_name)
+    except ImportError:
+        return []
+    return [
+        f"{package_name}.{info.name}"
+        for info in pkgutil.iter_modules(getattr(package, "__path__", []))
+        if re.search(r"_v\d+$", info.name)
+    ]
 
 
 def _check_factory(spec: EnvSpec, locate: Callable[[str], str]) -> None:

@@ -154,6 +154,12 @@ ERROR_CASES = {
         lambda t: replace(t, "{lr: 0.001}", "{learning_rate: 0.001}"),
         ["multi_agent.overrides.good.learning_rate", "not a 'training' setting"],
     ),
+    "PettingZoo env that is not there": (
+        SPREAD,
+        lambda t: replace(t, "mpe2.simple_spread_v3", "mpe2.simple_sprad_v3"),
+        ["exp.yaml:5", "env.pettingzoo", "Did you mean 'mpe2.simple_spread_v3'?",
+         "pip install 'pettingzoo[butterfly,sisl,classic]' mpe2"],
+    ),
     "unknown api": (
         SPREAD,
         lambda t: replace(t, "kwargs: {N: 3", "api: turns\n  kwargs: {N: 3"),
@@ -382,3 +388,20 @@ def test_policy_mapping_first_matching_pattern_wins():
     assert [mapping(a) for a in ("agent_0", "agent_1", "adversary_0")] == ["solo", "team", "rest"]
     assert PolicyMapping("shared")("x") == "shared"
     assert PolicyMapping("independent")("piston_3") == "piston_3"
+
+
+@pytest.mark.parametrize(
+    "env_section",
+    [
+        "factory: mpe2.simple_spread_v3:parallel_env",  # a PettingZoo env from a factory
+        "pettingzoo: mpe2.simple_spread_v3\n  api: aec",  # the same game, turn by turn
+    ],
+)
+def test_other_ways_to_name_a_pettingzoo_env(env_section, tmp_path):
+    from rlplat.config.load import load_experiment
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(replace(SPREAD, "pettingzoo: mpe2.simple_spread_v3", env_section))
+    config = load_experiment(path).algo_config
+    assert config.is_multi_agent
+    assert config.policy_mapping_fn("agent_2") == "shared"
