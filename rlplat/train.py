@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from rlplat.build import effective_resources
 from rlplat.checkpoints import checkpoint_recorder
@@ -174,7 +175,7 @@ def print_summary(summary: RunSummary, console: Console) -> None:
     for trial in summary.trials:
         if trial.error:
             console.print(
-                f"  [red]{trial.name} failed[/red]: {trial.error}\n"
+                f"  [red]{trial.name} failed[/red]: {escape(trial.error)}\n"
                 f"  full traceback: {Path(trial.path) / 'error.txt'}",
                 highlight=False,
             )
