@@ -109,8 +109,9 @@ def check_multi_agent(
                     )
             out[policy] = first
 
+    named_train = [] if spec.train == "all" else spec.train
     for key, names in (
-        ("train", [] if spec.train == "all" else spec.train),
+        ("train", named_train),
         ("random", spec.random),
         ("overrides", list(spec.overrides)),
     ):
@@ -122,7 +123,7 @@ def check_multi_agent(
                     location=locate(f"multi_agent.{key}"),
                     key=f"multi_agent.{key}",
                 )
-    both = set(spec.random) & set([] if spec.train == "all" else spec.train)
+    both = set(spec.random) & set(named_train)
     if both:
         raise ConfigError(
             f"{allowed_list(both)} cannot be both random and trained.",

@@ -9,7 +9,6 @@ Arguments are bound against the wrapper's real signature before the env is built
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from collections.abc import Callable
@@ -94,9 +93,10 @@ def apply_chain(env: Any, chain: list[Wrapper]) -> Any:
 
 def _lookup(name: str, index: int, *, multi_agent: bool) -> Callable[..., Any]:
     if ":" in name:
-        module_name, _, attr = name.partition(":")
+        from rlplat.environments import import_object
+
         try:
-            return getattr(importlib.import_module(module_name), attr)
+            return import_object(name)
         except (ImportError, AttributeError) as exc:
             raise WrapperProblem(index, f"cannot import wrapper {name!r}: {exc}") from None
     import supersuit
