@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from rlplat.algorithms.registry import get_algorithm_class
+from rlplat.algorithms.registry import get_algorithm_class, is_team_algorithm
 from rlplat.callbacks import WindowedEpisodeStats
 from rlplat.config.schema import Experiment
 from rlplat.connectors import ConnectorFactory
-from rlplat.environments import EnvCreator, EnvInfo, rllib_env_name
+from rlplat.environments import EnvInfo, env_creator_for, rllib_env_name
 from rlplat.errors import ConfigError, allowed_list, did_you_mean
 
 if TYPE_CHECKING:
@@ -143,7 +143,11 @@ def build_algorithm_config(
     check_rllib_sections(exp, type(config), locate)
 
     env_name = rllib_env_name(exp.env)
-    register_env(env_name, EnvCreator(exp.env))
+    creator = env_creator_for(exp)
+    team = is_team_algorithm(exp.algorithm)
+    if team:
+        _check_team_env(exp, creator, locate)
+    register_env(env_name, creator)
 
     calls: dict[str, dict[str, Any]] = {s: dict(v) for s, v in exp.rllib_sections().items()}
     calls["environment"].update(env=env_name, env_config={})
@@ -156,7 +160,7 @@ def build_algorithm_config(
         learner_side = ConnectorFactory(exp.connectors, "learner")
         if learner_side.pieces():
             calls["learners"]["learner_connector"] = learner_side
-    if env.multi_agent:
+    if env.multi_agent and not team:
         _multi_agent_calls(exp, env, config, calls, locate)
     for (group, field), (section, keyword) in RESOURCE_KEYS.items():
         value = getattr(getattr(exp.resources, group), field)
@@ -181,6 +185,23 @@ def build_algorithm_config(
             location=locate(""),
         ) from None
     return config
+
+
+def _check_team_env(exp: Experiment, creator: Callable, locate: Callable[[str], str]) -> None:
+    """Build the team view of the env once; record which global state it resolved to."""
+    from rlplat.team_env import TeamEnvError
+
+    try:
+        team_env = creator()
+    except TeamEnvError as exc:
+        raise ConfigError(
+            f"{exp.algorithm} cannot play {exp.env.label!r} as one team: {exc}.",
+            location=locate(exc.key),
+            key=exc.key,
+        ) from None
+    # The resolved experiment says which state the mixer saw (env.state() or observations).
+    exp.training["global_state"] = team_env.state_source
+    team_env.close()
 
 
 def _multi_agent_calls(

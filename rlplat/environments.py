@@ -11,7 +11,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from rlplat.config.schema import EnvSpec
+from rlplat.algorithms.registry import is_team_algorithm
+from rlplat.config.schema import EnvSpec, Experiment
 from rlplat.errors import ConfigError, UserError, allowed_list, did_you_mean
 
 
@@ -60,6 +61,18 @@ class EnvCreator:
         multi_agent = is_pettingzoo(env)
         env = apply_chain(env, resolve_chain(self.spec.wrappers, multi_agent=multi_agent))
         return to_multi_agent_env(env) if multi_agent else env
+
+
+def env_creator_for(experiment: Experiment) -> Callable[[dict[str, Any] | None], Any]:
+    """The env factory training and evaluation use: the env as the experiment names it, or, for
+    a team algorithm (QMIX), that multi-agent env seen as one team (``rlplat.team_env``)."""
+    creator = EnvCreator(experiment.env)
+    if not is_team_algorithm(experiment.algorithm):
+        return creator
+    from rlplat.team_env import TEAM_SETTINGS, TeamEnvCreator
+
+    settings = {key: experiment.training[key] for key in TEAM_SETTINGS if key in experiment.training}
+    return TeamEnvCreator(creator, **settings)
 
 
 def rllib_env_name(spec: EnvSpec) -> str:
@@ -224,10 +237,11 @@ def _check_factory(spec: EnvSpec, locate: Callable[[str], str]) -> None:
         )
 
 
-def rebuild_env(spec: EnvSpec, render_mode: str | None, source: Path) -> Any:
+def rebuild_env(experiment: Experiment, render_mode: str | None, source: Path) -> Any:
     """Build a run's environment again (for evaluation), with ``render_mode`` if given."""
+    spec = experiment.env
     try:
-        return EnvCreator(spec)({"render_mode": render_mode} if render_mode else {})
+        return env_creator_for(experiment)({"render_mode": render_mode} if render_mode else {})
     except Exception as exc:  # noqa: BLE001 - any failure here means the env cannot be rebuilt
         hint = (
             " The environment may not accept a render_mode argument."

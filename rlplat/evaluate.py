@@ -85,7 +85,7 @@ def evaluate(
         )
     experiment = load_experiment(experiment_file, build=False).experiment
     mode = render_mode_for(options.render) if options.render else None
-    env = rebuild_env(experiment.env, mode, experiment_file)
+    env = rebuild_env(experiment, mode, experiment_file)
     if mode is not None and mode not in render_modes(env):
         env.close()
         raise UserError(unsupported_render(options.render, experiment.env, render_modes(env)))

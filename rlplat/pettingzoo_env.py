@@ -38,6 +38,7 @@ class _PettingZooAdapter(MultiAgentEnv):
         self.action_spaces = {a: env.action_space(a) for a in self.possible_agents}
         self.observation_space = gym.spaces.Dict(self.observation_spaces)
         self.action_space = gym.spaces.Dict(self.action_spaces)
+        self.state_space = getattr(env, "state_space", None)  # envs with a global state()
 
     def render(self) -> Any:
         return self.env.render()
@@ -79,6 +80,8 @@ class TurnBasedEnv(_PettingZooAdapter):
     done, each of them is visited once (its final observation and accumulated reward reported,
     then PettingZoo's ``step(None)`` removes it) before the next live agent's turn.
     """
+
+    turn_based = True
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         self.env.reset(seed=seed, options=options)

@@ -13,6 +13,7 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rlplat.policy import Policy
+from rlplat.team_env import AGENT_REWARDS
 
 
 @dataclass
@@ -60,8 +61,11 @@ def run_episode(
         episode.add_env_reset(observation=observation, infos=info)
     shared_data: dict[str, Any] = {}
     result = EpisodeResult(seed=seed, episode_return=0.0, length=0, truncated=False)
-    if policy.multi_agent:  # every agent listed, in the env's order, even if it never scores
+    # Every agent listed, in the env's order, even if it never scores.
+    if policy.multi_agent:
         result.agent_returns = dict.fromkeys(env.possible_agents, 0.0)
+    elif hasattr(env, "members"):  # a team env (QMIX)
+        result.agent_returns = dict.fromkeys(env.members, 0.0)
     while not episode.is_done:
         if capture_frames:
             result.frames.append(env.render())
@@ -88,6 +92,8 @@ def run_episode(
             terminated, truncated = terminated.get("__all__", False), truncated["__all__"]
         else:
             result.episode_return += float(reward)
+            for agent, value in info.get(AGENT_REWARDS, {}).items():  # a team env's members
+                result.agent_returns[agent] = result.agent_returns.get(agent, 0.0) + value
             truncated = bool(truncated) or cut
             episode.add_env_step(
                 observation=observation,

@@ -41,7 +41,7 @@ class TrainingVideos(Callback):
         if not video.every or done % video.every:
             return
         run_headless("gif")
-        env = rebuild_env(self.experiment.env, "rgb_array", self.source)
+        env = rebuild_env(self.experiment, "rgb_array", self.source)
         policy = Policy.from_checkpoint(
             Path(checkpoint.path), mapping_for(self.experiment, env)
         )

@@ -3,6 +3,9 @@
 RLlib's registered algorithms are found by name (case-insensitive). An algorithm rlplat writes joins
 with one ``register_algorithm("NAME", "module.path:AlgorithmClass")`` line at the bottom of this
 file; the import happens only when the algorithm is used.
+
+A *team* algorithm learns one policy for all agents of a cooperative multi-agent env together
+(value factorisation): it sees the env as one team agent (``rlplat.team_env.TeamEnv``).
 """
 
 from __future__ import annotations
@@ -16,11 +19,19 @@ if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
 
 _CUSTOM: dict[str, str] = {}
+_TEAM: set[str] = set()
 
 
-def register_algorithm(name: str, import_path: str) -> None:
+def register_algorithm(name: str, import_path: str, *, team: bool = False) -> None:
     """Make ``algorithm: NAME`` resolve to the class at ``module.path:ClassName``."""
     _CUSTOM[name] = import_path
+    if team:
+        _TEAM.add(name)
+
+
+def is_team_algorithm(name: str) -> bool:
+    """Whether ``name`` (a canonical name) learns over a multi-agent env seen as one team."""
+    return name in _TEAM
 
 
 def _rllib_names() -> list[str]:
@@ -55,3 +66,6 @@ def get_algorithm_class(name: str) -> type[Algorithm]:
     from ray.rllib.algorithms.registry import ALGORITHMS
 
     return ALGORITHMS[name]()[0]
+
+
+register_algorithm("QMIX", "rlplat.algorithms.qmix:QMIX", team=True)

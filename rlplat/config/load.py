@@ -117,6 +117,27 @@ def _pydantic_error(exc: ValidationError, locate: Locator) -> ConfigError:
     return ConfigError(message + more, location=locate(dotted), key=dotted or None)
 
 
+def _check_team_experiment(experiment: Experiment, multi_agent: bool, locate: Locator) -> None:
+    """A team algorithm (QMIX) needs a multi-agent env and maps every agent to its one network."""
+    name = experiment.algorithm
+    if not multi_agent:
+        raise ConfigError(
+            f"{name} learns for a team of agents, but {experiment.env.label!r} is a single-agent "
+            "environment. Use a PettingZoo environment (env.pettingzoo, or a factory returning "
+            "one), or DQN for a single agent.",
+            location=locate("algorithm"),
+            key="algorithm",
+        )
+    if experiment.multi_agent is not None:
+        raise ConfigError(
+            f"{name} shares one agent network among all agents (each agent's input carries its "
+            "one-hot id), so multi_agent policy mappings do not apply: remove the section. "
+            "training.mixer chooses qmix, vdn or none (independent Q-learning).",
+            location=locate("multi_agent"),
+            key="multi_agent",
+        )
+
+
 def load_experiment(
     path: str | Path, overrides: list[str] | None = None, *, build: bool = True
 ) -> LoadedExperiment:
@@ -124,7 +145,7 @@ def load_experiment(
 
     Building checks the environment (it is created once) and every RLlib key, without Ray.
     """
-    from rlplat.algorithms.registry import canonical_name
+    from rlplat.algorithms.registry import canonical_name, is_team_algorithm
     from rlplat.connectors import check_connectors
     from rlplat.environments import check_env
 
@@ -161,6 +182,8 @@ def load_experiment(
         from rlplat.build import build_algorithm_config
 
         env = check_env(experiment.env, loaded.locate, needs_frames=experiment.video.every > 0)
+        if is_team_algorithm(experiment.algorithm):
+            _check_team_experiment(experiment, env.multi_agent, loaded.locate)
         if env.multi_agent:
             if experiment.connectors:
                 raise ConfigError(

@@ -1,0 +1,152 @@
+"""``QMIXConfig``: every QMIX/VDN/IQL setting, with the published pymarl/EPyMARL defaults.
+
+Each default below is the value of pymarl's ``qmix.yaml`` / EPyMARL's QMIX configuration unless
+its comment says otherwise; the YAML sets them under ``training:``.
+"""
+
+# No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
+from typing import Any, Literal, Optional
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+from rlplat.team_env import GlobalState, TeamReward
+
+Mixer = Literal["qmix", "vdn", "none"]
+
+# Settings the RL module needs (passed to it in its model_config).
+MODULE_KEYS = (
+    "mixer",
+    "mixing_embed_dim",
+    "hypernet_embed_dim",
+    "hypernet_layers",
+    "agent_hidden_dim",
+    "recurrent",
+    "obs_agent_id",
+    "obs_last_action",
+    "epsilon_start",
+    "epsilon_finish",
+    "epsilon_anneal_steps",
+)
+
+
+class QMIXConfig(AlgorithmConfig):
+    """Value factorisation for cooperative teams: QMIX (monotonic mixer), VDN (sum) or IQL (none).
+
+    One agent network is shared by all agents (agent-id one-hot and last action as extra inputs)
+    and learns from batches of whole episodes with double-Q targets from target networks.
+    """
+
+    def __init__(self, algo_class: Optional[type] = None):
+        from rlplat.algorithms.qmix.algorithm import QMIX
+
+        super().__init__(algo_class=algo_class or QMIX)
+        # Mixer: "qmix" = monotonic hypernetwork mixer conditioned on the global state
+        # (Rashid et al. 2018); "vdn" = sum of agent Qs (Sunehag et al. 2018); "none" = each agent
+        # learns its own Q from the team reward (independent Q-learning).
+        self.mixer: Mixer = "qmix"
+        self.mixing_embed_dim = 32  # width of the mixer's hidden layer
+        self.hypernet_embed_dim = 64  # hidden width of the 2-layer hypernetworks
+        self.hypernet_layers: Literal[1, 2] = 2
+        self.agent_hidden_dim = 64  # GRU (or feed-forward) width of the agent network
+        self.recurrent = True  # GRU agents; False: a feed-forward agent network
+        self.obs_agent_id = True  # append the agent's one-hot id to its input
+        self.obs_last_action = True  # append the agent's previous action (one-hot)
+        self.double_q = True  # online net picks the next action, target net values it
+        self.target_update_interval = 200  # learner updates between target-network updates
+        self.tau = 1.0  # 1.0: hard copy; < 1: Polyak averaging (e.g. interval 1, tau 0.005)
+        self.epsilon_start = 1.0
+        self.epsilon_finish = 0.05
+        self.epsilon_anneal_steps = 50_000  # env steps of the linear epsilon schedule
+        self.td_lambda = 0.0  # 0: one-step targets; > 0: TD(lambda) over each episode
+        self.standardise_rewards = False  # scale rewards by a running mean and std
+        self.optimizer: Literal["adam", "rmsprop"] = "adam"  # pymarl's original: rmsprop
+        self.batch_episodes = 32  # whole episodes per learner update
+        self.buffer_episodes = 5000  # replay capacity, in episodes
+        self.learning_starts_episodes = 32  # stored episodes before the first update
+        self.updates_per_episode = 1.0  # learner updates per collected episode (pymarl: 1)
+        self.team_reward: TeamReward = "sum"
+        self.global_state: GlobalState = "auto"  # auto: env.state() if defined, else obs concat
+
+        self.lr = 5e-4
+        self.gamma = 0.99
+        self.grad_clip = 10.0
+        self.grad_clip_by = "global_norm"
+        self.batch_mode = "complete_episodes"
+        self.min_sample_timesteps_per_iteration = 1000
+        self.evaluation(evaluation_config=AlgorithmConfig.overrides(explore=False))
+
+    def training(
+        self,
+        *,
+        mixer: Optional[Mixer] = NotProvided,
+        mixing_embed_dim: Optional[int] = NotProvided,
+        hypernet_embed_dim: Optional[int] = NotProvided,
+        hypernet_layers: Optional[Literal[1, 2]] = NotProvided,
+        agent_hidden_dim: Optional[int] = NotProvided,
+        recurrent: Optional[bool] = NotProvided,
+        obs_agent_id: Optional[bool] = NotProvided,
+        obs_last_action: Optional[bool] = NotProvided,
+        double_q: Optional[bool] = NotProvided,
+        target_update_interval: Optional[int] = NotProvided,
+        tau: Optional[float] = NotProvided,
+        epsilon_start: Optional[float] = NotProvided,
+        epsilon_finish: Optional[float] = NotProvided,
+        epsilon_anneal_steps: Optional[int] = NotProvided,
+        td_lambda: Optional[float] = NotProvided,
+        standardise_rewards: Optional[bool] = NotProvided,
+        optimizer: Optional[Literal["adam", "rmsprop"]] = NotProvided,
+        batch_episodes: Optional[int] = NotProvided,
+        buffer_episodes: Optional[int] = NotProvided,
+        learning_starts_episodes: Optional[int] = NotProvided,
+        updates_per_episode: Optional[float] = NotProvided,
+        team_reward: Optional[TeamReward] = NotProvided,
+        global_state: Optional[GlobalState] = NotProvided,
+        **kwargs: Any,
+    ) -> "QMIXConfig":
+        """QMIX's own settings (see the attribute comments in ``__init__``) and the base ones."""
+        super().training(**kwargs)
+        for name, value in locals().items():
+            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
+                setattr(self, name, value)
+        return self
+
+    def validate(self) -> None:
+        super().validate()
+        problems = []
+        if not 0.0 <= self.epsilon_finish <= self.epsilon_start <= 1.0:
+            problems.append("need 0 <= epsilon_finish <= epsilon_start <= 1")
+        if not 0.0 < self.tau <= 1.0:
+            problems.append(f"tau must be in (0, 1], got {self.tau}")
+        if not 0.0 <= self.td_lambda <= 1.0:
+            problems.append(f"td_lambda must be in [0, 1], got {self.td_lambda}")
+        for name in ("batch_episodes", "buffer_episodes", "target_update_interval"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.buffer_episodes < self.batch_episodes:
+            problems.append(
+                f"buffer_episodes ({self.buffer_episodes}) must hold at least one batch "
+                f"(batch_episodes {self.batch_episodes})"
+            )
+        if self.learning_starts_episodes < self.batch_episodes:
+            problems.append("learning_starts_episodes must be at least batch_episodes")
+        if self.updates_per_episode <= 0:
+            problems.append("updates_per_episode must be positive")
+        if self.batch_mode != "complete_episodes":
+            problems.append("batch_mode must be complete_episodes (QMIX learns from whole episodes)")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def _model_config_auto_includes(self) -> dict[str, Any]:
+        return super()._model_config_auto_includes | {k: getattr(self, k) for k in MODULE_KEYS}
+
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        from rlplat.algorithms.qmix.rl_module import QMIXModule
+
+        return RLModuleSpec(module_class=QMIXModule)
+
+    def get_default_learner_class(self) -> type:
+        from rlplat.algorithms.qmix.learner import QMIXTorchLearner
+
+        return QMIXTorchLearner

@@ -1,0 +1,145 @@
+"""The QMIX loss: mixed TD error over batches of whole, zero-padded episodes.
+
+The batch (built by ``EpisodeStore.sample``) holds, for B episodes padded to T steps:
+obs (B, T+1, n, o), action_mask (B, T+1, n, A), state (B, T+1, s), actions (B, T, n),
+rewards (B, T), terminated (B, T) and filled (B, T) (1 on real steps, 0 on padding).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.learner.utils import update_target_network
+from ray.rllib.core.rl_module.apis import TargetNetworkAPI
+from ray.rllib.utils.typing import ModuleID
+
+from rlplat.algorithms.qmix.config import QMIXConfig
+from rlplat.algorithms.qmix.rl_module import Q_TOTAL, Q_VALUES, masked_argmax
+
+
+def lambda_returns(
+    rewards: torch.Tensor,
+    terminated: torch.Tensor,
+    filled: torch.Tensor,
+    next_values: torch.Tensor,
+    gamma: float,
+    td_lambda: float,
+) -> torch.Tensor:
+    """TD(lambda) targets G_t = r_t + gamma (1 - d_t) [(1 - lambda) V_{t+1} + lambda G_{t+1}].
+
+    ``next_values[:, t]`` is the target value of the state after step t; the last real step
+    of each episode bootstraps from it alone. All tensors are (B, T, k) but ``filled`` (B, T, 1).
+    lambda = 0 gives one-step targets.
+    """
+    steps = rewards.shape[1]
+    targets = torch.zeros_like(next_values)
+    following = next_values[:, -1]
+    for t in reversed(range(steps)):
+        has_next = filled[:, t + 1] if t + 1 < steps else torch.zeros_like(filled[:, t])
+        blended = torch.where(
+            has_next > 0,
+            (1.0 - td_lambda) * next_values[:, t] + td_lambda * following,
+            next_values[:, t],
+        )
+        targets[:, t] = rewards[:, t] + gamma * (1.0 - terminated[:, t]) * blended
+        following = targets[:, t]
+    return targets
+
+
+class RunningMeanStd:
+    """Running mean and variance of rewards (Chan et al.'s parallel update)."""
+
+    def __init__(self) -> None:
+        self.mean, self.var, self.count = 0.0, 1.0, 1e-4
+
+    def update(self, values: torch.Tensor) -> None:
+        if values.numel() == 0:
+            return
+        mean, var, count = values.mean().item(), values.var(unbiased=False).item(), values.numel()
+        delta, total = mean - self.mean, self.count + count
+        self.mean += delta * count / total
+        self.var = (self.var * self.count + var * count + delta**2 * self.count * count / total) / (
+            total
+        )
+        self.count = total
+
+
+class QMIXTorchLearner(TorchLearner):
+    def build(self) -> None:
+        super().build()
+        self._updates: dict[ModuleID, int] = {}
+        self._reward_stats: dict[ModuleID, RunningMeanStd] = {}
+        self.module.foreach_module(
+            lambda mid, module: module.make_target_networks()
+            if isinstance(module, TargetNetworkAPI)
+            else None
+        )
+
+    def configure_optimizers_for_module(self, module_id: ModuleID, config: QMIXConfig) -> None:
+        if config.optimizer == "adam":
+            return super().configure_optimizers_for_module(module_id, config)
+        params = self.get_parameters(self.module[module_id])
+        self.register_optimizer(
+            module_id=module_id,
+            # pymarl's RMSprop settings (alpha 0.99, eps 1e-5).
+            optimizer=torch.optim.RMSprop(params, lr=config.lr, alpha=0.99, eps=1e-5),
+            params=params,
+            lr_or_lr_schedule=config.lr,
+        )
+
+    def compute_loss_for_module(
+        self,
+        *,
+        module_id: ModuleID,
+        config: QMIXConfig,
+        batch: dict[str, Any],
+        fwd_out: dict[str, Any],
+    ) -> torch.Tensor:
+        module = self.module[module_id].unwrapped()
+        filled = batch["filled"].float()[..., None]  # (B, T, 1)
+        rewards = batch["rewards"].float()[..., None]
+        if config.standardise_rewards:
+            stats = self._reward_stats.setdefault(module_id, RunningMeanStd())
+            stats.update(rewards[filled > 0])
+            rewards = (rewards - stats.mean) / (stats.var**0.5 + 1e-8)
+        with torch.no_grad():
+            target_q = module.forward_target(batch)[Q_VALUES]
+            mask = batch["action_mask"]
+            chooser = fwd_out[Q_VALUES].detach() if config.double_q else target_q
+            best = masked_argmax(chooser, mask)[:, 1:]
+            next_q = target_q[:, 1:].gather(-1, best[..., None]).squeeze(-1)
+            next_values = module.mix_target(next_q, batch["state"][:, 1:])
+            targets = lambda_returns(
+                rewards.expand_as(next_values),
+                batch["terminated"].float()[..., None].expand_as(next_values),
+                filled,
+                next_values,
+                config.gamma,
+                config.td_lambda,
+            )
+        td_error = (fwd_out[Q_TOTAL] - targets) * filled
+        real = filled.sum().clamp(min=1.0) * td_error.shape[-1]  # real (step, Q_tot) entries
+        loss = (td_error**2).sum() / real
+        self.metrics.log_dict(
+            {
+                "td_error_abs": (td_error.abs().sum() / real).item(),
+                "q_taken_mean": ((fwd_out[Q_TOTAL] * filled).sum() / real).item(),
+                "target_mean": ((targets * filled).sum() / real).item(),
+            },
+            key=module_id,
+            window=1,
+        )
+        return loss
+
+    def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+        super().after_gradient_based_update(timesteps=timesteps)
+        for module_id, module in self.module._rl_modules.items():
+            config = self.config.get_config_for_module(module_id)
+            self._updates[module_id] = self._updates.get(module_id, 0) + 1
+            if self._updates[module_id] % config.target_update_interval:
+                continue
+            for main, target in module.unwrapped().get_target_network_pairs():
+                update_target_network(main_net=main, target_net=target, tau=config.tau)
+            self.metrics.log_value((module_id, "target_updates"), 1, reduce="lifetime_sum")
