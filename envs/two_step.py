@@ -24,6 +24,7 @@ STATE_1, STATE_2A, STATE_2B = 0, 1, 2
 PAYOFF_2B = np.array([[0.0, 1.0], [1.0, 8.0]], dtype=np.float32)
 PAYOFF_2A = 7.0
 STATE_NAMES = ("1", "2A", "2B", "end")
+ONE_HOT_STATE = spaces.Box(0.0, 1.0, (3,), np.float32)
 
 
 class TwoStepGame(ParallelEnv):
@@ -33,12 +34,12 @@ class TwoStepGame(ParallelEnv):
         self.possible_agents = ["agent_0", "agent_1"]
         self.agents: list[str] = []
         self.render_mode = render_mode
-        self.state_space = spaces.Box(0.0, 1.0, (3,), np.float32)
+        self.state_space = ONE_HOT_STATE
         self._state = STATE_1
         self._last = ""
 
     def observation_space(self, agent: str) -> spaces.Space:
-        return self.state_space
+        return ONE_HOT_STATE
 
     def action_space(self, agent: str) -> spaces.Space:
         return spaces.Discrete(2)

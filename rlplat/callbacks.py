@@ -10,19 +10,23 @@ and checkpoint ranking use.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any
 
 from ray.rllib.callbacks.callbacks import RLlibCallback
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rlplat.metrics import finite
+from rlplat.team_env import AGENT_REWARDS
 
 WINDOW_KEY = "window"
 WINDOWED = ("episode_return_mean", "episode_len_mean")
 # Multi-agent runs: RLlib's per-policy and per-agent means -> rlplat's windowed names.
+RLLIB_AGENT_RETURNS = "agent_episode_returns_mean"
 PER_GROUP = {
     "module_episode_returns_mean": "policy_return_mean",
-    "agent_episode_returns_mean": "agent_return_mean",
+    RLLIB_AGENT_RETURNS: "agent_return_mean",
 }
 
 
@@ -46,6 +50,25 @@ class WindowedEpisodeStats(RLlibCallback):
     def __init__(self) -> None:
         super().__init__()
         self._recent: deque[tuple[int, dict[str, float]]] = deque()
+
+    def on_episode_end(
+        self, *, episode: Any, env_runner: Any = None, metrics_logger: Any = None, **kwargs: Any
+    ) -> None:
+        """Team envs (QMIX) report each member's reward in its infos: log each member's return
+        under RLlib's multi-agent key, so they are windowed and shown like any agent's."""
+        if not isinstance(episode, SingleAgentEpisode) or metrics_logger is None:
+            return
+        returns: dict[str, float] = {}
+        for info in episode.get_infos():
+            for agent, reward in (info.get(AGENT_REWARDS) or {}).items():
+                returns[agent] = returns.get(agent, 0.0) + reward
+        if not returns:
+            return
+        config = env_runner.config
+        # RLlib's own window for episode metrics, shared among the env runners.
+        runners = config.num_env_runners or 1
+        window = max(1, math.ceil(config.metrics_num_episodes_for_smoothing / runners))
+        metrics_logger.log_dict({RLLIB_AGENT_RETURNS: returns}, window=window)
 
     def on_train_result(self, *, algorithm: Any, result: dict, **kwargs: Any) -> None:
         window = int(algorithm.config.metrics_num_episodes_for_smoothing)

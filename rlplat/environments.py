@@ -71,7 +71,7 @@ def env_creator_for(experiment: Experiment) -> Callable[[dict[str, Any] | None],
         return creator
     from rlplat.team_env import TEAM_SETTINGS, TeamEnvCreator
 
-    settings = {key: experiment.training[key] for key in TEAM_SETTINGS if key in experiment.training}
+    settings = {key: value for key, value in experiment.training.items() if key in TEAM_SETTINGS}
     return TeamEnvCreator(creator, **settings)
 
 

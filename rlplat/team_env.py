@@ -69,9 +69,10 @@ class TeamEnv(gym.Env):
         self.env = env
         self.members: list[str] = list(env.possible_agents)
         action_spaces = [env.action_spaces[a] for a in self.members]
-        if not all(isinstance(s, gym.spaces.Discrete) for s in action_spaces) or len(
-            {int(s.n) for s in action_spaces}
-        ) != 1:
+        if (
+            not all(isinstance(s, gym.spaces.Discrete) for s in action_spaces)
+            or len({int(s.n) for s in action_spaces}) != 1
+        ):
             raise TeamEnvError(
                 "every agent needs the same Discrete action space; this environment has "
                 + ", ".join(f"{a}: {s}" for a, s in zip(self.members, action_spaces, strict=True))
@@ -150,8 +151,9 @@ class TeamEnv(gym.Env):
 
     def step(self, action: np.ndarray):
         action = np.asarray(action, dtype=np.int64).reshape(-1)
-        joint = {agent: int(action[i]) for i, agent in enumerate(self.members) if agent in (
-            self._live)}
+        joint = {
+            agent: int(action[i]) for i, agent in enumerate(self.members) if agent in (self._live)
+        }
         observations, rewards, terminateds, truncateds, _ = self.env.step(joint)
         agent_rewards = {agent: float(r) for agent, r in rewards.items()}
         if not agent_rewards:

@@ -49,7 +49,10 @@ class QMIX(Algorithm):
         self.metrics.aggregate(runner_metrics, key=ENV_RUNNER_RESULTS)
         self.episode_store.add(episodes)
         self.metrics.log_dict(
-            {"episodes_stored": len(self.episode_store), "steps_stored": self.episode_store.env_steps},
+            {
+                "episodes_stored": len(self.episode_store),
+                "steps_stored": self.episode_store.env_steps,
+            },
             key=REPLAY_BUFFER_RESULTS,
             window=1,
         )
@@ -57,7 +60,9 @@ class QMIX(Algorithm):
             return
         self._owed_updates += len(episodes) * config.updates_per_episode
         updates, self._owed_updates = divmod(self._owed_updates, 1.0)
-        env_steps = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+        env_steps = self.metrics.peek(
+            (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
+        )
         for _ in range(int(updates)):
             arrays = self.episode_store.sample(config.batch_episodes)
             batch = MultiAgentBatch(

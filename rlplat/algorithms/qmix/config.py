@@ -1,11 +1,11 @@
-"""``QMIXConfig``: every QMIX/VDN/IQL setting, with the published pymarl/EPyMARL defaults.
+"""``QMIXConfig``: every QMIX/VDN/IQL setting, with pymarl's published QMIX defaults.
 
-Each default below is the value of pymarl's ``qmix.yaml`` / EPyMARL's QMIX configuration unless
-its comment says otherwise; the YAML sets them under ``training:``.
+Each default below is pymarl's (``default.yaml`` + ``qmix.yaml``) unless its comment says
+otherwise; the YAML sets them under ``training:``. docs/qmix.md explains each one.
 """
 
 # No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -37,7 +37,7 @@ class QMIXConfig(AlgorithmConfig):
     and learns from batches of whole episodes with double-Q targets from target networks.
     """
 
-    def __init__(self, algo_class: Optional[type] = None):
+    def __init__(self, algo_class: type | None = None):
         from rlplat.algorithms.qmix.algorithm import QMIX
 
         super().__init__(algo_class=algo_class or QMIX)
@@ -60,7 +60,7 @@ class QMIXConfig(AlgorithmConfig):
         self.epsilon_anneal_steps = 50_000  # env steps of the linear epsilon schedule
         self.td_lambda = 0.0  # 0: one-step targets; > 0: TD(lambda) over each episode
         self.standardise_rewards = False  # scale rewards by a running mean and std
-        self.optimizer: Literal["adam", "rmsprop"] = "adam"  # pymarl's original: rmsprop
+        self.optimizer: Literal["adam", "rmsprop"] = "adam"  # as pymarl2; pymarl's: rmsprop
         self.batch_episodes = 32  # whole episodes per learner update
         self.buffer_episodes = 5000  # replay capacity, in episodes
         self.learning_starts_episodes = 32  # stored episodes before the first update
@@ -79,29 +79,29 @@ class QMIXConfig(AlgorithmConfig):
     def training(
         self,
         *,
-        mixer: Optional[Mixer] = NotProvided,
-        mixing_embed_dim: Optional[int] = NotProvided,
-        hypernet_embed_dim: Optional[int] = NotProvided,
-        hypernet_layers: Optional[Literal[1, 2]] = NotProvided,
-        agent_hidden_dim: Optional[int] = NotProvided,
-        recurrent: Optional[bool] = NotProvided,
-        obs_agent_id: Optional[bool] = NotProvided,
-        obs_last_action: Optional[bool] = NotProvided,
-        double_q: Optional[bool] = NotProvided,
-        target_update_interval: Optional[int] = NotProvided,
-        tau: Optional[float] = NotProvided,
-        epsilon_start: Optional[float] = NotProvided,
-        epsilon_finish: Optional[float] = NotProvided,
-        epsilon_anneal_steps: Optional[int] = NotProvided,
-        td_lambda: Optional[float] = NotProvided,
-        standardise_rewards: Optional[bool] = NotProvided,
-        optimizer: Optional[Literal["adam", "rmsprop"]] = NotProvided,
-        batch_episodes: Optional[int] = NotProvided,
-        buffer_episodes: Optional[int] = NotProvided,
-        learning_starts_episodes: Optional[int] = NotProvided,
-        updates_per_episode: Optional[float] = NotProvided,
-        team_reward: Optional[TeamReward] = NotProvided,
-        global_state: Optional[GlobalState] = NotProvided,
+        mixer: Mixer | None = NotProvided,
+        mixing_embed_dim: int | None = NotProvided,
+        hypernet_embed_dim: int | None = NotProvided,
+        hypernet_layers: Literal[1, 2] | None = NotProvided,
+        agent_hidden_dim: int | None = NotProvided,
+        recurrent: bool | None = NotProvided,
+        obs_agent_id: bool | None = NotProvided,
+        obs_last_action: bool | None = NotProvided,
+        double_q: bool | None = NotProvided,
+        target_update_interval: int | None = NotProvided,
+        tau: float | None = NotProvided,
+        epsilon_start: float | None = NotProvided,
+        epsilon_finish: float | None = NotProvided,
+        epsilon_anneal_steps: int | None = NotProvided,
+        td_lambda: float | None = NotProvided,
+        standardise_rewards: bool | None = NotProvided,
+        optimizer: Literal["adam", "rmsprop"] | None = NotProvided,
+        batch_episodes: int | None = NotProvided,
+        buffer_episodes: int | None = NotProvided,
+        learning_starts_episodes: int | None = NotProvided,
+        updates_per_episode: float | None = NotProvided,
+        team_reward: TeamReward | None = NotProvided,
+        global_state: GlobalState | None = NotProvided,
         **kwargs: Any,
     ) -> "QMIXConfig":
         """QMIX's own settings (see the attribute comments in ``__init__``) and the base ones."""
@@ -133,7 +133,9 @@ class QMIXConfig(AlgorithmConfig):
         if self.updates_per_episode <= 0:
             problems.append("updates_per_episode must be positive")
         if self.batch_mode != "complete_episodes":
-            problems.append("batch_mode must be complete_episodes (QMIX learns from whole episodes)")
+            problems.append(
+                "batch_mode must be complete_episodes (QMIX learns from whole episodes)"
+            )
         if problems:
             raise ValueError("; ".join(problems))
 

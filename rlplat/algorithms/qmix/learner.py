@@ -72,9 +72,9 @@ class QMIXTorchLearner(TorchLearner):
         self._updates: dict[ModuleID, int] = {}
         self._reward_stats: dict[ModuleID, RunningMeanStd] = {}
         self.module.foreach_module(
-            lambda mid, module: module.make_target_networks()
-            if isinstance(module, TargetNetworkAPI)
-            else None
+            lambda mid, module: (
+                module.make_target_networks() if isinstance(module, TargetNetworkAPI) else None
+            )
         )
 
     def configure_optimizers_for_module(self, module_id: ModuleID, config: QMIXConfig) -> None:

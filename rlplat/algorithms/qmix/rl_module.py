@@ -30,8 +30,8 @@ class AgentNetwork(nn.Module):
         super().__init__()
         self.recurrent = recurrent
         self.fc1 = nn.Linear(input_dim, hidden_dim)
-        self.core = nn.GRUCell(hidden_dim, hidden_dim) if recurrent else nn.Linear(
-            hidden_dim, hidden_dim
+        self.core = (
+            nn.GRUCell(hidden_dim, hidden_dim) if recurrent else nn.Linear(hidden_dim, hidden_dim)
         )
         self.fc2 = nn.Linear(hidden_dim, n_actions)
 
@@ -66,7 +66,9 @@ class QMixer(nn.Module):
         self.hyper_w1 = _hypernet(state_dim, embed_dim * n_agents, hyper_dim, layers)
         self.hyper_b1 = nn.Linear(state_dim, embed_dim)
         self.hyper_w2 = _hypernet(state_dim, embed_dim, hyper_dim, layers)
-        self.value = nn.Sequential(nn.Linear(state_dim, embed_dim), nn.ReLU(), nn.Linear(embed_dim, 1))
+        self.value = nn.Sequential(
+            nn.Linear(state_dim, embed_dim), nn.ReLU(), nn.Linear(embed_dim, 1)
+        )
 
     def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         lead = q.shape[:-1]
@@ -112,9 +114,7 @@ class QMIXModule(TorchRLModule, TargetNetworkAPI):
         self.obs_agent_id = bool(config["obs_agent_id"])
         self.obs_last_action = bool(config["obs_last_action"])
         input_dim = (
-            obs_dim
-            + self.n_actions * self.obs_last_action
-            + self.n_agents * self.obs_agent_id
+            obs_dim + self.n_actions * self.obs_last_action + self.n_agents * self.obs_agent_id
         )
         self.agent = AgentNetwork(input_dim, self.hidden_dim, self.n_actions, self.recurrent)
         if config["mixer"] == "qmix":

@@ -1,0 +1,383 @@
+"""QMIX / VDN / IQL: mixers, module, targets, episode store, bad input, training, Tune and eval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rlplat.algorithms.qmix.config import QMIXConfig
+from rlplat.algorithms.qmix.episode_store import EpisodeStore
+from rlplat.algorithms.qmix.learner import lambda_returns
+from rlplat.algorithms.qmix.rl_module import (
+    Q_TOTAL,
+    Q_VALUES,
+    NoMixer,
+    QMixer,
+    QMIXModule,
+    SumMixer,
+)
+from rlplat.config.schema import EnvSpec
+from rlplat.environments import EnvCreator
+from rlplat.team_env import TeamEnvCreator
+from tests.conftest import EXPERIMENTS
+from tests.test_config_errors import replace, run_cli
+from tests.test_eval import eval_json
+
+SPREAD_SPEC = EnvSpec(pettingzoo="mpe2.simple_spread_v3", kwargs={"N": 3, "max_cycles": 25})
+
+
+def spread_team_env():
+    return TeamEnvCreator(EnvCreator(SPREAD_SPEC))()
+
+
+def make_module(env, **training) -> QMIXModule:
+    config = QMIXConfig().training(**training)
+    return QMIXModule(
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        model_config=config.model_config,
+    )
+
+
+def play_random_episodes(env, count: int, seed: int = 0) -> list[dict]:
+    """Episodes as the episode store keeps them, played with random actions."""
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    rng = np.random.default_rng(seed)
+    episodes = []
+    for index in range(count):
+        episode = SingleAgentEpisode(
+            observation_space=env.observation_space, action_space=env.action_space
+        )
+        observation, info = env.reset(seed=seed + index)
+        episode.add_env_reset(observation=observation, infos=info)
+        while not episode.is_done:
+            action = rng.integers(env.n_actions, size=len(env.members))
+            observation, reward, terminated, truncated, info = env.step(action)
+            episode.add_env_step(
+                observation, action, reward, infos=info, terminated=terminated, truncated=truncated
+            )
+        episodes.append(episode.to_numpy())
+    return episodes
+
+
+# --- mixers -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_qmix_mixer_is_monotonic_in_every_agent_q(seed):
+    torch.manual_seed(seed)
+    mixer = QMixer(n_agents=4, state_dim=7, embed_dim=8, hyper_dim=16, layers=2)
+    q = torch.randn(256, 4, requires_grad=True) * 5
+    q.retain_grad()
+    states = torch.randn(256, 7) * 3
+    mixer(q, states).sum().backward()
+    assert (q.grad >= 0).all(), "dQ_tot/dQ_a must never be negative"
+    assert (q.grad > 0).float().mean() > 0.5, "the mixer should depend on the agents' Qs"
+    # ...while the state enters non-monotonically (it only sets the weights).
+    one = torch.randn(1, 4)
+    values = [mixer(one, torch.randn(1, 7)).item() for _ in range(10)]
+    assert np.std(values) > 0
+
+
+def test_vdn_is_the_sum_and_iql_keeps_each_agent():
+    q = torch.randn(3, 5, 4)
+    state = torch.randn(3, 5, 9)
+    assert torch.allclose(SumMixer()(q, state), q.sum(-1, keepdim=True))
+    assert torch.equal(NoMixer()(q, state), q)
+
+
+# --- module -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("mixer", "k"), [("qmix", 1), ("vdn", 1), ("none", 3)])
+@pytest.mark.parametrize("recurrent", [True, False])
+def test_training_forward_shapes(mixer, k, recurrent):
+    env = spread_team_env()
+    module = make_module(env, mixer=mixer, recurrent=recurrent)
+    store = EpisodeStore(capacity=10, seed=0)
+    store.add(play_random_episodes(env, 4))
+    batch = {key: torch.as_tensor(value) for key, value in store.sample(3).items()}
+    out = module.forward_train(batch)
+    assert out[Q_VALUES].shape == (3, 26, 3, 5)  # 25 steps + the final observation
+    assert out[Q_TOTAL].shape == (3, 25, k)
+    module.make_target_networks()
+    assert module.forward_target(batch)[Q_VALUES].shape == (3, 26, 3, 5)
+
+
+def test_acting_never_picks_a_masked_action():
+    env = spread_team_env()
+    module = make_module(env)
+    observation, _ = env.reset(seed=0)
+    batch_obs = {
+        k: torch.as_tensor(np.repeat(v[None, None], 64, 0)) for k, v in observation.items()
+    }
+    mask = torch.zeros(64, 1, 3, 5)
+    mask[..., 0, 2] = 1.0  # agent 0 may only take action 2
+    mask[..., 1, 3:] = 1.0  # agent 1: actions 3 and 4
+    mask[..., 2, :] = 1.0
+    batch_obs["action_mask"] = mask
+    state = {"h": torch.zeros(64, 3, 64)}
+    for epsilon_t in (0, 10**9):  # fully random (t=0: epsilon 1), then epsilon at its floor
+        with torch.no_grad():
+            out = module.forward_exploration({"obs": batch_obs, "state_in": state}, t=epsilon_t)
+        actions = out["actions"][:, 0]
+        assert (actions[:, 0] == 2).all()
+        assert (actions[:, 1] >= 3).all()
+
+
+def test_target_max_ignores_masked_actions():
+    from rlplat.algorithms.qmix.rl_module import masked_argmax
+
+    q = torch.tensor([[5.0, 1.0, 3.0]])
+    assert masked_argmax(q, torch.tensor([[0.0, 1.0, 1.0]])).item() == 2
+    assert masked_argmax(q, torch.tensor([[1.0, 1.0, 1.0]])).item() == 0
+
+
+def test_hidden_state_starts_from_zero_at_every_episode_start():
+    """Acting: the env runners' connectors give the initial state to a new episode and the last
+    state to a running one. Training: an episode's Q-values do not depend on its batch-mates."""
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    env = spread_team_env()
+    module = make_module(env)
+    config = QMIXConfig().environment(
+        observation_space=env.observation_space, action_space=env.action_space
+    )
+    to_module = config.build_env_to_module_connector(
+        spaces={
+            "__env__": (env.observation_space, env.action_space),
+            "__env_single__": (env.observation_space, env.action_space),
+        }
+    )
+
+    def state_in(episode):
+        batch = to_module(
+            rl_module=module, batch={}, episodes=[episode], explore=False, shared_data={}
+        )
+        return batch, batch[Columns.STATE_IN]["h"]
+
+    episode = SingleAgentEpisode(
+        observation_space=env.observation_space, action_space=env.action_space
+    )
+    observation, _ = env.reset(seed=0)
+    episode.add_env_reset(observation=observation)
+    batch, hidden = state_in(episode)
+    assert torch.count_nonzero(hidden) == 0
+    with torch.no_grad():
+        out = module.forward_inference(batch)
+    assert torch.count_nonzero(out[Columns.STATE_OUT]["h"]) > 0
+    action = out[Columns.ACTIONS][0, 0].numpy()
+    observation, reward, terminated, truncated, _ = env.step(action)
+    episode.add_env_step(
+        observation,
+        action,
+        reward,
+        terminated=terminated,
+        truncated=truncated,
+        extra_model_outputs={Columns.STATE_OUT: {"h": out[Columns.STATE_OUT]["h"][0].numpy()}},
+    )
+    _, carried = state_in(episode)
+    assert torch.allclose(carried, out[Columns.STATE_OUT]["h"])
+    fresh = SingleAgentEpisode(
+        observation_space=env.observation_space, action_space=env.action_space
+    )
+    fresh.add_env_reset(observation=env.reset(seed=1)[0])
+    assert torch.count_nonzero(state_in(fresh)[1]) == 0
+
+    store = EpisodeStore(capacity=10, seed=0)
+    store.add(play_random_episodes(env, 3))
+    alone = {k: torch.as_tensor(v[:1]) for k, v in store.sample(3).items()}
+    together = {k: torch.cat([alone[k], torch.as_tensor(v)]) for k, v in store.sample(3).items()}
+    assert torch.allclose(
+        module.unroll(module.agent, together)[:1], module.unroll(module.agent, alone), atol=1e-6
+    )
+
+
+# --- targets and episode store ------------------------------------------------------------------
+
+
+def test_lambda_returns_one_step_and_monte_carlo():
+    rewards = torch.tensor([[1.0, 2.0, 3.0, 0.0]])[..., None]
+    terminated = torch.tensor([[0.0, 0.0, 1.0, 0.0]])[..., None]
+    filled = torch.tensor([[1.0, 1.0, 1.0, 0.0]])[..., None]  # 3 real steps, 1 padding
+    next_values = torch.tensor([[10.0, 20.0, 30.0, 40.0]])[..., None]
+    one_step = lambda_returns(rewards, terminated, filled, next_values, 0.5, 0.0)
+    assert one_step[0, :3, 0].tolist() == [1 + 0.5 * 10, 2 + 0.5 * 20, 3.0]
+    monte_carlo = lambda_returns(rewards, terminated, filled, next_values, 0.5, 1.0)
+    assert monte_carlo[0, :3, 0].tolist() == [1 + 0.5 * (2 + 0.5 * 3), 2 + 0.5 * 3, 3.0]
+    # A cut-off (truncated) episode bootstraps from the value after its last step.
+    cut = lambda_returns(rewards, torch.zeros_like(terminated), filled, next_values, 0.5, 1.0)
+    assert cut[0, 2, 0].item() == 3 + 0.5 * 30
+
+
+def test_episode_store_pads_and_evicts():
+    env = TeamEnvCreator(EnvCreator(EnvSpec(factory="envs.two_step:parallel_env")))()
+    store = EpisodeStore(capacity=3, seed=0)
+    store.add(play_random_episodes(env, 5))
+    assert len(store) == 3 and store.env_steps == 6
+    batch = store.sample(3)
+    assert batch["obs"].shape == (3, 3, 2, 3) and batch["actions"].shape == (3, 2, 2)
+    assert batch["filled"].tolist() == [[1.0, 1.0]] * 3
+    assert batch["terminated"][:, -1].tolist() == [1.0] * 3
+    assert set(np.unique(batch["rewards"][:, 0])) == {0.0}
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+TWO_STEP = (EXPERIMENTS / "two_step_qmix.yaml").read_text()
+
+ERROR_CASES = {
+    "single-agent env": (
+        lambda t: replace(t, "factory: envs.two_step:parallel_env", "id: CartPole-v1"),
+        ["key 'algorithm'", "single-agent environment", "DQN"],
+    ),
+    "policy mapping": (
+        lambda t: t + "multi_agent: {policies: independent}\n",
+        ["key 'multi_agent'", "shares one agent network"],
+    ),
+    "turn-based env": (
+        lambda t: replace(
+            t,
+            "factory: envs.two_step:parallel_env",
+            "pettingzoo: pettingzoo.classic.connect_four_v3",
+        ),
+        ["key 'env'", "turn-based", "parallel"],
+    ),
+    "unknown mixer": (
+        lambda t: replace(t, "mixer: qmix", "mixer: qmx"),
+        ["training.mixer", "'qmix', 'vdn' or 'none'"],
+    ),
+    "epsilon upside down": (
+        lambda t: replace(t, "epsilon_finish: 1.0", "epsilon_finish: 1.5"),
+        ["epsilon_finish <= epsilon_start <= 1"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ERROR_CASES), ids=list(ERROR_CASES))
+def test_bad_qmix_input_exits_2(case, tmp_path, capsys):
+    edit, expected = ERROR_CASES[case]
+    path = tmp_path / "exp.yaml"
+    path.write_text(edit(TWO_STEP) + f"output_dir: {tmp_path / 'out'}\n")
+    code, err = run_cli(["train", str(path)], capsys)
+    assert code == 2, err
+    message = " ".join(err.split())
+    for fragment in expected:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_global_state_env_needs_a_state(tmp_path, capsys):
+    path = tmp_path / "exp.yaml"
+    text = replace(TWO_STEP, "team_reward: common", "team_reward: common\n  global_state: env")
+    text = replace(
+        text, "factory: envs.two_step:parallel_env", "factory: tests.test_qmix:stateless_two_step"
+    )
+    path.write_text(text + f"output_dir: {tmp_path / 'out'}\n")
+    code, err = run_cli(["train", str(path)], capsys)
+    assert code == 2, err
+    assert "training.global_state" in err and "observations" in " ".join(err.split())
+
+
+def stateless_two_step(**kwargs):
+    """The two-step game without a state(): the mixer must fall back to the observations."""
+    from envs.two_step import TwoStepGame
+
+    env = TwoStepGame(**kwargs)
+    del env.state_space
+    return env
+
+
+def test_global_state_falls_back_to_observations_and_is_recorded():
+    from rlplat.config.load import load_experiment
+
+    loaded = load_experiment(
+        EXPERIMENTS / "two_step_qmix.yaml", ["env.factory=tests.test_qmix:stateless_two_step"]
+    )
+    assert loaded.experiment.training["global_state"] == "observations"
+    assert (
+        load_experiment(EXPERIMENTS / "two_step_qmix.yaml").experiment.training["global_state"]
+        == "env"
+    )
+
+
+# --- training, Tune, eval -----------------------------------------------------------------------
+
+
+def test_tune_grid_over_mixers_qmix_finds_8_vdn_settles_for_7(ray_session, tmp_path):
+    """The two-step game of the QMIX paper, seed 0, as a Tune grid search over the mixer."""
+    from ray import tune
+
+    from rlplat.algorithms.qmix import QMIX
+    from rlplat.config.load import load_experiment
+    from rlplat.policy import Policy
+    from rlplat.rollout import run_episode
+
+    loaded = load_experiment(EXPERIMENTS / "two_step_qmix.yaml")
+    config = loaded.algo_config.copy(copy_frozen=False)
+    config.training(mixer=tune.grid_search(["qmix", "vdn"]))
+    results = tune.Tuner(
+        QMIX,
+        param_space=config,
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path),
+            stop={"num_env_steps_sampled_lifetime": 20_000},
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True),
+            verbose=0,
+        ),
+    ).fit()
+    assert not results.errors
+    greedy = {}
+    env = EnvCreator(loaded.experiment.env)
+    for result in results:
+        policy = Policy.from_checkpoint(Path(result.checkpoint.path))
+        team = TeamEnvCreator(env, "common")()
+        greedy[result.config["mixer"]] = run_episode(policy, team, seed=0, explore=False)
+    assert greedy["qmix"].episode_return == 8.0
+    assert greedy["vdn"].episode_return == 7.0
+    assert greedy["qmix"].agent_returns == {"agent_0": 8.0, "agent_1": 8.0}
+
+
+@pytest.fixture(scope="module")
+def spread_qmix_run(ray_session, tmp_path_factory):
+    from rich.console import Console
+
+    from rlplat.config.load import load_experiment
+    from rlplat.train import train
+
+    out = tmp_path_factory.mktemp("spread-qmix")
+    loaded = load_experiment(
+        EXPERIMENTS / "simple_spread_qmix.yaml",
+        [
+            f"output_dir={out}",
+            "stop.iterations=2",
+            "training.batch_episodes=8",
+            "training.learning_starts_episodes=8",
+            "resources.env_runners.count=1",
+            "checkpoint.every=1",
+        ],
+    )
+    summary = train(loaded, console=Console(quiet=True))
+    assert summary.trials[0].status == "finished", summary.trials[0].error
+    return summary
+
+
+def test_simple_spread_qmix_trains_on_env_runners_and_evaluates(spread_qmix_run, tmp_path, capsys):
+    trial = spread_qmix_run.trials[0]
+    assert trial.env_steps == 2000
+    report = eval_json(
+        capsys, spread_qmix_run.run_dir, "-n", "2", "--render", "gif", "--out", tmp_path
+    )
+    assert list(report["agent_returns"]) == ["agent_0", "agent_1", "agent_2"]
+    for episode in report["per_episode"]:
+        assert episode["return"] == pytest.approx(sum(episode["agent_returns"].values()))
+        assert episode["length"] == 25
+    from PIL import Image
+
+    assert Image.open(report["videos"][0]).n_frames == 25
