@@ -381,3 +381,29 @@ def test_simple_spread_qmix_trains_on_env_runners_and_evaluates(spread_qmix_run,
     from PIL import Image
 
     assert Image.open(report["videos"][0]).n_frames == 25
+
+
+def test_another_cooperative_pettingzoo_env_trains_and_evaluates(ray_session, tmp_path, capsys):
+    """mpe2 simple_reference: 2 agents, 50 discrete actions (move x say), a 42-dim env state."""
+    from rich.console import Console
+
+    from rlplat.config.load import load_experiment
+    from rlplat.train import train
+
+    loaded = load_experiment(
+        EXPERIMENTS / "simple_spread_qmix.yaml",
+        [
+            f"output_dir={tmp_path / 'out'}",
+            "env.pettingzoo=mpe2.simple_reference_v3",
+            "env.kwargs={max_cycles: 25, continuous_actions: false}",
+            "stop.iterations=1",
+            "training.batch_episodes=4",
+            "training.learning_starts_episodes=4",
+            "training.mixer=vdn",
+        ],
+    )
+    assert loaded.experiment.training["global_state"] == "env"
+    summary = train(loaded, console=Console(quiet=True))
+    assert summary.trials[0].status == "finished", summary.trials[0].error
+    report = eval_json(capsys, summary.run_dir, "-n", "1")
+    assert list(report["agent_returns"]) == ["agent_0", "agent_1"]

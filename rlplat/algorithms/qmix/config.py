@@ -10,6 +10,7 @@ from typing import Any, Literal
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+from rlplat.algorithms.qmix.env_runner import EpisodeEnvRunner
 from rlplat.team_env import GlobalState, TeamReward
 
 Mixer = Literal["qmix", "vdn", "none"]
@@ -73,6 +74,7 @@ class QMIXConfig(AlgorithmConfig):
         self.grad_clip = 10.0
         self.grad_clip_by = "global_norm"
         self.batch_mode = "complete_episodes"
+        self.env_runner_cls = EpisodeEnvRunner
         self.min_sample_timesteps_per_iteration = 1000
         self.evaluation(evaluation_config=AlgorithmConfig.overrides(explore=False))
 

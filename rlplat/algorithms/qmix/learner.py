@@ -13,6 +13,7 @@ import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.learner.utils import update_target_network
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
+from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 from ray.rllib.utils.typing import ModuleID
 
 from rlplat.algorithms.qmix.config import QMIXConfig
@@ -135,8 +136,13 @@ class QMIXTorchLearner(TorchLearner):
 
     def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
         super().after_gradient_based_update(timesteps=timesteps)
-        for module_id, module in self.module._rl_modules.items():
+        env_steps = timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0)
+        for module_id in self.module.keys():
+            module = self.module[module_id]
             config = self.config.get_config_for_module(module_id)
+            # The env runners' exploration rate at these env steps, for TensorBoard.
+            epsilon = module.unwrapped().epsilon(env_steps)
+            self.metrics.log_value((module_id, "epsilon"), epsilon, window=1)
             self._updates[module_id] = self._updates.get(module_id, 0) + 1
             if self._updates[module_id] % config.target_update_interval:
                 continue
