@@ -283,7 +283,7 @@ def test_connect_four_never_plays_an_illegal_move(ray_session, tmp_path):
     summary = train_yaml(CONNECT_FOUR, tmp_path)
     [checkpoint] = Path(summary.trials[0].path).glob("checkpoint_*")
     experiment = load_experiment(checkpoint / "experiment.yaml", build=False).experiment
-    env = rebuild_env(experiment.env, None, checkpoint)
+    env = rebuild_env(experiment, None, checkpoint)
     policy = Policy.from_checkpoint(checkpoint, mapping_for(experiment, env))
 
     moves = {"learner": 0, "opponent": 0}
