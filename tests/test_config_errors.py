@@ -14,6 +14,18 @@ def run_cli(args: list[str], capsys) -> tuple[int, str]:
     return exit_info.value.code, capsys.readouterr().err
 
 
+def assert_rejected(path, expected: list[str], capsys, out, *overrides: str) -> None:
+    """``rlplat train path`` exits 2 with every expected fragment in its message, shows no
+    traceback, and writes nothing under ``out``."""
+    code, err = run_cli(["train", str(path), *overrides], capsys)
+    assert code == 2, err
+    message = " ".join(err.split())  # the console may wrap the paragraph
+    for fragment in expected:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert "Traceback" not in err
+    assert not out.exists(), "nothing may be written for a rejected experiment"
+
+
 def replace(text: str, old: str, new: str) -> str:
     assert old in text, old
     return text.replace(old, new)
@@ -158,13 +170,7 @@ CASES = {
 def test_bad_input_exits_2_with_a_clear_message(case, write_yaml, tmp_path, capsys):
     edit, overrides, expected = CASES[case]
     path = write_yaml(edit(TINY_PPO.replace("OUTPUT", str(tmp_path / "out"))))
-    code, err = run_cli(["train", str(path), *overrides], capsys)
-    assert code == 2, err
-    message = " ".join(err.split())  # the console may wrap the paragraph
-    for fragment in expected:
-        assert fragment in message, f"{fragment!r} not in {message!r}"
-    assert "Traceback" not in err
-    assert not (tmp_path / "out").exists(), "nothing may be written for a rejected experiment"
+    assert_rejected(path, expected, capsys, tmp_path / "out", *overrides)
 
 
 def test_missing_file(tmp_path, capsys):
