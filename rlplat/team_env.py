@@ -28,6 +28,8 @@ import numpy as np
 
 TeamReward = Literal["sum", "common"]
 GlobalState = Literal["auto", "env", "observations"]
+DEFAULT_TEAM_REWARD: TeamReward = "sum"
+DEFAULT_GLOBAL_STATE: GlobalState = "auto"
 AGENT_REWARDS = "agent_rewards"
 TEAM_SETTINGS = ("team_reward", "global_state")  # the algorithm's settings this env takes
 ACTION_MASK = "action_mask"
@@ -58,8 +60,8 @@ class TeamEnv(gym.Env):
     def __init__(
         self,
         env: Any,
-        team_reward: TeamReward = "sum",
-        global_state: GlobalState = "auto",
+        team_reward: TeamReward = DEFAULT_TEAM_REWARD,
+        global_state: GlobalState = DEFAULT_GLOBAL_STATE,
     ):
         if getattr(env, "turn_based", False):
             raise TeamEnvError(
@@ -186,8 +188,8 @@ class TeamEnvCreator:
     def __init__(
         self,
         make: Callable[[dict[str, Any] | None], Any],
-        team_reward: TeamReward = "sum",
-        global_state: GlobalState = "auto",
+        team_reward: TeamReward = DEFAULT_TEAM_REWARD,
+        global_state: GlobalState = DEFAULT_GLOBAL_STATE,
     ):
         self.make = make
         self.team_reward = team_reward

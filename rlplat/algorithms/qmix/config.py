@@ -11,7 +11,12 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rlplat.algorithms.qmix.env_runner import EpisodeEnvRunner
-from rlplat.team_env import GlobalState, TeamReward
+from rlplat.team_env import (
+    DEFAULT_GLOBAL_STATE,
+    DEFAULT_TEAM_REWARD,
+    GlobalState,
+    TeamReward,
+)
 
 Mixer = Literal["qmix", "vdn", "none"]
 
@@ -66,8 +71,8 @@ class QMIXConfig(AlgorithmConfig):
         self.buffer_episodes = 5000  # replay capacity, in episodes
         self.learning_starts_episodes = 32  # stored episodes before the first update
         self.updates_per_episode = 1.0  # learner updates per collected episode (pymarl: 1)
-        self.team_reward: TeamReward = "sum"
-        self.global_state: GlobalState = "auto"  # auto: env.state() if defined, else obs concat
+        self.team_reward: TeamReward = DEFAULT_TEAM_REWARD  # sum
+        self.global_state: GlobalState = DEFAULT_GLOBAL_STATE  # auto: env.state(), else obs
 
         self.lr = 5e-4
         self.gamma = 0.99
