@@ -36,14 +36,14 @@ from ray import tune
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core.columns import Columns
 from rlplat.config.load import load_experiment
-from rlplat.environments import EnvCreator, rllib_env_name
+from rlplat.environments import env_creator_for, rllib_env_name
 
 checkpoint = sys.argv[1]
-spec = load_experiment(checkpoint + "/experiment.yaml", build=False).experiment.env
-tune.register_env(rllib_env_name(spec), EnvCreator(spec))
+experiment = load_experiment(checkpoint + "/experiment.yaml", build=False).experiment
+tune.register_env(rllib_env_name(experiment), env_creator_for(experiment))
 algo = Algorithm.from_checkpoint(checkpoint)
 module = algo.get_module()
-env = EnvCreator(spec)()
+env = env_creator_for(experiment)()
 obs, _ = env.reset(seed=0)
 done, total, length = False, 0.0, 0
 while not done:
@@ -64,11 +64,11 @@ import json, sys
 from ray import tune
 from ray.rllib.algorithms.algorithm import Algorithm
 from rlplat.config.load import load_experiment
-from rlplat.environments import EnvCreator, rllib_env_name
+from rlplat.environments import env_creator_for, rllib_env_name
 
 checkpoint, episodes = sys.argv[1], int(sys.argv[2])
-spec = load_experiment(checkpoint + "/experiment.yaml", build=False).experiment.env
-tune.register_env(rllib_env_name(spec), EnvCreator(spec))
+experiment = load_experiment(checkpoint + "/experiment.yaml", build=False).experiment
+tune.register_env(rllib_env_name(experiment), env_creator_for(experiment))
 restored = Algorithm.from_checkpoint(checkpoint)
 config = restored.config.copy(copy_frozen=False)
 restored.stop()

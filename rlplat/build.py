@@ -142,7 +142,7 @@ def build_algorithm_config(
     config = algo_cls.get_default_config()
     check_rllib_sections(exp, type(config), locate)
 
-    env_name = rllib_env_name(exp.env)
+    env_name = rllib_env_name(exp)
     creator = env_creator_for(exp)
     team = is_team_algorithm(exp.algorithm)
     if team:

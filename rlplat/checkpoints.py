@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rlplat.config.yaml_io import write_atomic
+from rlplat.config.yaml_io import dump_yaml, write_atomic
 from rlplat.errors import UserError
 from rlplat.metrics import ENV_STEPS, RETURN_MEAN, finite, lookup, metric_path
 from rlplat.run_dir import RESOLVED_EXPERIMENT
@@ -61,9 +61,10 @@ class PickedCheckpoint:
 
     @property
     def experiment_file(self) -> Path | None:
-        """The resolved experiment stored with the checkpoint, else the one of its run."""
+        """The resolved experiment stored with the checkpoint, else its trial's, else its run's."""
         for candidate in (
             self.path / RESOLVED_EXPERIMENT,
+            self.path.parent / RESOLVED_EXPERIMENT,
             self.path.parent.parent / RESOLVED_EXPERIMENT,
         ):
             if candidate.is_file():
@@ -179,25 +180,24 @@ def checkpoint_info_from_result(
     )
 
 
-def checkpoint_recorder(run_dir: Path, score_metric: str, mode: str):  # -> ray.tune.Callback
+def checkpoint_recorder(score_metric: str, mode: str):  # -> ray.tune.Callback
     """A Tune callback that completes every checkpoint directory Tune writes.
 
-    It adds the resolved experiment (a checkpoint copied away from its run still says how to
-    rebuild its environment) and ``rlplat_checkpoint.json`` (what the run reported at that point,
-    used to pick the best checkpoint and to compare with ``rlplat eval``).
+    It adds the trial's experiment (a checkpoint copied away from its run still says how to
+    rebuild its environment, with the values a search chose) and ``rlplat_checkpoint.json`` (what
+    the run reported at that point, used to pick the best checkpoint and to compare with
+    ``rlplat eval``).
     """
-    import shutil
-
     from ray.tune import Callback
 
-    source = run_dir / RESOLVED_EXPERIMENT
+    from rlplat.trainable import trial_experiment
 
     class RecordCheckpoints(Callback):
         def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
             target = Path(checkpoint.path)
             if not target.is_dir():
                 return
-            shutil.copy2(source, target / RESOLVED_EXPERIMENT)
+            write_atomic(target / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(trial.config)))
             checkpoint_info_from_result(trial.last_result or {}, score_metric, mode).write(target)
 
     return RecordCheckpoints()

@@ -37,11 +37,26 @@ Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors
 
 @app.command()
 def train(
-    experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
+    experiment: Annotated[
+        Path | None, typer.Argument(help="Experiment YAML file (not with --resume).")
+    ] = None,
     overrides: Annotated[
         list[str] | None,
         typer.Argument(help="Dotted overrides such as training.lr=0.0005 stop.env_steps=50000."),
     ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            help="Continue an interrupted run in its directory: finished trials are kept, "
+            "unfinished ones continue from their last checkpoint."
+        ),
+    ] = None,
+    retry_errored: Annotated[
+        bool,
+        typer.Option(
+            "--retry-errored", help="With --resume: also continue trials that failed."
+        ),
+    ] = False,
     address: Annotated[
         str | None,
         typer.Option(
@@ -54,21 +69,42 @@ def train(
     verbose: Verbose = False,
     debug: Debug = False,
 ) -> None:
-    """Validate an experiment, run it under Ray Tune, write checkpoints and TensorBoard logs."""
+    """Validate an experiment, run it under Ray Tune, write checkpoints and TensorBoard logs.
+
+    With a tune: section or search spaces in the file, runs a hyperparameter search.
+    """
     from rlplat.cluster import quiet_ray_logs
     from rlplat.config.load import load_experiment
     from rlplat.config.yaml_io import dump_yaml
-    from rlplat.train import print_summary, raise_if_failed, resolve_experiment
+    from rlplat.errors import UserError
+    from rlplat.train import print_summary, raise_if_failed
+    from rlplat.train import resume as resume_run
     from rlplat.train import train as run_training
 
     quiet_ray_logs(verbose)
     if not verbose:
         warnings.filterwarnings("ignore")
-    loaded = load_experiment(experiment, overrides or [])
-    if dry_run:
-        console.print(dump_yaml(resolve_experiment(loaded)), highlight=False, end="")
-        return
-    summary = run_training(loaded, address=address, verbose=verbose, console=console)
+    if resume is not None:
+        if experiment is not None or overrides or dry_run:
+            raise UserError(
+                "--resume continues a run with the experiment it started with: give only the run "
+                "directory (rlplat train --resume <run dir>), no experiment file, overrides or "
+                "--dry-run."
+            )
+        summary = resume_run(
+            resume, retry_errored=retry_errored, address=address, verbose=verbose, console=console
+        )
+    else:
+        if experiment is None:
+            raise UserError(
+                "give an experiment file (rlplat train experiments/cartpole_ppo.yaml), or "
+                "--resume <run dir> to continue an interrupted run."
+            )
+        loaded = load_experiment(experiment, overrides or [])
+        if dry_run:
+            console.print(dump_yaml(loaded.resolved()), highlight=False, end="")
+            return
+        summary = run_training(loaded, address=address, verbose=verbose, console=console)
     print_summary(summary, console)
     raise_if_failed(summary)
 

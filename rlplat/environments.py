@@ -63,21 +63,40 @@ class EnvCreator:
         return to_multi_agent_env(env) if multi_agent else env
 
 
+def _team_settings(experiment: Experiment) -> dict[str, Any] | None:
+    """The settings of the team view (QMIX), or None when the env is used as it is."""
+    if not is_team_algorithm(experiment.algorithm):
+        return None
+    from rlplat.team_env import TEAM_SETTINGS
+
+    return {key: value for key, value in experiment.training.items() if key in TEAM_SETTINGS}
+
+
 def env_creator_for(experiment: Experiment) -> Callable[[dict[str, Any] | None], Any]:
     """The env factory training and evaluation use: the env as the experiment names it, or, for
     a team algorithm (QMIX), that multi-agent env seen as one team (``rlplat.team_env``)."""
     creator = EnvCreator(experiment.env)
-    if not is_team_algorithm(experiment.algorithm):
+    settings = _team_settings(experiment)
+    if settings is None:
         return creator
-    from rlplat.team_env import TEAM_SETTINGS, TeamEnvCreator
+    from rlplat.team_env import TeamEnvCreator
 
-    settings = {key: value for key, value in experiment.training.items() if key in TEAM_SETTINGS}
     return TeamEnvCreator(creator, **settings)
 
 
-def rllib_env_name(spec: EnvSpec) -> str:
-    """The name under which the creator is registered with Tune."""
-    return f"rlplat/{spec.label}"
+def rllib_env_name(experiment: Experiment) -> str:
+    """The name under which the env's creator is registered with Tune.
+
+    Tune's registry is shared by every process of the cluster: trials of a search that build the
+    env differently (searched kwargs, team settings) need names of their own.
+    """
+    import hashlib
+    import json
+
+    recipe = json.dumps(
+        [experiment.env.model_dump(mode="json"), _team_settings(experiment)], sort_keys=True
+    )
+    return f"rlplat/{experiment.env.label}/{hashlib.sha1(recipe.encode()).hexdigest()[:10]}"
 
 
 @dataclass(frozen=True)

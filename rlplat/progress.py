@@ -52,7 +52,26 @@ def eta_seconds(result: dict[str, Any], stop: StopSpec) -> float | None:
     return min(remaining) if remaining else None
 
 
-class ProgressPrinter(Callback):
+class ConsoleCallback(Callback):
+    """A Tune callback that prints to ``self.console``.
+
+    Tune pickles its callbacks with the experiment state (``--resume`` unpickles them); a Console
+    holds locks, so it is dropped and recreated.
+    """
+
+    console: Console
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["console"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.console = Console(soft_wrap=True)
+
+
+class ProgressPrinter(ConsoleCallback):
     """Prints ``iter | env steps | return | steps/s | elapsed | ETA`` for each trial."""
 
     def __init__(self, stop: StopSpec, console: Console, min_interval_s: float = 1.0):
@@ -63,16 +82,6 @@ class ProgressPrinter(Callback):
         self._throughput = Throughput()
         self._printed_at: dict[str, float] = {}
         self._pending: dict[str, str] = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Tune pickles its callbacks with the experiment state; a Console holds locks.
-        state = dict(self.__dict__)
-        state["console"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self.console = Console()
 
     def line(self, trial_id: str, result: dict[str, Any], rate: float | None) -> str:
         ret = finite(lookup(result, RETURN_MEAN))

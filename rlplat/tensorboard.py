@@ -12,6 +12,7 @@ from typing import Any
 
 from ray.tune.logger import TBXLoggerCallback
 
+from rlplat.config.spaces import value_at
 from rlplat.metrics import (
     AGENT_RETURNS,
     ENV_STEPS,
@@ -107,14 +108,30 @@ def short_scalars(
     return scalars
 
 
-class EnvStepTensorBoardLogger(TBXLoggerCallback):
-    """Writes ``short_scalars`` of each result into the trial directory, x = env steps."""
+HPARAM_METRICS = ("episode/return_mean", "episode/length_mean", "eval/return_mean")
 
-    def __init__(self, flush_secs: int = 5):
+
+def hparam_value(value: Any) -> float | int | str | bool:
+    """TensorBoard's HParams view takes numbers, strings and booleans; lists become text."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+class EnvStepTensorBoardLogger(TBXLoggerCallback):
+    """Writes ``short_scalars`` of each result into the trial directory, x = env steps.
+
+    ``hparams``: the searched keys (paths into the trial's experiment). When a trial ends, its
+    values and final scalars go to TensorBoard's HParams view, which compares the trials.
+    """
+
+    def __init__(self, flush_secs: int = 5, hparams: list[tuple[str, ...]] | None = None):
         super().__init__()
         self._flush_secs = flush_secs
+        self._hparams = list(hparams or [])
         self._throughput = Throughput()
         self._eval_episodes: dict[Any, float | None] = {}
+        self._last_scalars: dict[Any, dict[str, float]] = {}
 
     def log_trial_start(self, trial: Any) -> None:
         if trial in self._trial_writer:
@@ -134,9 +151,24 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
         fresh_eval = eval_episodes != self._eval_episodes.get(trial)
         self._eval_episodes[trial] = eval_episodes
         writer = self._trial_writer[trial]
-        for tag, value in short_scalars(result, rate, fresh_eval).items():
+        scalars = short_scalars(result, rate, fresh_eval)
+        for tag, value in scalars.items():
             writer.add_scalar(tag, value, global_step=int(steps))
+        self._last_scalars.setdefault(trial, {}).update(scalars)
         writer.flush()
+
+    def write_hparams(self, trial: Any) -> None:
+        """The trial's searched values and final metrics, for the HParams dashboard."""
+        from tensorboardX.summary import hparams
+
+        if not self._hparams or trial not in self._trial_writer:
+            return
+        values = {".".join(p): hparam_value(value_at(trial.config, p)) for p in self._hparams}
+        last = self._last_scalars.get(trial, {})
+        metrics = {tag: last[tag] for tag in HPARAM_METRICS if tag in last}
+        file_writer = self._trial_writer[trial]._get_file_writer()
+        for summary in hparams(hparam_dict=values, metric_dict=metrics):
+            file_writer.add_summary(summary)
 
     def add_gif(self, trial: Any, tag: str, data: bytes, step: int) -> None:
         """An animated GIF as an image summary: TensorBoard's Images tab plays it."""
@@ -156,7 +188,9 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
         writer.flush()
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        self.write_hparams(trial)
         writer = self._trial_writer.pop(trial, None)
         if writer is not None:
             writer.close()
         self._trial_result.pop(trial, None)
+        self._last_scalars.pop(trial, None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -12,11 +11,11 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from rlplat.build import effective_resources
 from rlplat.checkpoints import checkpoint_recorder
 from rlplat.config.load import LoadedExperiment
-from rlplat.config.schema import Experiment
-from rlplat.errors import RlplatError
+from rlplat.config.schema import Experiment, TuneSpec
+from rlplat.config.spaces import describe
+from rlplat.errors import RlplatError, UserError
 from rlplat.metrics import (
     AGENT_RETURNS,
     ENV_STEPS,
@@ -29,6 +28,8 @@ from rlplat.metrics import (
 )
 from rlplat.progress import ProgressPrinter, format_duration
 from rlplat.run_dir import RESOLVED_EXPERIMENT, create_run_dir, write_run_files, write_summary
+from rlplat.search import POPULATION_SCHEDULERS, scheduler_entry
+from rlplat.search_report import TrialRow
 
 
 @dataclass
@@ -52,16 +53,8 @@ class RunSummary:
     run_dir: str
     wall_time_s: float
     trials: list[TrialSummary] = field(default_factory=list)
-
-
-def resolve_experiment(loaded: LoadedExperiment) -> dict[str, Any]:
-    """The experiment with every default filled in, as written to ``experiment.yaml``."""
-    exp = loaded.experiment
-    resolved = exp.model_dump(mode="json")
-    if loaded.algo_config is not None:
-        for group, values in effective_resources(loaded.algo_config).items():
-            resolved["resources"][group].update(values)
-    return resolved
+    search: list[TrialRow] | None = None  # a search's trials, best first
+    best_yaml: str | None = None
 
 
 def stop_criteria(exp: Experiment) -> dict[str, float]:
@@ -72,6 +65,33 @@ def trial_dirname(trial: Any) -> str:
     return f"trial_{trial.trial_id.rsplit('_', 1)[-1]}"
 
 
+def _scheduler_name(exp: Experiment) -> str:
+    return scheduler_entry(exp.tune or TuneSpec())[0]
+
+
+def _callbacks(loaded: LoadedExperiment, run_dir: Path, console: Console) -> list:
+    from rlplat.search_report import LiveTrialTable, PopulationLog
+    from rlplat.tensorboard import EnvStepTensorBoardLogger
+    from rlplat.videos import TrainingVideos
+
+    exp = loaded.experiment
+    search = bool(loaded.spaces) or (exp.tune is not None and exp.tune.num_samples > 1)
+    progress = ProgressPrinter(exp.stop, console, min_interval_s=10.0 if search else 1.0)
+    tensorboard = EnvStepTensorBoardLogger(hparams=[s.path for s in loaded.spaces])
+    callbacks = [
+        progress,
+        tensorboard,
+        checkpoint_recorder(exp.checkpoint.score, exp.checkpoint.mode),
+    ]
+    if exp.video.every:
+        callbacks.append(TrainingVideos(exp.video, tensorboard))
+    if search:
+        callbacks.append(LiveTrialTable(loaded.spaces, console))
+    if _scheduler_name(exp) in POPULATION_SCHEDULERS:
+        callbacks.append(PopulationLog(run_dir, loaded.spaces, console))
+    return callbacks
+
+
 def train(
     loaded: LoadedExperiment,
     *,
@@ -79,43 +99,39 @@ def train(
     verbose: bool = False,
     console: Console | None = None,
 ) -> RunSummary:
-    """Run the experiment as a Tune search of one trial and summarise it."""
+    """Run the experiment through Ray Tune (one trial, or the search its ``tune`` section and
+    spaces declare) and summarise it."""
     from ray import tune
 
-    from rlplat.algorithms.registry import get_algorithm_class
     from rlplat.cluster import check_trial_fits, start_ray
-    from rlplat.tensorboard import EnvStepTensorBoardLogger
-    from rlplat.videos import TrainingVideos
+    from rlplat.trainable import trainable_for
 
     console = console or Console()
     exp = loaded.experiment
-    if exp.seed is None:  # record the seed actually used, so the run can be repeated
-        exp.seed = random.randrange(2**31)
-        loaded.algo_config.debugging(seed=exp.seed)
+    search = loaded.search
+    tune_spec = exp.tune or TuneSpec()
     start_ray(address, verbose)
-    algo_cls = get_algorithm_class(exp.algorithm)
-    check_trial_fits(algo_cls, loaded.algo_config)
+    trainable = trainable_for(exp.algorithm)
+    check_trial_fits(trainable, loaded.algo_config)
     run_dir = create_run_dir(Path(exp.output_dir).resolve() / exp.name)
-    write_run_files(run_dir, resolve_experiment(loaded), address)
+    write_run_files(run_dir, loaded.resolved(), address)
     console.print(f"Run directory: [bold]{run_dir}[/bold]", highlight=False)
+    if loaded.spaces:
+        console.print(
+            "Searching: " + "; ".join(describe(space) for space in loaded.spaces), highlight=False
+        )
 
-    # Tune's own progress tables would interleave with ours; verbose=0 silences the old engine.
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    _quiet_tune_output()
     score = metric_path(exp.checkpoint.score)
-    progress = ProgressPrinter(exp.stop, console)
-    tensorboard = EnvStepTensorBoardLogger()
-    callbacks = [
-        progress,
-        tensorboard,
-        checkpoint_recorder(run_dir, exp.checkpoint.score, exp.checkpoint.mode),
-    ]
-    if exp.video.every:
-        callbacks.append(TrainingVideos(exp, run_dir / RESOLVED_EXPERIMENT, tensorboard))
     tuner = tune.Tuner(
-        algo_cls,
-        param_space=loaded.algo_config,
+        trainable,
+        param_space=search.param_space,
         tune_config=tune.TuneConfig(
-            num_samples=1,
+            metric=metric_path(tune_spec.metric),
+            mode=tune_spec.mode,
+            search_alg=search.searcher,
+            scheduler=search.scheduler,
+            num_samples=tune_spec.num_samples,
             trial_name_creator=trial_dirname,
             trial_dirname_creator=trial_dirname,
         ),
@@ -130,26 +146,100 @@ def train(
                 checkpoint_frequency=exp.checkpoint.every,
                 checkpoint_at_end=exp.checkpoint.at_end,
             ),
-            callbacks=callbacks,
+            callbacks=_callbacks(loaded, run_dir, console),
             verbose=0,
         ),
     )
+    return _fit(tuner, loaded, run_dir, console)
+
+
+def resume(
+    run_dir: Path,
+    *,
+    retry_errored: bool = False,
+    address: str | None = None,
+    verbose: bool = False,
+    console: Console | None = None,
+) -> RunSummary:
+    """Continue an interrupted run in its own directory: finished trials are kept, unfinished
+    ones continue from their last checkpoint, errored ones too with ``retry_errored``."""
+    from ray import tune
+
+    from rlplat.cluster import start_ray
+    from rlplat.config.load import load_experiment
+    from rlplat.trainable import trainable_for
+
+    console = console or Console()
+    run_dir = run_dir.expanduser().resolve()
+    if not (run_dir / RESOLVED_EXPERIMENT).is_file() or not tune.Tuner.can_restore(str(run_dir)):
+        raise UserError(
+            f"{run_dir} is not a run directory that can be resumed: it needs the "
+            f"{RESOLVED_EXPERIMENT} and the Tune state (tuner.pkl) that rlplat train writes when "
+            "a run starts. Give the <output_dir>/<name>/<timestamp> directory printed as 'Run "
+            "directory:'."
+        )
+    loaded = load_experiment(run_dir / RESOLVED_EXPERIMENT)
+    start_ray(address, verbose)
+    console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
+    _quiet_tune_output()
+    tuner = tune.Tuner.restore(
+        str(run_dir),
+        trainable=trainable_for(loaded.experiment.algorithm),
+        resume_unfinished=True,
+        resume_errored=retry_errored,
+    )
+    return _fit(tuner, loaded, run_dir, console)
+
+
+def _quiet_tune_output() -> None:
+    # Tune's own progress tables would interleave with ours; verbose=0 silences the old engine.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # The windowed return appears once the first episode ends; until then a scheduler waits.
+    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+
+
+def _fit(tuner: Any, loaded: LoadedExperiment, run_dir: Path, console: Console) -> RunSummary:
     started = time.monotonic()
     grid = tuner.fit()
-    summary = RunSummary(run_dir=str(run_dir), wall_time_s=time.monotonic() - started)
+    summary = summarize(grid, loaded, run_dir, time.monotonic() - started)
+    write_summary(run_dir, asdict(summary))
+    if summary.search is not None:
+        report_search(summary, loaded, run_dir, console)
+    return summary
+
+
+def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: float) -> RunSummary:
+    """One TrialSummary per trial, and for a search the ranked rows of results.csv."""
+    from ray.tune import ExperimentAnalysis
+
+    from rlplat.config.spaces import value_at
+    from rlplat.search_report import TrialRow, rank_rows, stop_reason
+    from rlplat.trainable import trial_experiment
+
+    exp = loaded.experiment
+    tune_spec = exp.tune or TuneSpec()
+    score = metric_path(exp.checkpoint.score)
+    metric = metric_path(tune_spec.metric)
+    # Tune's own record of each trial: its status, and its config (PBT changes it as it runs).
+    trials = {Path(trial.path).name: trial for trial in ExperimentAnalysis(str(run_dir)).trials}
+    summary = RunSummary(run_dir=str(run_dir), wall_time_s=wall_time_s)
+    rows = []
     for result in grid:
         metrics = result.metrics or {}
         best = result.get_best_checkpoint(score, exp.checkpoint.mode) if result.checkpoint else None
         trial_path = Path(result.path)
+        trial = trials.get(trial_path.name)
+        status = _status(trial.status if trial else None, result.error)
+        history = _column(result, metric)
         summary.trials.append(
             TrialSummary(
                 name=trial_path.name,
                 path=str(trial_path),
-                status="error" if result.error else "finished",
+                status=status,
                 iterations=metrics.get("training_iteration"),
                 env_steps=int(finite(lookup(metrics, ENV_STEPS)) or 0) or None,
                 final_return=finite(lookup(metrics, RETURN_MEAN)),
-                best_return=progress.best_return.get(trial_path.name),
+                best_return=_extreme(_column(result, RETURN_MEAN), "max"),
                 best_checkpoint=best.path if best else None,
                 last_checkpoint=result.checkpoint.path if result.checkpoint else None,
                 error=_first_line(result.error) if result.error else None,
@@ -157,8 +247,69 @@ def train(
                 agent_returns=dict(lookup(metrics, AGENT_RETURNS) or {}),
             )
         )
-    write_summary(run_dir, asdict(summary))
+        experiment = trial_experiment(trial.config if trial else {})
+        rows.append(
+            TrialRow(
+                name=trial_path.name,
+                status=status,
+                stop_reason=stop_reason(status, metrics, exp.stop, _scheduler_name(exp)),
+                iterations=metrics.get("training_iteration"),
+                env_steps=summary.trials[-1].env_steps,
+                final=finite(lookup(metrics, metric)),
+                best=_extreme(history, tune_spec.mode),
+                time_s=finite(metrics.get("time_total_s")),
+                params={s.dotted: value_at(experiment, s.path) for s in loaded.spaces},
+                experiment=experiment,
+                best_checkpoint=summary.trials[-1].best_checkpoint,
+            )
+        )
+    summary.trials.sort(key=lambda t: t.name)
+    if len(rows) > 1 or loaded.spaces:
+        summary.search = rank_rows(rows, tune_spec.mode)
     return summary
+
+
+def _status(tune_status: str | None, error: Any) -> str:
+    if error or tune_status == "ERROR":
+        return "error"
+    return "finished" if tune_status == "TERMINATED" else "not finished"
+
+
+def _column(result: Any, path: str) -> list[float]:
+    """Every finite value a trial reported for ``path`` (its progress.csv column)."""
+    frame = result.metrics_dataframe
+    if frame is None or path not in frame:
+        return []
+    return [v for v in (finite(x) for x in frame[path].tolist()) if v is not None]
+
+
+def _extreme(values: list[float], mode: str) -> float | None:
+    if not values:
+        return None
+    return max(values) if mode == "max" else min(values)
+
+
+def report_search(
+    summary: RunSummary, loaded: LoadedExperiment, run_dir: Path, console: Console
+) -> None:
+    """The ranked table, results.csv and best.yaml of a search."""
+    from rlplat.search_report import print_table, ranked_table, write_best_yaml, write_results_csv
+
+    exp = loaded.experiment
+    tune_spec = exp.tune or TuneSpec()
+    rows = summary.search or []
+    print_table(console, ranked_table(rows, tune_spec.metric, "Trials, best first"))
+    csv_path = write_results_csv(run_dir, rows, tune_spec.metric)
+    console.print(f"All trials: {csv_path}", highlight=False)
+    winner = next((row for row in rows if row.status != "error" and row.final is not None), None)
+    if winner is not None:
+        population = _scheduler_name(exp) in POPULATION_SCHEDULERS
+        best = write_best_yaml(run_dir, winner, tune_spec.metric, population)
+        summary.best_yaml = str(best)
+        console.print(
+            f"Best trial {winner.name}: {best} (rlplat train {best} runs it as one trial)",
+            highlight=False,
+        )
 
 
 def _first_line(error: BaseException) -> str:
@@ -167,12 +318,19 @@ def _first_line(error: BaseException) -> str:
 
 
 def print_summary(summary: RunSummary, console: Console) -> None:
-    """What happened, where the checkpoints are, and what to run next."""
+    """What happened, where the checkpoints are, and what to run next.
+
+    A search's trials are in its ranked table already: only failures and the winner are listed.
+    """
     run_dir = Path(summary.run_dir)
     console.print(
         f"\nRun finished in {format_duration(summary.wall_time_s)}: {run_dir}", highlight=False
     )
-    for trial in summary.trials:
+    shown = summary.trials
+    if summary.search is not None:
+        winner = summary.search[0].name if summary.search else None
+        shown = [t for t in summary.trials if t.error or t.name == winner]
+    for trial in shown:
         if trial.error:
             console.print(
                 f"  [red]{trial.name} failed[/red]: {escape(trial.error)}\n"
@@ -193,12 +351,23 @@ def print_summary(summary: RunSummary, console: Console) -> None:
                 console.print(f"    final {label}: {values}", highlight=False)
         console.print(f"    best checkpoint: {trial.best_checkpoint}", highlight=False)
         console.print(f"    last checkpoint: {trial.last_checkpoint}", highlight=False)
+    unfinished = [t.name for t in summary.trials if t.status == "not finished"]
+    if unfinished:
+        console.print(
+            f"[yellow]{len(unfinished)} trial(s) did not finish[/yellow] ({', '.join(unfinished)})"
+            f"; continue with: rlplat train --resume {run_dir}",
+            highlight=False,
+        )
     console.print("Next:", highlight=False)
     if any(trial.best_checkpoint for trial in summary.trials):
         console.print(
             f"  rlplat eval {run_dir}                     # 10 greedy episodes", highlight=False
         )
         console.print(f"  rlplat eval {run_dir} -n 1 --render gif   # watch one", highlight=False)
+    if summary.best_yaml:
+        console.print(
+            f"  rlplat train {summary.best_yaml}   # the best trial again", highlight=False
+        )
     console.print(f"  tensorboard --logdir {run_dir.parent}", highlight=False)
 
 

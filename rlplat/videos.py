@@ -13,45 +13,50 @@ from typing import Any
 
 from ray.tune import Callback
 
-from rlplat.config.schema import Experiment
+from rlplat.config.schema import VideoSpec
 from rlplat.environments import rebuild_env
 from rlplat.metrics import ENV_STEPS, finite, lookup
 from rlplat.render import frame_rate, gif_bytes, label_frames, run_headless
+from rlplat.run_dir import RESOLVED_EXPERIMENT
 from rlplat.tensorboard import EnvStepTensorBoardLogger
 
 VIDEO_TAG = "eval/video"
 
 
 class TrainingVideos(Callback):
-    """Records ``video.episodes`` greedy episodes at every ``video.every``-th iteration."""
+    """Records ``video.episodes`` greedy episodes at every ``video.every``-th iteration.
 
-    def __init__(self, experiment: Experiment, source: Path, tensorboard: EnvStepTensorBoardLogger):
-        self.experiment = experiment
-        self.source = source
+    The env is rebuilt from the experiment stored in the checkpoint: the trial's own, with the
+    values a search chose for it.
+    """
+
+    def __init__(self, video: VideoSpec, tensorboard: EnvStepTensorBoardLogger):
+        self.video = video
         self.tensorboard = tensorboard
 
     def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
+        from rlplat.config.load import load_experiment
         from rlplat.multi_agent import mapping_for
         from rlplat.policy import Policy
         from rlplat.rollout import run_episode
 
-        video = self.experiment.video
+        video = self.video
         result = trial.last_result or {}
         done = int(result.get("training_iteration") or 0)
         if not video.every or done % video.every:
             return
         run_headless("gif")
-        env = rebuild_env(self.experiment, "rgb_array", self.source)
-        policy = Policy.from_checkpoint(
-            Path(checkpoint.path), mapping_for(self.experiment, env)
-        )
+        source = Path(checkpoint.path) / RESOLVED_EXPERIMENT
+        experiment = load_experiment(source, build=False).experiment
+        env = rebuild_env(experiment, "rgb_array", source)
+        policy = Policy.from_checkpoint(Path(checkpoint.path), mapping_for(experiment, env))
         frames = []
         try:
             for index in range(video.episodes):
                 episode = run_episode(
                     policy,
                     env,
-                    seed=(self.experiment.seed or 0) + index,
+                    seed=(experiment.seed or 0) + index,
                     explore=False,
                     capture_frames=True,
                 )

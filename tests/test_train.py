@@ -54,9 +54,12 @@ def test_resolved_experiment_reloads_and_has_defaults(tiny_run):
 
 
 def test_override_reaches_rllib(tiny_run):
-    params = json.loads((Path(tiny_run.trials[0].path) / "params.json").read_text())
-    assert params["lr"] == 0.0007
+    trial_dir = Path(tiny_run.trials[0].path)
+    params = json.loads((trial_dir / "params.json").read_text())
+    assert params["training"]["lr"] == 0.0007, "Tune's trial config is the experiment"
     assert params["seed"] == 3
+    learner = read_results(trial_dir)[-1]["learners"]["default_policy"]
+    assert learner["default_optimizer_learning_rate"] == pytest.approx(0.0007), "RLlib used it"
 
 
 def test_tensorboard_x_axis_is_env_steps(tiny_run):

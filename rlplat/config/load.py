@@ -6,6 +6,7 @@ Everything a user can get wrong is checked here, before Ray starts, and reported
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,11 +15,14 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 
 from rlplat.config.schema import Experiment
+from rlplat.config.spaces import Space, find_spaces, substitute
 from rlplat.config.yaml_io import KeyPath, parse_yaml
 from rlplat.errors import ConfigError, UserError, allowed_list, did_you_mean
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+    from rlplat.search import SearchSetup
 
 
 @dataclass
@@ -43,11 +47,30 @@ class Locator:
 
 @dataclass
 class LoadedExperiment:
-    """A validated experiment, where its keys came from, and the RLlib config built from it."""
+    """A validated experiment, where its keys came from, and what was built from it.
+
+    ``experiment`` holds a representative value where the file has a search space (the first
+    category, the low end of a range); ``spaces`` are the spaces themselves.
+    """
 
     experiment: Experiment
     locate: Locator
+    spaces: list[Space] = field(default_factory=list)
     algo_config: AlgorithmConfig | None = None
+    search: SearchSetup | None = None
+
+    def resolved(self) -> dict[str, Any]:
+        """The experiment with every default filled in and its search spaces, as the run's
+        ``experiment.yaml`` keeps it (``rlplat train --resume`` reads it back)."""
+        from rlplat.build import effective_resources
+
+        resolved = self.experiment.model_dump(mode="json", exclude_none=False)
+        if resolved.get("tune") is None:
+            resolved.pop("tune", None)
+        if self.algo_config is not None:
+            for group, values in effective_resources(self.algo_config).items():
+                resolved["resources"][group].update(values)
+        return substitute(resolved, {s.path: s.to_yaml() for s in self.spaces})
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -138,21 +161,11 @@ def _check_team_experiment(experiment: Experiment, multi_agent: bool, locate: Lo
         )
 
 
-def load_experiment(
-    path: str | Path, overrides: list[str] | None = None, *, build: bool = True
-) -> LoadedExperiment:
-    """Read, override and validate an experiment file; with ``build``, also build its RLlib config.
-
-    Building checks the environment (it is created once) and every RLlib key, without Ray.
-    """
-    from rlplat.algorithms.registry import canonical_name, is_team_algorithm
-    from rlplat.connectors import check_connectors
-    from rlplat.environments import check_env
-
-    path = Path(path)
+def read_experiment_file(path: str | Path) -> tuple[dict[str, Any], dict]:
+    """The experiment file's data and the line of each key; ConfigError when unreadable."""
     source = str(path)
     try:
-        text = path.read_text()
+        text = Path(path).read_text()
     except FileNotFoundError:
         raise ConfigError("experiment file not found.", location=source) from None
     except OSError as exc:
@@ -168,40 +181,93 @@ def load_experiment(
             f"not a {type(data).__name__}.",
             location=source,
         )
-    locate = Locator(source, lines, apply_overrides(data, overrides or []))
+    return data, lines
+
+
+def load_experiment(
+    path: str | Path, overrides: list[str] | None = None, *, build: bool = True
+) -> LoadedExperiment:
+    """Read, override and validate an experiment file; with ``build``, also build its RLlib config.
+
+    Building checks the environment (it is created once), every RLlib key and the search, without
+    starting Ray.
+    """
+    data, lines = read_experiment_file(path)
+    locate = Locator(str(path), lines, apply_overrides(data, overrides or []))
+    return experiment_from_data(data, locate, build=build)
+
+
+def _validate(data: dict[str, Any], locate: Locator) -> Experiment:
     try:
-        experiment = Experiment.model_validate(data)
+        return Experiment.model_validate(data)
     except ValidationError as exc:
         raise _pydantic_error(exc, locate) from None
+
+
+def _check_space_values(
+    data: dict[str, Any], spaces: list[Space], config_cls: type, locate: Locator
+) -> None:
+    """Every category of a space (both ends of a range) must fit the key it stands at."""
+    from rlplat.build import check_rllib_sections
+
+    for space in spaces:
+        for value in space.candidates():
+            candidate = _validate(substitute(data, {space.path: value}), locate)
+            check_rllib_sections(candidate, config_cls, locate)
+
+
+def experiment_from_data(
+    data: dict[str, Any], locate: Locator, *, build: bool = True
+) -> LoadedExperiment:
+    """Validate experiment data (as read from YAML); with ``build``, build its RLlib config."""
+    from rlplat.algorithms.registry import canonical_name
+
+    spaces = find_spaces(data, locate)
+    concrete = substitute(data, {space.path: space.representative() for space in spaces})
+    experiment = _validate(concrete, locate)
     try:
         experiment.algorithm = canonical_name(experiment.algorithm)
     except UserError as exc:
         raise ConfigError(str(exc), location=locate("algorithm"), key="algorithm") from None
-    loaded = LoadedExperiment(experiment, locate)
+    loaded = LoadedExperiment(experiment, locate, spaces=spaces)
     if build:
-        from rlplat.build import build_algorithm_config
-
-        env = check_env(experiment.env, loaded.locate, needs_frames=experiment.video.every > 0)
-        if is_team_algorithm(experiment.algorithm):
-            _check_team_experiment(experiment, env.multi_agent, loaded.locate)
-        if env.multi_agent:
-            if experiment.connectors:
-                raise ConfigError(
-                    "connectors are for single-agent envs; for PettingZoo envs use the SuperSuit "
-                    "wrappers in env.wrappers instead (normalize_obs_v0, frame_stack_v1).",
-                    location=loaded.locate("connectors"),
-                    key="connectors",
-                )
-        else:
-            if experiment.multi_agent is not None:
-                raise ConfigError(
-                    f"{experiment.env.label!r} is a single-agent environment; multi_agent applies "
-                    "to PettingZoo environments (env.pettingzoo, or a factory returning one).",
-                    location=loaded.locate("multi_agent"),
-                    key="multi_agent",
-                )
-            check_connectors(
-                experiment.connectors, env.observation_space, env.action_space, loaded.locate
-            )
-        loaded.algo_config = build_algorithm_config(experiment, loaded.locate, env)
+        _build(loaded, concrete)
     return loaded
+
+
+def _build(loaded: LoadedExperiment, concrete: dict[str, Any]) -> None:
+    from rlplat.algorithms.registry import is_team_algorithm
+    from rlplat.build import build_algorithm_config
+    from rlplat.connectors import check_connectors
+    from rlplat.environments import check_env
+    from rlplat.search import search_setup
+
+    experiment = loaded.experiment
+    if experiment.seed is None:  # record the seed actually used, so the run can be repeated
+        experiment.seed = random.randrange(2**31)
+    env = check_env(experiment.env, loaded.locate, needs_frames=experiment.video.every > 0)
+    if is_team_algorithm(experiment.algorithm):
+        _check_team_experiment(experiment, env.multi_agent, loaded.locate)
+    if env.multi_agent:
+        if experiment.connectors:
+            raise ConfigError(
+                "connectors are for single-agent envs; for PettingZoo envs use the SuperSuit "
+                "wrappers in env.wrappers instead (normalize_obs_v0, frame_stack_v1).",
+                location=loaded.locate("connectors"),
+                key="connectors",
+            )
+    else:
+        if experiment.multi_agent is not None:
+            raise ConfigError(
+                f"{experiment.env.label!r} is a single-agent environment; multi_agent applies "
+                "to PettingZoo environments (env.pettingzoo, or a factory returning one).",
+                location=loaded.locate("multi_agent"),
+                key="multi_agent",
+            )
+        check_connectors(
+            experiment.connectors, env.observation_space, env.action_space, loaded.locate
+        )
+    loaded.algo_config = build_algorithm_config(experiment, loaded.locate, env)
+    if loaded.spaces:
+        _check_space_values(concrete, loaded.spaces, type(loaded.algo_config), loaded.locate)
+    loaded.search = search_setup(experiment, loaded.resolved(), loaded.spaces, loaded.locate)

@@ -157,6 +157,15 @@ class StopSpec(Section):
         return self
 
 
+def _metric_name(value: str) -> str:
+    if not is_known_metric(value):
+        raise ValueError(
+            f"unknown metric {value!r}; use one of {', '.join(METRIC_ALIASES)} "
+            "or a full result path such as 'env_runners/episode_return_mean'"
+        )
+    return value
+
+
 class CheckpointSpec(Section):
     """How often checkpoints are written and which ones are kept."""
 
@@ -171,12 +180,7 @@ class CheckpointSpec(Section):
     @field_validator("score")
     @classmethod
     def _known_metric(cls, value: str) -> str:
-        if not is_known_metric(value):
-            raise ValueError(
-                f"unknown metric {value!r}; use one of {', '.join(METRIC_ALIASES)} "
-                "or a full result path such as 'env_runners/episode_return_mean'"
-            )
-        return value
+        return _metric_name(value)
 
 
 class VideoSpec(Section):
@@ -227,6 +231,70 @@ class MultiAgentSpec(Section):
         return value
 
 
+SEARCHERS = ("random", "optuna", "hyperopt", "bohb")
+SCHEDULERS = ("fifo", "asha", "hyperband", "median", "pbt", "pb2")
+TIME_ATTRS = ("iterations", "env_steps", "time_s")
+
+
+def _known_name(entry: NamedEntry, names: tuple[str, ...], what: str) -> NamedEntry:
+    _one_key_entries([entry], what)
+    name, _ = entry_parts(entry)
+    if name not in names:
+        raise ValueError(
+            f"unknown {what} {name!r}; allowed: {', '.join(names)}." + did_you_mean(name, names)
+        )
+    return entry
+
+
+class TuneSpec(Section):
+    """A hyperparameter search: how many trials, how they are chosen, which stop early.
+
+    Any value under seed, env.kwargs, multi_agent.overrides or an RLlib section may be a search
+    space (``lr: {loguniform: [1.0e-5, 1.0e-3]}``, see docs/tuning.md).
+    """
+
+    num_samples: int = Field(
+        1, ge=1, description="Trials drawn from the spaces (with grid spaces: per grid point)."
+    )
+    metric: str = Field(
+        "episode_return_mean", description="Result that ranks trials (short name or path)."
+    )
+    mode: Literal["max", "min"] = Field("max", description="Whether a higher metric is better.")
+    searcher: NamedEntry = Field(
+        "random",
+        description="random (Tune's variant generation: grid and random sampling), optuna (TPE), "
+        "hyperopt (TPE) or bohb; options as {optuna: {option: value}}.",
+    )
+    scheduler: NamedEntry | None = Field(
+        None,
+        description="fifo (run every trial to its stop), asha, hyperband, median, pbt or pb2; "
+        "options as {asha: {grace_period: 5}}. Default: fifo (hyperband with bohb). pbt and pb2 "
+        "mutate the experiment's search spaces.",
+    )
+    time_attr: Literal["iterations", "env_steps", "time_s"] = Field(
+        "iterations",
+        description="What schedulers count as time (grace_period, max_t, perturbation_interval).",
+    )
+    max_concurrent: int | None = Field(
+        None, ge=1, description="Trials running at once (default: as many as the cluster holds)."
+    )
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, value: str) -> str:
+        return _metric_name(value)
+
+    @field_validator("searcher")
+    @classmethod
+    def _known_searcher(cls, value: NamedEntry) -> NamedEntry:
+        return _known_name(value, SEARCHERS, "searcher")
+
+    @field_validator("scheduler")
+    @classmethod
+    def _known_scheduler(cls, value: NamedEntry | None) -> NamedEntry | None:
+        return None if value is None else _known_name(value, SCHEDULERS, "scheduler")
+
+
 RLLIB_SECTIONS = (
     "environment",
     "training",
@@ -262,6 +330,9 @@ class Experiment(Section):
     video: VideoSpec = Field(default_factory=VideoSpec)
     resources: Resources = Field(default_factory=Resources)
     output_dir: str = Field("checkpoints", description="Where runs are written.")
+    tune: TuneSpec | None = Field(
+        None, description="A hyperparameter search (absent: one trial with the values given)."
+    )
 
     environment: dict[str, Any] = Field(default_factory=dict)
     training: dict[str, Any] = Field(default_factory=dict)

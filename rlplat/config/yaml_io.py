@@ -22,7 +22,7 @@ KeyPath = tuple[str | int, ...]
 
 
 def _plain(node: Any, path: KeyPath, lines: dict[KeyPath, int]) -> Any:
-    """Convert ruamel's commented containers to dict/list, recording 1-based line numbers."""
+    """Convert ruamel's nodes to plain dict/list/scalars, recording 1-based line numbers."""
     if isinstance(node, CommentedMap):
         out = {}
         for key, value in node.items():
@@ -41,6 +41,10 @@ def _plain(node: Any, path: KeyPath, lines: dict[KeyPath, int]) -> Any:
                 pass
             out_list.append(_plain(value, (*path, index), lines))
         return out_list
+    # ruamel keeps the source format in scalar subclasses (ScalarFloat, ScalarInt, ...).
+    for kind in (bool, int, float, str):
+        if isinstance(node, kind):
+            return kind(node)
     return node
 
 

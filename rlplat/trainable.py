@@ -1,0 +1,73 @@
+"""The Tune trainable: an RLlib algorithm built from the experiment Tune resolved for the trial.
+
+Tune hands each trial its ``config``: here, the experiment itself (as in ``experiment.yaml``) with
+concrete values where the file had search spaces. The trainable validates and builds the RLlib
+config from it exactly as ``rlplat train`` does for a file, so a searched env kwarg, seed or
+per-policy override takes effect like any other key, and PBT's mutated configs too.
+
+``trainable_for("PPO")`` is the class ``rlplat.trainable.PPOTrial``; the module creates these
+classes on first access, so they unpickle by name in every Ray worker.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+SUFFIX = "Trial"
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def trial_experiment(config: dict[str, Any]) -> dict[str, Any]:
+    """The experiment in a trial's config: plain YAML data, without Tune's own ``__`` keys."""
+    data = {key: value for key, value in config.items() if not str(key).startswith("__")}
+    return json.loads(json.dumps(data, default=_plain))
+
+
+def algorithm_config(config: Any) -> Any:
+    """The RLlib ``AlgorithmConfig`` for a trial's experiment dict (anything else unchanged)."""
+    if not (isinstance(config, dict) and "algorithm" in config and "env" in config):
+        return config
+    return _build(json.dumps(trial_experiment(config), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=32)
+def _build(experiment_json: str) -> Any:
+    from rlplat.config.load import Locator, experiment_from_data
+
+    data = json.loads(experiment_json)
+    loaded = experiment_from_data(data, Locator(f"trial experiment ({data.get('name')})"))
+    return loaded.algo_config
+
+
+class ExperimentTrial:
+    """Mixed in before the algorithm class: turns the experiment dict into its RLlib config."""
+
+    def __init__(self, config: Any = None, **kwargs: Any):
+        super().__init__(config=algorithm_config(config), **kwargs)
+
+    @classmethod
+    def default_resource_request(cls, config: Any) -> Any:
+        built = algorithm_config(config)
+        # Tune used to hand RLlib the config as a dict: keep that path.
+        return super().default_resource_request(built.to_dict() if built is not config else config)
+
+
+def trainable_for(algorithm: str) -> type:
+    """The trainable class for a registered algorithm name (``experiment.algorithm``)."""
+    return globals().get(algorithm + SUFFIX) or __getattr__(algorithm + SUFFIX)
+
+
+def __getattr__(name: str) -> type:
+    if not name.endswith(SUFFIX):
+        raise AttributeError(name)
+    from rlplat.algorithms.registry import get_algorithm_class
+
+    algo_cls = get_algorithm_class(name.removesuffix(SUFFIX))
+    cls = type(name, (ExperimentTrial, algo_cls), {"__module__": __name__, "__qualname__": name})
+    globals()[name] = cls
+    return cls
