@@ -51,6 +51,14 @@ class WindowedEpisodeStats(RLlibCallback):
         super().__init__()
         self._recent: deque[tuple[int, dict[str, float]]] = deque()
 
+    # The window is saved in checkpoints (see rlplat.trainable): a restored trial (PBT's exploit,
+    # --resume) reports the same windowed return it had, not one over its first few episodes.
+    def get_state(self) -> list[tuple[int, dict[str, float]]]:
+        return list(self._recent)
+
+    def set_state(self, state: list[tuple[int, dict[str, float]]]) -> None:
+        self._recent = deque((int(count), dict(means)) for count, means in state)
+
     def on_episode_end(
         self, *, episode: Any, env_runner: Any = None, metrics_logger: Any = None, **kwargs: Any
     ) -> None:
@@ -98,3 +106,12 @@ class WindowedEpisodeStats(RLlibCallback):
             else:
                 stats[key] = value
         result[WINDOW_KEY] = stats
+
+
+def episode_window(algorithm: Any) -> WindowedEpisodeStats | None:
+    """The algorithm's ``WindowedEpisodeStats`` instance (RLlib keeps one or a list)."""
+    callbacks = algorithm.callbacks
+    for callback in callbacks if isinstance(callbacks, list) else [callbacks]:
+        if isinstance(callback, WindowedEpisodeStats):
+            return callback
+    return None

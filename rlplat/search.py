@@ -211,6 +211,8 @@ def _make_scheduler(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], l
             )
         kwargs["max_t"] = budget
     if name in POPULATION_SCHEDULERS:
+        # rlplat's windowed return appears once a trial's first episode has ended.
+        kwargs.setdefault("require_attrs", False)
         if not spaces:
             raise ConfigError(
                 f"{name} mutates the experiment's search spaces, and there are none: write the "

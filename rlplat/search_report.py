@@ -30,7 +30,8 @@ from rlplat.trainable import trial_experiment
 
 RESULTS_CSV = "results.csv"
 BEST_YAML = "best.yaml"
-PBT_LOG = "pbt_global.txt"  # Tune's PBT log of exploits, one JSON list per line
+PBT_LOG = "pbt_global.txt"
+TARGET_REACHED = "stop.episode_return_mean"  # Tune's PBT log of exploits, one JSON list per line
 
 
 def format_value(value: Any) -> str:
@@ -49,7 +50,7 @@ def stop_reason(status: str, result: dict[str, Any], stop: StopSpec, scheduler: 
     target = stop.episode_return_mean
     score = finite(lookup(result, RETURN_MEAN))
     if target is not None and score is not None and score >= target:
-        return "stop.episode_return_mean"
+        return TARGET_REACHED
     for name, path in (("env_steps", ENV_STEPS), ("iterations", ITERATION), ("time_s", TIME_TOTAL)):
         budget = getattr(stop, name)
         done = finite(lookup(result, path))
@@ -76,13 +77,20 @@ class TrialRow:
     rank: int | None = None
 
 
-def rank_rows(rows: list[TrialRow], mode: str) -> list[TrialRow]:
-    """Best first: by the final metric (mode), then fewer env steps; trials without one last."""
+def rank_rows(rows: list[TrialRow], mode: str, target_reached: str | None = None) -> list[TrialRow]:
+    """Best first, by the final metric (``mode``), ties to fewer env steps; no metric: last.
+
+    ``target_reached``: the stop reason of trials that reached the metric's own target (the
+    return in ``stop.episode_return_mean``). They rank first, by how few env steps it took:
+    past the target, a higher final return only means the last iteration overshot it.
+    """
     sign = 1.0 if mode == "max" else -1.0
 
-    def key(row: TrialRow) -> tuple[float, float]:
-        final = row.final if row.final is not None else -math.inf * sign
-        return (-sign * final, row.env_steps or 0)
+    def key(row: TrialRow) -> tuple[int, float, float]:
+        if target_reached is not None and row.stop_reason == target_reached:
+            return (0, 0.0, row.env_steps or 0)
+        final = -math.inf if row.final is None else sign * row.final
+        return (1, -final, row.env_steps or 0)
 
     ranked = sorted(rows, key=key)
     for index, row in enumerate(ranked, start=1):
@@ -258,11 +266,13 @@ class PopulationLog(ConsoleCallback):
             lines = self.path.read_text().splitlines()
         except OSError:
             return
+        names = {trial.experiment_tag: str(trial) for trial in trials}  # PBT logs the tags
         for line in lines[self._seen :]:
             try:
                 target, source, target_iter, source_iter, old, new = json.loads(line)
             except (ValueError, TypeError):
                 continue
+            target, source = names.get(target, target), names.get(source, source)
             changes = [
                 f"{s.dotted} {format_value(value_at(old, s.path))} -> "
                 f"{format_value(value_at(new, s.path))}"

@@ -213,7 +213,7 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
     from ray.tune import ExperimentAnalysis
 
     from rlplat.config.spaces import value_at
-    from rlplat.search_report import TrialRow, rank_rows, stop_reason
+    from rlplat.search_report import TARGET_REACHED, TrialRow, rank_rows, stop_reason
     from rlplat.trainable import trial_experiment
 
     exp = loaded.experiment
@@ -265,7 +265,8 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
         )
     summary.trials.sort(key=lambda t: t.name)
     if len(rows) > 1 or loaded.spaces:
-        summary.search = rank_rows(rows, tune_spec.mode)
+        by_return = metric == RETURN_MEAN and tune_spec.mode == "max"
+        summary.search = rank_rows(rows, tune_spec.mode, TARGET_REACHED if by_return else None)
     return summary
 
 

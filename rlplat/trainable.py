@@ -44,11 +44,32 @@ def _build(experiment_json: str) -> Any:
     return loaded.algo_config
 
 
+WINDOW_STATE = "rlplat_episode_window"
+
+
 class ExperimentTrial:
-    """Mixed in before the algorithm class: turns the experiment dict into its RLlib config."""
+    """Mixed in before the algorithm class: turns the experiment dict into its RLlib config,
+    and keeps rlplat's episode-return window in the algorithm's checkpointed state."""
 
     def __init__(self, config: Any = None, **kwargs: Any):
         super().__init__(config=algorithm_config(config), **kwargs)
+
+    def get_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        from rlplat.callbacks import episode_window
+
+        state = super().get_state(*args, **kwargs)
+        window = episode_window(self)
+        if window is not None:
+            state[WINDOW_STATE] = window.get_state()
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        from rlplat.callbacks import episode_window
+
+        super().set_state(state)
+        window = episode_window(self)
+        if window is not None and WINDOW_STATE in state:
+            window.set_state(state[WINDOW_STATE])
 
     @classmethod
     def default_resource_request(cls, config: Any) -> Any:
