@@ -115,6 +115,13 @@ def _pick_in_trial(trial: Path, last: bool) -> PickedCheckpoint:
     )
 
 
+def best_and_last(trial: Path) -> tuple[Path | None, Path | None]:
+    """A trial directory's best and newest checkpoints, as ``rlplat eval`` picks them."""
+    if not _checkpoints_in(trial):
+        return None, None
+    return _pick_in_trial(trial, last=False).path, _pick_in_trial(trial, last=True).path
+
+
 def _pick_in_run(run: Path, last: bool) -> PickedCheckpoint:
     picks = [_pick_in_trial(trial, last=False) for trial in _trials_in(run)]
     best = max(picks, key=lambda p: _rank_key(p.info))
@@ -180,24 +187,78 @@ def checkpoint_info_from_result(
     )
 
 
-def checkpoint_recorder(score_metric: str, mode: str):  # -> ray.tune.Callback
-    """A Tune callback that completes every checkpoint directory Tune writes.
+def obsolete_checkpoints(trial: Path, keep: int | None) -> list[Path]:
+    """The trial's checkpoints beyond the ``keep`` best by score; the newest, which a resumed run
+    continues from, is always kept."""
+    checkpoints = _checkpoints_in(trial)
+    if keep is None or len(checkpoints) <= keep:
+        return []
+    infos = {c: CheckpointInfo.read(c) for c in checkpoints}
+    newest = max(checkpoints, key=lambda c: ((infos[c] and infos[c].iteration) or 0, c.name))
+    ranked = sorted(checkpoints, key=lambda c: (_rank_key(infos[c]), c.name), reverse=True)
+    kept = {*ranked[:keep], newest}
+    return [c for c in checkpoints if c not in kept]
+
+
+def prune_checkpoints(run_dir: Path, keep: int | None) -> None:
+    """Delete every trial's obsolete checkpoints (once the run has stopped)."""
+    import shutil
+
+    for trial in _trials_in(run_dir):
+        for checkpoint in obsolete_checkpoints(trial, keep):
+            shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def _experiment_state_time(run_dir: Path) -> float:
+    """When Tune last saved the run's experiment state (0 when never)."""
+    times = [p.stat().st_mtime for p in run_dir.glob("experiment_state-*.json")]
+    return max(times, default=0.0)
+
+
+def checkpoint_recorder(
+    score_metric: str, mode: str, keep: int | None, prune_while_running: bool = True
+):  # -> ray.tune.Callback
+    """A Tune callback that completes every checkpoint directory Tune writes, and keeps the
+    ``keep`` best of each trial (Tune itself is told to keep them all).
 
     It adds the trial's experiment (a checkpoint copied away from its run still says how to
     rebuild its environment, with the values a search chose) and ``rlplat_checkpoint.json`` (what
     the run reported at that point, used to pick the best checkpoint and to compare with
     ``rlplat eval``).
+
+    Why rlplat deletes checkpoints rather than Tune: Tune deletes a trial's older checkpoint as
+    soon as a newer one is written, but saves the experiment state (which checkpoint each trial
+    resumes from) only every few seconds. A run killed in between resumes from a deleted
+    checkpoint and the trial fails. Here a checkpoint is deleted only after Tune has saved a state
+    that no longer needs it. Population-based training restores trials from other trials'
+    checkpoints long after they were written: ``prune_while_running=False`` keeps every
+    checkpoint until the run ends (``prune_checkpoints``).
     """
+    import shutil
+    import time
+
     from ray.tune import Callback
 
     from rlplat.trainable import trial_experiment
 
     class RecordCheckpoints(Callback):
+        def __init__(self) -> None:
+            self._obsolete: dict[Path, float] = {}  # checkpoint -> when it became obsolete
+
         def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
             target = Path(checkpoint.path)
             if not target.is_dir():
                 return
             write_atomic(target / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(trial.config)))
             checkpoint_info_from_result(trial.last_result or {}, score_metric, mode).write(target)
+            if prune_while_running:
+                for old in obsolete_checkpoints(target.parent, keep):
+                    self._obsolete.setdefault(old, time.time())
+
+        def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+            for checkpoint, since in list(self._obsolete.items()):
+                if _experiment_state_time(checkpoint.parent.parent) > since:
+                    shutil.rmtree(checkpoint, ignore_errors=True)
+                    del self._obsolete[checkpoint]
 
     return RecordCheckpoints()

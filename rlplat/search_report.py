@@ -266,13 +266,16 @@ class PopulationLog(ConsoleCallback):
             lines = self.path.read_text().splitlines()
         except OSError:
             return
-        names = {trial.experiment_tag: str(trial) for trial in trials}  # PBT logs the tags
+        # PBT logs experiment tags ("3_lr=0.001"), which it rewrites on each exploit; the number
+        # before the first "_" stays the trial's.
+        names = {trial.experiment_tag.split("_", 1)[0]: str(trial) for trial in trials}
         for line in lines[self._seen :]:
             try:
                 target, source, target_iter, source_iter, old, new = json.loads(line)
             except (ValueError, TypeError):
                 continue
-            target, source = names.get(target, target), names.get(source, source)
+            target = names.get(target.split("_", 1)[0], target)
+            source = names.get(source.split("_", 1)[0], source)
             changes = [
                 f"{s.dotted} {format_value(value_at(old, s.path))} -> "
                 f"{format_value(value_at(new, s.path))}"

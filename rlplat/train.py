@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from rlplat.checkpoints import checkpoint_recorder
+from rlplat.checkpoints import best_and_last, checkpoint_recorder, prune_checkpoints
 from rlplat.config.load import LoadedExperiment
 from rlplat.config.schema import Experiment, TuneSpec
 from rlplat.config.spaces import describe
@@ -81,7 +81,12 @@ def _callbacks(loaded: LoadedExperiment, run_dir: Path, console: Console) -> lis
     callbacks = [
         progress,
         tensorboard,
-        checkpoint_recorder(exp.checkpoint.score, exp.checkpoint.mode),
+        checkpoint_recorder(
+            exp.checkpoint.score,
+            exp.checkpoint.mode,
+            exp.checkpoint.keep,
+            prune_while_running=_scheduler_name(exp) not in POPULATION_SCHEDULERS,
+        ),
     ]
     if exp.video.every:
         callbacks.append(TrainingVideos(exp.video, tensorboard))
@@ -140,7 +145,7 @@ def train(
             storage_path=str(run_dir.parent),
             stop=stop_criteria(exp),
             checkpoint_config=tune.CheckpointConfig(
-                num_to_keep=exp.checkpoint.keep,
+                num_to_keep=None,  # rlplat's checkpoint_recorder keeps checkpoint.keep
                 checkpoint_score_attribute=score,
                 checkpoint_score_order=exp.checkpoint.mode,
                 checkpoint_frequency=exp.checkpoint.every,
@@ -201,6 +206,7 @@ def _quiet_tune_output() -> None:
 def _fit(tuner: Any, loaded: LoadedExperiment, run_dir: Path, console: Console) -> RunSummary:
     started = time.monotonic()
     grid = tuner.fit()
+    prune_checkpoints(run_dir, loaded.experiment.checkpoint.keep)
     summary = summarize(grid, loaded, run_dir, time.monotonic() - started)
     write_summary(run_dir, asdict(summary))
     if summary.search is not None:
@@ -218,7 +224,6 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
 
     exp = loaded.experiment
     tune_spec = exp.tune or TuneSpec()
-    score = metric_path(exp.checkpoint.score)
     metric = metric_path(tune_spec.metric)
     # Tune's own record of each trial: its status, and its config (PBT changes it as it runs).
     trials = {Path(trial.path).name: trial for trial in ExperimentAnalysis(str(run_dir)).trials}
@@ -226,8 +231,8 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
     rows = []
     for result in grid:
         metrics = result.metrics or {}
-        best = result.get_best_checkpoint(score, exp.checkpoint.mode) if result.checkpoint else None
         trial_path = Path(result.path)
+        best, last = best_and_last(trial_path)
         trial = trials.get(trial_path.name)
         status = _status(trial.status if trial else None, result.error)
         history = _column(result, metric)
@@ -240,8 +245,8 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
                 env_steps=int(finite(lookup(metrics, ENV_STEPS)) or 0) or None,
                 final_return=finite(lookup(metrics, RETURN_MEAN)),
                 best_return=_extreme(_column(result, RETURN_MEAN), "max"),
-                best_checkpoint=best.path if best else None,
-                last_checkpoint=result.checkpoint.path if result.checkpoint else None,
+                best_checkpoint=str(best) if best else None,
+                last_checkpoint=str(last) if last else None,
                 error=_first_line(result.error) if result.error else None,
                 policy_returns=dict(lookup(metrics, POLICY_RETURNS) or {}),
                 agent_returns=dict(lookup(metrics, AGENT_RETURNS) or {}),

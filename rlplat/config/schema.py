@@ -170,7 +170,12 @@ class CheckpointSpec(Section):
     """How often checkpoints are written and which ones are kept."""
 
     every: int = Field(10, ge=0, description="Checkpoint every N iterations (0: never).")
-    keep: int | None = Field(3, ge=1, description="Keep the K best checkpoints (null: all).")
+    keep: int | None = Field(
+        3,
+        ge=1,
+        description="Keep the K best checkpoints, and the newest one a resumed run continues "
+        "from (null: all).",
+    )
     at_end: bool = Field(True, description="Write a checkpoint when the trial stops.")
     score: str = Field(
         "episode_return_mean", description="Metric that ranks checkpoints (short name or path)."
