@@ -430,3 +430,28 @@ def test_killed_search_resumes_with_every_trial_accounted_for(ray_session, write
         assert iterations[-1] == 25
         kept = list(Path(trial["path"]).glob("checkpoint_*"))
         assert len(kept) <= 3, "checkpoint.keep (2) held: the two best and the newest"
+
+
+COMBINATIONS = {
+    # id: tune section lines (the spaces are TINY_SEARCH's, with the grid made a choice)
+    "optuna + median": "searcher: optuna\n  scheduler: {median: {grace_period: 1}}",
+    "hyperopt + hyperband": "searcher: hyperopt\n  scheduler: hyperband",
+    "bohb": "searcher: bohb",
+    "random + pb2": "scheduler: {pb2: {perturbation_interval: 1}}",
+}
+
+
+@pytest.mark.parametrize("case", list(COMBINATIONS))
+def test_each_searcher_and_scheduler_runs_a_search(case, ray_session, write_yaml, tmp_path):
+    """Every searcher and scheduler rlplat offers drives a real (two-trial) search to its end."""
+    from rich.console import Console
+
+    from rlplat.train import train
+
+    text = replace(TINY_SEARCH, "{grid: [4, 7]}", "{randint: [4, 8]}")
+    text = replace(text, "num_samples: 2", "num_samples: 2\n  " + COMBINATIONS[case])
+    path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")))
+    summary = train(load_experiment(path), console=Console(record=True, width=200))
+    assert len(summary.trials) == 2
+    assert all(t.status == "finished" and t.best_checkpoint for t in summary.trials)
+    assert (Path(summary.run_dir) / BEST_YAML).is_file()
