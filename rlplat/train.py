@@ -208,9 +208,9 @@ def _fit(tuner: Any, loaded: LoadedExperiment, run_dir: Path, console: Console) 
     grid = tuner.fit()
     prune_checkpoints(run_dir, loaded.experiment.checkpoint.keep)
     summary = summarize(grid, loaded, run_dir, time.monotonic() - started)
-    write_summary(run_dir, asdict(summary))
     if summary.search is not None:
         report_search(summary, loaded, run_dir, console)
+    write_summary(run_dir, asdict(summary))
     return summary
 
 
