@@ -19,7 +19,7 @@ from rlplat.callbacks import WindowedEpisodeStats
 from rlplat.config.schema import Experiment
 from rlplat.connectors import ConnectorFactory
 from rlplat.environments import EnvInfo, env_creator_for, rllib_env_name
-from rlplat.errors import ConfigError, allowed_list, did_you_mean
+from rlplat.errors import ConfigError, not_among
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -119,8 +119,7 @@ def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[st
                 allowed = [p for p in params if (section, p) not in OWNED_KEYS]
                 raise ConfigError(
                     f"{config_cls.__name__}.{section}() has no argument {key!r}."
-                    + did_you_mean(key, allowed)
-                    + f" Allowed: {allowed_list(allowed, limit=40)}.",
+                    + not_among(key, allowed, limit=40),
                     location=locate(path),
                     key=path,
                 )

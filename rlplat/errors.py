@@ -52,3 +52,9 @@ def allowed_list(choices: Iterable[str], limit: int = 12) -> str:
     choices = sorted(choices)
     shown = ", ".join(choices[:limit])
     return shown + (f", ... ({len(choices) - limit} more)" if len(choices) > limit else "")
+
+
+def not_among(name: str, allowed: Iterable[str], limit: int = 12) -> str:
+    """`` Did you mean 'x'? Allowed: a, b, c.`` for a name that is not one of ``allowed``."""
+    allowed = list(allowed)
+    return did_you_mean(name, allowed) + f" Allowed: {allowed_list(allowed, limit=limit)}."

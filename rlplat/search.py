@@ -15,7 +15,7 @@ from typing import Any
 
 from rlplat.config.schema import Experiment, StopSpec, TuneSpec, entry_parts
 from rlplat.config.spaces import Space, substitute
-from rlplat.errors import ConfigError, allowed_list, did_you_mean
+from rlplat.errors import ConfigError, not_among
 from rlplat.metrics import metric_path
 
 # name -> (Tune class, the packages it needs, the option that takes the experiment's seed)
@@ -103,9 +103,7 @@ def _options(cls: type, given: dict[str, Any], name: str, key: str, locate) -> d
             )
         if option not in allowed:
             raise ConfigError(
-                f"{name} has no option {option!r}."
-                + did_you_mean(option, allowed)
-                + f" Allowed: {allowed_list(allowed)}.",
+                f"{name} has no option {option!r}." + not_among(option, allowed),
                 location=locate(path),
                 key=path,
             )

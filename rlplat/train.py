@@ -76,6 +76,7 @@ def _callbacks(loaded: LoadedExperiment, run_dir: Path, console: Console) -> lis
 
     exp = loaded.experiment
     search = bool(loaded.spaces) or (exp.tune is not None and exp.tune.num_samples > 1)
+    population = _scheduler_name(exp) in POPULATION_SCHEDULERS
     progress = ProgressPrinter(exp.stop, console, min_interval_s=10.0 if search else 1.0)
     tensorboard = EnvStepTensorBoardLogger(hparams=[s.path for s in loaded.spaces])
     callbacks = [
@@ -85,14 +86,14 @@ def _callbacks(loaded: LoadedExperiment, run_dir: Path, console: Console) -> lis
             exp.checkpoint.score,
             exp.checkpoint.mode,
             exp.checkpoint.keep,
-            prune_while_running=_scheduler_name(exp) not in POPULATION_SCHEDULERS,
+            prune_while_running=not population,
         ),
     ]
     if exp.video.every:
         callbacks.append(TrainingVideos(exp.video, tensorboard))
     if search:
         callbacks.append(LiveTrialTable(loaded.spaces, console))
-    if _scheduler_name(exp) in POPULATION_SCHEDULERS:
+    if population:
         callbacks.append(PopulationLog(run_dir, loaded.spaces, console))
     return callbacks
 

@@ -64,7 +64,7 @@ class LoadedExperiment:
         ``experiment.yaml`` keeps it (``rlplat train --resume`` reads it back)."""
         from rlplat.build import effective_resources
 
-        resolved = self.experiment.model_dump(mode="json", exclude_none=False)
+        resolved = self.experiment.model_dump(mode="json")
         if resolved.get("tune") is None:
             resolved.pop("tune", None)
         if self.algo_config is not None:
