@@ -354,7 +354,11 @@ checkpoint: {every: 2, keep: 2}
 tune:
   num_samples: 2
   scheduler:
-    pbt: {perturbation_interval: 2, quantile_fraction: 0.5, resample_probability: 1.0}
+    pbt:
+      perturbation_interval: 2
+      quantile_fraction: 0.5
+      resample_probability: 1.0
+      synch: true   # decide once both trials reached the interval: no race on who is first
 output_dir: OUTPUT
 """
 
