@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlplat.config.schema import Experiment, StopSpec, TuneSpec, entry_parts
+from rlplat.config.schema import Experiment, TuneSpec, entry_parts
 from rlplat.config.spaces import Space, substitute
 from rlplat.errors import ConfigError, not_among
 from rlplat.metrics import metric_path
@@ -121,10 +121,6 @@ def _nested(spaces: list[Space], value: Callable[[Space], Any]) -> dict[str, Any
     return tree
 
 
-def _stop_budget(stop: StopSpec, time_attr: str) -> float | None:
-    return getattr(stop, time_attr)
-
-
 def _make_searcher(tune_spec: TuneSpec, spaces: list[Space], seed: int | None, locate) -> Any:
     name, options = entry_parts(tune_spec.searcher)
     path, packages, seed_option = SEARCHER_CLASSES[name]
@@ -199,7 +195,7 @@ def _make_scheduler(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], l
     if name != "fifo":
         kwargs["time_attr"] = metric_path(tune_spec.time_attr)
     if name in BUDGETED_SCHEDULERS and "max_t" not in kwargs:
-        budget = _stop_budget(exp.stop, tune_spec.time_attr)
+        budget = getattr(exp.stop, tune_spec.time_attr)
         if budget is None:
             raise ConfigError(
                 f"{name} needs max_t, the most {tune_spec.time_attr} a trial may run: give "

@@ -226,6 +226,7 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
     exp = loaded.experiment
     tune_spec = exp.tune or TuneSpec()
     metric = metric_path(tune_spec.metric)
+    scheduler = _scheduler_name(exp)
     # Tune's own record of each trial: its status, and its config (PBT changes it as it runs).
     trials = {Path(trial.path).name: trial for trial in ExperimentAnalysis(str(run_dir)).trials}
     summary = RunSummary(run_dir=str(run_dir), wall_time_s=wall_time_s)
@@ -258,7 +259,7 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
             TrialRow(
                 name=trial_path.name,
                 status=status,
-                stop_reason=stop_reason(status, metrics, exp.stop, _scheduler_name(exp)),
+                stop_reason=stop_reason(status, metrics, exp.stop, scheduler),
                 iterations=metrics.get("training_iteration"),
                 env_steps=summary.trials[-1].env_steps,
                 final=finite(lookup(metrics, metric)),
