@@ -24,21 +24,38 @@ from rlplat.errors import ConfigError, not_among
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-# resources.<group>.<field> -> (RLlib builder method, its keyword)
-RESOURCE_KEYS: dict[tuple[str, str], tuple[str, str]] = {
-    ("env_runners", "count"): ("env_runners", "num_env_runners"),
-    ("env_runners", "cpus"): ("env_runners", "num_cpus_per_env_runner"),
-    ("env_runners", "gpus"): ("env_runners", "num_gpus_per_env_runner"),
-    ("env_runners", "custom"): ("env_runners", "custom_resources_per_env_runner"),
-    ("learners", "count"): ("learners", "num_learners"),
-    ("learners", "cpus"): ("learners", "num_cpus_per_learner"),
-    ("learners", "gpus"): ("learners", "num_gpus_per_learner"),
-    ("learners", "custom"): ("learners", "custom_resources_per_learner"),
+# resources.<key path> -> (RLlib builder method, its keyword)
+RESOURCE_KEYS: dict[str, tuple[str, str]] = {
+    "env_runners.count": ("env_runners", "num_env_runners"),
+    "env_runners.envs": ("env_runners", "num_envs_per_env_runner"),
+    "env_runners.cpus": ("env_runners", "num_cpus_per_env_runner"),
+    "env_runners.gpus": ("env_runners", "num_gpus_per_env_runner"),
+    "env_runners.custom": ("env_runners", "custom_resources_per_env_runner"),
+    "learners.count": ("learners", "num_learners"),
+    "learners.cpus": ("learners", "num_cpus_per_learner"),
+    "learners.gpus": ("learners", "num_gpus_per_learner"),
+    "learners.custom": ("learners", "custom_resources_per_learner"),
+    "driver.cpus": ("resources", "num_cpus_for_main_process"),
+    "driver.custom": ("resources", "custom_resources_for_main_process"),
+    "placement": ("resources", "placement_strategy"),
 }
+
+# rlplat's fault-tolerance defaults where RLlib's do not suit: a runner whose env raised waits
+# this long before it exits and is restarted (RLlib: 60 s, which stalls a small run for a minute).
+FAULT_TOLERANCE_DEFAULTS: dict[str, Any] = {"delay_between_env_runner_restarts_s": 10.0}
+# The fault-tolerance settings the run directory records (RLlib's defaults filled in).
+FAULT_TOLERANCE_KEYS = (
+    "restart_failed_env_runners",
+    "max_num_env_runner_restarts",
+    "delay_between_env_runner_restarts_s",
+    "num_consecutive_env_runner_failures_tolerance",
+    "env_runner_health_probe_timeout_s",
+    "env_runner_restore_timeout_s",
+)
 
 # RLlib keywords that rlplat sets from its own keys: accept one spelling, point to it.
 OWNED_KEYS: dict[tuple[str, str], str] = {
-    **{rllib: f"resources.{group}.{field}" for (group, field), rllib in RESOURCE_KEYS.items()},
+    **{rllib: f"resources.{path}" for path, rllib in RESOURCE_KEYS.items()},
     ("environment", "env"): "env.id or env.factory",
     ("environment", "env_config"): "env.kwargs",
     ("debugging", "seed"): "seed",
@@ -161,10 +178,11 @@ def build_algorithm_config(
             calls["learners"]["learner_connector"] = learner_side
     if env.multi_agent and not team:
         _multi_agent_calls(exp, env, config, calls, locate)
-    for (group, field), (section, keyword) in RESOURCE_KEYS.items():
-        value = getattr(getattr(exp.resources, group), field)
+    for path, (section, keyword) in RESOURCE_KEYS.items():
+        value = resource_value(exp, path)
         if value not in (None, {}):
-            calls[section][keyword] = value
+            calls.setdefault(section, {})[keyword] = value
+    calls["fault_tolerance"] = {**FAULT_TOLERANCE_DEFAULTS, **calls["fault_tolerance"]}
     for section, kwargs in calls.items():
         if not kwargs:
             continue
@@ -259,10 +277,24 @@ def _multi_agent_calls(
         )
 
 
-def effective_resources(config: AlgorithmConfig) -> dict[str, dict[str, Any]]:
-    """The resources section as RLlib will use it (RLlib's defaults filled in)."""
-    resolved: dict[str, dict[str, Any]] = {"env_runners": {}, "learners": {}}
-    for (group, field), (_, keyword) in RESOURCE_KEYS.items():
+def resource_value(exp: Experiment, path: str) -> Any:
+    """The value at ``resources.<path>`` of an experiment."""
+    value: Any = exp.resources
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def effective_settings(config: AlgorithmConfig) -> dict[str, Any]:
+    """The resources and fault_tolerance sections as RLlib will use them (defaults filled in),
+    as a nested update for the experiment's data."""
+    resources: dict[str, Any] = {}
+    for path, (_, keyword) in RESOURCE_KEYS.items():
+        *groups, field = path.split(".")
+        target = resources
+        for group in groups:
+            target = target.setdefault(group, {})
         value = getattr(config, keyword)
-        resolved[group][field] = dict(value) if isinstance(value, dict) else value
-    return resolved
+        target[field] = dict(value) if isinstance(value, dict) else value
+    fault_tolerance = {key: getattr(config, key) for key in FAULT_TOLERANCE_KEYS}
+    return {"resources": resources, "fault_tolerance": fault_tolerance}

@@ -109,6 +109,38 @@ def train(
     raise_if_failed(summary)
 
 
+@app.command()
+def plan(
+    experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="Dotted overrides, as for rlplat train.")
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(help="Plan on a running Ray cluster (auto or host:port) instead of locally."),
+    ] = None,
+    verbose: Verbose = False,
+    debug: Debug = False,
+) -> None:
+    """Show where each trial's env runners and learners would run, without training.
+
+    Prints the bundles of one trial, the cluster's nodes, whether a trial fits and how many run
+    at once; exits 2 when no node set can hold a trial (rlplat train refuses the same runs).
+    """
+    from rlplat.cluster import quiet_ray_logs, start_ray
+    from rlplat.config.load import load_experiment
+    from rlplat.plan import plan_run, print_plan, refuse_if_impossible
+
+    quiet_ray_logs(verbose)
+    if not verbose:
+        warnings.filterwarnings("ignore")
+    loaded = load_experiment(experiment, overrides or [])
+    start_ray(address, verbose)
+    planned = plan_run(loaded)
+    print_plan(planned, console)
+    refuse_if_impossible(planned)
+
+
 @app.command("eval")
 def eval_(
     path: Annotated[

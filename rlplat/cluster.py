@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 from rlplat.errors import UserError
 
@@ -49,33 +50,21 @@ def start_ray(address: str | None, verbose: bool = False) -> None:
             "'ray start --head' (and RAY_AUTH_MODE=token if the cluster uses token auth), or drop "
             "--address to run on an embedded local Ray."
         ) from None
+    quiet_ray_logs(verbose)  # ray.init sets up Ray's loggers again
 
 
-def check_trial_fits(algo_cls: type, config: object) -> None:
-    """Refuse a trial whose resource demand exceeds what the whole cluster has.
+def env_runner_restarts(env_runner_group: Any) -> int:
+    """How many times Ray restarted the processes of this group's remote env runners.
 
-    Tune would otherwise keep the trial PENDING forever. This compares totals only: a demand that
-    fits the cluster's sum but no single placement can still wait (the ``plan`` command, issue 7,
-    checks bundles against nodes).
+    RLlib counts a restart only when a call to the runner failed first; a runner killed between
+    two sampling rounds comes back before the next call and RLlib never sees it. Ray's actor
+    table (read from the GCS: no dashboard needed) has every restart. Falls back to RLlib's
+    count if the table cannot be read.
     """
-    import ray
+    from ray._private.state import actors
 
-    request = algo_cls.default_resource_request(config)
-    demand = request.required_resources
-    available = ray.cluster_resources()
-    short = {
-        name: (amount, available.get(name, 0.0))
-        for name, amount in demand.items()
-        if amount > available.get(name, 0.0) + 1e-9
-    }
-    if short:
-        details = "; ".join(
-            f"{name}: needs {need:g}, the cluster has {have:g}"
-            for name, (need, have) in short.items()
-        )
-        raise UserError(
-            f"the trial cannot start on this Ray cluster ({details}). It asks for the bundles "
-            f"{request.bundles} (the algorithm's own, then one per env runner and learner): lower "
-            "resources.env_runners.count (0 samples inside the algorithm's process) or its "
-            "cpus/gpus/custom, or join a bigger cluster with --address."
-        )
+    try:
+        handles = env_runner_group._worker_manager.actors().values()
+        return sum(int(actors(handle._actor_id.hex())["NumRestarts"]) for handle in handles)
+    except Exception:  # noqa: BLE001 - private APIs: RLlib's own count then
+        return int(env_runner_group.num_remote_worker_restarts())

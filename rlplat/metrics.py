@@ -16,6 +16,10 @@ ENV_STEPS = "num_env_steps_sampled_lifetime"
 ITERATION = "training_iteration"
 TIME_TOTAL = "time_total_s"
 RETURN_MEAN = "window/episode_return_mean"
+# Env runner processes Ray restarted since the trial (last) started: rlplat's count, see
+# rlplat.cluster.env_runner_restarts; RLlib's num_remote_worker_restarts misses quiet restarts.
+RUNNER_RESTARTS = "fault_tolerance/env_runner_restarts"
+HEALTHY_RUNNERS = "fault_tolerance/num_healthy_workers"
 
 # ``window/...`` is the mean over the last N finished episodes (see rlplat.callbacks); RLlib's
 # ``env_runners/...`` values cover only the episodes finished in the latest iteration.

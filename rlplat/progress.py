@@ -11,9 +11,11 @@ from rich.console import Console
 from rlplat.config.schema import StopSpec
 from rlplat.metrics import (
     ENV_STEPS,
+    HEALTHY_RUNNERS,
     ITERATION,
     POLICY_RETURNS,
     RETURN_MEAN,
+    RUNNER_RESTARTS,
     TIME_TOTAL,
     Throughput,
     finite,
@@ -82,6 +84,7 @@ class ProgressPrinter(ConsoleCallback):
         self._throughput = Throughput()
         self._printed_at: dict[str, float] = {}
         self._pending: dict[str, str] = {}
+        self._restarts: dict[str, int] = {}
 
     def line(self, trial_id: str, result: dict[str, Any], rate: float | None) -> str:
         ret = finite(lookup(result, RETURN_MEAN))
@@ -108,6 +111,7 @@ class ProgressPrinter(ConsoleCallback):
         ret = finite(lookup(result, RETURN_MEAN))
         if ret is not None and ret > self.best_return.get(trial_id, float("-inf")):
             self.best_return[trial_id] = ret
+        self._report_restarts(trial_id, result)
         text = self.line(trial_id, result, self._throughput.update(trial_id, result))
         now = time.monotonic()
         if now - self._printed_at.get(trial_id, 0.0) >= self.min_interval_s:
@@ -116,6 +120,19 @@ class ProgressPrinter(ConsoleCallback):
             self._pending.pop(trial_id, None)
         else:
             self._pending[trial_id] = text
+
+    def _report_restarts(self, trial_id: str, result: dict[str, Any]) -> None:
+        """Say when RLlib brought a lost env runner back (a node lost, a process killed)."""
+        restarts = int(finite(lookup(result, RUNNER_RESTARTS)) or 0)
+        if restarts > self._restarts.get(trial_id, 0):
+            healthy = finite(lookup(result, HEALTHY_RUNNERS))
+            self.console.print(
+                f"[yellow]{trial_id}: env runner restarted[/yellow] ({restarts} so far"
+                + (f", {int(healthy)} healthy" if healthy is not None else "")
+                + ")",
+                highlight=False,
+            )
+        self._restarts[trial_id] = restarts
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info):
         if str(trial) in self._pending:

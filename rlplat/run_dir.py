@@ -61,8 +61,14 @@ def create_run_dir(experiment_dir: Path) -> Path:
     raise UserError(f"could not find a free run directory name under {experiment_dir}.")
 
 
-def write_run_files(run_dir: Path, resolved: dict[str, Any], address: str | None) -> None:
-    """Write the resolved experiment and run metadata (versions, command, start time)."""
+def write_run_files(
+    run_dir: Path,
+    resolved: dict[str, Any],
+    address: str | None,
+    cluster: dict[str, Any] | None = None,
+) -> None:
+    """Write the resolved experiment and run metadata (versions, command, start time, the
+    cluster's nodes and the resource choices made on them)."""
     write_atomic(run_dir / RESOLVED_EXPERIMENT, dump_yaml(resolved))
     info = {
         "command": sys.argv,
@@ -71,6 +77,7 @@ def write_run_files(run_dir: Path, resolved: dict[str, Any], address: str | None
         "ray_address": address,
         "host": platform.node(),
         "versions": versions(),
+        "cluster": cluster,
     }
     write_atomic(run_dir / RUN_INFO, json.dumps(info, indent=2) + "\n")
 

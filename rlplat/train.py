@@ -6,7 +6,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,6 +21,7 @@ from rlplat.metrics import (
     ENV_STEPS,
     POLICY_RETURNS,
     RETURN_MEAN,
+    RUNNER_RESTARTS,
     finite,
     lookup,
     member_returns,
@@ -30,6 +31,9 @@ from rlplat.progress import ProgressPrinter, format_duration
 from rlplat.run_dir import RESOLVED_EXPERIMENT, create_run_dir, write_run_files, write_summary
 from rlplat.search import POPULATION_SCHEDULERS, scheduler_entry
 from rlplat.search_report import TrialRow
+
+if TYPE_CHECKING:
+    from rlplat.plan import ResolvedRun
 
 
 @dataclass
@@ -46,6 +50,7 @@ class TrialSummary:
     error: str | None = None
     policy_returns: dict[str, float] = field(default_factory=dict)  # multi-agent, windowed
     agent_returns: dict[str, float] = field(default_factory=dict)
+    env_runner_restarts: int = 0  # since the trial last started (RLlib's count)
 
 
 @dataclass
@@ -109,18 +114,19 @@ def train(
     spaces declare) and summarise it."""
     from ray import tune
 
-    from rlplat.cluster import check_trial_fits, start_ray
+    from rlplat.cluster import start_ray
     from rlplat.trainable import trainable_for
 
     console = console or Console()
+    start_ray(address, verbose)
+    planned = _checked_plan(loaded, console)
+    loaded = planned.loaded
     exp = loaded.experiment
     search = loaded.search
     tune_spec = exp.tune or TuneSpec()
-    start_ray(address, verbose)
     trainable = trainable_for(exp.algorithm)
-    check_trial_fits(trainable, loaded.algo_config)
     run_dir = create_run_dir(Path(exp.output_dir).resolve() / exp.name)
-    write_run_files(run_dir, loaded.resolved(), address)
+    write_run_files(run_dir, loaded.resolved(), address, cluster=planned.record())
     console.print(f"Run directory: [bold]{run_dir}[/bold]", highlight=False)
     if loaded.spaces:
         console.print(
@@ -186,6 +192,7 @@ def resume(
         )
     loaded = load_experiment(run_dir / RESOLVED_EXPERIMENT)
     start_ray(address, verbose)
+    _checked_plan(loaded, console)
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     _quiet_tune_output()
     tuner = tune.Tuner.restore(
@@ -195,6 +202,18 @@ def resume(
         resume_errored=retry_errored,
     )
     return _fit(tuner, loaded, run_dir, console)
+
+
+def _checked_plan(loaded: LoadedExperiment, console: Console) -> ResolvedRun:
+    """Resolve resource preferences on the connected cluster; refuse a trial no node set can
+    hold (Tune would keep it PENDING forever)."""
+    from rlplat.plan import plan_run, refuse_if_impossible
+
+    planned = plan_run(loaded)
+    refuse_if_impossible(planned)
+    for choice in planned.choices:
+        console.print(choice.describe(), highlight=False)
+    return planned
 
 
 def _quiet_tune_output() -> None:
@@ -252,6 +271,7 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
                 error=_first_line(result.error) if result.error else None,
                 policy_returns=dict(lookup(metrics, POLICY_RETURNS) or {}),
                 agent_returns=dict(lookup(metrics, AGENT_RETURNS) or {}),
+                env_runner_restarts=int(finite(lookup(metrics, RUNNER_RESTARTS)) or 0),
             )
         )
         experiment = trial_experiment(trial.config if trial else {})
@@ -357,6 +377,10 @@ def print_summary(summary: RunSummary, console: Console) -> None:
             values = member_returns(returns)
             if values:
                 console.print(f"    final {label}: {values}", highlight=False)
+        if trial.env_runner_restarts:
+            console.print(
+                f"    env runner restarts: {trial.env_runner_restarts}", highlight=False
+            )
         console.print(f"    best checkpoint: {trial.best_checkpoint}", highlight=False)
         console.print(f"    last checkpoint: {trial.last_checkpoint}", highlight=False)
     unfinished = [t.name for t in summary.trials if t.status == "not finished"]

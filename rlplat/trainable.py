@@ -71,6 +71,16 @@ class ExperimentTrial:
         if window is not None and WINDOW_STATE in state:
             window.set_state(state[WINDOW_STATE])
 
+    def step(self) -> dict[str, Any]:
+        from rlplat.cluster import env_runner_restarts
+        from rlplat.metrics import RUNNER_RESTARTS
+
+        result = super().step()
+        group = getattr(self, "env_runner_group", None)
+        section, key = RUNNER_RESTARTS.split("/")
+        result.setdefault(section, {})[key] = env_runner_restarts(group) if group else 0
+        return result
+
     @classmethod
     def default_resource_request(cls, config: Any) -> Any:
         built = algorithm_config(config)

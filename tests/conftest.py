@@ -11,15 +11,30 @@ EXPERIMENTS = REPO / "experiments"
 
 
 @pytest.fixture(scope="session")
-def ray_session():
-    """One local Ray for every test that trains in-process; its address for subprocess tests."""
+def ray_cluster():
+    """One Ray cluster for the whole session: a head node with this machine's resources (and the
+    dashboard, for Ray's state API); tests that need more nodes add and remove them."""
     import ray
+    from ray._private.utils import get_num_cpus
+    from ray.cluster_utils import Cluster
 
     from rlplat.cluster import start_ray
 
-    start_ray(None)
-    yield ray.get_runtime_context().gcs_address
+    # Cluster's nodes default to 1 CPU: give the head what ray.init() would detect here.
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"include_dashboard": True, "num_cpus": get_num_cpus()},
+    )
+    start_ray(cluster.address)
+    yield cluster
     ray.shutdown()
+    cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def ray_session(ray_cluster):
+    """The session's Ray, connected in this process; its address for subprocess tests."""
+    return ray_cluster.address
 
 
 @pytest.fixture

@@ -62,15 +62,23 @@ class LoadedExperiment:
     def resolved(self) -> dict[str, Any]:
         """The experiment with every default filled in and its search spaces, as the run's
         ``experiment.yaml`` keeps it (``rlplat train --resume`` reads it back)."""
-        from rlplat.build import effective_resources
+        from rlplat.build import effective_settings
 
         resolved = self.experiment.model_dump(mode="json")
         if resolved.get("tune") is None:
             resolved.pop("tune", None)
         if self.algo_config is not None:
-            for group, values in effective_resources(self.algo_config).items():
-                resolved["resources"][group].update(values)
+            merge_into(resolved, effective_settings(self.algo_config))
         return substitute(resolved, {s.path: s.to_yaml() for s in self.spaces})
+
+
+def merge_into(target: dict[str, Any], update: dict[str, Any]) -> None:
+    """Nested update: mappings in ``update`` are merged key by key, other values replace."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_into(target[key], value)
+        else:
+            target[key] = value
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -108,15 +108,54 @@ class EnvSpec(Section):
         return str(self.id or self.factory or self.pettingzoo)
 
 
+RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+def _custom_names(custom: dict[str, float]) -> dict[str, float]:
+    for name, amount in custom.items():
+        if name in RESERVED_RESOURCES or name.startswith("node:"):
+            raise ValueError(
+                f"{name!r} is not a custom resource: use cpus/gpus for CPU and GPU, and name "
+                "custom resources as the nodes declare them (ray start --resources '{\"npu\": 8}')"
+            )
+        if amount < 0:
+            raise ValueError(f"custom resource {name!r} must be >= 0, got {amount}")
+    return custom
+
+
+class ResourceOption(Section):
+    """One entry of a preference list: the fields it sets replace the group's own."""
+
+    cpus: float | None = Field(None, ge=0, description="CPUs per actor.")
+    gpus: float | None = Field(None, ge=0, description="GPUs per actor.")
+    custom: dict[str, float] | None = Field(None, description="Custom resources per actor.")
+
+    @field_validator("custom")
+    @classmethod
+    def _custom_names(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        return None if value is None else _custom_names(value)
+
+
+PREFER_DESCRIPTION = (
+    "Alternatives tried in order when the run starts: the first that some node of the cluster "
+    "can hold wins, e.g. [{custom: {npu: 1}}, {gpus: 1}, {}] (the empty one: the fields above). "
+    "The run directory records the choice."
+)
+
+
 class RunnerResources(Section):
     """Env runners: rollout actors. ``count: 0`` samples inside the algorithm's own process."""
 
     count: int | None = Field(None, ge=0, description="Number of remote env runners.")
+    envs: int | None = Field(None, ge=1, description="Vectorized envs per env runner.")
     cpus: float | None = Field(None, ge=0, description="CPUs per env runner.")
     gpus: float | None = Field(None, ge=0, description="GPUs per env runner.")
     custom: dict[str, float] = Field(
         default_factory=dict, description="Custom resources per env runner, e.g. {npu: 1}."
     )
+    prefer: list[ResourceOption] = Field(default_factory=list, description=PREFER_DESCRIPTION)
+
+    _custom = field_validator("custom")(_custom_names)
 
 
 class LearnerResources(Section):
@@ -126,10 +165,27 @@ class LearnerResources(Section):
     cpus: float | Literal["auto"] | None = Field(
         None, description="CPUs per learner (auto: RLlib decides)."
     )
-    gpus: float | None = Field(None, ge=0, description="GPUs per learner.")
+    gpus: float | None = Field(
+        None, ge=0, description="GPUs per learner (with count 0: for the driver's own learner)."
+    )
     custom: dict[str, float] = Field(
         default_factory=dict, description="Custom resources per learner."
     )
+    prefer: list[ResourceOption] = Field(default_factory=list, description=PREFER_DESCRIPTION)
+
+    _custom = field_validator("custom")(_custom_names)
+
+
+class DriverResources(Section):
+    """The trial's own actor, which runs the algorithm's training loop (and, with
+    ``learners.count: 0``, its learner): the first bundle of every trial."""
+
+    cpus: float | None = Field(None, ge=0, description="CPUs for the algorithm's process.")
+    custom: dict[str, float] = Field(
+        default_factory=dict, description="Custom resources for the algorithm's process."
+    )
+
+    _custom = field_validator("custom")(_custom_names)
 
 
 class Resources(Section):
@@ -137,6 +193,12 @@ class Resources(Section):
 
     env_runners: RunnerResources = Field(default_factory=RunnerResources)
     learners: LearnerResources = Field(default_factory=LearnerResources)
+    driver: DriverResources = Field(default_factory=DriverResources)
+    placement: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] | None = Field(
+        None,
+        description="How a trial's bundles spread over nodes: PACK (few nodes, best effort), "
+        "SPREAD (many nodes, best effort), STRICT_PACK (one node), STRICT_SPREAD (one node each).",
+    )
 
 
 class StopSpec(Section):
