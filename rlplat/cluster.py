@@ -15,6 +15,8 @@ FIXED_HASH_SEED = "0"
 
 def quiet_ray_logs(verbose: bool) -> None:
     """Keep Ray's and RLlib's log lines out of the terminal unless ``--verbose``."""
+    import ray.rllib  # noqa: F401 - importing RLlib resets its logger's level: import it first
+
     level = logging.INFO if verbose else logging.ERROR
     for name in ("ray", "ray.rllib", "ray.tune", "ray.data"):
         logging.getLogger(name).setLevel(level)

@@ -135,6 +135,17 @@ def plan_run(loaded: LoadedExperiment) -> ResolvedRun:
     return ResolvedRun(loaded, choices, plan)
 
 
+def storage_note(run: ResolvedRun) -> str | None:
+    """On several nodes, trials write checkpoints from wherever they run: say where that must be."""
+    if len(run.plan.nodes) < 2:
+        return None
+    return (
+        f"{len(run.plan.nodes)} nodes: output_dir ({run.loaded.experiment.output_dir}) must be a "
+        "directory every node mounts at the same path (NFS, a shared volume); Tune cannot "
+        "checkpoint trials on other nodes into a path only this machine has."
+    )
+
+
 def refuse_if_impossible(run: ResolvedRun) -> None:
     """A run that would stay PENDING forever is a user error, said before anything starts."""
     plan = run.plan
@@ -169,6 +180,9 @@ def print_plan(run: ResolvedRun, console: Console) -> None:
     for node in plan.nodes:
         nodes.add_row(node.label, format_bundle(node.total), format_bundle(node.available))
     console.print(nodes)
+    note = storage_note(run)
+    if note:
+        console.print(f"[yellow]{note}[/yellow]", highlight=False)
     if not plan.fits:
         return
     if plan.undecided:

@@ -207,12 +207,13 @@ def resume(
 def _checked_plan(loaded: LoadedExperiment, console: Console) -> ResolvedRun:
     """Resolve resource preferences on the connected cluster; refuse a trial no node set can
     hold (Tune would keep it PENDING forever)."""
-    from rlplat.plan import plan_run, refuse_if_impossible
+    from rlplat.plan import plan_run, refuse_if_impossible, storage_note
 
     planned = plan_run(loaded)
     refuse_if_impossible(planned)
-    for choice in planned.choices:
-        console.print(choice.describe(), highlight=False)
+    for line in [choice.describe() for choice in planned.choices] + [storage_note(planned)]:
+        if line:
+            console.print(line, highlight=False)
     return planned
 
 

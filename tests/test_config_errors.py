@@ -158,6 +158,28 @@ CASES = {
         [],
         ["video.every", "rgb_array", "renders only: ansi"],
     ),
+    "misspelt placement strategy": (
+        lambda t: t,
+        ["resources.placement=SPRED"],
+        ["resources.placement", "'SPRED'", "Did you mean 'SPREAD'?", "STRICT_PACK"],
+    ),
+    "CPU as a custom resource": (
+        lambda t: replace(
+            t, "env_runners: {count: 0}", "env_runners: {count: 0, custom: {CPU: 1}}"
+        ),
+        [],
+        ["exp.yaml:11", "resources.env_runners.custom", "'CPU' is not a custom resource", "cpus"],
+    ),
+    "unknown key in a preference": (
+        lambda t: replace(t, "env_runners: {count: 0}", "env_runners: {prefer: [{npu: 1}]}"),
+        [],
+        ["resources.env_runners.prefer.0.npu", "unknown key 'npu'", "custom"],
+    ),
+    "envs per runner set twice": (
+        lambda t: t + "env_runners:\n  num_envs_per_env_runner: 4\n",
+        [],
+        ["env_runners.num_envs_per_env_runner", "resources.env_runners.envs"],
+    ),
     "value RLlib rejects": (
         lambda t: replace(t, "minibatch_size: 64", "minibatch_size: 100000"),
         [],

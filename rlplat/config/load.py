@@ -7,17 +7,19 @@ Everything a user can get wrong is checked here, before Ray starts, and reported
 from __future__ import annotations
 
 import random
+import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 
 from rlplat.config.schema import Experiment
 from rlplat.config.spaces import Space, find_spaces, substitute
 from rlplat.config.yaml_io import KeyPath, parse_yaml
-from rlplat.errors import ConfigError, UserError, allowed_list, did_you_mean
+from rlplat.errors import ConfigError, UserError, allowed_list, did_you_mean, not_among
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -130,8 +132,9 @@ def _pydantic_error(exc: ValidationError, locate: Locator) -> ConfigError:
     if first["type"] == "extra_forbidden":
         model: Any = Experiment
         for part in loc[:-1]:
-            annotation = model.model_fields[part].annotation
-            model = annotation if isinstance(annotation, type) else None
+            if part.isdigit():  # a list entry: its model is the list's item type
+                continue
+            model = _section_model(model.model_fields[part].annotation)
             if model is None:
                 break
         allowed = list(model.model_fields) if model is not None else []
@@ -142,10 +145,23 @@ def _pydantic_error(exc: ValidationError, locate: Locator) -> ConfigError:
         )
     elif first["type"] == "missing":
         message = "this key is required."
+    elif first["type"] == "literal_error" and isinstance(first["input"], str):
+        allowed = re.findall(r"'([^']*)'", first["ctx"]["expected"])
+        message = f"{first['input']!r} is not allowed here." + not_among(first["input"], allowed)
     else:
         got = f" (got {first['input']!r})" if not isinstance(first["input"], dict) else ""
         message = first["msg"].removeprefix("Value error, ") + got + "."
     return ConfigError(message + more, location=locate(dotted), key=dotted or None)
+
+
+def _section_model(annotation: Any) -> type | None:
+    """The section model in a field's annotation: ``Section``, ``Section | None``,
+    ``list[Section]``; None for plain values."""
+    candidates = [annotation, *typing.get_args(annotation)]
+    for candidate in candidates:
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def _check_team_experiment(experiment: Experiment, multi_agent: bool, locate: Locator) -> None:
