@@ -55,7 +55,7 @@ def _unit_bundle(group: str, fields: dict[str, Any]) -> Bundle:
 
 def _missing(bundle: Bundle, nodes: list[Node]) -> str:
     names = missing_resources(bundle, nodes)
-    return f"no node offers {', '.join(names)}" if names else "no node holds all of it"
+    return f"no node has enough {', '.join(names)}" if names else "no node holds all of it"
 
 
 def resolve_preferences(

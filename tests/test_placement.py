@@ -91,7 +91,7 @@ def test_the_first_preference_some_node_offers_wins():
     data, choices = resolve_preferences(data, nodes)
     runner_choice, learner_choice = choices
     assert runner_choice.index == 1 and data["resources"]["env_runners"]["custom"] == {"npu": 1}
-    assert "no node offers tpu" in runner_choice.passed_over[0]
+    assert "no node has enough tpu" in runner_choice.passed_over[0]
     assert learner_choice.index == 1 and data["resources"]["learners"]["gpus"] == 0
     assert data["resources"]["env_runners"]["prefer"] == []  # the run's file is concrete
 
