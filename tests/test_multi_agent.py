@@ -163,7 +163,7 @@ ERROR_CASES = {
     "unknown api": (
         SPREAD,
         lambda t: replace(t, "kwargs: {N: 3", "api: turns\n  kwargs: {N: 3"),
-        ["env.api", "'parallel' or 'aec'"],
+        ["env.api", "'turns' is not allowed here", "Allowed: aec, parallel"],
     ),
     "multi_agent on a Gymnasium env": (
         SPREAD,
