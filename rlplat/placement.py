@@ -37,11 +37,10 @@ class Node:
 
 
 def _schedulable(resources: dict[str, float]) -> Bundle:
-    return {
-        name: float(amount)
-        for name, amount in resources.items()
-        if name not in _HIDDEN and not name.startswith(_HIDDEN_PREFIXES)
-    }
+    """Resources a bundle can ask for, CPU and GPU first, then by name (Ray's order varies)."""
+    names = [n for n in resources if n not in _HIDDEN and not n.startswith(_HIDDEN_PREFIXES)]
+    order = sorted(names, key=lambda name: (name not in ("CPU", "GPU"), name))
+    return {name: float(resources[name]) for name in order}
 
 
 def cluster_nodes() -> list[Node]:
