@@ -45,7 +45,7 @@ class ResourceChoice:
         )
 
 
-def _unit_bundle(group: str, fields: dict[str, Any]) -> Bundle:
+def _unit_bundle(fields: dict[str, Any]) -> Bundle:
     """What one env runner or learner asks for (RLlib's rule for learners' cpus: auto)."""
     cpus = fields["cpus"]
     if cpus == "auto":
@@ -71,7 +71,7 @@ def resolve_preferences(
         passed_over = []
         for index, option in enumerate(options):
             candidate = {**fields, **{k: v for k, v in option.items() if v is not None}}
-            bundle = _unit_bundle(group, candidate)
+            bundle = _unit_bundle(candidate)
             if any(fits_in(bundle, node.total) for node in nodes):
                 fields.update(candidate, prefer=[])
                 chosen = {key: fields[key] for key in ("cpus", "gpus", "custom")}

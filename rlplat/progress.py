@@ -122,7 +122,7 @@ class ProgressPrinter(ConsoleCallback):
             self._pending[trial_id] = text
 
     def _report_restarts(self, trial_id: str, result: dict[str, Any]) -> None:
-        """Say when RLlib brought a lost env runner back (a node lost, a process killed)."""
+        """Say when Ray restarted a lost env runner (a node lost, a process killed)."""
         restarts = int(finite(lookup(result, RUNNER_RESTARTS)) or 0)
         if restarts > self._restarts.get(trial_id, 0):
             healthy = finite(lookup(result, HEALTHY_RUNNERS))

@@ -50,7 +50,7 @@ class TrialSummary:
     error: str | None = None
     policy_returns: dict[str, float] = field(default_factory=dict)  # multi-agent, windowed
     agent_returns: dict[str, float] = field(default_factory=dict)
-    env_runner_restarts: int = 0  # since the trial last started (RLlib's count)
+    env_runner_restarts: int = 0  # processes Ray restarted since the trial last started
 
 
 @dataclass
