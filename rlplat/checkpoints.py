@@ -8,7 +8,8 @@ Layout written by ``rlplat train``::
           checkpoint_000004/              RLlib checkpoint, experiment.yaml, rlplat_checkpoint.json
 
 ``rlplat_checkpoint.json`` records the iteration, env steps and ranking score at which the
-checkpoint was taken; it is what "best" means here.
+checkpoint was taken; it is what "best" means here. rlplat writes it last, once Tune has
+finished writing the checkpoint, so only checkpoints that have it count as a trial's best or last.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from rlplat.config.yaml_io import dump_yaml, write_atomic
 from rlplat.errors import UserError
-from rlplat.metrics import ENV_STEPS, RETURN_MEAN, finite, lookup, metric_path
+from rlplat.metrics import ENV_STEPS, REPLAY_STEPS, RETURN_MEAN, finite, lookup, metric_path
 from rlplat.run_dir import RESOLVED_EXPERIMENT
 
 RLLIB_MARKER = "rllib_checkpoint.json"
@@ -39,6 +40,7 @@ class CheckpointInfo:
     mode: str = "max"
     episode_return_mean: float | None = None
     iteration_episode_return_mean: float | None = None
+    replay_env_steps: int | None = None  # off-policy: env steps in the stored replay memory
 
     @classmethod
     def read(cls, checkpoint: Path) -> CheckpointInfo | None:
@@ -76,8 +78,13 @@ def is_checkpoint(path: Path) -> bool:
     return (path / RLLIB_MARKER).is_file()
 
 
+def is_complete(path: Path) -> bool:
+    """A checkpoint rlplat finished recording (a half-written one lacks ``CHECKPOINT_INFO``)."""
+    return is_checkpoint(path) and (path / CHECKPOINT_INFO).is_file()
+
+
 def _checkpoints_in(trial: Path) -> list[Path]:
-    return sorted(p for p in trial.glob("checkpoint_*") if p.is_dir() and is_checkpoint(p))
+    return sorted(p for p in trial.glob("checkpoint_*") if p.is_dir() and is_complete(p))
 
 
 def _trials_in(run: Path) -> list[Path]:
@@ -174,6 +181,7 @@ def checkpoint_info_from_result(
 ) -> CheckpointInfo:
     """The ``CheckpointInfo`` for a checkpoint taken right after ``result``."""
     steps = finite(lookup(result, ENV_STEPS))
+    replay = finite(lookup(result, REPLAY_STEPS))
     return CheckpointInfo(
         iteration=result.get("training_iteration"),
         env_steps=int(steps) if steps is not None else None,
@@ -184,6 +192,7 @@ def checkpoint_info_from_result(
         iteration_episode_return_mean=finite(
             lookup(result, metric_path("iteration_episode_return_mean"))
         ),
+        replay_env_steps=int(replay) if replay is not None else None,
     )
 
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rlplat.cluster import FIXED_HASH_SEED
-from rlplat.errors import RlplatError
+from rlplat.errors import Interrupted, RlplatError
 
 app = typer.Typer(
     add_completion=False,
@@ -231,7 +231,9 @@ def main(argv: list[str] | None = None) -> None:
     except RlplatError as exc:
         if "--debug" in args:
             raise
-        err_console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
+        stopped = isinstance(exc, Interrupted)
+        label = "[bold yellow]stopped:[/]" if stopped else "[bold red]error:[/]"
+        err_console.print(f"{label} {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -23,6 +23,12 @@ class UserError(RlplatError):
     exit_code = 2
 
 
+class Interrupted(RlplatError):
+    """The run was stopped (Ctrl-C, SIGTERM) before its end; it can be resumed."""
+
+    exit_code = 130  # the shell's code for a command ended by Ctrl-C
+
+
 class ConfigError(UserError):
     """An experiment file (or a command-line override) is invalid.
 

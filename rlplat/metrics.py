@@ -20,6 +20,10 @@ RETURN_MEAN = "window/episode_return_mean"
 # rlplat.cluster.env_runner_restarts; RLlib's num_remote_worker_restarts misses quiet restarts.
 RUNNER_RESTARTS = "fault_tolerance/env_runner_restarts"
 HEALTHY_RUNNERS = "fault_tolerance/num_healthy_workers"
+# Off-policy algorithms: env steps in the replay memory, and (in the first result after a
+# restore) how many the checkpoint brought back.
+REPLAY_STEPS = "replay/env_steps_stored"
+RESTORED_REPLAY_STEPS = "replay/env_steps_restored"
 
 # ``window/...`` is the mean over the last N finished episodes (see rlplat.callbacks); RLlib's
 # ``env_runners/...`` values cover only the episodes finished in the latest iteration.

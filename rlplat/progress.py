@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
@@ -14,6 +15,7 @@ from rlplat.metrics import (
     HEALTHY_RUNNERS,
     ITERATION,
     POLICY_RETURNS,
+    RESTORED_REPLAY_STEPS,
     RETURN_MEAN,
     RUNNER_RESTARTS,
     TIME_TOTAL,
@@ -111,6 +113,7 @@ class ProgressPrinter(ConsoleCallback):
         ret = finite(lookup(result, RETURN_MEAN))
         if ret is not None and ret > self.best_return.get(trial_id, float("-inf")):
             self.best_return[trial_id] = ret
+        self._report_restore(trial_id, result)
         self._report_restarts(trial_id, result)
         text = self.line(trial_id, result, self._throughput.update(trial_id, result))
         now = time.monotonic()
@@ -120,6 +123,25 @@ class ProgressPrinter(ConsoleCallback):
             self._pending.pop(trial_id, None)
         else:
             self._pending[trial_id] = text
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        checkpoint = trial.latest_checkpoint_result
+        if checkpoint is None or checkpoint.checkpoint is None:
+            return
+        metrics = checkpoint.metrics
+        steps = int(finite(lookup(metrics, ENV_STEPS)) or 0)
+        self.console.print(
+            f"{trial}: continues from {Path(checkpoint.checkpoint.path).name} (iteration "
+            f"{metrics.get(ITERATION)}, {steps:,} env steps)",
+            highlight=False,
+        )
+
+    def _report_restore(self, trial_id: str, result: dict[str, Any]) -> None:
+        restored = finite(lookup(result, RESTORED_REPLAY_STEPS))
+        if restored is not None:
+            self.console.print(
+                f"{trial_id}: replay buffer restored ({int(restored):,} env steps)", highlight=False
+            )
 
     def _report_restarts(self, trial_id: str, result: dict[str, Any]) -> None:
         """Say when Ray restarted a lost env runner (a node lost, a process killed)."""

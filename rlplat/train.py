@@ -15,7 +15,7 @@ from rlplat.checkpoints import best_and_last, checkpoint_recorder, prune_checkpo
 from rlplat.config.load import LoadedExperiment
 from rlplat.config.schema import Experiment, TuneSpec
 from rlplat.config.spaces import describe
-from rlplat.errors import RlplatError, UserError
+from rlplat.errors import Interrupted, RlplatError, UserError
 from rlplat.metrics import (
     AGENT_RETURNS,
     ENV_STEPS,
@@ -75,6 +75,8 @@ def _scheduler_name(exp: Experiment) -> str:
 
 
 def _callbacks(loaded: LoadedExperiment, run_dir: Path, console: Console) -> list:
+    from rlplat.history import TrimHistoryOnRestart
+    from rlplat.interrupt import GracefulStop
     from rlplat.search_report import LiveTrialTable, PopulationLog
     from rlplat.tensorboard import EnvStepTensorBoardLogger
     from rlplat.videos import TrainingVideos
@@ -84,7 +86,10 @@ def _callbacks(loaded: LoadedExperiment, run_dir: Path, console: Console) -> lis
     population = _scheduler_name(exp) in POPULATION_SCHEDULERS
     progress = ProgressPrinter(exp.stop, console, min_interval_s=10.0 if search else 1.0)
     tensorboard = EnvStepTensorBoardLogger(hparams=[s.path for s in loaded.spaces])
-    callbacks = [
+    # Trimming a restarted trial's history comes before the loggers reopen its files.
+    callbacks = [] if population else [TrimHistoryOnRestart()]
+    callbacks += [
+        GracefulStop(console),
         progress,
         tensorboard,
         checkpoint_recorder(
@@ -220,6 +225,10 @@ def _checked_plan(loaded: LoadedExperiment, console: Console) -> ResolvedRun:
 def _quiet_tune_output() -> None:
     # Tune's own progress tables would interleave with ours; verbose=0 silences the old engine.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Tune records which checkpoint each trial resumes from every ~10 s by default; a run killed
+    # in between resumes from an older checkpoint (or from scratch). On local storage saving that
+    # small file every second costs nothing.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
     # The windowed return appears once the first episode ends; until then a scheduler waits.
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
@@ -384,13 +393,6 @@ def print_summary(summary: RunSummary, console: Console) -> None:
             )
         console.print(f"    best checkpoint: {trial.best_checkpoint}", highlight=False)
         console.print(f"    last checkpoint: {trial.last_checkpoint}", highlight=False)
-    unfinished = [t.name for t in summary.trials if t.status == "not finished"]
-    if unfinished:
-        console.print(
-            f"[yellow]{len(unfinished)} trial(s) did not finish[/yellow] ({', '.join(unfinished)})"
-            f"; continue with: rlplat train --resume {run_dir}",
-            highlight=False,
-        )
     console.print("Next:", highlight=False)
     if any(trial.best_checkpoint for trial in summary.trials):
         console.print(
@@ -405,9 +407,16 @@ def print_summary(summary: RunSummary, console: Console) -> None:
 
 
 def raise_if_failed(summary: RunSummary) -> None:
+    """Exit 1 when a trial failed, 130 when the run was stopped before its end."""
     failed = [t for t in summary.trials if t.error]
     if failed:
         raise RlplatError(
             f"{len(failed)} of {len(summary.trials)} trial(s) failed; see the error.txt in "
             + ", ".join(t.path for t in failed)
+        )
+    unfinished = [t.name for t in summary.trials if t.status == "not finished"]
+    if unfinished:
+        raise Interrupted(
+            f"{len(unfinished)} trial(s) did not finish ({', '.join(unfinished)}); continue "
+            f"with: rlplat train --resume {summary.run_dir}"
         )

@@ -45,13 +45,28 @@ def _build(experiment_json: str) -> Any:
 
 
 WINDOW_STATE = "rlplat_episode_window"
+REPLAY_STATE = "rlplat_replay_memory"
+
+
+def replay_memory(algo: Any) -> Any | None:
+    """The algorithm's replay memory: RLlib's local replay buffer (DQN, SAC) or QMIX's episode
+    store; None for on-policy algorithms."""
+    for name in ("local_replay_buffer", "episode_store"):
+        memory = getattr(algo, name, None)
+        if memory is not None:
+            return memory
+    return None
 
 
 class ExperimentTrial:
     """Mixed in before the algorithm class: turns the experiment dict into its RLlib config,
-    and keeps rlplat's episode-return window in the algorithm's checkpointed state."""
+    and adds what RLlib's new-stack checkpoints leave out: rlplat's episode-return window and
+    the replay memory (``checkpoint.replay_buffer``)."""
 
     def __init__(self, config: Any = None, **kwargs: Any):
+        checkpoint = config.get("checkpoint", {}) if isinstance(config, dict) else {}
+        self._save_replay = checkpoint.get("replay_buffer", True)
+        self._restored_replay_steps: int | None = None
         super().__init__(config=algorithm_config(config), **kwargs)
 
     def get_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -61,6 +76,10 @@ class ExperimentTrial:
         window = episode_window(self)
         if window is not None:
             state[WINDOW_STATE] = window.get_state()
+        memory = replay_memory(self)
+        # Only a full state (a checkpoint) carries the replay memory, never a partial one.
+        if memory is not None and self._save_replay and kwargs.get("components") is None:
+            state[REPLAY_STATE] = memory.get_state()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -70,15 +89,24 @@ class ExperimentTrial:
         window = episode_window(self)
         if window is not None and WINDOW_STATE in state:
             window.set_state(state[WINDOW_STATE])
+        memory = replay_memory(self)
+        if memory is not None and REPLAY_STATE in state:
+            memory.set_state(state[REPLAY_STATE])
+            self._restored_replay_steps = memory.get_num_timesteps()
 
     def step(self) -> dict[str, Any]:
         from rlplat.cluster import env_runner_restarts
-        from rlplat.metrics import RUNNER_RESTARTS
+        from rlplat.metrics import REPLAY_STEPS, RESTORED_REPLAY_STEPS, RUNNER_RESTARTS
 
         result = super().step()
         group = getattr(self, "env_runner_group", None)
-        section, key = RUNNER_RESTARTS.split("/")
-        result.setdefault(section, {})[key] = env_runner_restarts(group) if group else 0
+        put(result, RUNNER_RESTARTS, env_runner_restarts(group) if group else 0)
+        memory = replay_memory(self)
+        if memory is not None:
+            put(result, REPLAY_STEPS, memory.get_num_timesteps())
+        if self._restored_replay_steps is not None:
+            put(result, RESTORED_REPLAY_STEPS, self._restored_replay_steps)
+            self._restored_replay_steps = None
         return result
 
     @classmethod
@@ -86,6 +114,12 @@ class ExperimentTrial:
         built = algorithm_config(config)
         # Tune used to hand RLlib the config as a dict: keep that path.
         return super().default_resource_request(built.to_dict() if built is not config else config)
+
+
+def put(result: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``section/key`` in a nested result dict."""
+    section, key = path.split("/")
+    result.setdefault(section, {})[key] = value
 
 
 def trainable_for(algorithm: str) -> type:

@@ -243,6 +243,11 @@ class CheckpointSpec(Section):
         "episode_return_mean", description="Metric that ranks checkpoints (short name or path)."
     )
     mode: Literal["max", "min"] = Field("max", description="Whether a higher score is better.")
+    replay_buffer: bool = Field(
+        True,
+        description="Store the replay buffer (DQN, SAC, QMIX) in each checkpoint, so a resumed "
+        "run continues with it (false: smaller checkpoints; a resumed run refills it).",
+    )
 
     @field_validator("score")
     @classmethod

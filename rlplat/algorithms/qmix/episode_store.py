@@ -38,6 +38,23 @@ class EpisodeStore:
     def __len__(self) -> int:
         return len(self.episodes)
 
+    def get_num_timesteps(self) -> int:
+        """Env steps stored (the name RLlib's replay buffers use)."""
+        return self.env_steps
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything a resumed run needs to sample the same batches: episodes and the RNG."""
+        return {
+            "episodes": list(self.episodes),
+            "env_steps": self.env_steps,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.episodes = deque(state["episodes"], maxlen=self.episodes.maxlen)
+        self.env_steps = state["env_steps"]
+        self.rng.bit_generator.state = state["rng"]
+
     def add(self, episodes: list[Any]) -> None:
         for episode in episodes:
             if episode.t_started != 0 or not episode.is_done or len(episode) == 0:

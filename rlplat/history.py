@@ -1,0 +1,119 @@
+"""A restarted trial's history cut back to the checkpoint it continues from.
+
+A trial killed some iterations after its last checkpoint has already logged those iterations;
+resumed, it trains them again. Tune appends to ``result.json`` and ``progress.csv`` and TensorBoard
+to its event files, so the curves would show those iterations twice and TensorBoard's x-axis
+would jump back. Before a trial (re)starts, everything it logged after its checkpoint (or, with no
+checkpoint, everything) is removed. Each file is rewritten atomically, so a run killed while
+trimming is trimmed again, correctly, when it is resumed next.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ray.tune import Callback
+
+from rlplat.config.yaml_io import write_atomic
+from rlplat.metrics import ENV_STEPS, ITERATION, finite, lookup
+
+RESULTS_JSON = "result.json"
+PROGRESS_CSV = "progress.csv"
+EVENTS_GLOB = "events.out.tfevents.*"
+
+
+def _iteration(row: dict[str, Any]) -> float | None:
+    try:
+        return float(row[ITERATION])
+    except (KeyError, TypeError, ValueError):
+        return None  # a line cut short when the run was killed
+
+
+def trim_results(path: Path, iteration: int) -> None:
+    """Keep the JSON lines of iterations up to ``iteration``."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        number = _iteration(row) if isinstance(row, dict) else None
+        if number is not None and number <= iteration:
+            kept.append(line + "\n")
+    write_atomic(path, "".join(kept))
+
+
+def trim_progress(path: Path, iteration: int) -> None:
+    """Keep the header and the CSV rows of iterations up to ``iteration``."""
+    if not path.is_file():
+        return
+    reader = csv.DictReader(io.StringIO(path.read_text(), newline=""))
+    fields = reader.fieldnames or []
+    rows = [row for row in reader if (n := _iteration(row)) is not None and n <= iteration]
+    out = io.StringIO(newline="")
+    if fields:
+        writer = csv.DictWriter(out, fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    write_atomic(path, out.getvalue())
+
+
+def trim_events(path: Path, env_steps: int) -> None:
+    """Drop the summaries logged at x > ``env_steps`` from one TensorBoard event file."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboardX.proto.event_pb2 import Event
+    from tensorboardX.record_writer import RecordWriter
+
+    records = list(RawEventFileLoader(str(path)).Load())
+    kept = [r for r in records if not _after(Event.FromString(r), env_steps)]
+    if len(kept) == len(records):
+        return
+    temporary = path.with_name(".trimming-" + path.name)
+    writer = RecordWriter(str(temporary))
+    for record in kept:
+        writer.write(record)
+    writer.close()
+    os.replace(temporary, path)
+
+
+def _after(event: Any, env_steps: int) -> bool:
+    return event.HasField("summary") and event.step > env_steps
+
+
+def trim_trial_history(trial_dir: Path, iteration: int, env_steps: int) -> None:
+    """Remove what a trial logged after ``iteration`` (TensorBoard: after ``env_steps``)."""
+    trim_results(trial_dir / RESULTS_JSON, iteration)
+    trim_progress(trial_dir / PROGRESS_CSV, iteration)
+    for events in sorted(trial_dir.glob(EVENTS_GLOB)):
+        trim_events(events, env_steps)
+
+
+class TrimHistoryOnRestart(Callback):
+    """Trims a trial's history when it starts again from a checkpoint (``--resume``, or Tune
+    retrying a failed trial). Listed before the loggers, which reopen the files afterwards.
+
+    Not used with population-based schedulers: their trials restart from other trials'
+    checkpoints, whose iterations are not this trial's history.
+    """
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        # Tune logs into a staging directory (local_path) that it copies to the run directory
+        # (path), and restores the files from there when a trial restarts: trim both.
+        trial_dirs = {Path(trial.path), Path(trial.local_path)}
+        if not any((d / RESULTS_JSON).is_file() for d in trial_dirs):
+            return  # a new trial
+        checkpoint = trial.latest_checkpoint_result
+        metrics = checkpoint.metrics if checkpoint is not None else {}
+        for trial_dir in trial_dirs:
+            trim_trial_history(
+                trial_dir,
+                int(metrics.get(ITERATION) or 0),
+                int(finite(lookup(metrics, ENV_STEPS)) or 0),
+            )
