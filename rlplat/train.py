@@ -362,7 +362,9 @@ def print_summary(summary: RunSummary, console: Console) -> None:
     """
     run_dir = Path(summary.run_dir)
     console.print(
-        f"\nRun finished in {format_duration(summary.wall_time_s)}: {run_dir}", highlight=False
+        f"\nRun {'stopped' if _unfinished(summary) else 'finished'} after "
+        f"{format_duration(summary.wall_time_s)}: {run_dir}",
+        highlight=False,
     )
     shown = summary.trials
     if summary.search is not None:
@@ -406,6 +408,10 @@ def print_summary(summary: RunSummary, console: Console) -> None:
     console.print(f"  tensorboard --logdir {run_dir.parent}", highlight=False)
 
 
+def _unfinished(summary: RunSummary) -> list[str]:
+    return [t.name for t in summary.trials if t.status == "not finished"]
+
+
 def raise_if_failed(summary: RunSummary) -> None:
     """Exit 1 when a trial failed, 130 when the run was stopped before its end."""
     failed = [t for t in summary.trials if t.error]
@@ -414,7 +420,7 @@ def raise_if_failed(summary: RunSummary) -> None:
             f"{len(failed)} of {len(summary.trials)} trial(s) failed; see the error.txt in "
             + ", ".join(t.path for t in failed)
         )
-    unfinished = [t.name for t in summary.trials if t.status == "not finished"]
+    unfinished = _unfinished(summary)
     if unfinished:
         raise Interrupted(
             f"{len(unfinished)} trial(s) did not finish ({', '.join(unfinished)}); continue "

@@ -1,0 +1,179 @@
+"""A killed or interrupted ``rlplat train`` continues exactly where its checkpoint left it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from rlplat.checkpoints import CheckpointInfo
+from rlplat.config.load import load_experiment
+from rlplat.train import train
+
+EXPERIMENTS = {
+    "PPO": """\
+name: resume-ppo
+algorithm: PPO
+seed: 5
+env: {id: CartPole-v1}
+training: {train_batch_size_per_learner: 256, minibatch_size: 128, num_epochs: 1}
+""",
+    "DQN": """\
+name: resume-dqn
+algorithm: DQN
+seed: 5
+env: {id: CartPole-v1}
+training:
+  train_batch_size_per_learner: 32
+  replay_buffer_config: {type: EpisodeReplayBuffer, capacity: 50000}
+  num_steps_sampled_before_learning_starts: 64
+  training_intensity: 0.25
+""",
+}
+COMMON = """\
+resources:
+  env_runners: {count: 0}
+stop: {iterations: 12}
+checkpoint: {every: 3, keep: null}
+output_dir: OUTPUT
+"""
+
+
+def launch(args: list[str], address: str) -> subprocess.Popen:
+    """``rlplat train`` in its own process group (a terminal's Ctrl-C reaches the whole group)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlplat.cli", "train", "--address", address, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def read_until_iteration(process: subprocess.Popen, iteration: int) -> tuple[Path, list[str]]:
+    """Read the output until a progress line reports ``iteration``; return the run directory."""
+    run_dir, lines = None, []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("Run directory:"):
+            run_dir = Path(line.split(":", 1)[1].strip())
+        if line.startswith("trial_") and "| iter" in line:
+            if int(line.split("| iter")[1].split("|")[0]) >= iteration:
+                break
+    assert run_dir is not None, "".join(lines)
+    return run_dir, lines
+
+
+def episode_return_steps(trial_dir: Path) -> list[int]:
+    """The x values of episode/return_mean across all of a trial's event files, in file order."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    return [
+        event.step
+        for path in sorted(trial_dir.glob("events.out.tfevents.*"))
+        for event in EventFileLoader(str(path)).Load()
+        for value in event.summary.value
+        if value.tag == "episode/return_mean"
+    ]
+
+
+def iterations_logged(trial_dir: Path) -> list[int]:
+    lines = (trial_dir / "result.json").read_text().splitlines()
+    return [json.loads(line)["training_iteration"] for line in lines]
+
+
+@pytest.mark.parametrize("algorithm", ["PPO", "DQN"])
+def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, tmp_path):
+    """SIGKILL mid-run, ``--resume``: the same final counts as an uninterrupted run, one curve."""
+    text = EXPERIMENTS[algorithm] + COMMON
+    reference = train(
+        load_experiment(write_yaml(text.replace("OUTPUT", str(tmp_path / "reference")))),
+        console=Console(quiet=True),
+    ).trials[0]
+    path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")), name="killed.yaml")
+
+    process = launch([str(path)], ray_session)
+    run_dir, _ = read_until_iteration(process, 8)  # checkpoints at 3 and 6 are written
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL
+    [trial_dir] = run_dir.glob("trial_*")
+    assert max(iterations_logged(trial_dir)) >= 7, "iterations after the checkpoint were logged"
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session, "--resume"]
+        + [str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())["trials"][0]
+    assert summary["iterations"] == reference.iterations == 12
+    assert summary["env_steps"] == reference.env_steps
+    assert iterations_logged(trial_dir) == list(range(1, 13)), "no iteration logged twice"
+
+    steps = episode_return_steps(trial_dir)
+    assert len(steps) == 12 and steps[0] > 0
+    assert all(a < b for a, b in zip(steps, steps[1:], strict=False)), f"x goes back: {steps}"
+    assert steps[-1] == reference.env_steps
+
+    continued = [line for line in resumed.stdout.splitlines() if "continues from" in line]
+    assert continued, resumed.stdout[-2000:]
+    checkpoint = trial_dir / continued[0].split("continues from ")[1].split()[0]
+    info = CheckpointInfo.read(checkpoint)
+    assert info is not None and info.iteration in (3, 6)
+    if algorithm == "DQN":
+        first_after = json.loads(
+            (trial_dir / "result.json").read_text().splitlines()[info.iteration]
+        )
+        assert first_after["training_iteration"] == info.iteration + 1
+        restored = first_after["replay"]["env_steps_restored"]
+        assert restored == info.replay_env_steps == info.env_steps > 0, (
+            "the replay buffer holds every step sampled before the checkpoint"
+        )
+        assert f"replay buffer restored ({restored:,} env steps)" in resumed.stdout
+
+
+def test_sigterm_stops_after_the_iteration_with_a_final_checkpoint(
+    ray_session, write_yaml, tmp_path
+):
+    """SIGTERM (like a first Ctrl-C): the iteration ends, a checkpoint is written although
+    ``checkpoint.every`` has not come round, exit code 130, and ``--resume`` continues from it."""
+    text = (EXPERIMENTS["PPO"] + COMMON).replace("every: 3", "every: 100")
+    text = text.replace("iterations: 12", "iterations: 400")
+    path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")))
+    process = launch([str(path)], ray_session)
+    run_dir, lines = read_until_iteration(process, 3)
+    process.send_signal(signal.SIGTERM)
+    lines += process.stdout.readlines()
+    process.wait(timeout=120)
+    output = "".join(lines)
+    assert process.returncode == 130, output[-3000:]
+    assert "SIGTERM: stopping after the current iteration" in output
+    assert "continue with: rlplat train --resume" in output
+    [trial_dir] = run_dir.glob("trial_*")
+    [checkpoint] = trial_dir.glob("checkpoint_*")
+    info = CheckpointInfo.read(checkpoint)
+    assert info is not None and 3 <= info.iteration < 400
+
+
+def test_second_ctrl_c_stops_at_once(ray_session, write_yaml, tmp_path):
+    """Two Ctrl-C in a row: no waiting for a final checkpoint; the run can still be resumed."""
+    text = (EXPERIMENTS["DQN"] + COMMON).replace("iterations: 12", "iterations: 400")
+    path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")))
+    process = launch([str(path)], ray_session)
+    read_until_iteration(process, 1)
+    os.killpg(process.pid, signal.SIGINT)
+    time.sleep(0.3)
+    os.killpg(process.pid, signal.SIGINT)
+    output = process.communicate(timeout=60)[0]
+    assert process.returncode == 130, output[-3000:]
+    assert "Stopping now" in output
