@@ -51,6 +51,14 @@ def train(
             "unfinished ones continue from their last checkpoint."
         ),
     ] = None,
+    from_checkpoint: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="Start a new run from this checkpoint's policy (or a trial/run directory's "
+            "best): sets init.checkpoint. init.optimizer=true also takes the optimizer state.",
+        ),
+    ] = None,
     retry_errored: Annotated[
         bool,
         typer.Option(
@@ -85,11 +93,11 @@ def train(
     if not verbose:
         warnings.filterwarnings("ignore")
     if resume is not None:
-        if experiment is not None or overrides or dry_run:
+        if experiment is not None or overrides or dry_run or from_checkpoint:
             raise UserError(
                 "--resume continues a run with the experiment it started with: give only the run "
-                "directory (rlplat train --resume <run dir>), no experiment file, overrides or "
-                "--dry-run."
+                "directory (rlplat train --resume <run dir>), no experiment file, overrides, "
+                "--from or --dry-run."
             )
         summary = resume_run(
             resume, retry_errored=retry_errored, address=address, verbose=verbose, console=console
@@ -100,6 +108,8 @@ def train(
                 "give an experiment file (rlplat train experiments/cartpole_ppo.yaml), or "
                 "--resume <run dir> to continue an interrupted run."
             )
+        if from_checkpoint is not None:
+            overrides = [*(overrides or []), f"init.checkpoint={from_checkpoint}"]
         loaded = load_experiment(experiment, overrides or [])
         if dry_run:
             console.print(dump_yaml(loaded.resolved()), highlight=False, end="")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ class TrialSummary:
     best_checkpoint: str | None
     last_checkpoint: str | None
     error: str | None = None
+    user_error: bool = False  # the trial failed on bad input (exit code 2), not at run time
     policy_returns: dict[str, float] = field(default_factory=dict)  # multi-agent, windowed
     agent_returns: dict[str, float] = field(default_factory=dict)
     env_runner_restarts: int = 0  # processes Ray restarted since the trial last started
@@ -279,6 +281,7 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
                 best_checkpoint=str(best) if best else None,
                 last_checkpoint=str(last) if last else None,
                 error=_first_line(result.error) if result.error else None,
+                user_error=bool(result.error) and _is_user_error(result.error),
                 policy_returns=dict(lookup(metrics, POLICY_RETURNS) or {}),
                 agent_returns=dict(lookup(metrics, AGENT_RETURNS) or {}),
                 env_runner_restarts=int(finite(lookup(metrics, RUNNER_RESTARTS)) or 0),
@@ -350,9 +353,25 @@ def report_search(
         )
 
 
+RLPLAT_ERROR = re.compile(r"rlplat\.errors\.(\w+): (.+)")
+
+
 def _first_line(error: BaseException) -> str:
+    """rlplat's own message when a trial raised one (Ray wraps it in a traceback), else the
+    error's last line."""
+    own = RLPLAT_ERROR.search(str(error))
+    if own:
+        return own.group(2).strip()
     text = str(error).strip().splitlines()
     return text[-1] if text else type(error).__name__
+
+
+def _is_user_error(error: BaseException) -> bool:
+    from rlplat import errors
+
+    own = RLPLAT_ERROR.search(str(error))
+    cls = getattr(errors, own.group(1), None) if own else None
+    return isinstance(cls, type) and issubclass(cls, UserError)
 
 
 def print_summary(summary: RunSummary, console: Console) -> None:
@@ -415,6 +434,8 @@ def _unfinished(summary: RunSummary) -> list[str]:
 def raise_if_failed(summary: RunSummary) -> None:
     """Exit 1 when a trial failed, 130 when the run was stopped before its end."""
     failed = [t for t in summary.trials if t.error]
+    if failed and all(t.user_error for t in failed):
+        raise UserError(failed[0].error or "")
     if failed:
         raise RlplatError(
             f"{len(failed)} of {len(summary.trials)} trial(s) failed; see the error.txt in "

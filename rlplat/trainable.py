@@ -64,10 +64,16 @@ class ExperimentTrial:
     the replay memory (``checkpoint.replay_buffer``)."""
 
     def __init__(self, config: Any = None, **kwargs: Any):
-        checkpoint = config.get("checkpoint", {}) if isinstance(config, dict) else {}
-        self._save_replay = checkpoint.get("replay_buffer", True)
+        experiment = config if isinstance(config, dict) else {}
+        self._save_replay = experiment.get("checkpoint", {}).get("replay_buffer", True)
         self._restored_replay_steps: int | None = None
         super().__init__(config=algorithm_config(config), **kwargs)
+        init = experiment.get("init") or {}
+        if init.get("checkpoint"):
+            from rlplat.finetune import start_from_checkpoint
+
+            # A resumed trial restores its own checkpoint afterwards, over these weights.
+            start_from_checkpoint(self, init["checkpoint"], bool(init.get("optimizer")))
 
     def get_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         from rlplat.callbacks import episode_window

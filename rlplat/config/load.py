@@ -292,6 +292,10 @@ def _build(loaded: LoadedExperiment, concrete: dict[str, Any]) -> None:
             experiment.connectors, env.observation_space, env.action_space, loaded.locate
         )
     loaded.algo_config = build_algorithm_config(experiment, loaded.locate, env)
+    if experiment.init.checkpoint:
+        from rlplat.finetune import resolve_init_checkpoint
+
+        experiment.init.checkpoint = resolve_init_checkpoint(loaded)
     if loaded.spaces:
         _check_space_values(concrete, loaded.spaces, type(loaded.algo_config), loaded.locate)
     loaded.search = search_setup(experiment, loaded.resolved(), loaded.spaces, loaded.locate)

@@ -255,6 +255,21 @@ class CheckpointSpec(Section):
         return _metric_name(value)
 
 
+class InitSpec(Section):
+    """Start from a trained policy instead of random weights (a fine-tune)."""
+
+    checkpoint: str | None = Field(
+        None,
+        description="A checkpoint, or a trial/run directory (its best checkpoint), whose policy "
+        "weights the new run starts from (rlplat train exp.yaml --from PATH sets it).",
+    )
+    optimizer: bool = Field(
+        False,
+        description="Also take the optimizer's state (Adam moments); the learning rate stays "
+        "this experiment's.",
+    )
+
+
 class VideoSpec(Section):
     """Greedy episodes recorded from checkpoints during training, shown in TensorBoard."""
 
@@ -391,6 +406,7 @@ class Experiment(Section):
     env: EnvSpec
     stop: StopSpec
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    init: InitSpec = Field(default_factory=InitSpec)
     multi_agent: MultiAgentSpec | None = Field(
         None, description="Policies for a PettingZoo env (default: one shared policy)."
     )
