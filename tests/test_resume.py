@@ -16,6 +16,7 @@ from rich.console import Console
 from rlplat.checkpoints import CheckpointInfo
 from rlplat.config.load import load_experiment
 from rlplat.train import train
+from tests.conftest import REPO
 
 EXPERIMENTS = {
     "PPO": """\
@@ -177,3 +178,68 @@ def test_second_ctrl_c_stops_at_once(ray_session, write_yaml, tmp_path):
     output = process.communicate(timeout=60)[0]
     assert process.returncode == 130, output[-3000:]
     assert "Stopping now" in output
+
+
+def adam_steps(checkpoint: Path) -> float:
+    """The step count of the default policy's Adam optimizer stored in a checkpoint."""
+    import pickle
+
+    state = pickle.loads((checkpoint / "learner_group/learner/state.pkl").read_bytes())
+    optimizer = state["optimizer"]["default_policy_default_optimizer"]["state"]["state"]
+    return float(next(iter(optimizer.values()))["step"])
+
+
+def test_from_checkpoint_starts_a_new_run_with_the_trained_policy(
+    solved_cartpole, ray_session, tmp_path
+):
+    """``--from`` with a lower learning rate and a new env kwarg (episodes cut at 100 steps): a
+    new run, counters from zero, the first episodes already reach the cut;
+    ``init.optimizer=true`` carries Adam's state over too."""
+    solved = Path(solved_cartpole.run_dir)
+    base = Path(solved_cartpole.trials[0].best_checkpoint)
+    runs = {}
+    for name, extra in (("weights", []), ("optimizer", ["init.optimizer=true"])):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rlplat.cli",
+                "train",
+                str(REPO / "experiments/cartpole_ppo.yaml"),
+            ]
+            + ["--from", str(solved), "--address", ray_session]
+            + ["stop.iterations=3", "training.lr=0.0001", "env.kwargs={max_episode_steps: 100}"]
+            + [f"output_dir={tmp_path / name}", *extra],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        [trial_dir] = (tmp_path / name).glob("cartpole-ppo/*/trial_*")
+        results = [
+            json.loads(line) for line in (trial_dir / "result.json").read_text().split("\n") if line
+        ]
+        assert [r["training_iteration"] for r in results] == [1, 2, 3], "counters start at 0"
+        returns = [r["env_runners"].get("episode_return_mean") for r in results]
+        assert min(r for r in returns if r is not None) > 90, "a random policy gets ~20 of 100"
+        result = results[-1]
+        assert result["learners"]["default_policy"]["default_optimizer_learning_rate"] == 0.0001
+        resolved = (trial_dir.parent / "experiment.yaml").read_text()
+        assert str(base) in resolved, "the run records the checkpoint it started from"
+        runs[name] = adam_steps(next(trial_dir.glob("checkpoint_*")))
+    assert runs["optimizer"] > adam_steps(base) > runs["weights"]
+
+
+def test_from_a_path_without_checkpoints_is_refused(tmp_path):
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "rlplat.cli", "train", str(REPO / "experiments/cartpole_ppo.yaml")]
+        + ["--from", str(empty)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "key 'init.checkpoint'" in done.stderr and "no checkpoint found" in done.stderr
+    assert "Traceback" not in done.stderr
