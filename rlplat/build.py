@@ -119,6 +119,48 @@ def _type_problem(annotation: Any, value: Any) -> str | None:
     return f"{error.errors()[0]['msg'].lower()} (expected {expected}, got {value!r})"
 
 
+def _positive(value: Any) -> bool:
+    return value > 0
+
+
+def _fraction(value: Any) -> bool:
+    return 0 <= value <= 1
+
+
+def _learning_rate(value: Any) -> bool:
+    """A positive number, or a schedule [[timestep, value], ...] of values >= 0."""
+    if isinstance(value, list):
+        return all(isinstance(p, list) and len(p) == 2 and p[1] >= 0 for p in value)
+    return value > 0
+
+
+# Values RLlib accepts but that cannot train (or diverge at once): key -> (check, allowed).
+VALUE_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "lr": (_learning_rate, "a number > 0, or a schedule [[timestep, value], ...] of values >= 0"),
+    "actor_lr": (_learning_rate, "a number > 0, or a schedule of values >= 0"),
+    "critic_lr": (_learning_rate, "a number > 0, or a schedule of values >= 0"),
+    "alpha_lr": (_learning_rate, "a number > 0, or a schedule of values >= 0"),
+    "gamma": (_fraction, "a discount between 0 and 1"),
+    "lambda_": (_fraction, "a GAE lambda between 0 and 1"),
+    "tau": (_fraction, "a target-network update rate between 0 and 1"),
+    "train_batch_size_per_learner": (_positive, "a positive number of env steps"),
+    "minibatch_size": (_positive, "a positive number of env steps"),
+    "num_epochs": (_positive, "a positive number of passes over each batch"),
+    "clip_param": (_positive, "a positive clip range"),
+}
+
+
+def _range_problem(key: str, value: Any) -> str | None:
+    check, allowed = VALUE_RANGES.get(key, (None, ""))
+    if check is None or value is None:
+        return None
+    try:
+        ok = check(value)
+    except TypeError:
+        return None  # a wrong type is reported by the type check
+    return None if ok else f"{value!r} is out of range: {key} must be {allowed}."
+
+
 def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[str], str]) -> None:
     """Raise ConfigError for the first unknown, owned, deprecated or mistyped RLlib key."""
     for section, values in exp.rllib_sections().items():
@@ -143,6 +185,9 @@ def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[st
             problem = _type_problem(params[key].annotation, value)
             if problem:
                 raise ConfigError(f"wrong type: {problem}.", location=locate(path), key=path)
+            problem = _range_problem(key, value)
+            if problem:
+                raise ConfigError(problem, location=locate(path), key=path)
 
 
 def build_algorithm_config(
@@ -194,6 +239,14 @@ def build_algorithm_config(
                 location=locate(section),
                 key=section,
             ) from None
+    if config.num_env_runners == 0 and not config.create_local_env_runner:
+        raise ConfigError(
+            "nothing would sample: resources.env_runners.count is 0 and create_local_env_runner "
+            "is false. Either sample in the algorithm's process (create_local_env_runner: true, "
+            "the default) or give resources.env_runners.count >= 1.",
+            location=locate("env_runners.create_local_env_runner"),
+            key="env_runners.create_local_env_runner",
+        )
     try:
         config.validate()
     except Exception as exc:  # noqa: BLE001

@@ -1,0 +1,58 @@
+"""CartPole with injected faults: a simulator that crashes, or produces NaN rewards.
+
+For checking what a training run does when its environment misbehaves (tests, docs/errors.md);
+``factory: envs.flaky:FlakyCartPole`` with the kwargs below.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+
+class SimulatorCrash(RuntimeError):
+    """What the flaky env raises: stands for a crashed physics engine or game binary."""
+
+
+class FlakyCartPole(gym.Wrapper):
+    """CartPole-v1 that fails on purpose.
+
+    - ``crash_on_reset``: ``reset`` always raises.
+    - ``crash_at_step``: ``step`` raises once this env has taken that many steps. Each new env
+      counts from zero, so a restarted env runner crashes again at the same point.
+    - ``crash_once_marker``: with ``crash_at_step``, crash only if this file does not exist yet
+      (it is created when crashing), so exactly one crash happens across all processes.
+    - ``nan_reward``: every reward is NaN.
+    """
+
+    def __init__(
+        self,
+        crash_on_reset: bool = False,
+        crash_at_step: int | None = None,
+        crash_once_marker: str | None = None,
+        nan_reward: bool = False,
+        render_mode: str | None = None,
+    ):
+        super().__init__(gym.make("CartPole-v1", render_mode=render_mode))
+        self.crash_on_reset = crash_on_reset
+        self.crash_at_step = crash_at_step
+        self.crash_once_marker = Path(crash_once_marker) if crash_once_marker else None
+        self.nan_reward = nan_reward
+        self._steps = 0
+
+    def reset(self, **kwargs: Any):
+        if self.crash_on_reset:
+            raise SimulatorCrash("the simulator failed to start (crash_on_reset)")
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any):
+        self._steps += 1
+        if self.crash_at_step is not None and self._steps >= self.crash_at_step:
+            if self.crash_once_marker is None or not self.crash_once_marker.exists():
+                if self.crash_once_marker is not None:
+                    self.crash_once_marker.touch()
+                raise SimulatorCrash(f"the simulator crashed at step {self._steps}")
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, float("nan") if self.nan_reward else reward, terminated, truncated, info
