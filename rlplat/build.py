@@ -18,6 +18,7 @@ from rlplat.algorithms.registry import get_algorithm_class, is_team_algorithm
 from rlplat.callbacks import WindowedEpisodeStats
 from rlplat.config.schema import Experiment
 from rlplat.connectors import ConnectorFactory
+from rlplat.env_guard import GuardedCreator
 from rlplat.environments import EnvInfo, env_creator_for, rllib_env_name
 from rlplat.errors import ConfigError, not_among
 
@@ -42,10 +43,15 @@ RESOURCE_KEYS: dict[str, tuple[str, str]] = {
 
 # rlplat's fault-tolerance defaults where RLlib's do not suit: a runner whose env raised waits
 # this long before it exits and is restarted (RLlib: 60 s, which stalls a small run for a minute).
-FAULT_TOLERANCE_DEFAULTS: dict[str, Any] = {"delay_between_env_runner_restarts_s": 10.0}
+FAULT_TOLERANCE_DEFAULTS: dict[str, Any] = {
+    "delay_between_env_runner_restarts_s": 10.0,
+    # An env that raises is rebuilt and its episode dropped, instead of failing the runner.
+    "restart_failed_sub_environments": True,
+}
 # The fault-tolerance settings the run directory records (RLlib's defaults filled in).
 FAULT_TOLERANCE_KEYS = (
     "restart_failed_env_runners",
+    "restart_failed_sub_environments",
     "max_num_env_runner_restarts",
     "delay_between_env_runner_restarts_s",
     "num_consecutive_env_runner_failures_tolerance",
@@ -208,7 +214,7 @@ def build_algorithm_config(
     team = is_team_algorithm(exp.algorithm)
     if team:
         _check_team_env(exp, creator, locate)
-    register_env(env_name, creator)
+    register_env(env_name, GuardedCreator(creator))
 
     calls: dict[str, dict[str, Any]] = {s: dict(v) for s, v in exp.rllib_sections().items()}
     calls["environment"].update(env=env_name, env_config={})

@@ -20,6 +20,8 @@ def quiet_ray_logs(verbose: bool) -> None:
     level = logging.INFO if verbose else logging.ERROR
     for name in ("ray", "ray.rllib", "ray.tune", "ray.data"):
         logging.getLogger(name).setLevel(level)
+    if not verbose:  # rlplat reports failed trials itself; Tune would print their tracebacks
+        logging.getLogger("ray.tune").setLevel(logging.CRITICAL)
 
 
 def start_ray(address: str | None, verbose: bool = False) -> None:

@@ -29,6 +29,10 @@ class Interrupted(RlplatError):
     exit_code = 130  # the shell's code for a command ended by Ctrl-C
 
 
+class EnvKeepsFailing(RlplatError):
+    """The training env crashed again and again (rlplat.env_guard); the run stops."""
+
+
 class ConfigError(UserError):
     """An experiment file (or a command-line override) is invalid.
 

@@ -20,6 +20,8 @@ RETURN_MEAN = "window/episode_return_mean"
 # rlplat.cluster.env_runner_restarts; RLlib's num_remote_worker_restarts misses quiet restarts.
 RUNNER_RESTARTS = "fault_tolerance/env_runner_restarts"
 HEALTHY_RUNNERS = "fault_tolerance/num_healthy_workers"
+# Env steps or resets that raised (RLlib rebuilt the env and dropped its episodes in progress).
+ENV_CRASHES = "env_runners/num_env_step_failures"
 # Off-policy algorithms: env steps in the replay memory, and (in the first result after a
 # restore) how many the checkpoint brought back.
 REPLAY_STEPS = "replay/env_steps_stored"

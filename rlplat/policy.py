@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,22 +151,56 @@ def _restore(kind: Any, checkpoint: Path, path: Path, what: str) -> Any:
     try:
         return kind.from_checkpoint(str(path))
     except Exception as exc:  # noqa: BLE001 - unpickling and torch.load raise many types
-        raise UserError(
-            f"cannot load the {what} of checkpoint {checkpoint} from "
-            f"{path.relative_to(checkpoint)}: {type(exc).__name__}: {exc}. The files are "
-            f"damaged, or were written by a different version of Ray ({_written_by(checkpoint)}) "
-            "or with custom classes that cannot be imported here."
-        ) from None
+        raise UserError(load_failure(checkpoint, path, what, exc)) from None
 
 
-def _written_by(checkpoint: Path) -> str:
+def load_failure(checkpoint: Path, path: Path, what: str, exc: BaseException) -> str:
+    """Why a checkpoint did not load, and what to do: a class that cannot be imported here, a
+    checkpoint of another Ray minor version, or damaged files."""
     import ray
 
+    where = f"the {what} of checkpoint {checkpoint} ({path.relative_to(checkpoint)})"
+    written = _written_ray_version(checkpoint)
+    missing = _missing_class(exc)
+    if missing:
+        return (
+            f"cannot load {where}: it refers to {missing}, which cannot be imported here. "
+            "Custom environments, modules and connectors are stored by reference: install the "
+            "package that defines it, or run from the directory the run was started in (for "
+            f"envs/...). Checkpoint written by Ray {written}; installed: Ray {ray.__version__}."
+        )
+    detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    if _minor(written) != _minor(ray.__version__):
+        return (
+            f"cannot load {where}: it was written by Ray {written}, and this is Ray "
+            f"{ray.__version__}; RLlib checkpoints do not load across Ray minor versions. Load it "
+            f"with the Ray it was written with (pip install 'ray[rllib,tune]=={written}'), or "
+            f"train again with this one. ({detail})"
+        )
+    return (
+        f"cannot load {where}: {detail}. The files are damaged (copied partially, or written to "
+        f"a full disk); pick another checkpoint of the run (Ray {written} wrote it, Ray "
+        f"{ray.__version__} is installed)."
+    )
+
+
+def _missing_class(exc: BaseException) -> str | None:
+    """'module x' or 'class y in module x' when unpickling failed on an import."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return f"the module {exc.name!r}"
+    match = re.search(r"Can't get attribute '([^']+)' on <module '([^']+)'", str(exc))
+    return f"{match.group(1)!r} in the module {match.group(2)!r}" if match else None
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _written_ray_version(checkpoint: Path) -> str:
     try:
-        written = json.loads((checkpoint / RLLIB_MARKER).read_text()).get("ray_version", "unknown")
+        return json.loads((checkpoint / RLLIB_MARKER).read_text()).get("ray_version", "unknown")
     except (OSError, ValueError):
-        written = "unknown"
-    return f"checkpoint: Ray {written}; installed: Ray {ray.__version__}"
+        return "unknown"
 
 
 def _env_steps_trained(checkpoint: Path) -> int:

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from rlplat.config.schema import StopSpec
 from rlplat.metrics import (
+    ENV_CRASHES,
     ENV_STEPS,
     HEALTHY_RUNNERS,
     ITERATION,
@@ -87,6 +88,7 @@ class ProgressPrinter(ConsoleCallback):
         self._printed_at: dict[str, float] = {}
         self._pending: dict[str, str] = {}
         self._restarts: dict[str, int] = {}
+        self._crashes: dict[str, int] = {}
 
     def line(self, trial_id: str, result: dict[str, Any], rate: float | None) -> str:
         ret = finite(lookup(result, RETURN_MEAN))
@@ -115,6 +117,7 @@ class ProgressPrinter(ConsoleCallback):
             self.best_return[trial_id] = ret
         self._report_restore(trial_id, result)
         self._report_restarts(trial_id, result)
+        self._report_crashes(trial_id, result)
         text = self.line(trial_id, result, self._throughput.update(trial_id, result))
         now = time.monotonic()
         if now - self._printed_at.get(trial_id, 0.0) >= self.min_interval_s:
@@ -142,6 +145,17 @@ class ProgressPrinter(ConsoleCallback):
             self.console.print(
                 f"{trial_id}: replay buffer restored ({int(restored):,} env steps)", highlight=False
             )
+
+    def _report_crashes(self, trial_id: str, result: dict[str, Any]) -> None:
+        """Say when the env raised and RLlib rebuilt it, dropping the episode in progress."""
+        crashes = int(finite(lookup(result, ENV_CRASHES)) or 0)
+        if crashes > self._crashes.get(trial_id, 0):
+            self.console.print(
+                f"[yellow]{trial_id}: the env raised; rebuilt, its episode dropped[/yellow] "
+                f"({crashes} so far)",
+                highlight=False,
+            )
+        self._crashes[trial_id] = crashes
 
     def _report_restarts(self, trial_id: str, result: dict[str, Any]) -> None:
         """Say when Ray restarted a lost env runner (a node lost, a process killed)."""

@@ -19,6 +19,7 @@ from rlplat.config.spaces import describe
 from rlplat.errors import Interrupted, RlplatError, UserError
 from rlplat.metrics import (
     AGENT_RETURNS,
+    ENV_CRASHES,
     ENV_STEPS,
     POLICY_RETURNS,
     RETURN_MEAN,
@@ -53,6 +54,7 @@ class TrialSummary:
     policy_returns: dict[str, float] = field(default_factory=dict)  # multi-agent, windowed
     agent_returns: dict[str, float] = field(default_factory=dict)
     env_runner_restarts: int = 0  # processes Ray restarted since the trial last started
+    env_crashes: int = 0  # env steps/resets that raised; each dropped the episodes in progress
 
 
 @dataclass
@@ -285,6 +287,7 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
                 policy_returns=dict(lookup(metrics, POLICY_RETURNS) or {}),
                 agent_returns=dict(lookup(metrics, AGENT_RETURNS) or {}),
                 env_runner_restarts=int(finite(lookup(metrics, RUNNER_RESTARTS)) or 0),
+                env_crashes=int(finite(lookup(metrics, ENV_CRASHES)) or 0),
             )
         )
         experiment = trial_experiment(trial.config if trial else {})
@@ -411,6 +414,10 @@ def print_summary(summary: RunSummary, console: Console) -> None:
         if trial.env_runner_restarts:
             console.print(
                 f"    env runner restarts: {trial.env_runner_restarts}", highlight=False
+            )
+        if trial.env_crashes:
+            console.print(
+                f"    env crashes (episodes dropped): {trial.env_crashes}", highlight=False
             )
         console.print(f"    best checkpoint: {trial.best_checkpoint}", highlight=False)
         console.print(f"    last checkpoint: {trial.last_checkpoint}", highlight=False)

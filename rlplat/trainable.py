@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+from pathlib import Path
 from typing import Any
 
 SUFFIX = "Trial"
@@ -65,8 +66,10 @@ class ExperimentTrial:
 
     def __init__(self, config: Any = None, **kwargs: Any):
         experiment = config if isinstance(config, dict) else {}
+        self._experiment = experiment
         self._save_replay = experiment.get("checkpoint", {}).get("replay_buffer", True)
         self._restored_replay_steps: int | None = None
+        self._previous_result: dict[str, Any] = {}
         super().__init__(config=algorithm_config(config), **kwargs)
         init = experiment.get("init") or {}
         if init.get("checkpoint"):
@@ -104,7 +107,15 @@ class ExperimentTrial:
         from rlplat.cluster import env_runner_restarts
         from rlplat.metrics import REPLAY_STEPS, RESTORED_REPLAY_STEPS, RUNNER_RESTARTS
 
-        result = super().step()
+        try:
+            result = super().step()
+        except Exception as exc:
+            replacement = self._stopped_by(exc)
+            if replacement is exc:
+                raise
+            raise replacement from None
+        check_losses_finite(result)
+        self._previous_result = result
         group = getattr(self, "env_runner_group", None)
         put(result, RUNNER_RESTARTS, env_runner_restarts(group) if group else 0)
         memory = replay_memory(self)
@@ -115,11 +126,60 @@ class ExperimentTrial:
             self._restored_replay_steps = None
         return result
 
+    def _stopped_by(self, exc: Exception) -> Exception:
+        """Write a final checkpoint of the weights trained so far (a failed iteration changed
+        none) next to Tune's; an env that keeps failing gets its path in the message."""
+        from rlplat.errors import EnvKeepsFailing
+
+        try:
+            path = self._write_final_checkpoint()
+        except Exception:  # noqa: BLE001 - e.g. a full disk: the original error matters more
+            return exc
+        if isinstance(exc, EnvKeepsFailing):
+            return EnvKeepsFailing(f"{exc} A final checkpoint was written: {path}")
+        return exc
+
+    def _write_final_checkpoint(self) -> Path:
+        from rlplat.checkpoints import checkpoint_info_from_result
+        from rlplat.config.yaml_io import dump_yaml, write_atomic
+        from rlplat.run_dir import RESOLVED_EXPERIMENT
+
+        path = Path(self._storage.trial_fs_path) / f"checkpoint_failed_{self.iteration:06d}"
+        self.save_to_path(str(path))
+        write_atomic(path / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(self._experiment)))
+        checkpoint = self._experiment.get("checkpoint", {})
+        score, mode = checkpoint.get("score", "episode_return_mean"), checkpoint.get("mode", "max")
+        checkpoint_info_from_result(self._previous_result, score, mode).write(path)
+        return path
+
     @classmethod
     def default_resource_request(cls, config: Any) -> Any:
         built = algorithm_config(config)
         # Tune used to hand RLlib the config as a dict: keep that path.
         return super().default_resource_request(built.to_dict() if built is not config else config)
+
+
+LOSS_KEYS = ("total_loss", "policy_loss", "vf_loss", "qf_loss", "critic_loss", "actor_loss")
+
+
+def check_losses_finite(result: dict[str, Any]) -> None:
+    """Stop a run whose losses became NaN or infinite: every later update would be wasted."""
+    import math
+
+    from rlplat.errors import RlplatError
+
+    for module, stats in (result.get("learners") or {}).items():
+        if not isinstance(stats, dict):
+            continue
+        for key in LOSS_KEYS:
+            value = stats.get(key)
+            if isinstance(value, (int, float)) and not math.isfinite(value):
+                raise RlplatError(
+                    f"the loss became {value} at iteration {result.get('training_iteration')} "
+                    f"(learners/{module}/{key}): training diverged. Lower training.lr, clip "
+                    "gradients (training.grad_clip), or check the environment for NaN or "
+                    "infinite observations and rewards."
+                )
 
 
 def put(result: dict[str, Any], path: str, value: Any) -> None:
