@@ -114,7 +114,7 @@ class ExperimentTrial:
             if replacement is exc:
                 raise
             raise replacement from None
-        check_losses_finite(result)
+        check_losses_finite(result, self.iteration + 1)
         self._previous_result = result
         group = getattr(self, "env_runner_group", None)
         put(result, RUNNER_RESTARTS, env_runner_restarts(group) if group else 0)
@@ -162,7 +162,7 @@ class ExperimentTrial:
 LOSS_KEYS = ("total_loss", "policy_loss", "vf_loss", "qf_loss", "critic_loss", "actor_loss")
 
 
-def check_losses_finite(result: dict[str, Any]) -> None:
+def check_losses_finite(result: dict[str, Any], iteration: int) -> None:
     """Stop a run whose losses became NaN or infinite: every later update would be wasted."""
     import math
 
@@ -175,7 +175,7 @@ def check_losses_finite(result: dict[str, Any]) -> None:
             value = stats.get(key)
             if isinstance(value, (int, float)) and not math.isfinite(value):
                 raise RlplatError(
-                    f"the loss became {value} at iteration {result.get('training_iteration')} "
+                    f"the loss became {value} at iteration {iteration} "
                     f"(learners/{module}/{key}): training diverged. Lower training.lr, clip "
                     "gradients (training.grad_clip), or check the environment for NaN or "
                     "infinite observations and rewards."

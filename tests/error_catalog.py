@@ -1,0 +1,270 @@
+"""Every class of bad input rlplat answers, run for real: the source of docs/errors.md.
+
+``python -m tests.error_catalog > docs/errors.md`` runs each case with the ``rlplat`` command
+and writes the table; ``tests/test_error_catalog.py`` runs them again and checks the table is
+current. Paths under the scratch directory print as ``<dir>``, run timestamps as ``<time>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+BASE = """\
+name: bad
+algorithm: PPO
+env: {id: CartPole-v1}
+training: {train_batch_size_per_learner: 256, minibatch_size: 64, num_epochs: 1}
+resources:
+  env_runners: {count: 0}
+stop: {iterations: 2}
+output_dir: out
+"""
+FLAKY = BASE.replace("{id: CartPole-v1}", '{factory: "envs.flaky:FlakyCartPole"}')
+
+
+def _edit(old: str, new: str, text: str = BASE) -> dict[str, str]:
+    assert old in text, old
+    return {"exp.yaml": text.replace(old, new)}
+
+
+@dataclass
+class Case:
+    what: str  # the class of bad input
+    args: list[str]  # the rlplat command line, run in the scratch directory
+    files: dict[str, str] = field(default_factory=lambda: {"exp.yaml": BASE})
+    setup: Callable[[Path, Path], None] | None = None  # (scratch, trained checkpoint)
+    needs_ray: bool = False  # gets --address when the catalog runs on a cluster
+    exit: int = 2  # 2: bad input; 1: a failure at run time
+
+
+def _another_ray_version(scratch: Path, checkpoint: Path) -> None:
+    """A checkpoint whose files say Ray 2.50.0 wrote it, and whose state this Ray cannot read."""
+    target = scratch / "old_checkpoint"
+    shutil.copytree(checkpoint, target)
+    marker = target / "rllib_checkpoint.json"
+    marker.write_text(marker.read_text().replace('"2.60.0"', '"2.50.0"'))
+    module = target / "learner_group/learner/rl_module/default_policy"
+    (module / "class_and_ctor_args.pkl").write_bytes(b"not a pickle of this Ray")
+
+
+def _missing_class(scratch: Path, checkpoint: Path) -> None:
+    """A checkpoint of a run whose custom environment class is not installed here."""
+    target = scratch / "custom_checkpoint"
+    shutil.copytree(checkpoint, target)
+    experiment = target / "experiment.yaml"
+    text = experiment.read_text().replace("  id: CartPole-v1", "  id: null", 1)
+    experiment.write_text(text.replace("  factory: null", "  factory: my_lab_envs:Maze", 1))
+
+
+def _empty_dir(scratch: Path, checkpoint: Path) -> None:
+    (scratch / "empty").mkdir()
+
+
+CASES = [
+    Case(
+        "YAML: tab indentation",
+        ["train", "exp.yaml"],
+        _edit("env: {id: CartPole-v1}", "env:\n\tid: CartPole-v1"),
+    ),
+    Case("YAML: duplicate key", ["train", "exp.yaml"], {"exp.yaml": BASE + "algorithm: DQN\n"}),
+    Case(
+        "YAML: wrong nesting (a string where a section belongs)",
+        ["train", "exp.yaml"],
+        _edit("env: {id: CartPole-v1}", "env: CartPole-v1"),
+    ),
+    Case(
+        "Unknown key", ["train", "exp.yaml"], _edit("stop: {iterations: 2}", "stop: {iteration: 2}")
+    ),
+    Case("Wrong type", ["train", "exp.yaml"], _edit("iterations: 2", "iterations: ten")),
+    Case("Negative learning rate", ["train", "exp.yaml", "training.lr=-0.001"]),
+    Case("gamma > 1", ["train", "exp.yaml", "training.gamma=1.5"]),
+    Case(
+        "Zero env runners and no local sampling",
+        ["train", "exp.yaml"],
+        {"exp.yaml": BASE + "env_runners: {create_local_env_runner: false}\n"},
+    ),
+    Case("Unknown algorithm", ["train", "exp.yaml", "algorithm=PPPO"]),
+    Case("Unknown environment", ["train", "exp.yaml", "env.id=CartPol-v1"]),
+    Case(
+        "Unknown wrapper",
+        ["train", "exp.yaml"],
+        _edit("{id: CartPole-v1}", "{id: CartPole-v1, wrappers: [flatten_observaton]}"),
+    ),
+    Case(
+        "Unknown searcher", ["train", "exp.yaml"], {"exp.yaml": BASE + "tune: {searcher: optima}\n"}
+    ),
+    Case("Env kwargs the env rejects", ["train", "exp.yaml", "env.kwargs={colour: red}"]),
+    Case("Malformed override", ["train", "exp.yaml", "training.lr"]),
+    Case(
+        "Env raising on reset",
+        ["train", "exp.yaml", "env.kwargs={crash_on_reset: true}"],
+        {"exp.yaml": FLAKY},
+    ),
+    Case(
+        "Env raising on every step (during training)",
+        ["train", "exp.yaml", "env.kwargs={crash_at_step: 1}"],
+        {"exp.yaml": FLAKY},
+        needs_ray=True,
+        exit=1,
+    ),
+    Case(
+        "NaN losses (during training)",
+        ["train", "exp.yaml", "env.kwargs={nan_reward: true}"],
+        {"exp.yaml": FLAKY},
+        needs_ray=True,
+        exit=1,
+    ),
+    Case(
+        "Impossible resources",
+        [
+            "plan",
+            "exp.yaml",
+            "resources.env_runners.count=1",
+            "resources.env_runners.custom={npu: 1}",
+        ],
+        needs_ray=True,
+    ),
+    Case(
+        "Output directory that cannot be created",
+        ["train", "exp.yaml", "output_dir=exp.yaml/out"],
+        needs_ray=True,
+    ),
+    Case("Experiment file missing", ["train", "missing.yaml"]),
+    Case("Experiment path unreadable (a directory)", ["train", "."]),
+    Case("--resume of a directory that is no run", ["train", "--resume", "."]),
+    Case(
+        "--from a path without checkpoints",
+        ["train", "exp.yaml", "--from", "empty"],
+        setup=_empty_dir,
+    ),
+    Case("eval of a path without checkpoints", ["eval", "empty"], setup=_empty_dir),
+    Case("eval of a file", ["eval", "exp.yaml"]),
+    Case(
+        "Checkpoint from another Ray version",
+        ["eval", "old_checkpoint", "-n", "1"],
+        setup=_another_ray_version,
+    ),
+    Case(
+        "Checkpoint needing a class that is not installed (a custom env)",
+        ["eval", "custom_checkpoint", "-n", "1"],
+        setup=_missing_class,
+    ),
+]
+
+
+def normalize(text: str, scratch: Path) -> str:
+    text = text.replace(str(scratch.resolve()), "<dir>").replace(str(scratch), "<dir>")
+    text = re.sub(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?", "<time>", text)
+    # A cluster's nodes differ from machine to machine.
+    return re.sub(
+        r"The cluster's nodes: [^.]*(\.\d+)*[^.]*\.", "The cluster's nodes: <nodes>.", text
+    )
+
+
+def message(output: str) -> str:
+    """What rlplat said about the problem: its ``error:`` paragraph and any failed trial's."""
+    lines = [
+        line.strip()
+        for line in output.splitlines()
+        if line.startswith("error:") or re.match(r"\s+trial_\w+ failed: ", line)
+    ]
+    return "\n".join(lines)
+
+
+def run_case(case: Case, scratch: Path, checkpoint: Path, address: str | None) -> tuple[int, str]:
+    """Run one case in its own directory; its exit code and its normalized message."""
+    scratch.mkdir(parents=True)
+    for name, text in case.files.items():
+        (scratch / name).write_text(text)
+    if case.setup is not None:
+        case.setup(scratch, checkpoint)
+    extra = ["--address", address] if case.needs_ray and address else []
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "rlplat.cli", *case.args, *extra],
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    return done.returncode, normalize(message(done.stdout + done.stderr), scratch)
+
+
+def trained_checkpoint(workdir: Path, address: str | None) -> Path:
+    """A real one-iteration PPO checkpoint for the checkpoint cases to start from."""
+    (workdir / "exp.yaml").write_text(BASE.replace("iterations: 2", "iterations: 1"))
+    extra = ["--address", address] if address else []
+    subprocess.run(
+        [sys.executable, "-m", "rlplat.cli", "train", "exp.yaml", *extra],
+        cwd=workdir,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    return next(workdir.glob("out/bad/*/trial_*/checkpoint_*"))
+
+
+def run_all(address: str | None = None) -> list[tuple[Case, int, str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "trained").mkdir()
+        checkpoint = trained_checkpoint(root / "trained", address)
+        return [
+            (case, *run_case(case, root / f"case{i:02d}", checkpoint, address))
+            for i, case in enumerate(CASES)
+        ]
+
+
+def command(case: Case) -> str:
+    import shlex
+
+    return "rlplat " + " ".join(shlex.quote(arg) for arg in case.args)
+
+
+def _changed_lines(case: Case) -> str:
+    text = case.files.get("exp.yaml", BASE)
+    added = [line for line in text.splitlines() if line not in BASE.splitlines()]
+    return "<br>".join(f"`{line.replace(chr(9), '<TAB>')}`" for line in added)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def render(results: list[tuple[Case, int, str]]) -> str:
+    rows = [
+        "# What rlplat says about bad input",
+        "",
+        "Generated by running each case (`python -m tests.error_catalog > docs/errors.md`); "
+        "`tests/test_error_catalog.py` runs them again and fails when this table is out of date.",
+        "Every case starts from the small experiment below (`exp.yaml`, changed as the command or "
+        "the case says; `envs.flaky:FlakyCartPole` for the env faults). Exit code 2: the input is "
+        "wrong; 1: training failed at run time. No traceback is printed unless `--debug` is given "
+        "(`--verbose` shows Ray's logs).",
+        "",
+        "```yaml",
+        BASE.rstrip(),
+        "```",
+        "",
+        "| Bad input | exp.yaml lines changed | Command | Exit | What rlplat prints |",
+        "|---|---|---|---|---|",
+    ]
+    for case, code, text in results:
+        cells = [case.what, _changed_lines(case), f"`{command(case)}`", str(code), text]
+        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(run_all()), end="")
