@@ -166,9 +166,7 @@ def normalize(text: str, scratch: Path) -> str:
     text = text.replace(str(scratch.resolve()), "<dir>").replace(str(scratch), "<dir>")
     text = re.sub(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?", "<time>", text)
     # A cluster's nodes differ from machine to machine.
-    return re.sub(
-        r"The cluster's nodes: [^.]*(\.\d+)*[^.]*\.", "The cluster's nodes: <nodes>.", text
-    )
+    return re.sub(r"The cluster's nodes: .*?\. (?=Lower)", "The cluster's nodes: <nodes>. ", text)
 
 
 def message(output: str) -> str:
