@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from rlplat.plan import ResolvedRun
 
 
+STATE_PERIOD_VARIABLE = "TUNE_GLOBAL_CHECKPOINT_S"
+
+
 @dataclass
 class TrialSummary:
     name: str
@@ -142,7 +145,7 @@ def train(
             "Searching: " + "; ".join(describe(space) for space in loaded.spaces), highlight=False
         )
 
-    _quiet_tune_output()
+    _quiet_tune_output(exp)
     score = metric_path(exp.checkpoint.score)
     tuner = tune.Tuner(
         trainable,
@@ -203,7 +206,7 @@ def resume(
     start_ray(address, verbose)
     _checked_plan(loaded, console)
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
-    _quiet_tune_output()
+    _quiet_tune_output(loaded.experiment)
     tuner = tune.Tuner.restore(
         str(run_dir),
         trainable=trainable_for(loaded.experiment.algorithm),
@@ -226,13 +229,21 @@ def _checked_plan(loaded: LoadedExperiment, console: Console) -> ResolvedRun:
     return planned
 
 
-def _quiet_tune_output() -> None:
+USER_STATE_PERIOD = os.environ.get(STATE_PERIOD_VARIABLE)
+
+
+def _quiet_tune_output(exp: Experiment) -> None:
     # Tune's own progress tables would interleave with ours; verbose=0 silences the old engine.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     # Tune records which checkpoint each trial resumes from every ~10 s by default; a run killed
     # in between resumes from an older checkpoint (or from scratch). On local storage saving that
-    # small file every second costs nothing.
-    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+    # small file every second costs nothing. Not with HyperBand (and BOHB): with states saved that
+    # often, a trial it paused was left paused when the search ended.
+    if USER_STATE_PERIOD is None:
+        if _scheduler_name(exp) == "hyperband":
+            os.environ.pop(STATE_PERIOD_VARIABLE, None)
+        else:
+            os.environ[STATE_PERIOD_VARIABLE] = "1"
     # The windowed return appears once the first episode ends; until then a scheduler waits.
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
