@@ -188,13 +188,13 @@ def eval_(
 ) -> None:
     """Roll out a trained policy without Ray: statistics, and videos or terminal frames."""
     import json
-    import logging
 
+    from rlplat.cluster import quiet_ray_logs
     from rlplat.evaluate import EvalOptions, evaluate, print_report
 
+    quiet_ray_logs(verbose)
     if not verbose:
         warnings.filterwarnings("ignore")
-        logging.getLogger("ray").setLevel(logging.ERROR)
     report_console = err_console if json_output else console
     options = EvalOptions(
         episodes=episodes,

@@ -149,9 +149,37 @@ def _restore(kind: Any, checkpoint: Path, path: Path, what: str) -> Any:
             "(rlplat eval <trial dir> picks the best one left)."
         )
     try:
-        return kind.from_checkpoint(str(path))
+        restored = kind.from_checkpoint(str(path))
     except Exception as exc:  # noqa: BLE001 - unpickling and torch.load raise many types
         raise UserError(load_failure(checkpoint, path, what, exc)) from None
+    missing = _unimportable_classes(path)
+    if missing:
+        # RLlib then falls back to an empty base class with a warning, and fails later.
+        error = ModuleNotFoundError(f"No module named {missing[0]!r}", name=missing[0])
+        raise UserError(load_failure(checkpoint, path, what, error))
+    return restored
+
+
+def _unimportable_classes(path: Path) -> list[str]:
+    """Modules named in the checkpoint's class files (``class_and_ctor_args.pkl``, its own and
+    its sub-components') that cannot be imported here."""
+    missing: list[str] = []
+
+    class Probe(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            try:
+                return super().find_class(module, name)
+            except (ImportError, AttributeError):
+                missing.append(module)
+                return object
+
+    for class_file in sorted(path.rglob("class_and_ctor_args.pkl")):
+        try:
+            with class_file.open("rb") as handle:
+                Probe(handle).load()
+        except Exception:  # noqa: BLE001 - damaged files are reported when RLlib reads them
+            continue
+    return missing
 
 
 def load_failure(checkpoint: Path, path: Path, what: str, exc: BaseException) -> str:

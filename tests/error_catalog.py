@@ -66,6 +66,30 @@ def _missing_class(scratch: Path, checkpoint: Path) -> None:
     experiment.write_text(text.replace("  factory: null", "  factory: my_lab_envs:Maze", 1))
 
 
+def _missing_policy_class(scratch: Path, checkpoint: Path) -> None:
+    """A checkpoint whose policy class lives in a module this machine does not have."""
+    import pickle
+    import types
+
+    target = scratch / "custom_policy_checkpoint"
+    shutil.copytree(checkpoint, target)
+    module = types.ModuleType("my_lab_models")
+
+    class TransformerPolicy:  # stands for a user's own RLModule class
+        pass
+
+    TransformerPolicy.__module__ = module.__name__
+    TransformerPolicy.__qualname__ = "TransformerPolicy"
+    module.TransformerPolicy = TransformerPolicy
+    sys.modules[module.__name__] = module
+    try:
+        data = pickle.dumps({"class": TransformerPolicy, "ctor_args_and_kwargs": ((), {})})
+    finally:
+        del sys.modules[module.__name__]
+    policy = target / "learner_group/learner/rl_module/default_policy"
+    (policy / "class_and_ctor_args.pkl").write_bytes(data)
+
+
 def _empty_dir(scratch: Path, checkpoint: Path) -> None:
     (scratch / "empty").mkdir()
 
@@ -158,6 +182,11 @@ CASES = [
         "Checkpoint needing a class that is not installed (a custom env)",
         ["eval", "custom_checkpoint", "-n", "1"],
         setup=_missing_class,
+    ),
+    Case(
+        "Checkpoint needing a policy class that is not installed",
+        ["eval", "custom_policy_checkpoint", "-n", "1"],
+        setup=_missing_policy_class,
     ),
 ]
 
