@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rlplat.config.yaml_io import dump_yaml, write_atomic
+from rlplat.atomic import write_atomic
+from rlplat.config.yaml_io import dump_yaml
 from rlplat.errors import UserError
 from rlplat.metrics import ENV_STEPS, REPLAY_STEPS, RETURN_MEAN, finite, lookup, metric_path
 from rlplat.run_dir import RESOLVED_EXPERIMENT
@@ -176,6 +177,15 @@ def find_checkpoint(path: Path, *, last: bool = False) -> PickedCheckpoint:
     )
 
 
+def describe_checkpoint(checkpoint: Path) -> str:
+    """``checkpoint_000004 (iteration 5, 10,045 env steps)``, as far as it was recorded."""
+    info = CheckpointInfo.read(checkpoint)
+    if info is None or info.iteration is None:
+        return checkpoint.name
+    steps = f", {info.env_steps:,} env steps" if info.env_steps is not None else ""
+    return f"{checkpoint.name} (iteration {info.iteration}{steps})"
+
+
 def checkpoint_info_from_result(
     result: dict[str, Any], score_metric: str, mode: str
 ) -> CheckpointInfo:
@@ -210,18 +220,38 @@ def obsolete_checkpoints(trial: Path, keep: int | None) -> list[Path]:
 
 
 def prune_checkpoints(run_dir: Path, keep: int | None) -> None:
-    """Delete every trial's obsolete checkpoints (once the run has stopped)."""
+    """Delete every trial's obsolete checkpoints once the run has stopped, except the ones Tune's
+    saved state resumes from (older than the newest when a full disk stopped it saving)."""
     import shutil
 
+    points = resume_points(run_dir)
+    if points is None:
+        return  # which checkpoint a resume needs is unknown: keep them all
     for trial in _trials_in(run_dir):
         for checkpoint in obsolete_checkpoints(trial, keep):
-            shutil.rmtree(checkpoint, ignore_errors=True)
+            if checkpoint not in points.values():
+                shutil.rmtree(checkpoint, ignore_errors=True)
 
 
-def _experiment_state_time(run_dir: Path) -> float:
-    """When Tune last saved the run's experiment state (0 when never)."""
-    times = [p.stat().st_mtime for p in run_dir.glob("experiment_state-*.json")]
-    return max(times, default=0.0)
+def resume_points(run_dir: Path) -> dict[str, Path] | None:
+    """Each trial's checkpoint that ``--resume`` restores: the latest one in Tune's newest saved
+    state in the run directory (by trial directory name; a trial without one starts over).
+    None when that state cannot be read."""
+    from ray.tune.experiment.trial import _TrainingRunMetadata
+
+    states = sorted(run_dir.glob("experiment_state-*.json"))  # Tune restores the newest name
+    if not states:
+        return {}
+    points = {}
+    try:
+        for _, metadata in json.loads(states[-1].read_text())["trial_data"]:
+            manager = _TrainingRunMetadata.from_json_state(metadata).checkpoint_manager
+            if manager.latest_checkpoint_result is not None:
+                path = Path(manager.latest_checkpoint_result.checkpoint.path)
+                points[path.parent.name] = path
+    except Exception:  # noqa: BLE001 - a damaged or foreign state: nothing is known
+        return None
+    return points
 
 
 def checkpoint_recorder(
@@ -237,14 +267,14 @@ def checkpoint_recorder(
 
     Why rlplat deletes checkpoints rather than Tune: Tune deletes a trial's older checkpoint as
     soon as a newer one is written, but saves the experiment state (which checkpoint each trial
-    resumes from) only every few seconds. A run killed in between resumes from a deleted
-    checkpoint and the trial fails. Here a checkpoint is deleted only after Tune has saved a state
-    that no longer needs it. Population-based training restores trials from other trials'
-    checkpoints long after they were written: ``prune_while_running=False`` keeps every
-    checkpoint until the run ends (``prune_checkpoints``).
+    resumes from) only every few seconds, and a full disk can stop it saving at all. A run killed
+    in between resumes from a deleted checkpoint and the trial fails. Here a checkpoint is deleted
+    only once the state saved in the run directory resumes its trial from a newer one (states are
+    saved in order, so no later state goes back to it). Population-based training restores trials
+    from other trials' checkpoints long after they were written: ``prune_while_running=False``
+    keeps every checkpoint until the run ends (``prune_checkpoints``).
     """
     import shutil
-    import time
 
     from ray.tune import Callback
 
@@ -252,7 +282,8 @@ def checkpoint_recorder(
 
     class RecordCheckpoints(Callback):
         def __init__(self) -> None:
-            self._obsolete: dict[Path, float] = {}  # checkpoint -> when it became obsolete
+            self._obsolete: set[Path] = set()
+            self._state_seen: tuple[Path, float] | None = None
 
         def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
             target = Path(checkpoint.path)
@@ -261,13 +292,22 @@ def checkpoint_recorder(
             write_atomic(target / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(trial.config)))
             checkpoint_info_from_result(trial.last_result or {}, score_metric, mode).write(target)
             if prune_while_running:
-                for old in obsolete_checkpoints(target.parent, keep):
-                    self._obsolete.setdefault(old, time.time())
+                self._obsolete.update(obsolete_checkpoints(target.parent, keep))
 
         def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-            for checkpoint, since in list(self._obsolete.items()):
-                if _experiment_state_time(checkpoint.parent.parent) > since:
+            if not self._obsolete:
+                return
+            run_dir = next(iter(self._obsolete)).parent.parent
+            states = sorted(run_dir.glob("experiment_state-*.json"))
+            state = (states[-1], states[-1].stat().st_mtime) if states else None
+            if state is None or state == self._state_seen:
+                return
+            self._state_seen = state
+            points = resume_points(run_dir) or {}
+            for checkpoint in list(self._obsolete):
+                point = points.get(checkpoint.parent.name)
+                if point is not None and point.name > checkpoint.name:
                     shutil.rmtree(checkpoint, ignore_errors=True)
-                    del self._obsolete[checkpoint]
+                    self._obsolete.discard(checkpoint)
 
     return RecordCheckpoints()

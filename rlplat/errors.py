@@ -33,6 +33,10 @@ class EnvKeepsFailing(RlplatError):
     """The training env crashed again and again (rlplat.env_guard); the run stops."""
 
 
+class StorageFailed(RlplatError):
+    """The run directory's disk is full or it cannot be written; the run can be resumed."""
+
+
 class ConfigError(UserError):
     """An experiment file (or a command-line override) is invalid.
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from rlplat.config.yaml_io import write_atomic
+from rlplat.atomic import write_atomic
 from rlplat.metrics import ENV_STEPS, ITERATION, finite, lookup
 
 RESULTS_JSON = "result.json"

@@ -11,7 +11,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlplat.config.yaml_io import dump_yaml, write_atomic
+from rlplat.atomic import write_atomic
+from rlplat.config.yaml_io import dump_yaml
 from rlplat.errors import UserError
 
 RESOLVED_EXPERIMENT = "experiment.yaml"

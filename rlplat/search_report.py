@@ -21,9 +21,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from rlplat.atomic import write_atomic
 from rlplat.config.schema import StopSpec
 from rlplat.config.spaces import Space, value_at
-from rlplat.config.yaml_io import dump_yaml, write_atomic
+from rlplat.config.yaml_io import dump_yaml
 from rlplat.metrics import ENV_STEPS, ITERATION, RETURN_MEAN, TIME_TOTAL, finite, lookup
 from rlplat.progress import ConsoleCallback
 from rlplat.trainable import trial_experiment

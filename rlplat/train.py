@@ -127,6 +127,7 @@ def train(
     from ray import tune
 
     from rlplat.cluster import start_ray
+    from rlplat.storage import atomic_filesystem
     from rlplat.trainable import trainable_for
 
     console = console or Console()
@@ -162,6 +163,7 @@ def train(
         run_config=tune.RunConfig(
             name=run_dir.name,
             storage_path=str(run_dir.parent),
+            storage_filesystem=atomic_filesystem(),
             stop=stop_criteria(exp),
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=None,  # rlplat's checkpoint_recorder keeps checkpoint.keep
@@ -189,8 +191,10 @@ def resume(
     ones continue from their last checkpoint, errored ones too with ``retry_errored``."""
     from ray import tune
 
+    from rlplat.atomic import remove_partial_files
     from rlplat.cluster import start_ray
     from rlplat.config.load import load_experiment
+    from rlplat.storage import atomic_filesystem
     from rlplat.trainable import trainable_for
 
     console = console or Console()
@@ -207,11 +211,13 @@ def resume(
     _checked_plan(loaded, console)
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     _quiet_tune_output(loaded.experiment)
+    remove_partial_files(run_dir)
     tuner = tune.Tuner.restore(
         str(run_dir),
         trainable=trainable_for(loaded.experiment.algorithm),
         resume_unfinished=True,
         resume_errored=retry_errored,
+        storage_filesystem=atomic_filesystem(),
     )
     return _fit(tuner, loaded, run_dir, console)
 
@@ -249,20 +255,26 @@ def _quiet_tune_output(exp: Experiment) -> None:
 
 
 def _fit(tuner: Any, loaded: LoadedExperiment, run_dir: Path, console: Console) -> RunSummary:
+    from rlplat.storage import storage_failed, storage_reason
+
     started = time.monotonic()
-    grid = tuner.fit()
-    prune_checkpoints(run_dir, loaded.experiment.checkpoint.keep)
-    summary = summarize(grid, loaded, run_dir, time.monotonic() - started)
-    if summary.search is not None:
-        report_search(summary, loaded, run_dir, console)
-    write_summary(run_dir, asdict(summary))
+    try:
+        grid = tuner.fit()
+        prune_checkpoints(run_dir, loaded.experiment.checkpoint.keep)
+        summary = summarize(grid, loaded, run_dir, time.monotonic() - started)
+        if summary.search is not None:
+            report_search(summary, loaded, run_dir, console)
+        write_summary(run_dir, asdict(summary))
+    except Exception as exc:
+        reason = storage_reason(exc)
+        if reason is None:
+            raise
+        raise storage_failed(run_dir, reason) from exc
     return summary
 
 
 def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: float) -> RunSummary:
     """One TrialSummary per trial, and for a search the ranked rows of results.csv."""
-    from ray.tune import ExperimentAnalysis
-
     from rlplat.config.spaces import value_at
     from rlplat.search_report import TARGET_REACHED, TrialRow, rank_rows, stop_reason
     from rlplat.trainable import trial_experiment
@@ -271,8 +283,9 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
     tune_spec = exp.tune or TuneSpec()
     metric = metric_path(tune_spec.metric)
     scheduler = _scheduler_name(exp)
-    # Tune's own record of each trial: its status, and its config (PBT changes it as it runs).
-    trials = {Path(trial.path).name: trial for trial in ExperimentAnalysis(str(run_dir)).trials}
+    # Tune's live trials: their status, and their config (PBT changes it as it runs). The state
+    # saved in the run directory lags behind, and stops when the directory's disk fails.
+    trials = {Path(trial.path).name: trial for trial in grid._experiment_analysis.trials}
     summary = RunSummary(run_dir=str(run_dir), wall_time_s=wall_time_s)
     rows = []
     for result in grid:
@@ -280,7 +293,10 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
         trial_path = Path(result.path)
         best, last = best_and_last(trial_path)
         trial = trials.get(trial_path.name)
-        status = _status(trial.status if trial else None, result.error)
+        error = result.error
+        if error is None and trial is not None and trial.status == "ERROR":
+            error = _staged_error(trial)
+        status = _status(trial.status if trial else None, error)
         history = _column(result, metric)
         summary.trials.append(
             TrialSummary(
@@ -293,8 +309,8 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
                 best_return=_extreme(_column(result, RETURN_MEAN), "max"),
                 best_checkpoint=str(best) if best else None,
                 last_checkpoint=str(last) if last else None,
-                error=_first_line(result.error) if result.error else None,
-                user_error=bool(result.error) and _is_user_error(result.error),
+                error=_first_line(error) if error else None,
+                user_error=bool(error) and _is_user_error(error),
                 policy_returns=dict(lookup(metrics, POLICY_RETURNS) or {}),
                 agent_returns=dict(lookup(metrics, AGENT_RETURNS) or {}),
                 env_runner_restarts=int(finite(lookup(metrics, RUNNER_RESTARTS)) or 0),
@@ -328,6 +344,15 @@ def _status(tune_status: str | None, error: Any) -> str:
     if error or tune_status == "ERROR":
         return "error"
     return "finished" if tune_status == "TERMINATED" else "not finished"
+
+
+def _staged_error(trial: Any) -> str | None:
+    """A failed trial's error report in Tune's local staging directory: the copy in the run
+    directory is missing when that directory's disk was what failed."""
+    try:
+        return Path(trial.local_path, "error.txt").read_text() or None
+    except OSError:
+        return None
 
 
 def _column(result: Any, path: str) -> list[float]:
@@ -405,10 +430,10 @@ def print_summary(summary: RunSummary, console: Console) -> None:
         shown = [t for t in summary.trials if t.error or t.name == winner]
     for trial in shown:
         if trial.error:
+            report = Path(trial.path) / "error.txt"
+            where = f"\n  full traceback: {report}" if report.is_file() else ""
             console.print(
-                f"  [red]{trial.name} failed[/red]: {escape(trial.error)}\n"
-                f"  full traceback: {Path(trial.path) / 'error.txt'}",
-                highlight=False,
+                f"  [red]{trial.name} failed[/red]: {escape(trial.error)}{where}", highlight=False
             )
             continue
         best = f"{trial.best_return:.2f}" if trial.best_return is not None else "n/a"
@@ -451,7 +476,12 @@ def _unfinished(summary: RunSummary) -> list[str]:
 
 def raise_if_failed(summary: RunSummary) -> None:
     """Exit 1 when a trial failed, 130 when the run was stopped before its end."""
+    from rlplat.storage import storage_failed, storage_reason
+
     failed = [t for t in summary.trials if t.error]
+    reasons = [reason for t in failed if (reason := storage_reason(t.error))]
+    if reasons:
+        raise storage_failed(Path(summary.run_dir), reasons[0])
     if failed and all(t.user_error for t in failed):
         raise UserError(failed[0].error or "")
     if failed:

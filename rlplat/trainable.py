@@ -140,8 +140,9 @@ class ExperimentTrial:
         return exc
 
     def _write_final_checkpoint(self) -> Path:
+        from rlplat.atomic import write_atomic
         from rlplat.checkpoints import checkpoint_info_from_result
-        from rlplat.config.yaml_io import dump_yaml, write_atomic
+        from rlplat.config.yaml_io import dump_yaml
         from rlplat.run_dir import RESOLVED_EXPERIMENT
 
         path = Path(self._storage.trial_fs_path) / f"checkpoint_failed_{self.iteration:06d}"

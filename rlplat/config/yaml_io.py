@@ -7,9 +7,6 @@ we turn its exceptions into a ``ConfigError`` that names the file and the line.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -77,21 +74,3 @@ def dump_yaml(data: Any) -> str:
     buffer = io.StringIO()
     yaml.dump(data, buffer)
     return buffer.getvalue()
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that readers see either the old content or the complete new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600; give the file normal permissions
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

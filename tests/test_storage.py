@@ -1,0 +1,128 @@
+"""A full or read-only disk under the run directory: a clear error, nothing earlier lost, and the
+run continues once the disk is fixed. Runs on a small tmpfs (needs permission to mount one)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.fs
+import pytest
+
+from rlplat.checkpoints import is_complete
+from tests.test_resume import iterations_logged, launch, read_until_iteration
+
+DISK_MB = 32  # a checkpoint of the run below takes 1.8 MB
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the disk has no space left."""
+    ballast = disk / "ballast"
+    with open(ballast, "wb") as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return ballast
+
+
+def test_a_failed_write_leaves_the_previous_file(small_disk, tmp_path):
+    """Tune copies files into the run directory through this filesystem: a copy the disk cannot
+    hold raises the OS error and leaves the old file whole, with no temporary file behind."""
+    from rlplat.storage import atomic_filesystem
+
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "state.bin").write_bytes(os.urandom((DISK_MB + 1) * 2**20))
+    (small_disk / "state.bin").write_bytes(b"previous")
+    with pytest.raises(OSError) as raised:
+        pyarrow.fs.copy_files(
+            str(source), str(small_disk), destination_filesystem=atomic_filesystem()
+        )
+    assert raised.value.errno == errno.ENOSPC
+    assert sorted(p.name for p in small_disk.iterdir()) == ["state.bin"]
+    assert (small_disk / "state.bin").read_bytes() == b"previous"
+
+
+TRAIN = """\
+name: disk
+algorithm: PPO
+seed: 2
+env: {id: CartPole-v1}
+training: {train_batch_size_per_learner: 256, minibatch_size: 128, num_epochs: 1}
+resources:
+  env_runners: {count: 0}
+stop: {iterations: ITERATIONS}
+checkpoint: {every: 1, keep: 2}
+output_dir: OUTPUT
+"""
+
+
+@pytest.mark.parametrize("failure", ["full", "read-only"])
+def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_session, write_yaml):
+    """The disk fills up (or turns read-only) mid-run: exit 1 with one paragraph that names the
+    OS error, the checkpoint the run continues from and the command to continue; that checkpoint
+    is complete; once the disk is fixed ``--resume --retry-errored`` finishes the run with each
+    iteration logged once."""
+    iterations = 60
+    text = TRAIN.replace("ITERATIONS", str(iterations)).replace("OUTPUT", str(small_disk))
+    process = launch([str(write_yaml(text))], ray_session)
+    run_dir, lines = read_until_iteration(process, 8)
+    if failure == "full":
+        ballast = fill(small_disk)
+    else:
+        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    lines += process.stdout.readlines()
+    process.wait(timeout=120)
+    output = "".join(lines)
+    if failure == "full":
+        ballast.unlink()
+    else:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
+
+    assert process.returncode == 1, output[-3000:]
+    reason = "No space left on device" if failure == "full" else "Read-only file system"
+    message = output[output.index("error: ") :]
+    assert f"writing the run directory {run_dir} failed: {reason}" in message
+    assert f"rlplat train --resume {run_dir} --retry-errored" in message
+    assert "Traceback" not in output
+    [trial_dir] = run_dir.glob("trial_*")
+    point = re.search(r"continues from (checkpoint_\d+) \(iteration (\d+)", message)
+    assert point, message
+    assert is_complete(trial_dir / point.group(1))
+    assert not list(run_dir.rglob("*.partial")), "no half-written file is left"
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session]
+        + ["--resume", str(run_dir), "--retry-errored"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert f"continues from {point.group(1)} (iteration {point.group(2)}," in resumed.stdout
+    summary = json.loads((run_dir / "summary.json").read_text())["trials"][0]
+    assert summary["iterations"] == iterations
+    assert iterations_logged(trial_dir) == list(range(1, iterations + 1))
