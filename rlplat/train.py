@@ -275,6 +275,8 @@ def _fit(tuner: Any, loaded: LoadedExperiment, run_dir: Path, console: Console) 
 
 def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: float) -> RunSummary:
     """One TrialSummary per trial, and for a search the ranked rows of results.csv."""
+    from ray.tune import ExperimentAnalysis
+
     from rlplat.config.spaces import value_at
     from rlplat.search_report import TARGET_REACHED, TrialRow, rank_rows, stop_reason
     from rlplat.trainable import trial_experiment
@@ -283,9 +285,11 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
     tune_spec = exp.tune or TuneSpec()
     metric = metric_path(tune_spec.metric)
     scheduler = _scheduler_name(exp)
-    # Tune's live trials: their status, and their config (PBT changes it as it runs). The state
-    # saved in the run directory lags behind, and stops when the directory's disk fails.
-    trials = {Path(trial.path).name: trial for trial in grid._experiment_analysis.trials}
+    # Tune's own record of each trial: its status, and its config (PBT changes it as it runs).
+    trials = {Path(trial.path).name: trial for trial in ExperimentAnalysis(str(run_dir)).trials}
+    # The trials that failed in this process: the record above is older when the run
+    # directory's disk failed, and so is the error report copied there.
+    failed = {Path(t.path).name: t for t in grid._experiment_analysis.trials if t.status == "ERROR"}
     summary = RunSummary(run_dir=str(run_dir), wall_time_s=wall_time_s)
     rows = []
     for result in grid:
@@ -294,8 +298,8 @@ def summarize(grid: Any, loaded: LoadedExperiment, run_dir: Path, wall_time_s: f
         best, last = best_and_last(trial_path)
         trial = trials.get(trial_path.name)
         error = result.error
-        if error is None and trial is not None and trial.status == "ERROR":
-            error = _staged_error(trial)
+        if error is None and trial_path.name in failed:
+            error = _staged_error(failed[trial_path.name])
         status = _status(trial.status if trial else None, error)
         history = _column(result, metric)
         summary.trials.append(

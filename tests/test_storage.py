@@ -9,12 +9,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.fs
 import pytest
 
-from rlplat.checkpoints import is_complete
+from rlplat.checkpoints import is_complete, resume_points
 from tests.test_resume import iterations_logged, launch, read_until_iteration
 
 DISK_MB = 32  # a checkpoint of the run below takes 1.8 MB
@@ -90,6 +91,9 @@ def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_ses
     text = TRAIN.replace("ITERATIONS", str(iterations)).replace("OUTPUT", str(small_disk))
     process = launch([str(write_yaml(text))], ray_session)
     run_dir, lines = read_until_iteration(process, 8)
+    deadline = time.monotonic() + 30
+    while not resume_points(run_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)  # Tune saves the checkpoint to resume from about once a second
     if failure == "full":
         ballast = fill(small_disk)
     else:
@@ -104,13 +108,14 @@ def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_ses
 
     assert process.returncode == 1, output[-3000:]
     reason = "No space left on device" if failure == "full" else "Read-only file system"
+    assert "error: " in output, output[-3000:]
     message = output[output.index("error: ") :]
     assert f"writing the run directory {run_dir} failed: {reason}" in message
     assert f"rlplat train --resume {run_dir} --retry-errored" in message
     assert "Traceback" not in output
     [trial_dir] = run_dir.glob("trial_*")
     point = re.search(r"continues from (checkpoint_\d+) \(iteration (\d+)", message)
-    assert point, message
+    assert point, output[-3000:]
     assert is_complete(trial_dir / point.group(1))
     assert not list(run_dir.rglob("*.partial")), "no half-written file is left"
 
