@@ -282,7 +282,7 @@ def checkpoint_recorder(
 
     class RecordCheckpoints(Callback):
         def __init__(self) -> None:
-            self._obsolete: set[Path] = set()
+            self._obsolete: dict[Path, Any] = {}  # checkpoint -> its Tune trial
             self._state_seen: tuple[Path, float] | None = None
 
         def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
@@ -292,7 +292,8 @@ def checkpoint_recorder(
             write_atomic(target / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(trial.config)))
             checkpoint_info_from_result(trial.last_result or {}, score_metric, mode).write(target)
             if prune_while_running:
-                self._obsolete.update(obsolete_checkpoints(target.parent, keep))
+                for old in obsolete_checkpoints(target.parent, keep):
+                    self._obsolete[old] = trial
 
         def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
             if not self._obsolete:
@@ -304,10 +305,21 @@ def checkpoint_recorder(
                 return
             self._state_seen = state
             points = resume_points(run_dir) or {}
-            for checkpoint in list(self._obsolete):
+            for checkpoint, trial in list(self._obsolete.items()):
                 point = points.get(checkpoint.parent.name)
                 if point is not None and point.name > checkpoint.name:
                     shutil.rmtree(checkpoint, ignore_errors=True)
-                    self._obsolete.discard(checkpoint)
+                    _forget(trial, checkpoint)
+                    del self._obsolete[checkpoint]
 
     return RecordCheckpoints()
+
+
+def _forget(trial: Any, checkpoint: Path) -> None:
+    """Drop a deleted checkpoint from Tune's list of the trial's checkpoints. Told to keep them
+    all, Tune would keep every one, with the full result it was taken at (~40 KB each), in the
+    experiment state it saves every second: a state file growing by megabytes on long runs."""
+    manager = trial.run_metadata.checkpoint_manager
+    kept = [r for r in manager._checkpoint_results if Path(r.checkpoint.path) != checkpoint]
+    manager._checkpoint_results = kept
+    trial.run_metadata.invalidate_cache()
