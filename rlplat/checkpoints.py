@@ -233,18 +233,23 @@ def prune_checkpoints(run_dir: Path, keep: int | None) -> None:
                 shutil.rmtree(checkpoint, ignore_errors=True)
 
 
+def newest_state(run_dir: Path) -> Path | None:
+    """The experiment state file Tune restores a run from: the newest by name (one per session)."""
+    return max(run_dir.glob("experiment_state-*.json"), default=None)
+
+
 def resume_points(run_dir: Path) -> dict[str, Path] | None:
     """Each trial's checkpoint that ``--resume`` restores: the latest one in Tune's newest saved
     state in the run directory (by trial directory name; a trial without one starts over).
     None when that state cannot be read."""
     from ray.tune.experiment.trial import _TrainingRunMetadata
 
-    states = sorted(run_dir.glob("experiment_state-*.json"))  # Tune restores the newest name
-    if not states:
+    state = newest_state(run_dir)
+    if state is None:
         return {}
     points = {}
     try:
-        for _, metadata in json.loads(states[-1].read_text())["trial_data"]:
+        for _, metadata in json.loads(state.read_text())["trial_data"]:
             manager = _TrainingRunMetadata.from_json_state(metadata).checkpoint_manager
             if manager.latest_checkpoint_result is not None:
                 path = Path(manager.latest_checkpoint_result.checkpoint.path)
@@ -299,8 +304,8 @@ def checkpoint_recorder(
             if not self._obsolete:
                 return
             run_dir = next(iter(self._obsolete)).parent.parent
-            states = sorted(run_dir.glob("experiment_state-*.json"))
-            state = (states[-1], states[-1].stat().st_mtime) if states else None
+            newest = newest_state(run_dir)
+            state = (newest, newest.stat().st_mtime) if newest else None
             if state is None or state == self._state_seen:
                 return
             self._state_seen = state
