@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
 from rlplat.atomic import write_atomic
 from rlplat.metrics import ENV_STEPS, ITERATION, finite, lookup
@@ -95,6 +96,13 @@ def trim_trial_history(trial_dir: Path, iteration: int, env_steps: int) -> None:
         trim_events(events, env_steps)
 
 
+def restored_point(trial: Any) -> tuple[int, int]:
+    """The iteration and env steps of the checkpoint a (re)starting trial continues from."""
+    checkpoint = trial.latest_checkpoint_result
+    metrics = checkpoint.metrics if checkpoint is not None else {}
+    return int(metrics.get(ITERATION) or 0), int(finite(lookup(metrics, ENV_STEPS)) or 0)
+
+
 class TrimHistoryOnRestart(Callback):
     """Trims a trial's history when it starts again from a checkpoint (``--resume``, or Tune
     retrying a failed trial). Listed before the loggers, which reopen the files afterwards.
@@ -109,11 +117,27 @@ class TrimHistoryOnRestart(Callback):
         trial_dirs = {Path(trial.path), Path(trial.local_path)}
         if not any((d / RESULTS_JSON).is_file() for d in trial_dirs):
             return  # a new trial
-        checkpoint = trial.latest_checkpoint_result
-        metrics = checkpoint.metrics if checkpoint is not None else {}
         for trial_dir in trial_dirs:
-            trim_trial_history(
-                trial_dir,
-                int(metrics.get(ITERATION) or 0),
-                int(finite(lookup(metrics, ENV_STEPS)) or 0),
-            )
+            trim_trial_history(trial_dir, *restored_point(trial))
+
+
+class _TrimWhatIsRestored:
+    """Tune's JSON and CSV loggers copy a restarted trial's file back from the run directory
+    just before appending to it. A copy into the run directory that Tune started before
+    ``TrimHistoryOnRestart`` ran can land after it and bring the cut lines back: trim the
+    file the logger is about to append to."""
+
+    TRIMS = {RESULTS_JSON: trim_results, PROGRESS_CSV: trim_progress}
+
+    def _restore_from_remote(self, file_name: str, trial: Any) -> None:
+        super()._restore_from_remote(file_name, trial)  # type: ignore[misc]
+        if file_name in self.TRIMS:
+            self.TRIMS[file_name](Path(trial.local_path, file_name), restored_point(trial)[0])
+
+
+class TrimmingJsonLogger(_TrimWhatIsRestored, JsonLoggerCallback):
+    """Tune's result.json logger, trimming a restarted trial's file first."""
+
+
+class TrimmingCSVLogger(_TrimWhatIsRestored, CSVLoggerCallback):
+    """Tune's progress.csv logger, trimming a restarted trial's file first."""

@@ -82,7 +82,7 @@ def _scheduler_name(exp: Experiment) -> str:
 
 
 def _callbacks(loaded: LoadedExperiment, run_dir: Path, console: Console) -> list:
-    from rlplat.history import TrimHistoryOnRestart
+    from rlplat.history import TrimHistoryOnRestart, TrimmingCSVLogger, TrimmingJsonLogger
     from rlplat.interrupt import GracefulStop
     from rlplat.search_report import LiveTrialTable, PopulationLog
     from rlplat.tensorboard import EnvStepTensorBoardLogger
@@ -93,8 +93,10 @@ def _callbacks(loaded: LoadedExperiment, run_dir: Path, console: Console) -> lis
     population = _scheduler_name(exp) in POPULATION_SCHEDULERS
     progress = ProgressPrinter(exp.stop, console, min_interval_s=10.0 if search else 1.0)
     tensorboard = EnvStepTensorBoardLogger(hparams=[s.path for s in loaded.spaces])
-    # Trimming a restarted trial's history comes before the loggers reopen its files.
-    callbacks = [] if population else [TrimHistoryOnRestart()]
+    # Trimming a restarted trial's history comes before the loggers reopen its files; the
+    # loggers trim again what they copy back. Population-based trials are never trimmed.
+    trimming = [TrimHistoryOnRestart(), TrimmingJsonLogger(), TrimmingCSVLogger()]
+    callbacks = [] if population else trimming
     callbacks += [
         GracefulStop(console),
         progress,
