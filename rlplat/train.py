@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -214,6 +215,7 @@ def resume(
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     _quiet_tune_output(loaded.experiment)
     remove_partial_files(run_dir)
+    drop_stale_decisions(run_dir)
     tuner = tune.Tuner.restore(
         str(run_dir),
         trainable=trainable_for(loaded.experiment.algorithm),
@@ -222,6 +224,28 @@ def resume(
         storage_filesystem=atomic_filesystem(),
     )
     return _fit(tuner, loaded, run_dir, console)
+
+
+def drop_stale_decisions(run_dir: Path) -> None:
+    """Clear the decisions Tune's saved state holds for saves in flight when it was taken.
+
+    Tune saves its controller with them (``_cached_trial_decisions``: what to do with a trial
+    once its checkpoint is written). A trial that failed while saving left "STOP" there; the
+    resumed run applied it to the first checkpoint of the retried trial, which then ended as
+    finished one iteration after it was resumed. A new process has no save in flight.
+    """
+    from rlplat.atomic import write_atomic
+    from rlplat.checkpoints import newest_state
+
+    state_file = newest_state(run_dir)
+    if state_file is None:
+        return
+    state = json.loads(state_file.read_text())
+    runner = state.get("runner_data", {})
+    stale = ("_cached_trial_decisions", "_queued_trial_decisions")
+    if any(runner.get(key) for key in stale):
+        runner.update({key: {} for key in stale})
+        write_atomic(state_file, json.dumps(state))
 
 
 def _checked_plan(loaded: LoadedExperiment, console: Console) -> ResolvedRun:

@@ -145,6 +145,36 @@ def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, tmp_p
         assert f"replay buffer restored ({restored:,} env steps)" in resumed.stdout
 
 
+def test_resume_ignores_decisions_about_saves_of_the_dead_process(
+    ray_session, write_yaml, tmp_path
+):
+    """Tune's saved state can hold "STOP once this save is written" for a trial whose save was
+    in flight (a trial that failed while saving a checkpoint leaves it). ``--resume`` must not
+    apply it to the new process's first checkpoint: the trial runs to its end."""
+    path = write_yaml((EXPERIMENTS["PPO"] + COMMON).replace("OUTPUT", str(tmp_path / "out")))
+    process = launch([str(path)], ray_session)
+    run_dir, _ = read_until_iteration(process, 5)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    [trial_dir] = run_dir.glob("trial_*")
+    trial_id = json.loads((trial_dir / "result.json").read_text().splitlines()[0])["trial_id"]
+    [state_file] = run_dir.glob("experiment_state-*.json")
+    state = json.loads(state_file.read_text())
+    state["runner_data"]["_cached_trial_decisions"] = {trial_id: "STOP"}
+    state_file.write_text(json.dumps(state))
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session, "--resume"]
+        + [str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "continues from" in resumed.stdout
+    assert json.loads((run_dir / "summary.json").read_text())["trials"][0]["iterations"] == 12
+
+
 def test_sigterm_stops_after_the_iteration_with_a_final_checkpoint(
     ray_session, write_yaml, tmp_path
 ):
