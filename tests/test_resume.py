@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rlplat.checkpoints import CheckpointInfo
+from rlplat.checkpoints import CheckpointInfo, resume_points
 from rlplat.config.load import load_experiment
 from rlplat.train import train
 from tests.conftest import REPO
@@ -154,6 +154,9 @@ def test_resume_ignores_decisions_about_saves_of_the_dead_process(
     path = write_yaml((EXPERIMENTS["PPO"] + COMMON).replace("OUTPUT", str(tmp_path / "out")))
     process = launch([str(path)], ray_session)
     run_dir, _ = read_until_iteration(process, 5)
+    deadline = time.monotonic() + 30
+    while not resume_points(run_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the state Tune saves about once a second names a checkpoint
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     [trial_dir] = run_dir.glob("trial_*")
