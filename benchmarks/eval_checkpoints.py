@@ -35,11 +35,11 @@ import numpy as np, torch
 from ray import tune
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core.columns import Columns
-from rlplat.config.load import load_experiment
-from rlplat.environments import env_creator_for, rllib_env_name
+from rlplat.experiment.load import load_experiment
+from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 
 checkpoint = sys.argv[1]
-experiment = load_experiment(checkpoint + "/experiment.yaml", build=False).experiment
+experiment = load_experiment(checkpoint + "/experiment.yaml").experiment
 tune.register_env(rllib_env_name(experiment), env_creator_for(experiment))
 algo = Algorithm.from_checkpoint(checkpoint)
 module = algo.get_module()
@@ -63,11 +63,11 @@ ALGORITHM_EVALUATE = """
 import json, sys
 from ray import tune
 from ray.rllib.algorithms.algorithm import Algorithm
-from rlplat.config.load import load_experiment
-from rlplat.environments import env_creator_for, rllib_env_name
+from rlplat.experiment.load import load_experiment
+from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 
 checkpoint, episodes = sys.argv[1], int(sys.argv[2])
-experiment = load_experiment(checkpoint + "/experiment.yaml", build=False).experiment
+experiment = load_experiment(checkpoint + "/experiment.yaml").experiment
 tune.register_env(rllib_env_name(experiment), env_creator_for(experiment))
 restored = Algorithm.from_checkpoint(checkpoint)
 config = restored.config.copy(copy_frozen=False)

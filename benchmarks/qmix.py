@@ -59,10 +59,10 @@ def two_step(seeds: int, work: Path) -> dict:
 
 def random_team(episodes: int) -> dict:
     """A uniformly random team on the eval seeds (0..episodes-1), through the same team env."""
-    from rlplat.config.load import load_experiment
-    from rlplat.environments import env_creator_for
+    from rlplat.experiment.load import load_experiment
+    from rlplat.rllib.env_creator import env_creator_for
 
-    experiment = load_experiment(REPO / "experiments/simple_spread_qmix.yaml", build=False)
+    experiment = load_experiment(REPO / "experiments/simple_spread_qmix.yaml")
     env = env_creator_for(experiment.experiment)()
     returns = []
     for seed in range(episodes):

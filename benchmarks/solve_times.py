@@ -29,9 +29,9 @@ EXPERIMENTS = {
 
 
 def run_one(path: Path, seed: int, out: Path) -> dict:
-    from rlplat.config.load import load_experiment
+    from rlplat.experiment.load import load_experiment
 
-    target = load_experiment(path, build=False).experiment.stop.episode_return_mean
+    target = load_experiment(path).experiment.stop.episode_return_mean
     started = time.monotonic()
     proc = subprocess.run(
         [

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow.fs
 
-from rlplat.storage import atomic_filesystem
+from rlplat.run.storage import atomic_filesystem
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks/results/storage_writes.json"

@@ -20,14 +20,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rlplat.atomic import write_atomic
-from rlplat.config.yaml_io import dump_yaml
 from rlplat.errors import UserError
 from rlplat.metrics import ENV_STEPS, REPLAY_STEPS, RETURN_MEAN, finite, lookup, metric_path
-from rlplat.run_dir import RESOLVED_EXPERIMENT
+from rlplat.util.atomic import write_atomic
 
 RLLIB_MARKER = "rllib_checkpoint.json"
 CHECKPOINT_INFO = "rlplat_checkpoint.json"
+# The resolved experiment, in every run, trial and checkpoint directory.
+RESOLVED_EXPERIMENT = "experiment.yaml"
+# Where an RLlib checkpoint keeps the learner (weights and optimizer) and the RLModules in it.
+LEARNER = "learner_group/learner"
+RL_MODULE = f"{LEARNER}/rl_module"
 
 
 @dataclass(frozen=True)
@@ -88,12 +91,12 @@ def _checkpoints_in(trial: Path) -> list[Path]:
     return sorted(p for p in trial.glob("checkpoint_*") if p.is_dir() and is_complete(p))
 
 
-def _trials_in(run: Path) -> list[Path]:
+def trials_in(run: Path) -> list[Path]:
     return sorted(p for p in run.iterdir() if p.is_dir() and _checkpoints_in(p))
 
 
 def _runs_in(experiment: Path) -> list[Path]:
-    return sorted(p for p in experiment.iterdir() if p.is_dir() and _trials_in(p))
+    return sorted(p for p in experiment.iterdir() if p.is_dir() and trials_in(p))
 
 
 def _rank_key(info: CheckpointInfo | None) -> float:
@@ -131,7 +134,7 @@ def best_and_last(trial: Path) -> tuple[Path | None, Path | None]:
 
 
 def _pick_in_run(run: Path, last: bool) -> PickedCheckpoint:
-    picks = [_pick_in_trial(trial, last=False) for trial in _trials_in(run)]
+    picks = [_pick_in_trial(trial, last=False) for trial in trials_in(run)]
     best = max(picks, key=lambda p: _rank_key(p.info))
     if last:
         best = _pick_in_trial(best.path.parent, last=True)
@@ -162,7 +165,7 @@ def find_checkpoint(path: Path, *, last: bool = False) -> PickedCheckpoint:
         return PickedCheckpoint(path, "the checkpoint given", CheckpointInfo.read(path))
     if _checkpoints_in(path):
         return _pick_in_trial(path, last)
-    if _trials_in(path):
+    if trials_in(path):
         return _pick_in_run(path, last)
     runs = _runs_in(path)
     if runs:
@@ -217,114 +220,3 @@ def obsolete_checkpoints(trial: Path, keep: int | None) -> list[Path]:
     ranked = sorted(checkpoints, key=lambda c: (_rank_key(infos[c]), c.name), reverse=True)
     kept = {*ranked[:keep], newest}
     return [c for c in checkpoints if c not in kept]
-
-
-def prune_checkpoints(run_dir: Path, keep: int | None) -> None:
-    """Delete every trial's obsolete checkpoints once the run has stopped, except the ones Tune's
-    saved state resumes from (older than the newest when a full disk stopped it saving)."""
-    import shutil
-
-    points = resume_points(run_dir)
-    if points is None:
-        return  # which checkpoint a resume needs is unknown: keep them all
-    for trial in _trials_in(run_dir):
-        for checkpoint in obsolete_checkpoints(trial, keep):
-            if checkpoint not in points.values():
-                shutil.rmtree(checkpoint, ignore_errors=True)
-
-
-def newest_state(run_dir: Path) -> Path | None:
-    """The experiment state file Tune restores a run from: the newest by name (one per session)."""
-    return max(run_dir.glob("experiment_state-*.json"), default=None)
-
-
-def resume_points(run_dir: Path) -> dict[str, Path] | None:
-    """Each trial's checkpoint that ``--resume`` restores: the latest one in Tune's newest saved
-    state in the run directory (by trial directory name; a trial without one starts over).
-    None when that state cannot be read."""
-    from ray.tune.experiment.trial import _TrainingRunMetadata
-
-    state = newest_state(run_dir)
-    if state is None:
-        return {}
-    points = {}
-    try:
-        for _, metadata in json.loads(state.read_text())["trial_data"]:
-            manager = _TrainingRunMetadata.from_json_state(metadata).checkpoint_manager
-            if manager.latest_checkpoint_result is not None:
-                path = Path(manager.latest_checkpoint_result.checkpoint.path)
-                points[path.parent.name] = path
-    except Exception:  # noqa: BLE001 - a damaged or foreign state: nothing is known
-        return None
-    return points
-
-
-def checkpoint_recorder(
-    score_metric: str, mode: str, keep: int | None, prune_while_running: bool = True
-):  # -> ray.tune.Callback
-    """A Tune callback that completes every checkpoint directory Tune writes, and keeps the
-    ``keep`` best of each trial (Tune itself is told to keep them all).
-
-    It adds the trial's experiment (a checkpoint copied away from its run still says how to
-    rebuild its environment, with the values a search chose) and ``rlplat_checkpoint.json`` (what
-    the run reported at that point, used to pick the best checkpoint and to compare with
-    ``rlplat eval``).
-
-    Why rlplat deletes checkpoints rather than Tune: Tune deletes a trial's older checkpoint as
-    soon as a newer one is written, but saves the experiment state (which checkpoint each trial
-    resumes from) only every few seconds, and a full disk can stop it saving at all. A run killed
-    in between resumes from a deleted checkpoint and the trial fails. Here a checkpoint is deleted
-    only once the state saved in the run directory resumes its trial from a newer one (states are
-    saved in order, so no later state goes back to it). Population-based training restores trials
-    from other trials' checkpoints long after they were written: ``prune_while_running=False``
-    keeps every checkpoint until the run ends (``prune_checkpoints``).
-    """
-    import shutil
-
-    from ray.tune import Callback
-
-    from rlplat.trainable import trial_experiment
-
-    class RecordCheckpoints(Callback):
-        def __init__(self) -> None:
-            self._obsolete: dict[Path, Any] = {}  # checkpoint -> its Tune trial
-            self._state_seen: tuple[Path, float] | None = None
-
-        def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
-            target = Path(checkpoint.path)
-            if not target.is_dir():
-                return
-            write_atomic(target / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(trial.config)))
-            checkpoint_info_from_result(trial.last_result or {}, score_metric, mode).write(target)
-            if prune_while_running:
-                for old in obsolete_checkpoints(target.parent, keep):
-                    self._obsolete[old] = trial
-
-        def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-            if not self._obsolete:
-                return
-            run_dir = next(iter(self._obsolete)).parent.parent
-            newest = newest_state(run_dir)
-            state = (newest, newest.stat().st_mtime) if newest else None
-            if state is None or state == self._state_seen:
-                return
-            self._state_seen = state
-            points = resume_points(run_dir) or {}
-            for checkpoint, trial in list(self._obsolete.items()):
-                point = points.get(checkpoint.parent.name)
-                if point is not None and point.name > checkpoint.name:
-                    shutil.rmtree(checkpoint, ignore_errors=True)
-                    _forget(trial, checkpoint)
-                    del self._obsolete[checkpoint]
-
-    return RecordCheckpoints()
-
-
-def _forget(trial: Any, checkpoint: Path) -> None:
-    """Drop a deleted checkpoint from Tune's list of the trial's checkpoints. Told to keep them
-    all, Tune would keep every one, with the full result it was taken at (~40 KB each), in the
-    experiment state it saves every second: a state file growing by megabytes on long runs."""
-    manager = trial.run_metadata.checkpoint_manager
-    kept = [r for r in manager._checkpoint_results if Path(r.checkpoint.path) != checkpoint]
-    manager._checkpoint_results = kept
-    trial.run_metadata.invalidate_cache()

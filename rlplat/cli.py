@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from rlplat.cluster import FIXED_HASH_SEED
-from rlplat.errors import Interrupted, RlplatError
+from rlplat.cluster.connect import FIXED_HASH_SEED, quiet_ray_logs, start_ray
+from rlplat.errors import Interrupted, RlplatError, UserError
 
 app = typer.Typer(
     add_completion=False,
@@ -81,13 +81,13 @@ def train(
 
     With a tune: section or search spaces in the file, runs a hyperparameter search.
     """
-    from rlplat.cluster import quiet_ray_logs
-    from rlplat.config.load import load_experiment
-    from rlplat.config.yaml_io import dump_yaml
-    from rlplat.errors import UserError
-    from rlplat.train import print_summary, raise_if_failed
-    from rlplat.train import resume as resume_run
-    from rlplat.train import train as run_training
+    # Imported per command: `rlplat eval` and `--help` start without loading Ray Tune and RLlib.
+    from rlplat.experiment.load import load_experiment  # noqa: PLC0415
+    from rlplat.experiment.yaml_io import dump_yaml  # noqa: PLC0415
+    from rlplat.prepare import prepare  # noqa: PLC0415
+    from rlplat.run.launch import resume as resume_run  # noqa: PLC0415
+    from rlplat.run.launch import train as run_training  # noqa: PLC0415
+    from rlplat.run.summary import print_summary, raise_if_failed  # noqa: PLC0415
 
     quiet_ray_logs(verbose)
     if not verbose:
@@ -112,7 +112,7 @@ def train(
             overrides = [*(overrides or []), f"init.checkpoint={from_checkpoint}"]
         loaded = load_experiment(experiment, overrides or [])
         if dry_run:
-            console.print(dump_yaml(loaded.resolved()), highlight=False, end="")
+            console.print(dump_yaml(prepare(loaded).resolved()), highlight=False, end="")
             return
         summary = run_training(loaded, address=address, verbose=verbose, console=console)
     print_summary(summary, console)
@@ -137,18 +137,20 @@ def plan(
     Prints the bundles of one trial, the cluster's nodes, whether a trial fits and how many run
     at once; exits 2 when no node set can hold a trial (rlplat train refuses the same runs).
     """
-    from rlplat.cluster import quiet_ray_logs, start_ray
-    from rlplat.config.load import load_experiment
-    from rlplat.plan import plan_run, print_plan, refuse_if_impossible
+    # Imported per command: `rlplat eval` and `--help` start without loading Ray Tune and RLlib.
+    from rlplat.cluster.placement import cluster_nodes  # noqa: PLC0415
+    from rlplat.experiment.load import load_experiment  # noqa: PLC0415
+    from rlplat.prepare import prepare  # noqa: PLC0415
+    from rlplat.prepare.run_spec import print_plan, refuse_if_impossible  # noqa: PLC0415
 
     quiet_ray_logs(verbose)
     if not verbose:
         warnings.filterwarnings("ignore")
     loaded = load_experiment(experiment, overrides or [])
     start_ray(address, verbose)
-    planned = plan_run(loaded)
-    print_plan(planned, console)
-    refuse_if_impossible(planned)
+    run = prepare(loaded, cluster_nodes())
+    print_plan(run, console)
+    refuse_if_impossible(run)
 
 
 @app.command("eval")
@@ -187,10 +189,10 @@ def eval_(
     debug: Debug = False,
 ) -> None:
     """Roll out a trained policy without Ray: statistics, and videos or terminal frames."""
-    import json
+    import json  # noqa: PLC0415 - only rlplat eval --json needs it
 
-    from rlplat.cluster import quiet_ray_logs
-    from rlplat.evaluate import EvalOptions, evaluate, print_report
+    # Imported per command: `rlplat eval` loads no Ray Tune (start-up time).
+    from rlplat.policy.evaluate import EvalOptions, evaluate, print_report  # noqa: PLC0415
 
     quiet_ray_logs(verbose)
     if not verbose:

@@ -30,7 +30,7 @@ class Interrupted(RlplatError):
 
 
 class EnvKeepsFailing(RlplatError):
-    """The training env crashed again and again (rlplat.env_guard); the run stops."""
+    """The training env crashed again and again (rlplat.environments.guard); the run stops."""
 
 
 class StorageFailed(RlplatError):

@@ -18,7 +18,7 @@ def ray_cluster():
     from ray._private.utils import get_num_cpus
     from ray.cluster_utils import Cluster
 
-    from rlplat.cluster import start_ray
+    from rlplat.cluster.connect import start_ray
 
     # Cluster's nodes default to 1 CPU: give the head what ray.init() would detect here.
     cluster = Cluster(
@@ -81,8 +81,8 @@ def tiny_run(ray_session, tmp_path_factory):
     """One tiny PPO run (with an override, RLlib evaluation and videos) shared by many tests."""
     from rich.console import Console
 
-    from rlplat.config.load import load_experiment
-    from rlplat.train import train
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
 
     tmp = tmp_path_factory.mktemp("tiny")
     path = tmp / "exp.yaml"
@@ -101,8 +101,8 @@ def solved_cartpole(ray_session, tmp_path_factory):
     """The shipped CartPole PPO experiment trained to its target (about 100k env steps)."""
     from rich.console import Console
 
-    from rlplat.config.load import load_experiment
-    from rlplat.train import train
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
 
     out = tmp_path_factory.mktemp("solved")
     loaded = load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", [f"output_dir={out}"])

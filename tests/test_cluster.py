@@ -17,8 +17,8 @@ from rich.console import Console
 from test_cli import rlplat
 from test_config_errors import replace
 
-from rlplat.config.load import load_experiment
-from rlplat.train import train
+from rlplat.experiment.load import load_experiment
+from rlplat.run.launch import train
 
 RUNNER_CLASS = "SingleAgentEnvRunner"
 

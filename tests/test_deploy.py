@@ -10,7 +10,8 @@ from pathlib import Path
 import ray
 from ruamel.yaml import YAML
 
-from rlplat.config.load import load_experiment
+from rlplat.experiment.load import load_experiment
+from rlplat.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 RAYJOB = REPO / "deploy" / "kuberay" / "rayjob.yaml"
@@ -45,7 +46,7 @@ def test_entrypoint_trains_a_shipped_experiment_that_validates(tmp_path):
     assert command[:2] == ["rlplat", "train"]
     experiment, *overrides = command[2:]
     assert (REPO / experiment).is_file(), experiment
-    loaded = load_experiment(REPO / experiment, overrides)
+    loaded = prepare(load_experiment(REPO / experiment, overrides))
     # Checkpoints go to the volume every pod mounts there.
     output_dir = loaded.experiment.output_dir
     for pod in pods(job["spec"]):
@@ -62,7 +63,7 @@ def test_the_npu_group_declares_the_resource_the_experiment_prefers():
         if raw:  # KubeRay passes it to `ray start --resources` as a quoted JSON string
             declared.update(json.loads(json.loads(raw)))
     experiment = shlex.split(job["spec"]["entrypoint"])[2]
-    loaded = load_experiment(REPO / experiment, build=False)
+    loaded = load_experiment(REPO / experiment)
     wanted = {
         name
         for option in loaded.experiment.resources.env_runners.prefer

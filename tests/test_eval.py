@@ -55,8 +55,8 @@ def eval_json(capsys, *argv: str) -> dict:
 @pytest.fixture(scope="module")
 def corridor_lstm(ray_session, tmp_path_factory) -> Path:
     """A recurrent PPO policy on the ANSI-rendered corridor; returns its run directory."""
-    from rlplat.config.load import load_experiment
-    from rlplat.train import train
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
 
     tmp = tmp_path_factory.mktemp("lstm")
     path = tmp / "exp.yaml"
@@ -177,9 +177,9 @@ def test_recurrent_policy_and_ansi_frames(corridor_lstm, capsys):
 
 def test_connector_state_is_restored(ray_session, tmp_path, capsys):
     """A policy trained on filtered observations is evaluated with the filter's training state."""
-    from rlplat.config.load import load_experiment
-    from rlplat.policy import Policy
-    from rlplat.train import train
+    from rlplat.experiment.load import load_experiment
+    from rlplat.policy.restore import Policy
+    from rlplat.run.launch import train
 
     path = tmp_path / "exp.yaml"
     path.write_text(
@@ -204,8 +204,8 @@ def test_connector_state_is_restored(ray_session, tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["cartpole_dqn", "pendulum_sac"])
 def test_off_policy_checkpoints_evaluate(name, ray_session, tmp_path, capsys):
-    from rlplat.config.load import load_experiment
-    from rlplat.train import train
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
     from tests.conftest import EXPERIMENTS
 
     loaded = load_experiment(

@@ -10,8 +10,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlplat.config.load import load_experiment
 from rlplat.errors import RlplatError
+from rlplat.experiment.load import load_experiment
+from rlplat.prepare import prepare
 from tests.conftest import EXPERIMENTS
 
 BASES = [
@@ -120,7 +121,7 @@ def test_generated_experiments_load_or_fail_with_rlplat_errors(tmp_path_factory,
     path = Path(tmp_path_factory.mktemp("fuzz")) / "exp.yaml"
     path.write_text(text, encoding="utf-8")
     try:
-        loaded = load_experiment(path, extra)
+        loaded = prepare(load_experiment(path, extra))
     except RlplatError as exc:
         assert str(exc).strip(), "an error says what is wrong"
         return

@@ -80,8 +80,8 @@ output_dir: OUTPUT
 
 
 def train_yaml(text: str, tmp_path: Path, *overrides: str):
-    from rlplat.config.load import load_experiment
-    from rlplat.train import train
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
 
     path = tmp_path / "exp.yaml"
     path.write_text(text.replace("OUTPUT", str(tmp_path / "out")))
@@ -268,15 +268,15 @@ def test_two_policies_each_get_metrics_and_only_trained_ones_learn(ray_session, 
 
 def test_connect_four_never_plays_an_illegal_move(ray_session, tmp_path):
     """Both the masked learner (sampling, then greedy) and the random opponent, many moves."""
-    from rlplat.config.load import load_experiment
-    from rlplat.environments import rebuild_env
-    from rlplat.multi_agent import mapping_for
-    from rlplat.policy import Policy
-    from rlplat.rollout import run_episode
+    from rlplat.experiment.load import load_experiment
+    from rlplat.policy.restore import Policy
+    from rlplat.policy.rollout import run_episode
+    from rlplat.rllib.env_creator import rebuild_env
+    from rlplat.rllib.multi_agent import mapping_for
 
     summary = train_yaml(CONNECT_FOUR, tmp_path)
     [checkpoint] = Path(summary.trials[0].path).glob("checkpoint_*")
-    experiment = load_experiment(checkpoint / "experiment.yaml", build=False).experiment
+    experiment = load_experiment(checkpoint / "experiment.yaml").experiment
     env = rebuild_env(experiment, None, checkpoint)
     policy = Policy.from_checkpoint(checkpoint, mapping_for(experiment, env))
 
@@ -308,7 +308,7 @@ def test_masked_module_gives_illegal_actions_zero_probability():
     import torch
     from ray.rllib.core.columns import Columns
 
-    from rlplat.modules import MaskedPPOModule
+    from rlplat.rllib.modules import MaskedPPOModule
 
     space = gym.spaces.Dict(
         {
@@ -335,7 +335,7 @@ def test_masked_module_gives_illegal_actions_zero_probability():
 
 def test_pixels_through_a_supersuit_chain_train_and_render(ray_session, tmp_path, capsys):
     """Pistonball (4 pistons, 20-step episodes) through the shipped chain, CNN, GIF in eval."""
-    from rlplat.config.load import load_experiment
+    from rlplat.experiment.load import load_experiment
     from tests.conftest import EXPERIMENTS
 
     shipped = EXPERIMENTS / "pistonball_ppo.yaml"
@@ -347,7 +347,7 @@ def test_pixels_through_a_supersuit_chain_train_and_render(ray_session, tmp_path
         "training.num_epochs=1",
         "stop={iterations: 1}",
     ]
-    from rlplat.train import train
+    from rlplat.run.launch import train
 
     summary = train(load_experiment(shipped, overrides), console=Console(quiet=True))
     assert summary.trials[0].status == "finished", summary.trials[0].error
@@ -376,7 +376,7 @@ def test_gymnasium_wrapper_chain_applies_in_training_and_eval(ray_session, tmp_p
 
 
 def test_policy_mapping_first_matching_pattern_wins():
-    from rlplat.multi_agent import PolicyMapping
+    from rlplat.rllib.multi_agent import PolicyMapping
 
     mapping = PolicyMapping({"agent_0": "solo", "agent_*": "team", "*": "rest"})
     assert [mapping(a) for a in ("agent_0", "agent_1", "adversary_0")] == ["solo", "team", "rest"]
@@ -392,10 +392,11 @@ def test_policy_mapping_first_matching_pattern_wins():
     ],
 )
 def test_other_ways_to_name_a_pettingzoo_env(env_section, tmp_path):
-    from rlplat.config.load import load_experiment
+    from rlplat.experiment.load import load_experiment
+    from rlplat.prepare import prepare
 
     path = tmp_path / "exp.yaml"
     path.write_text(replace(SPREAD, "pettingzoo: mpe2.simple_spread_v3", env_section))
-    config = load_experiment(path).algo_config
+    config = prepare(load_experiment(path)).algo_config
     assert config.is_multi_agent
     assert config.policy_mapping_fn("agent_2") == "shared"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from rlplat.cluster.placement import LabelledBundle, Node, make_plan, place
+from rlplat.cluster.preferences import resolve_preferences
 from rlplat.errors import UserError
-from rlplat.placement import LabelledBundle, Node, make_plan, place
-from rlplat.plan import resolve_preferences
 
 
 def node(name: str, **resources: float) -> Node:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from rlplat.algorithms.qmix.config import QMIXConfig
 from rlplat.algorithms.qmix.episode_store import EpisodeStore
 from rlplat.algorithms.qmix.learner import lambda_returns
+from rlplat.algorithms.qmix.qmix import QMIXConfig
 from rlplat.algorithms.qmix.rl_module import (
     Q_TOTAL,
     Q_VALUES,
@@ -19,9 +19,9 @@ from rlplat.algorithms.qmix.rl_module import (
     QMIXModule,
     SumMixer,
 )
-from rlplat.config.schema import EnvSpec
-from rlplat.environments import EnvCreator
-from rlplat.team_env import TeamEnvCreator
+from rlplat.environments.make import EnvCreator
+from rlplat.environments.team import TeamEnvCreator
+from rlplat.experiment.schema import EnvSpec
 from tests.conftest import EXPERIMENTS
 from tests.test_config_errors import assert_rejected, replace
 from tests.test_eval import eval_json
@@ -229,9 +229,10 @@ def test_episode_store_pads_and_evicts():
 
 def test_env_runner_plays_new_episodes_each_call_yet_reproducibly(ray_session):
     """RLlib re-seeds at every whole-episode sample() call; QMIX's runner seeds only once."""
-    from rlplat.config.load import load_experiment
+    from rlplat.experiment.load import load_experiment
+    from rlplat.prepare import prepare
 
-    config = load_experiment(EXPERIMENTS / "simple_spread_qmix.yaml").algo_config
+    config = prepare(load_experiment(EXPERIMENTS / "simple_spread_qmix.yaml")).algo_config
 
     def first_states() -> list[float]:
         runner = config.env_runner_cls(config=config)
@@ -301,15 +302,19 @@ def stateless_two_step(**kwargs):
     return env
 
 
-def test_global_state_falls_back_to_observations_and_is_recorded():
-    from rlplat.config.load import load_experiment
+    from rlplat.experiment.load import load_experiment
+    from rlplat.prepare import prepare
 
-    loaded = load_experiment(
-        EXPERIMENTS / "two_step_qmix.yaml", ["env.factory=tests.test_qmix:stateless_two_step"]
+    loaded = prepare(
+        load_experiment(
+            EXPERIMENTS / "two_step_qmix.yaml", ["env.factory=tests.test_qmix:stateless_two_step"]
+        )
     )
     assert loaded.experiment.training["global_state"] == "observations"
     assert (
-        load_experiment(EXPERIMENTS / "two_step_qmix.yaml").experiment.training["global_state"]
+        prepare(load_experiment(EXPERIMENTS / "two_step_qmix.yaml")).experiment.training[
+            "global_state"
+        ]
         == "env"
     )
 
@@ -322,11 +327,12 @@ def test_tune_grid_over_mixers_qmix_finds_8_vdn_settles_for_7(ray_session, tmp_p
     from ray import tune
 
     from rlplat.algorithms.qmix import QMIX
-    from rlplat.config.load import load_experiment
-    from rlplat.policy import Policy
-    from rlplat.rollout import run_episode
+    from rlplat.experiment.load import load_experiment
+    from rlplat.policy.restore import Policy
+    from rlplat.policy.rollout import run_episode
+    from rlplat.prepare import prepare
 
-    loaded = load_experiment(EXPERIMENTS / "two_step_qmix.yaml")
+    loaded = prepare(load_experiment(EXPERIMENTS / "two_step_qmix.yaml"))
     config = loaded.algo_config.copy(copy_frozen=False)
     config.training(mixer=tune.grid_search(["qmix", "vdn"]))
     results = tune.Tuner(
@@ -355,8 +361,8 @@ def test_tune_grid_over_mixers_qmix_finds_8_vdn_settles_for_7(ray_session, tmp_p
 def spread_qmix_run(ray_session, tmp_path_factory):
     from rich.console import Console
 
-    from rlplat.config.load import load_experiment
-    from rlplat.train import train
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
 
     out = tmp_path_factory.mktemp("spread-qmix")
     loaded = load_experiment(
@@ -394,8 +400,8 @@ def test_another_cooperative_pettingzoo_env_trains_and_evaluates(ray_session, tm
     """mpe2 simple_reference: 2 agents, 50 discrete actions (move x say), a 42-dim env state."""
     from rich.console import Console
 
-    from rlplat.config.load import load_experiment
-    from rlplat.train import train
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
 
     loaded = load_experiment(
         EXPERIMENTS / "simple_spread_qmix.yaml",

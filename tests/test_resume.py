@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rlplat.checkpoints import CheckpointInfo, resume_points
-from rlplat.config.load import load_experiment
-from rlplat.train import train
+from rlplat.checkpoints import CheckpointInfo
+from rlplat.experiment.load import load_experiment
+from rlplat.run.launch import train
+from rlplat.tune_state import resume_points
 from tests.conftest import REPO
 
 EXPERIMENTS = {

@@ -14,9 +14,9 @@ import pytest
 from test_config_errors import assert_rejected, replace
 from test_train import read_results, read_scalars
 
-from rlplat.config.load import load_experiment
-from rlplat.config.spaces import Space, find_spaces
-from rlplat.search_report import BEST_YAML, RESULTS_CSV, TrialRow, rank_rows, stop_reason
+from rlplat.callbacks.search_report import BEST_YAML, RESULTS_CSV, TrialRow, rank_rows, stop_reason
+from rlplat.experiment.load import load_experiment
+from rlplat.experiment.spaces import Space, find_spaces
 
 TINY_SEARCH = """\
 name: tiny-search
@@ -228,7 +228,7 @@ def test_ranking_prefers_reaching_the_target_sooner():
 
 
 def test_stop_reason_names_the_condition_or_the_scheduler():
-    from rlplat.config.schema import StopSpec
+    from rlplat.experiment.schema import StopSpec
 
     stop = StopSpec(episode_return_mean=475, env_steps=10_000)
     solved = {"window": {"episode_return_mean": 480.0}, "num_env_steps_sampled_lifetime": 4000}
@@ -248,7 +248,7 @@ def tiny_search(ray_session, tmp_path_factory):
     """A grid over the corridor length x 2 samples of lr: four trials of three iterations."""
     from rich.console import Console
 
-    from rlplat.train import train
+    from rlplat.run.launch import train
 
     tmp = tmp_path_factory.mktemp("search")
     path = tmp / "exp.yaml"
@@ -261,7 +261,7 @@ def test_search_runs_every_trial_with_its_own_values(tiny_search):
     assert len(tiny_search.trials) == 4
     assert all(t.status == "finished" and t.iterations == 3 for t in tiny_search.trials)
     for trial in tiny_search.trials:
-        checkpoint = load_experiment(Path(trial.best_checkpoint) / "experiment.yaml", build=False)
+        checkpoint = load_experiment(Path(trial.best_checkpoint) / "experiment.yaml")
         params = json.loads((Path(trial.path) / "params.json").read_text())
         assert checkpoint.experiment.env.kwargs == params["env"]["kwargs"]
         assert checkpoint.experiment.training["lr"] == params["training"]["lr"]
@@ -367,7 +367,7 @@ def test_pbt_exploits_and_changes_the_trials_config(ray_session, write_yaml, tmp
     """Two trials: the worse one copies the better one's weights and draws a new lr."""
     from rich.console import Console
 
-    from rlplat.train import train
+    from rlplat.run.launch import train
 
     path = write_yaml(PBT.replace("OUTPUT", str(tmp_path / "out")))
     console = Console(record=True, width=300)
@@ -450,7 +450,7 @@ def test_each_searcher_and_scheduler_runs_a_search(case, ray_session, write_yaml
     """Every searcher and scheduler rlplat offers drives a real (two-trial) search to its end."""
     from rich.console import Console
 
-    from rlplat.train import train
+    from rlplat.run.launch import train
 
     text = replace(TINY_SEARCH, "{grid: [4, 7]}", "{randint: [4, 8]}")
     text = replace(text, "num_samples: 2", "num_samples: 2\n  " + COMBINATIONS[case])

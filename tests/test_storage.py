@@ -15,7 +15,8 @@ from pathlib import Path
 import pyarrow.fs
 import pytest
 
-from rlplat.checkpoints import is_complete, resume_points
+from rlplat.checkpoints import is_complete
+from rlplat.tune_state import resume_points
 from tests.test_resume import iterations_logged, launch, read_until_iteration
 
 DISK_MB = 32  # a checkpoint of the run below takes 1.8 MB
@@ -52,7 +53,7 @@ def fill(disk: Path) -> Path:
 def test_a_failed_write_leaves_the_previous_file(small_disk, tmp_path):
     """Tune copies files into the run directory through this filesystem: a copy the disk cannot
     hold raises the OS error and leaves the old file whole, with no temporary file behind."""
-    from rlplat.storage import atomic_filesystem
+    from rlplat.run.storage import atomic_filesystem
 
     source = tmp_path / "source"
     source.mkdir()

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rlplat.config.load import load_experiment
-from rlplat.run_dir import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY
-from rlplat.train import train
+from rlplat.checkpoints import RESOLVED_EXPERIMENT
+from rlplat.experiment.load import load_experiment
+from rlplat.run.launch import train
+from rlplat.run.run_dir import RUN_INFO, SUMMARY
 from tests.conftest import EXPERIMENTS
 
 
@@ -46,7 +47,7 @@ def test_run_writes_checkpoints_and_run_files(tiny_run):
 
 def test_resolved_experiment_reloads_and_has_defaults(tiny_run):
     resolved = Path(tiny_run.run_dir) / RESOLVED_EXPERIMENT
-    reloaded = load_experiment(resolved, build=False).experiment
+    reloaded = load_experiment(resolved).experiment
     assert reloaded.training["lr"] == 0.0007, "the override is part of the resolved experiment"
     assert reloaded.checkpoint.mode == "max", "defaults are filled in"
     assert reloaded.resources.env_runners.count == 0

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlplat.callbacks import WindowedEpisodeStats
-from rlplat.run_dir import create_run_dir
+from rlplat.rllib.episode_stats import WindowedEpisodeStats
+from rlplat.run.run_dir import create_run_dir
 from tests.conftest import REPO
 
 
@@ -49,9 +49,9 @@ def test_run_directories_are_never_reused(tmp_path):
 
 
 def test_schema_reference_is_up_to_date():
-    from rlplat.schema_doc import EXAMPLE, render
+    from rlplat.experiment.schema_doc import EXAMPLE, render
 
     expected = render((REPO / EXAMPLE).read_text().strip())
     assert (REPO / "docs/schema.md").read_text() == expected, (
-        "regenerate with: python -m rlplat.schema_doc > docs/schema.md"
+        "regenerate with: python -m rlplat.experiment.schema_doc > docs/schema.md"
     )

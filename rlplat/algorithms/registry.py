@@ -5,15 +5,15 @@ with one ``register_algorithm("NAME", "module.path:AlgorithmClass")`` line at th
 file; the import happens only when the algorithm is used.
 
 A *team* algorithm learns one policy for all agents of a cooperative multi-agent env together
-(value factorisation): it sees the env as one team agent (``rlplat.team_env.TeamEnv``).
+(value factorisation): it sees the env as one team agent (``rlplat.environments.team.TeamEnv``).
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from rlplat.errors import UserError, allowed_list, did_you_mean
+from rlplat.util.imports import import_object
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -61,8 +61,7 @@ def get_algorithm_class(name: str) -> type[Algorithm]:
     """The Algorithm class for a name; imports it on first use."""
     name = canonical_name(name)
     if name in _CUSTOM:
-        module, _, attr = _CUSTOM[name].partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return import_object(_CUSTOM[name])
     from ray.rllib.algorithms.registry import ALGORITHMS
 
     return ALGORITHMS[name]()[0]

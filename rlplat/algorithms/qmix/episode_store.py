@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-# Per-step keys of the team observation stored with each episode (see rlplat.team_env).
+# Per-step keys of the team observation stored with each episode (see rlplat.environments.team).
 OBS_KEYS = ("obs", "action_mask", "state")
 
 

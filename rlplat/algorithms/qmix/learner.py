@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.learner.utils import update_target_network
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 from ray.rllib.utils.typing import ModuleID
 
-from rlplat.algorithms.qmix.config import QMIXConfig
 from rlplat.algorithms.qmix.rl_module import Q_TOTAL, Q_VALUES, masked_argmax
 
 
@@ -78,7 +78,7 @@ class QMIXTorchLearner(TorchLearner):
             )
         )
 
-    def configure_optimizers_for_module(self, module_id: ModuleID, config: QMIXConfig) -> None:
+    def configure_optimizers_for_module(self, module_id: ModuleID, config: AlgorithmConfig) -> None:
         if config.optimizer == "adam":
             return super().configure_optimizers_for_module(module_id, config)
         params = self.get_parameters(self.module[module_id])
@@ -94,7 +94,7 @@ class QMIXTorchLearner(TorchLearner):
         self,
         *,
         module_id: ModuleID,
-        config: QMIXConfig,
+        config: AlgorithmConfig,
         batch: dict[str, Any],
         fwd_out: dict[str, Any],
     ) -> torch.Tensor:

@@ -1,0 +1,232 @@
+"""QMIX, VDN and IQL: ``QMIXConfig`` (every setting) and ``QMIX`` (the training loop), in one
+module as RLlib keeps an algorithm and its config.
+
+``QMIXConfig`` holds every QMIX/VDN/IQL setting, with pymarl's published QMIX defaults.
+
+Each default below is pymarl's (``default.yaml`` + ``qmix.yaml``) unless its comment says
+otherwise; the YAML sets them under ``training:``. docs/qmix.md explains each one.
+
+``QMIX`` collects whole episodes, replays batches of them and syncs the env runners. One
+``training_step``: every env runner plays complete episodes (greedy w.p. 1 - epsilon), they
+are stored whole, then ``updates_per_episode`` learner updates per new episode are made on
+batches of ``batch_episodes`` stored episodes, and the new weights go to the env runners.
+``min_sample_timesteps_per_iteration`` groups many such steps into one reported iteration.
+"""
+
+# No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
+from typing import Any, Literal
+
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    LEARNER_RESULTS,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    REPLAY_BUFFER_RESULTS,
+)
+
+from rlplat.algorithms.qmix.env_runner import EpisodeEnvRunner
+from rlplat.algorithms.qmix.episode_store import EpisodeStore
+from rlplat.algorithms.qmix.learner import QMIXTorchLearner
+from rlplat.algorithms.qmix.rl_module import QMIXModule
+from rlplat.environments.team import (
+    DEFAULT_GLOBAL_STATE,
+    DEFAULT_TEAM_REWARD,
+    GlobalState,
+    TeamReward,
+)
+
+Mixer = Literal["qmix", "vdn", "none"]
+
+# Settings the RL module needs (passed to it in its model_config).
+MODULE_KEYS = (
+    "mixer",
+    "mixing_embed_dim",
+    "hypernet_embed_dim",
+    "hypernet_layers",
+    "agent_hidden_dim",
+    "recurrent",
+    "obs_agent_id",
+    "obs_last_action",
+    "epsilon_start",
+    "epsilon_finish",
+    "epsilon_anneal_steps",
+)
+
+
+class QMIXConfig(AlgorithmConfig):
+    """Value factorisation for cooperative teams: QMIX (monotonic mixer), VDN (sum) or IQL (none).
+
+    One agent network is shared by all agents (agent-id one-hot and last action as extra inputs)
+    and learns from batches of whole episodes with double-Q targets from target networks.
+    """
+
+    def __init__(self, algo_class: type | None = None):
+        super().__init__(algo_class=algo_class or QMIX)
+        # Mixer: "qmix" = monotonic hypernetwork mixer conditioned on the global state
+        # (Rashid et al. 2018); "vdn" = sum of agent Qs (Sunehag et al. 2018); "none" = each agent
+        # learns its own Q from the team reward (independent Q-learning).
+        self.mixer: Mixer = "qmix"
+        self.mixing_embed_dim = 32  # width of the mixer's hidden layer
+        self.hypernet_embed_dim = 64  # hidden width of the 2-layer hypernetworks
+        self.hypernet_layers: Literal[1, 2] = 2
+        self.agent_hidden_dim = 64  # GRU (or feed-forward) width of the agent network
+        self.recurrent = True  # GRU agents; False: a feed-forward agent network
+        self.obs_agent_id = True  # append the agent's one-hot id to its input
+        self.obs_last_action = True  # append the agent's previous action (one-hot)
+        self.double_q = True  # online net picks the next action, target net values it
+        self.target_update_interval = 200  # learner updates between target-network updates
+        self.tau = 1.0  # 1.0: hard copy; < 1: Polyak averaging (e.g. interval 1, tau 0.005)
+        self.epsilon_start = 1.0
+        self.epsilon_finish = 0.05
+        self.epsilon_anneal_steps = 50_000  # env steps of the linear epsilon schedule
+        self.td_lambda = 0.0  # 0: one-step targets; > 0: TD(lambda) over each episode
+        self.standardise_rewards = False  # scale rewards by a running mean and std
+        self.optimizer: Literal["adam", "rmsprop"] = "adam"  # as pymarl2; pymarl's: rmsprop
+        self.batch_episodes = 32  # whole episodes per learner update
+        self.buffer_episodes = 5000  # replay capacity, in episodes
+        self.learning_starts_episodes = 32  # stored episodes before the first update
+        self.updates_per_episode = 1.0  # learner updates per collected episode (pymarl: 1)
+        self.team_reward: TeamReward = DEFAULT_TEAM_REWARD  # sum
+        self.global_state: GlobalState = DEFAULT_GLOBAL_STATE  # auto: env.state(), else obs
+
+        self.lr = 5e-4
+        self.gamma = 0.99
+        self.grad_clip = 10.0
+        self.grad_clip_by = "global_norm"
+        self.batch_mode = "complete_episodes"
+        self.env_runner_cls = EpisodeEnvRunner
+        self.min_sample_timesteps_per_iteration = 1000
+        self.evaluation(evaluation_config=AlgorithmConfig.overrides(explore=False))
+
+    def training(
+        self,
+        *,
+        mixer: Mixer | None = NotProvided,
+        mixing_embed_dim: int | None = NotProvided,
+        hypernet_embed_dim: int | None = NotProvided,
+        hypernet_layers: Literal[1, 2] | None = NotProvided,
+        agent_hidden_dim: int | None = NotProvided,
+        recurrent: bool | None = NotProvided,
+        obs_agent_id: bool | None = NotProvided,
+        obs_last_action: bool | None = NotProvided,
+        double_q: bool | None = NotProvided,
+        target_update_interval: int | None = NotProvided,
+        tau: float | None = NotProvided,
+        epsilon_start: float | None = NotProvided,
+        epsilon_finish: float | None = NotProvided,
+        epsilon_anneal_steps: int | None = NotProvided,
+        td_lambda: float | None = NotProvided,
+        standardise_rewards: bool | None = NotProvided,
+        optimizer: Literal["adam", "rmsprop"] | None = NotProvided,
+        batch_episodes: int | None = NotProvided,
+        buffer_episodes: int | None = NotProvided,
+        learning_starts_episodes: int | None = NotProvided,
+        updates_per_episode: float | None = NotProvided,
+        team_reward: TeamReward | None = NotProvided,
+        global_state: GlobalState | None = NotProvided,
+        **kwargs: Any,
+    ) -> "QMIXConfig":
+        """QMIX's own settings (see the attribute comments in ``__init__``) and the base ones."""
+        super().training(**kwargs)
+        for name, value in locals().items():
+            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
+                setattr(self, name, value)
+        return self
+
+    def validate(self) -> None:
+        super().validate()
+        problems = []
+        if not 0.0 <= self.epsilon_finish <= self.epsilon_start <= 1.0:
+            problems.append("need 0 <= epsilon_finish <= epsilon_start <= 1")
+        if not 0.0 < self.tau <= 1.0:
+            problems.append(f"tau must be in (0, 1], got {self.tau}")
+        if not 0.0 <= self.td_lambda <= 1.0:
+            problems.append(f"td_lambda must be in [0, 1], got {self.td_lambda}")
+        for name in ("batch_episodes", "buffer_episodes", "target_update_interval"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.buffer_episodes < self.batch_episodes:
+            problems.append(
+                f"buffer_episodes ({self.buffer_episodes}) must hold at least one batch "
+                f"(batch_episodes {self.batch_episodes})"
+            )
+        if self.learning_starts_episodes < self.batch_episodes:
+            problems.append("learning_starts_episodes must be at least batch_episodes")
+        if self.updates_per_episode <= 0:
+            problems.append("updates_per_episode must be positive")
+        if self.batch_mode != "complete_episodes":
+            problems.append(
+                "batch_mode must be complete_episodes (QMIX learns from whole episodes)"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def _model_config_auto_includes(self) -> dict[str, Any]:
+        return super()._model_config_auto_includes | {k: getattr(self, k) for k in MODULE_KEYS}
+
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        return RLModuleSpec(module_class=QMIXModule)
+
+    def get_default_learner_class(self) -> type:
+        return QMIXTorchLearner
+
+
+class QMIX(Algorithm):
+    """QMIX / VDN / IQL on RLlib's new API stack (see ``QMIXConfig`` for the settings)."""
+
+    config: QMIXConfig
+
+    @classmethod
+    def get_default_config(cls) -> QMIXConfig:
+        return QMIXConfig(cls)
+
+    def setup(self, config: QMIXConfig) -> None:
+        super().setup(config)
+        self.episode_store = EpisodeStore(config.buffer_episodes, seed=config.seed)
+        self._owed_updates = 0.0
+
+    def training_step(self) -> None:
+        config = self.config
+        episodes, runner_metrics = synchronous_parallel_sample(
+            worker_set=self.env_runner_group,
+            concat=True,
+            sample_timeout_s=config.sample_timeout_s,
+            _uses_new_env_runners=True,
+            _return_metrics=True,
+        )
+        self.metrics.aggregate(runner_metrics, key=ENV_RUNNER_RESULTS)
+        self.episode_store.add(episodes)
+        self.metrics.log_dict(
+            {
+                "episodes_stored": len(self.episode_store),
+                "steps_stored": self.episode_store.env_steps,
+            },
+            key=REPLAY_BUFFER_RESULTS,
+            window=1,
+        )
+        if len(self.episode_store) < config.learning_starts_episodes:
+            return
+        self._owed_updates += len(episodes) * config.updates_per_episode
+        updates, self._owed_updates = divmod(self._owed_updates, 1.0)
+        env_steps = self.metrics.peek(
+            (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
+        )
+        for _ in range(int(updates)):
+            arrays = self.episode_store.sample(config.batch_episodes)
+            batch = MultiAgentBatch(
+                {DEFAULT_MODULE_ID: SampleBatch(arrays)}, env_steps=int(arrays["filled"].sum())
+            )
+            results = self.learner_group.update(
+                batch=batch, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps}
+            )
+            self.metrics.aggregate(results, key=LEARNER_RESULTS)
+        if updates:
+            self.env_runner_group.sync_weights(
+                from_worker_or_learner_group=self.learner_group, inference_only=True
+            )

@@ -1,0 +1,180 @@
+"""Terminal progress: one line per trial result (at most one a second), and the final summary."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ray.tune import Callback
+from rich.console import Console
+
+from rlplat.experiment.schema import StopSpec
+from rlplat.metrics import (
+    ENV_CRASHES,
+    ENV_STEPS,
+    HEALTHY_RUNNERS,
+    ITERATION,
+    POLICY_RETURNS,
+    RESTORED_REPLAY_STEPS,
+    RETURN_MEAN,
+    RUNNER_RESTARTS,
+    TIME_TOTAL,
+    Throughput,
+    finite,
+    lookup,
+    member_returns,
+)
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return (
+        f"{hours}h{minutes:02d}m"
+        if hours
+        else (f"{minutes}m{secs:02d}s" if minutes else f"{secs}s")
+    )
+
+
+def eta_seconds(result: dict[str, Any], stop: StopSpec) -> float | None:
+    """Seconds until the nearest budget stop (env steps, iterations, time); None when unknown."""
+    elapsed = finite(result.get(TIME_TOTAL))
+    if not elapsed:
+        return None
+    remaining: list[float] = []
+    steps = finite(lookup(result, ENV_STEPS))
+    if stop.env_steps and steps:
+        remaining.append(max(stop.env_steps - steps, 0) * elapsed / steps)
+    iteration = finite(result.get(ITERATION))
+    if stop.iterations and iteration:
+        remaining.append(max(stop.iterations - iteration, 0) * elapsed / iteration)
+    if stop.time_s:
+        remaining.append(max(stop.time_s - elapsed, 0.0))
+    return min(remaining) if remaining else None
+
+
+class ConsoleCallback(Callback):
+    """A Tune callback that prints to ``self.console``.
+
+    Tune pickles its callbacks with the experiment state (``--resume`` unpickles them); a Console
+    holds locks, so it is dropped and recreated.
+    """
+
+    console: Console
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["console"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.console = Console(soft_wrap=True)
+
+
+class ProgressPrinter(ConsoleCallback):
+    """Prints ``iter | env steps | return | steps/s | elapsed | ETA`` for each trial."""
+
+    def __init__(self, stop: StopSpec, console: Console, min_interval_s: float = 1.0):
+        self.stop = stop
+        self.console = console
+        self.min_interval_s = min_interval_s
+        self.best_return: dict[str, float] = {}
+        self._throughput = Throughput()
+        self._printed_at: dict[str, float] = {}
+        self._pending: dict[str, str] = {}
+        self._restarts: dict[str, int] = {}
+        self._crashes: dict[str, int] = {}
+
+    def line(self, trial_id: str, result: dict[str, Any], rate: float | None) -> str:
+        ret = finite(lookup(result, RETURN_MEAN))
+        best = self.best_return.get(trial_id)
+        eta = eta_seconds(result, self.stop)
+        parts = [
+            f"[bold]{trial_id}[/bold]",
+            f"iter {int(result.get(ITERATION, 0)):>4}",
+            f"steps {int(finite(lookup(result, ENV_STEPS)) or 0):>9,}",
+            f"return {ret:>8.2f}" if ret is not None else "return      n/a",
+            f"best {best:>8.2f}" if best is not None else "best      n/a",
+            f"{rate:>7,.0f} steps/s" if rate is not None else "      ? steps/s",
+            f"elapsed {format_duration(finite(result.get(TIME_TOTAL)))}",
+        ]
+        if eta is not None:
+            parts.append(f"ETA {format_duration(eta)}")
+        policies = member_returns(lookup(result, POLICY_RETURNS) or {})
+        if policies:
+            parts.append(f"policies {policies}")
+        return " | ".join(parts)
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info):
+        trial_id = str(trial)
+        ret = finite(lookup(result, RETURN_MEAN))
+        if ret is not None and ret > self.best_return.get(trial_id, float("-inf")):
+            self.best_return[trial_id] = ret
+        self._report_restore(trial_id, result)
+        self._report_restarts(trial_id, result)
+        self._report_crashes(trial_id, result)
+        text = self.line(trial_id, result, self._throughput.update(trial_id, result))
+        now = time.monotonic()
+        if now - self._printed_at.get(trial_id, 0.0) >= self.min_interval_s:
+            self.console.print(text, highlight=False)
+            self._printed_at[trial_id] = now
+            self._pending.pop(trial_id, None)
+        else:
+            self._pending[trial_id] = text
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        checkpoint = trial.latest_checkpoint_result
+        if checkpoint is None or checkpoint.checkpoint is None:
+            return
+        metrics = checkpoint.metrics
+        steps = int(finite(lookup(metrics, ENV_STEPS)) or 0)
+        self.console.print(
+            f"{trial}: continues from {Path(checkpoint.checkpoint.path).name} (iteration "
+            f"{metrics.get(ITERATION)}, {steps:,} env steps)",
+            highlight=False,
+        )
+
+    def _report_restore(self, trial_id: str, result: dict[str, Any]) -> None:
+        restored = finite(lookup(result, RESTORED_REPLAY_STEPS))
+        if restored is not None:
+            self.console.print(
+                f"{trial_id}: replay buffer restored ({int(restored):,} env steps)", highlight=False
+            )
+
+    def _report_crashes(self, trial_id: str, result: dict[str, Any]) -> None:
+        """Say when the env raised and RLlib rebuilt it, dropping the episode in progress."""
+        crashes = int(finite(lookup(result, ENV_CRASHES)) or 0)
+        if crashes > self._crashes.get(trial_id, 0):
+            self.console.print(
+                f"[yellow]{trial_id}: the env raised; rebuilt, its episode dropped[/yellow] "
+                f"({crashes} so far)",
+                highlight=False,
+            )
+        self._crashes[trial_id] = crashes
+
+    def _report_restarts(self, trial_id: str, result: dict[str, Any]) -> None:
+        """Say when Ray restarted a lost env runner (a node lost, a process killed)."""
+        restarts = int(finite(lookup(result, RUNNER_RESTARTS)) or 0)
+        if restarts > self._restarts.get(trial_id, 0):
+            healthy = finite(lookup(result, HEALTHY_RUNNERS))
+            self.console.print(
+                f"[yellow]{trial_id}: env runner restarted[/yellow] ({restarts} so far"
+                + (f", {int(healthy)} healthy" if healthy is not None else "")
+                + ")",
+                highlight=False,
+            )
+        self._restarts[trial_id] = restarts
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info):
+        if str(trial) in self._pending:
+            self.console.print(self._pending.pop(str(trial)), highlight=False)
+        self.console.print(f"[green]{trial} finished[/green]")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info):
+        self._pending.pop(str(trial), None)
+        self.console.print(f"[red]{trial} failed[/red]")

@@ -1,0 +1,290 @@
+"""What a search reports: a live table of trials, then a ranked table, results.csv and best.yaml.
+
+``results.csv`` has one row per trial: rank, status, why it stopped (a stop condition, early
+stopping by the scheduler, an error), iterations, env steps, the final and best value of the
+ranking metric, and every searched value. ``best.yaml`` is the winning trial's complete experiment,
+which ``rlplat train best.yaml`` runs as one trial.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from rlplat.callbacks.progress import ConsoleCallback
+from rlplat.experiment.load import trial_experiment
+from rlplat.experiment.schema import StopSpec
+from rlplat.experiment.spaces import Space, value_at
+from rlplat.experiment.yaml_io import dump_yaml
+from rlplat.metrics import ENV_STEPS, ITERATION, RETURN_MEAN, TIME_TOTAL, finite, lookup
+from rlplat.util.atomic import write_atomic
+
+RESULTS_CSV = "results.csv"
+BEST_YAML = "best.yaml"
+PBT_LOG = "pbt_global.txt"
+TARGET_REACHED = "stop.episode_return_mean"  # Tune's PBT log of exploits, one JSON list per line
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+
+
+def stop_reason(status: str, result: dict[str, Any], stop: StopSpec, scheduler: str) -> str:
+    """What ended a trial: a stop condition (``stop.env_steps``), the scheduler stopping it early
+    (``asha (early stop)``), or an error."""
+    if status == "error":
+        return "error"
+    if status != "finished":
+        return "-"
+    target = stop.episode_return_mean
+    score = finite(lookup(result, RETURN_MEAN))
+    if target is not None and score is not None and score >= target:
+        return TARGET_REACHED
+    for name, path in (("env_steps", ENV_STEPS), ("iterations", ITERATION), ("time_s", TIME_TOTAL)):
+        budget = getattr(stop, name)
+        done = finite(lookup(result, path))
+        if budget is not None and done is not None and done >= budget:
+            return f"stop.{name}"
+    return f"{scheduler} (early stop)"
+
+
+@dataclass
+class TrialRow:
+    """One trial as the search report shows it."""
+
+    name: str
+    status: str  # finished | error | not finished
+    stop_reason: str
+    iterations: int | None
+    env_steps: int | None
+    final: float | None
+    best: float | None
+    time_s: float | None
+    params: dict[str, Any]
+    experiment: dict[str, Any] = field(repr=False)
+    best_checkpoint: str | None = None
+    rank: int | None = None
+
+
+def rank_rows(rows: list[TrialRow], mode: str, target_reached: str | None = None) -> list[TrialRow]:
+    """Best first, by the final metric (``mode``), ties to fewer env steps; no metric: last.
+
+    ``target_reached``: the stop reason of trials that reached the metric's own target (the
+    return in ``stop.episode_return_mean``). They rank first, by how few env steps it took:
+    past the target, a higher final return only means the last iteration overshot it.
+    """
+    sign = 1.0 if mode == "max" else -1.0
+
+    def key(row: TrialRow) -> tuple[int, float, float]:
+        if target_reached is not None and row.stop_reason == target_reached:
+            return (0, 0.0, row.env_steps or 0)
+        final = -math.inf if row.final is None else sign * row.final
+        return (1, -final, row.env_steps or 0)
+
+    ranked = sorted(rows, key=key)
+    for index, row in enumerate(ranked, start=1):
+        row.rank = index
+    return ranked
+
+
+def new_table(title: str, left: list[str], right: list[str]) -> Table:
+    """A compact table whose cells never wrap (a log file keeps one line per trial)."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in left:
+        table.add_column(column, no_wrap=True)
+    for column in right:
+        table.add_column(column, justify="right", no_wrap=True)
+    return table
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Off a terminal (a log file, a pipe) rich assumes 80 columns: give the table its own width."""
+    if not console.is_terminal:
+        console = Console(file=console.file, width=400, no_color=console.no_color)
+    console.print(table, highlight=False)
+
+
+def ranked_table(rows: list[TrialRow], metric: str, title: str) -> Table:
+    table = new_table(
+        title,
+        ["rank", "trial", "status", "stopped by", *_param_names(rows)],
+        ["iter", "env steps", f"{metric} final", "best"],
+    )
+    for row in rows:
+        table.add_row(
+            str(row.rank),
+            row.name,
+            row.status,
+            row.stop_reason,
+            *(format_value(row.params.get(name)) for name in _param_names(rows)),
+            str(row.iterations or 0),
+            f"{row.env_steps or 0:,}",
+            _number(row.final),
+            _number(row.best),
+        )
+    return table
+
+
+def _param_names(rows: list[TrialRow]) -> list[str]:
+    return list(dict.fromkeys(name for row in rows for name in row.params))
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def write_results_csv(run_dir: Path, rows: list[TrialRow], metric: str) -> Path:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    params = _param_names(rows)
+    writer.writerow(
+        [
+            "rank",
+            "trial",
+            "status",
+            "stop_reason",
+            "iterations",
+            "env_steps",
+            f"{metric}_final",
+            f"{metric}_best",
+            "time_s",
+            *params,
+            "best_checkpoint",
+        ]
+    )
+    for row in rows:
+        writer.writerow(
+            [
+                row.rank,
+                row.name,
+                row.status,
+                row.stop_reason,
+                row.iterations,
+                row.env_steps,
+                row.final,
+                row.best,
+                None if row.time_s is None else round(row.time_s, 1),
+                *(_csv_value(row.params.get(name)) for name in params),
+                row.best_checkpoint,
+            ]
+        )
+    path = run_dir / RESULTS_CSV
+    write_atomic(path, buffer.getvalue())
+    return path
+
+
+def _csv_value(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
+def write_best_yaml(run_dir: Path, best: TrialRow, metric: str, population: bool) -> Path:
+    """The winner's experiment as a file that ``rlplat train`` runs as one trial."""
+    searched = ", ".join(f"{k}={format_value(v)}" for k, v in best.params.items()) or "none"
+    header = [
+        f"# Best trial of the search in {run_dir}: {best.name}, {metric} {_number(best.final)} "
+        f"(best {_number(best.best)}) after {best.env_steps or 0:,} env steps.",
+        f"# Searched values: {searched}.",
+        "# Run it again as a single trial: rlplat train <this file>",
+    ]
+    if population:
+        header.append(
+            "# These are the trial's final hyperparameters; population-based training changed "
+            "them during the run (see pbt_global.txt), and a single trial keeps them fixed."
+        )
+    experiment = dict(best.experiment)
+    experiment["name"] = f"{experiment['name']}-best"
+    path = run_dir / BEST_YAML
+    write_atomic(path, "\n".join(header) + "\n" + dump_yaml(experiment))
+    return path
+
+
+class LiveTrialTable(ConsoleCallback):
+    """Every ``interval_s``, a table of all trials: status, searched values, progress, return."""
+
+    STATUS = {
+        "RUNNING": "running",
+        "PENDING": "pending",
+        "PAUSED": "paused",
+        "TERMINATED": "finished",
+        "ERROR": "error",
+    }
+
+    def __init__(self, spaces: list[Space], console: Console, interval_s: float = 30.0):
+        self.spaces = spaces
+        self.console = console
+        self.interval_s = interval_s
+        self._printed_at = time.monotonic()
+
+    def table(self, trials: list) -> Table:
+        table = new_table(
+            f"{len(trials)} trial(s)",
+            ["trial", "status", *(space.dotted for space in self.spaces)],
+            ["iter", "env steps", "return"],
+        )
+        for trial in trials:
+            result = trial.last_result or {}
+            config = trial_experiment(trial.config)
+            table.add_row(
+                str(trial),
+                self.STATUS.get(trial.status, trial.status.lower()),
+                *(format_value(value_at(config, s.path)) for s in self.spaces),
+                str(result.get(ITERATION, 0)),
+                f"{int(finite(lookup(result, ENV_STEPS)) or 0):,}",
+                _number(finite(lookup(result, RETURN_MEAN))),
+            )
+        return table
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        now = time.monotonic()
+        if now - self._printed_at >= self.interval_s and trials:
+            self._printed_at = now
+            print_table(self.console, self.table(trials))
+
+
+class PopulationLog(ConsoleCallback):
+    """Prints each PBT/PB2 exploit as it happens: who copied whom, and what changed."""
+
+    def __init__(self, run_dir: Path, spaces: list[Space], console: Console):
+        self.path = run_dir / PBT_LOG
+        self.spaces = spaces
+        self.console = console
+        self._seen = 0
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        try:
+            lines = self.path.read_text().splitlines()
+        except OSError:
+            return
+        # PBT logs experiment tags ("3_lr=0.001"), which it rewrites on each exploit; the number
+        # before the first "_" stays the trial's.
+        names = {trial.experiment_tag.split("_", 1)[0]: str(trial) for trial in trials}
+        for line in lines[self._seen :]:
+            try:
+                target, source, target_iter, source_iter, old, new = json.loads(line)
+            except (ValueError, TypeError):
+                continue
+            target = names.get(target.split("_", 1)[0], target)
+            source = names.get(source.split("_", 1)[0], source)
+            changes = [
+                f"{s.dotted} {format_value(value_at(old, s.path))} -> "
+                f"{format_value(value_at(new, s.path))}"
+                for s in self.spaces
+            ]
+            self.console.print(
+                f"[magenta]PBT exploit[/magenta]: {target} (iteration {target_iter}) takes the "
+                f"weights of {source} (iteration {source_iter}); explore: {'; '.join(changes)}",
+                highlight=False,
+            )
+        self._seen = len(lines)

@@ -1,0 +1,196 @@
+"""TensorBoard event files with short tags and environment steps on the x-axis.
+
+Tune's own TensorBoard logger plots every result key under ``ray/tune/...`` against the training
+iteration, because RLlib's new stack reports no ``timesteps_total``. This logger replaces it (Tune
+adds its own only when no ``TBXLoggerCallback`` subclass is present) and writes a small set of
+readable tags against ``num_env_steps_sampled_lifetime``. Tune's CSV/JSON files keep everything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune.logger import TBXLoggerCallback
+
+from rlplat.experiment.spaces import value_at
+from rlplat.metrics import (
+    AGENT_RETURNS,
+    ENV_STEPS,
+    POLICY_RETURNS,
+    Throughput,
+    finite,
+    lookup,
+)
+
+# tag -> result path. "return_mean" is over the last N episodes (multi-agent: the team's return,
+# summed over agents; policy_return/<policy> and agent_return/<agent> split it); the
+# *_iteration/min/max tags cover the episodes that finished in the iteration.
+EPISODE_TAGS = {
+    "episode/return_mean": "window/episode_return_mean",
+    "episode/length_mean": "window/episode_len_mean",
+    "episode/return_mean_iteration": "env_runners/episode_return_mean",
+    "episode/return_min": "env_runners/episode_return_min",
+    "episode/return_max": "env_runners/episode_return_max",
+    "eval/return_mean": "evaluation/env_runners/episode_return_mean",
+    "eval/return_min": "evaluation/env_runners/episode_return_min",
+    "eval/return_max": "evaluation/env_runners/episode_return_max",
+    "eval/length_mean": "evaluation/env_runners/episode_len_mean",
+}
+
+# RLlib learner stat -> short tag. Stats not listed are written under learner/<stat>.
+LEARNER_TAGS = {
+    "total_loss": "loss/total",
+    "policy_loss": "loss/policy",
+    "vf_loss": "loss/value",
+    "qf_loss": "loss/q",
+    "alpha_loss": "loss/alpha",
+    "critic_loss": "loss/critic",
+    "actor_loss": "loss/actor",
+    "mean_kl_loss": "policy/kl",
+    "entropy": "policy/entropy",
+    "curr_entropy_coeff": "policy/entropy_coeff",
+    "alpha_value": "policy/alpha",
+    "vf_explained_var": "loss/value_explained_var",
+    "qf_mean": "q/mean",
+    "td_error_mean": "q/td_error_mean",
+}
+
+SKIPPED_MODULE_KEYS = ("__all_modules__",)
+SINGLE_AGENT_MODULE = "default_policy"  # RLlib's DEFAULT_MODULE_ID, without importing RLlib
+
+
+EVAL_EPISODES_LIFETIME = "evaluation/env_runners/num_episodes_lifetime"
+
+
+def short_scalars(
+    result: dict[str, Any], steps_per_s: float | None, fresh_eval: bool = True
+) -> dict[str, float]:
+    """The scalars rlplat plots for one training result, by tag.
+
+    RLlib repeats the latest evaluation in every later result; ``fresh_eval=False`` leaves the
+    ``eval/*`` tags out so each evaluation is plotted once, at the step it ran.
+    """
+    scalars: dict[str, float] = {}
+
+    def put(tag: str, value: Any) -> None:
+        number = finite(value)
+        if number is not None:
+            scalars[tag] = number
+
+    for tag, path in EPISODE_TAGS.items():
+        if fresh_eval or not tag.startswith("eval/"):
+            put(tag, lookup(result, path))
+    put("perf/env_steps_per_s", steps_per_s)
+    put("perf/iteration", result.get("training_iteration"))
+    put("perf/time_total_s", result.get("time_total_s"))
+
+    learners = result.get("learners") or {}
+    modules = [m for m in learners if m not in SKIPPED_MODULE_KEYS]
+    for module in modules:
+        # Multi-agent runs name every policy, even a single shared one.
+        suffix = "" if modules == [SINGLE_AGENT_MODULE] else f"/{module}"
+        stats = learners[module]
+        if not isinstance(stats, dict):
+            continue
+        for stat, value in stats.items():
+            if stat.endswith("learning_rate"):
+                optimizer = stat.removesuffix("learning_rate").rstrip("_")
+                name = "lr" if optimizer in ("", "default_optimizer") else f"lr_{optimizer}"
+                tag = f"train/{name}"
+            elif stat.startswith("gradients_") and stat.endswith("global_norm"):
+                tag = "train/grad_norm"
+            else:
+                tag = LEARNER_TAGS.get(stat, f"learner/{stat}")
+            put(tag + suffix, value)
+    for tag, path in (("policy_return", POLICY_RETURNS), ("agent_return", AGENT_RETURNS)):
+        for member, value in (lookup(result, path) or {}).items():
+            put(f"{tag}/{member}", value)
+    return scalars
+
+
+HPARAM_METRICS = ("episode/return_mean", "episode/length_mean", "eval/return_mean")
+
+
+def hparam_value(value: Any) -> float | int | str | bool:
+    """TensorBoard's HParams view takes numbers, strings and booleans; lists become text."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+class EnvStepTensorBoardLogger(TBXLoggerCallback):
+    """Writes ``short_scalars`` of each result into the trial directory, x = env steps.
+
+    ``hparams``: the searched keys (paths into the trial's experiment). When a trial ends, its
+    values and final scalars go to TensorBoard's HParams view, which compares the trials.
+    """
+
+    def __init__(self, flush_secs: int = 5, hparams: list[tuple[str, ...]] | None = None):
+        super().__init__()
+        self._flush_secs = flush_secs
+        self._hparams = list(hparams or [])
+        self._throughput = Throughput()
+        self._eval_episodes: dict[Any, float | None] = {}
+        self._last_scalars: dict[Any, dict[str, float]] = {}
+
+    def log_trial_start(self, trial: Any) -> None:
+        if trial in self._trial_writer:
+            self._trial_writer[trial].close()
+        trial.init_local_path()
+        self._trial_writer[trial] = self._summary_writer_cls(
+            trial.local_path, flush_secs=self._flush_secs
+        )
+        self._trial_result[trial] = {}
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+        if trial not in self._trial_writer:
+            self.log_trial_start(trial)
+        steps = finite(lookup(result, ENV_STEPS)) or 0.0
+        rate = self._throughput.update(trial, result)
+        eval_episodes = finite(lookup(result, EVAL_EPISODES_LIFETIME))
+        fresh_eval = eval_episodes != self._eval_episodes.get(trial)
+        self._eval_episodes[trial] = eval_episodes
+        writer = self._trial_writer[trial]
+        scalars = short_scalars(result, rate, fresh_eval)
+        for tag, value in scalars.items():
+            writer.add_scalar(tag, value, global_step=int(steps))
+        self._last_scalars.setdefault(trial, {}).update(scalars)
+        writer.flush()
+
+    def write_hparams(self, trial: Any) -> None:
+        """The trial's searched values and final metrics, for the HParams dashboard."""
+        from tensorboardX.summary import hparams
+
+        if not self._hparams or trial not in self._trial_writer:
+            return
+        values = {".".join(p): hparam_value(value_at(trial.config, p)) for p in self._hparams}
+        last = self._last_scalars.get(trial, {})
+        metrics = {tag: last[tag] for tag in HPARAM_METRICS if tag in last}
+        file_writer = self._trial_writer[trial]._get_file_writer()
+        for summary in hparams(hparam_dict=values, metric_dict=metrics):
+            file_writer.add_summary(summary)
+
+    def add_gif(self, trial: Any, tag: str, data: bytes, step: int) -> None:
+        """An animated GIF as an image summary: TensorBoard's Images tab plays it."""
+        import io
+
+        from PIL import Image
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        if trial not in self._trial_writer:
+            self.log_trial_start(trial)
+        width, height = Image.open(io.BytesIO(data)).size
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=data)
+        writer = self._trial_writer[trial]
+        writer._get_file_writer().add_summary(
+            Summary(value=[Summary.Value(tag=tag, image=image)]), global_step=step
+        )
+        writer.flush()
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        self.write_hparams(trial)
+        writer = self._trial_writer.pop(trial, None)
+        if writer is not None:
+            writer.close()
+        self._trial_result.pop(trial, None)
+        self._last_scalars.pop(trial, None)

@@ -1,0 +1,211 @@
+"""Build the environment an experiment names, the same way in training and in ``rlplat eval``."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from rlplat.environments.pettingzoo import is_pettingzoo, to_multi_agent_env
+from rlplat.environments.wrappers import WrapperProblem, apply_chain, resolve_chain
+from rlplat.errors import ConfigError, allowed_list, did_you_mean
+from rlplat.experiment.schema import EnvSpec
+from rlplat.util.imports import import_object
+
+
+def _pettingzoo_constructor(spec: EnvSpec) -> Callable[..., Any]:
+    """``parallel_env`` or ``env`` of the module ``spec.pettingzoo`` names."""
+    module = importlib.import_module(spec.pettingzoo)
+    api = spec.api or ("parallel" if hasattr(module, "parallel_env") else "aec")
+    name = "parallel_env" if api == "parallel" else "env"
+    if not hasattr(module, name):
+        raise AttributeError(f"module {spec.pettingzoo!r} offers no {api} API (no {name}())")
+    return getattr(module, name)
+
+
+class EnvCreator:
+    """Picklable env creator handed to RLlib: ``creator(env_config) -> env``.
+
+    Builds the env (Gymnasium id, factory or PettingZoo module), applies ``env.wrappers`` in
+    order, and turns PettingZoo envs into RLlib ``MultiAgentEnv``s. RLlib passes its
+    ``EnvContext`` (the kwargs plus worker/vector indices); only the kwargs reach the env.
+    """
+
+    def __init__(self, spec: EnvSpec):
+        self.spec = spec
+
+    def __call__(self, env_config: dict[str, Any] | None = None) -> Any:
+        kwargs = dict(self.spec.kwargs)
+        kwargs.update(dict(env_config or {}))
+        if self.spec.id is not None:
+            env = gym.make(self.spec.id, **kwargs)
+        elif self.spec.pettingzoo is not None:
+            env = _pettingzoo_constructor(self.spec)(**kwargs)
+        else:
+            env = import_object(self.spec.factory)(**kwargs)
+        multi_agent = is_pettingzoo(env)
+        env = apply_chain(env, resolve_chain(self.spec.wrappers, multi_agent=multi_agent))
+        return to_multi_agent_env(env) if multi_agent else env
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What the check learnt about the env: its spaces, per agent for multi-agent envs."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    agents: list[str] | None = None  # None: a single-agent Gymnasium env
+    observation_spaces: dict[str, gym.Space] = field(default_factory=dict)
+    action_spaces: dict[str, gym.Space] = field(default_factory=dict)
+
+    @property
+    def multi_agent(self) -> bool:
+        return self.agents is not None
+
+
+def check_env(
+    spec: EnvSpec, locate: Callable[[str], str], *, needs_frames: bool = False
+) -> EnvInfo:
+    """Fail early (before Ray starts) on an unknown id, a bad import path, a bad wrapper or
+    kwargs the env rejects.
+
+    The environment is built once and closed: this is what catches a misspelt kwarg.
+    ``needs_frames``: videos are requested, so the env must offer ``rgb_array`` rendering.
+    """
+    if spec.id is not None:
+        if spec.id not in gym.registry:
+            raise ConfigError(
+                f"unknown Gymnasium environment {spec.id!r}."
+                + did_you_mean(spec.id, gym.registry)
+                + " Use a registered id (e.g. CartPole-v1, Pendulum-v1), 'factory: "
+                "module:callable' for a custom environment or 'pettingzoo: module.path' for a "
+                "PettingZoo one.",
+                location=locate("env.id"),
+                key="env.id",
+            )
+    elif spec.pettingzoo is not None:
+        _check_pettingzoo_module(spec, locate)
+    else:
+        _check_factory(spec, locate)
+    try:
+        env = EnvCreator(spec)()
+    except WrapperProblem as exc:
+        key = f"env.wrappers.{exc.index}"
+        raise ConfigError(str(exc), location=locate(key), key=key) from None
+    except TypeError as exc:
+        raise ConfigError(
+            f"the environment rejected its arguments: {exc}",
+            location=locate("env.kwargs"),
+            key="env.kwargs",
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - any failure to build is the user's env problem
+        raise ConfigError(
+            f"building the environment failed: {type(exc).__name__}: {exc}",
+            location=locate("env"),
+            key="env",
+        ) from None
+    try:
+        env.reset(seed=0)
+    except Exception as exc:  # noqa: BLE001 - a wrapper or kwarg that only fails when used
+        env.close()
+        raise ConfigError(
+            f"the environment (with its wrappers) failed on reset: {type(exc).__name__}: {exc}",
+            location=locate("env"),
+            key="env",
+        ) from None
+    env.close()
+    if needs_frames and "rgb_array" not in render_modes(env):
+        raise ConfigError(
+            f"videos need rgb_array frames, but {spec.label!r} renders only: "
+            f"{allowed_list(render_modes(env)) or 'nothing'}. Set video.every to 0.",
+            location=locate("video.every"),
+            key="video.every",
+        )
+    agents = getattr(env, "possible_agents", None)
+    if agents is None:
+        return EnvInfo(env.observation_space, env.action_space)
+    return EnvInfo(
+        env.observation_space,
+        env.action_space,
+        agents=list(agents),
+        observation_spaces=dict(env.observation_spaces),
+        action_spaces=dict(env.action_spaces),
+    )
+
+
+def _check_pettingzoo_module(spec: EnvSpec, locate: Callable[[str], str]) -> None:
+    try:
+        module = importlib.import_module(spec.pettingzoo)
+    except ImportError as exc:
+        siblings = _sibling_envs(spec.pettingzoo)
+        known = f" Its package has: {allowed_list(siblings)}." if siblings else ""
+        raise ConfigError(
+            f"cannot import the PettingZoo environment {spec.pettingzoo!r} ({exc})."
+            + known
+            + did_you_mean(spec.pettingzoo, siblings)
+            + " Suites need their extras: pip install 'pettingzoo[butterfly,sisl,classic]' mpe2 "
+            "(or pip install -e '.[multiagent]').",
+            location=locate("env.pettingzoo"),
+            key="env.pettingzoo",
+        ) from None
+    offered = [api for api, fn in (("parallel", "parallel_env"), ("aec", "env")) if hasattr(
+        module, fn)]
+    if not offered:
+        raise ConfigError(
+            f"module {spec.pettingzoo!r} is not a PettingZoo environment module: it has neither "
+            "parallel_env() nor env().",
+            location=locate("env.pettingzoo"),
+            key="env.pettingzoo",
+        )
+    if spec.api is not None and spec.api not in offered:
+        raise ConfigError(
+            f"{spec.pettingzoo!r} offers only the {' and '.join(offered)} API; set api to "
+            f"{' or '.join(offered)} (aec is turn-based, parallel simultaneous).",
+            location=locate("env.api"),
+            key="env.api",
+        )
+
+
+def _sibling_envs(module_path: str) -> list[str]:
+    """Environment modules (``name_vN``) next to ``module_path``, when its package imports."""
+    import pkgutil
+
+    package_name = module_path.rpartition(".")[0]
+    try:
+        package = importlib.import_module(package_name)
+    except ImportError:
+        return []
+    return [
+        f"{package_name}.{info.name}"
+        for info in pkgutil.iter_modules(getattr(package, "__path__", []))
+        if re.search(r"_v\d+$", info.name)
+    ]
+
+
+def _check_factory(spec: EnvSpec, locate: Callable[[str], str]) -> None:
+    module_name, _, attr = spec.factory.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"cannot import module {module_name!r} ({exc}). Custom environments live in envs/ "
+            "(e.g. 'envs.corridor:Corridor') or in any importable package.",
+            location=locate("env.factory"),
+            key="env.factory",
+        ) from None
+    if not hasattr(module, attr.split(".")[0]):
+        names = [n for n in dir(module) if not n.startswith("_")]
+        raise ConfigError(
+            f"module {module_name!r} has no attribute {attr!r}; it has: "
+            f"{allowed_list(names)}." + did_you_mean(attr, names),
+            location=locate("env.factory"),
+            key="env.factory",
+        )
+
+
+def render_modes(env: Any) -> list[str]:
+    return list(env.metadata.get("render_modes") or [])

@@ -1,0 +1,481 @@
+"""The experiment file as typed models: one class per YAML section, mirroring the file.
+
+Our own sections are strict (unknown keys and wrong types fail here). The RLlib sections
+(``training``, ``env_runners``, ...) are free-form mappings whose keys are checked against the
+real ``AlgorithmConfig`` builder methods in :mod:`rlplat.rllib.build`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from rlplat.errors import did_you_mean
+from rlplat.experiment.connectors import CONNECTORS, connector_options
+from rlplat.metrics import METRIC_ALIASES, is_known_metric
+
+
+class Section(BaseModel):
+    """Base of every section: unknown keys are errors, types are not coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+NamedEntry = str | dict[str, dict[str, Any]]
+"""A list entry that is a name, or ``{name: {option: value}}`` (connectors, wrappers)."""
+
+
+def entry_parts(entry: NamedEntry) -> tuple[str, dict[str, Any]]:
+    """``"name"`` or ``{name: {option: value}}`` -> (name, options)."""
+    if isinstance(entry, str):
+        return entry, {}
+    [(name, options)] = entry.items()
+    return name, dict(options or {})
+
+
+def _one_key_entries(entries: list[NamedEntry], what: str) -> None:
+    for entry in entries:
+        if isinstance(entry, dict) and len(entry) != 1:
+            raise ValueError(
+                f"each {what} is a name or {{name: {{option: value}}}}, got {len(entry)} keys "
+                f"in one entry ({', '.join(map(str, entry))})"
+            )
+
+
+ENV_SOURCES = ("id", "factory", "pettingzoo")
+
+
+class EnvSpec(Section):
+    """Which environment to build, with what arguments and wrappers."""
+
+    id: str | None = Field(None, description="A registered Gymnasium id, e.g. CartPole-v1.")
+    factory: str | None = Field(
+        None,
+        description="'module:callable' returning a Gymnasium or PettingZoo env, "
+        "e.g. envs.corridor:Corridor.",
+    )
+    pettingzoo: str | None = Field(
+        None,
+        description="A PettingZoo environment module, e.g. mpe2.simple_spread_v3 or "
+        "pettingzoo.butterfly.pistonball_v6.",
+    )
+    api: Literal["parallel", "aec"] | None = Field(
+        None,
+        description="PettingZoo API to build: parallel (all agents act at once) or aec "
+        "(turn-based). Default: parallel when the module offers it, else aec.",
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments for the env's constructor."
+    )
+    wrappers: list[NamedEntry] = Field(
+        default_factory=list,
+        description="Wrappers applied in order: SuperSuit names (resize_v1: {x_size: 84, "
+        "y_size: 84}), Gymnasium wrapper classes (single-agent) or 'module:callable'.",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> EnvSpec:
+        given = [k for k in ENV_SOURCES if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'id' (a Gymnasium id), 'factory' ('module:callable') or "
+                "'pettingzoo' (a module path)"
+                + (f", not several ({', '.join(given)})" if given else "")
+            )
+        if self.factory is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.factory):
+            raise ValueError(f"factory must look like 'module.path:callable', got {self.factory!r}")
+        if self.pettingzoo is not None and not re.fullmatch(r"[\w.]+", self.pettingzoo):
+            raise ValueError(
+                f"pettingzoo must be a module path such as mpe2.simple_spread_v3, "
+                f"got {self.pettingzoo!r}"
+            )
+        if self.api is not None and self.id is not None:
+            raise ValueError("'api' applies to PettingZoo environments, not Gymnasium ids")
+        _one_key_entries(self.wrappers, "wrapper")
+        return self
+
+    @property
+    def label(self) -> str:
+        """The env as the user named it."""
+        return str(self.id or self.factory or self.pettingzoo)
+
+
+RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+def _custom_names(custom: dict[str, float]) -> dict[str, float]:
+    for name, amount in custom.items():
+        if name in RESERVED_RESOURCES or name.startswith("node:"):
+            raise ValueError(
+                f"{name!r} is not a custom resource: use cpus/gpus for CPU and GPU, and name "
+                "custom resources as the nodes declare them (ray start --resources '{\"npu\": 8}')"
+            )
+        if amount < 0:
+            raise ValueError(f"custom resource {name!r} must be >= 0, got {amount}")
+    return custom
+
+
+class ResourceOption(Section):
+    """One entry of a preference list: the fields it sets replace the group's own."""
+
+    cpus: float | None = Field(None, ge=0, description="CPUs per actor.")
+    gpus: float | None = Field(None, ge=0, description="GPUs per actor.")
+    custom: dict[str, float] | None = Field(None, description="Custom resources per actor.")
+
+    @field_validator("custom")
+    @classmethod
+    def _custom_names(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        return None if value is None else _custom_names(value)
+
+
+PREFER_DESCRIPTION = (
+    "Alternatives tried in order when the run starts: the first that some node of the cluster "
+    "can hold wins, e.g. [{custom: {npu: 1}}, {gpus: 1}, {}] (the empty one: the fields above). "
+    "The run directory records the choice."
+)
+
+
+class RunnerResources(Section):
+    """Env runners: rollout actors. ``count: 0`` samples inside the algorithm's own process."""
+
+    count: int | None = Field(None, ge=0, description="Number of remote env runners.")
+    envs: int | None = Field(None, ge=1, description="Vectorized envs per env runner.")
+    cpus: float | None = Field(None, ge=0, description="CPUs per env runner.")
+    gpus: float | None = Field(None, ge=0, description="GPUs per env runner.")
+    custom: dict[str, float] = Field(
+        default_factory=dict, description="Custom resources per env runner, e.g. {npu: 1}."
+    )
+    prefer: list[ResourceOption] = Field(default_factory=list, description=PREFER_DESCRIPTION)
+
+    _custom = field_validator("custom")(_custom_names)
+
+
+class LearnerResources(Section):
+    """Learners: the processes that compute gradients. ``count: 0`` learns in the driver actor."""
+
+    count: int | None = Field(None, ge=0, description="Number of remote learners.")
+    cpus: float | Literal["auto"] | None = Field(
+        None, description="CPUs per learner (auto: RLlib decides)."
+    )
+    gpus: float | None = Field(
+        None, ge=0, description="GPUs per learner (with count 0: for the driver's own learner)."
+    )
+    custom: dict[str, float] = Field(
+        default_factory=dict, description="Custom resources per learner."
+    )
+    prefer: list[ResourceOption] = Field(default_factory=list, description=PREFER_DESCRIPTION)
+
+    _custom = field_validator("custom")(_custom_names)
+
+
+class DriverResources(Section):
+    """The trial's own actor, which runs the algorithm's training loop (and, with
+    ``learners.count: 0``, its learner): the first bundle of every trial."""
+
+    cpus: float | None = Field(None, ge=0, description="CPUs for the algorithm's process.")
+    custom: dict[str, float] = Field(
+        default_factory=dict, description="Custom resources for the algorithm's process."
+    )
+
+    _custom = field_validator("custom")(_custom_names)
+
+
+class Resources(Section):
+    """Where the work runs. Empty fields take RLlib's defaults; the run records the values used."""
+
+    env_runners: RunnerResources = Field(default_factory=RunnerResources)
+    learners: LearnerResources = Field(default_factory=LearnerResources)
+    driver: DriverResources = Field(default_factory=DriverResources)
+    placement: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] | None = Field(
+        None,
+        description="How a trial's bundles spread over nodes: PACK (few nodes, best effort), "
+        "SPREAD (many nodes, best effort), STRICT_PACK (one node), STRICT_SPREAD (one node each).",
+    )
+
+
+class StopSpec(Section):
+    """When a trial stops: whichever condition is met first."""
+
+    episode_return_mean: float | None = Field(None, description="Target mean episode return.")
+    env_steps: int | None = Field(None, gt=0, description="Environment steps sampled.")
+    iterations: int | None = Field(None, gt=0, description="Training iterations.")
+    time_s: float | None = Field(None, gt=0, description="Wall-clock seconds of training.")
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> StopSpec:
+        if all(v is None for v in self.model_dump().values()):
+            raise ValueError(
+                "give at least one stop condition: episode_return_mean, env_steps, iterations "
+                "or time_s (otherwise the run never ends)"
+            )
+        return self
+
+
+def _metric_name(value: str) -> str:
+    if not is_known_metric(value):
+        raise ValueError(
+            f"unknown metric {value!r}; use one of {', '.join(METRIC_ALIASES)} "
+            "or a full result path such as 'env_runners/episode_return_mean'"
+        )
+    return value
+
+
+class CheckpointSpec(Section):
+    """How often checkpoints are written and which ones are kept."""
+
+    every: int = Field(10, ge=0, description="Checkpoint every N iterations (0: never).")
+    keep: int | None = Field(
+        3,
+        ge=1,
+        description="Keep the K best checkpoints, and the newest one a resumed run continues "
+        "from (null: all).",
+    )
+    at_end: bool = Field(True, description="Write a checkpoint when the trial stops.")
+    score: str = Field(
+        "episode_return_mean", description="Metric that ranks checkpoints (short name or path)."
+    )
+    mode: Literal["max", "min"] = Field("max", description="Whether a higher score is better.")
+    replay_buffer: bool = Field(
+        True,
+        description="Store the replay buffer (DQN, SAC, QMIX) in each checkpoint, so a resumed "
+        "run continues with it (false: smaller checkpoints; a resumed run refills it).",
+    )
+
+    @field_validator("score")
+    @classmethod
+    def _known_metric(cls, value: str) -> str:
+        return _metric_name(value)
+
+
+class InitSpec(Section):
+    """Start from a trained policy instead of random weights (a fine-tune)."""
+
+    checkpoint: str | None = Field(
+        None,
+        description="A checkpoint, or a trial/run directory (its best checkpoint), whose policy "
+        "weights the new run starts from (rlplat train exp.yaml --from PATH sets it).",
+    )
+    optimizer: bool = Field(
+        False,
+        description="Also take the optimizer's state (Adam moments); the learning rate stays "
+        "this experiment's.",
+    )
+
+
+class VideoSpec(Section):
+    """Greedy episodes recorded from checkpoints during training, shown in TensorBoard."""
+
+    every: int = Field(
+        0,
+        ge=0,
+        description="Record at every checkpoint whose iteration is a multiple of this (0: never).",
+    )
+    episodes: int = Field(1, ge=1, description="Episodes per recording, played one after another.")
+    max_width: int = Field(320, ge=16, description="Wider frames are shrunk to this many pixels.")
+
+
+class MultiAgentSpec(Section):
+    """Which policy acts for which agent, which policies learn, and their own settings."""
+
+    policies: Literal["shared", "independent"] | dict[str, str] = Field(
+        "shared",
+        description="shared: one policy 'shared' for all agents; independent: one policy per "
+        "agent, named after it; or {agent pattern: policy}, first matching pattern wins "
+        "(fnmatch patterns: 'adversary_*').",
+    )
+    train: Literal["all"] | list[str] = Field(
+        "all", description="Policies that learn; the others keep their initial weights."
+    )
+    random: list[str] = Field(
+        default_factory=list,
+        description="Policies that act uniformly at random (among legal actions when the env "
+        "gives an action mask); never trained.",
+    )
+    overrides: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per-policy 'training' settings, e.g. {adversary: {lr: 1.0e-4}}.",
+    )
+
+    @field_validator("policies")
+    @classmethod
+    def _pattern_names(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            if not value:
+                raise ValueError("give at least one {agent pattern: policy} entry")
+            for policy in value.values():
+                if not re.fullmatch(r"[A-Za-z0-9_.-]+", policy):
+                    raise ValueError(
+                        f"policy names may use letters, digits, '_', '-' and '.', got {policy!r}"
+                    )
+        return value
+
+
+SEARCHERS = ("random", "optuna", "hyperopt", "bohb")
+SCHEDULERS = ("fifo", "asha", "hyperband", "median", "pbt", "pb2")
+TIME_ATTRS = ("iterations", "env_steps", "time_s")
+
+
+def _known_name(entry: NamedEntry, names: tuple[str, ...], what: str) -> NamedEntry:
+    _one_key_entries([entry], what)
+    name, _ = entry_parts(entry)
+    if name not in names:
+        raise ValueError(
+            f"unknown {what} {name!r}; allowed: {', '.join(names)}." + did_you_mean(name, names)
+        )
+    return entry
+
+
+class TuneSpec(Section):
+    """A hyperparameter search: how many trials, how they are chosen, which stop early.
+
+    Any value under seed, env.kwargs, multi_agent.overrides or an RLlib section may be a search
+    space (``lr: {loguniform: [1.0e-5, 1.0e-3]}``, see docs/tuning.md).
+    """
+
+    num_samples: int = Field(
+        1, ge=1, description="Trials drawn from the spaces (with grid spaces: per grid point)."
+    )
+    metric: str = Field(
+        "episode_return_mean", description="Result that ranks trials (short name or path)."
+    )
+    mode: Literal["max", "min"] = Field("max", description="Whether a higher metric is better.")
+    searcher: NamedEntry = Field(
+        "random",
+        description="random (Tune's variant generation: grid and random sampling), optuna (TPE), "
+        "hyperopt (TPE) or bohb; options as {optuna: {option: value}}.",
+    )
+    scheduler: NamedEntry | None = Field(
+        None,
+        description="fifo (run every trial to its stop), asha, hyperband, median, pbt or pb2; "
+        "options as {asha: {grace_period: 5}}. Default: fifo (hyperband with bohb). pbt and pb2 "
+        "mutate the experiment's search spaces.",
+    )
+    time_attr: Literal["iterations", "env_steps", "time_s"] = Field(
+        "iterations",
+        description="What schedulers count as time (grace_period, max_t, perturbation_interval).",
+    )
+    max_concurrent: int | None = Field(
+        None, ge=1, description="Trials running at once (default: as many as the cluster holds)."
+    )
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, value: str) -> str:
+        return _metric_name(value)
+
+    @field_validator("searcher")
+    @classmethod
+    def _known_searcher(cls, value: NamedEntry) -> NamedEntry:
+        return _known_name(value, SEARCHERS, "searcher")
+
+    @field_validator("scheduler")
+    @classmethod
+    def _known_scheduler(cls, value: NamedEntry | None) -> NamedEntry | None:
+        return None if value is None else _known_name(value, SCHEDULERS, "scheduler")
+
+
+RLLIB_SECTIONS = (
+    "environment",
+    "training",
+    "env_runners",
+    "learners",
+    "rl_module",
+    "evaluation",
+    "reporting",
+    "debugging",
+    "fault_tolerance",
+    "offline_data",
+)
+"""Experiment keys passed to the ``AlgorithmConfig`` builder method of the same name."""
+
+
+class Experiment(Section):
+    """One experiment file."""
+
+    name: str = Field(description="Run directory name: <output_dir>/<name>/<timestamp>/.")
+    algorithm: str = Field(description="PPO, DQN, SAC, or any registered algorithm.")
+    seed: int | None = Field(0, description="Seed for RLlib, the envs and torch (null: random).")
+    env: EnvSpec
+    stop: StopSpec
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    init: InitSpec = Field(default_factory=InitSpec)
+    multi_agent: MultiAgentSpec | None = Field(
+        None, description="Policies for a PettingZoo env (default: one shared policy)."
+    )
+    connectors: list[NamedEntry] = Field(
+        default_factory=list,
+        description="Observation connectors, in order: mean_std_filter, "
+        "frame_stack: {num_frames: N}. Their state is saved in checkpoints.",
+    )
+    video: VideoSpec = Field(default_factory=VideoSpec)
+    resources: Resources = Field(default_factory=Resources)
+    output_dir: str = Field("checkpoints", description="Where runs are written.")
+    tune: TuneSpec | None = Field(
+        None, description="A hyperparameter search (absent: one trial with the values given)."
+    )
+
+    environment: dict[str, Any] = Field(default_factory=dict)
+    training: dict[str, Any] = Field(default_factory=dict)
+    env_runners: dict[str, Any] = Field(default_factory=dict)
+    learners: dict[str, Any] = Field(default_factory=dict)
+    rl_module: dict[str, Any] = Field(default_factory=dict)
+    evaluation: dict[str, Any] = Field(default_factory=dict)
+    reporting: dict[str, Any] = Field(default_factory=dict)
+    debugging: dict[str, Any] = Field(default_factory=dict)
+    fault_tolerance: dict[str, Any] = Field(default_factory=dict)
+    offline_data: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+            raise ValueError(
+                "name becomes a directory: use letters, digits, '-', '_' and '.' only, "
+                f"got {value!r}"
+            )
+        return value
+
+    @field_validator("connectors")
+    @classmethod
+    def _known_connectors(cls, entries: list) -> list:
+        _one_key_entries(entries, "connector")
+        for entry in entries:
+            name, options = entry_parts(entry)
+            if name not in CONNECTORS:
+                raise ValueError(
+                    f"unknown connector {name!r}; known: {', '.join(CONNECTORS)}."
+                    + did_you_mean(name, CONNECTORS)
+                )
+            allowed = connector_options(name)
+            for option in options:
+                if option not in allowed:
+                    raise ValueError(
+                        f"connector {name!r} has no option {option!r}; allowed: "
+                        f"{', '.join(allowed)}." + did_you_mean(option, allowed)
+                    )
+        return entries
+
+    @field_validator("video")
+    @classmethod
+    def _video_at_checkpoints(cls, video: VideoSpec, info: ValidationInfo) -> VideoSpec:
+        checkpoint = info.data.get("checkpoint")
+        if video.every and checkpoint is not None:
+            if checkpoint.every == 0 or video.every % checkpoint.every:
+                raise ValueError(
+                    f"video.every ({video.every}) must be a multiple of checkpoint.every "
+                    f"({checkpoint.every}): videos are recorded from checkpoints"
+                )
+        return video
+
+    def rllib_sections(self) -> dict[str, dict[str, Any]]:
+        """The RLlib builder sections, by builder method name."""
+        return {section: getattr(self, section) for section in RLLIB_SECTIONS}

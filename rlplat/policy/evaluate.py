@@ -1,0 +1,252 @@
+"""``rlplat eval``: restore a policy from a checkpoint, roll it out, report and render.
+
+No Ray cluster is started and no Algorithm is built: the policy comes from
+:class:`rlplat.policy.restore.Policy` and the environment from the resolved experiment stored with the
+run, built by the same :class:`rlplat.environments.make.EnvCreator` training used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlplat.checkpoints import PickedCheckpoint, find_checkpoint
+from rlplat.environments.make import render_modes
+from rlplat.errors import UserError, allowed_list, did_you_mean
+from rlplat.experiment.load import load_experiment
+from rlplat.metrics import member_returns
+from rlplat.policy.render import (
+    RENDER_CHOICES,
+    VIDEO_FORMATS,
+    frame_rate,
+    has_display,
+    label_frames,
+    render_mode_for,
+    run_headless,
+    write_video,
+)
+from rlplat.policy.rollout import EpisodeResult, Stats, run_episode
+from rlplat.rllib.env_creator import rebuild_env
+from rlplat.util.paths import new_path
+
+
+@dataclass
+class EvalOptions:
+    episodes: int = 10
+    seed: int = 0
+    explore: bool = False
+    render: str | None = None  # gif, mp4, ansi, human
+    out: Path = Path("videos")
+    one_file: bool = False
+    last: bool = False
+    max_steps: int | None = None
+
+
+@dataclass
+class EvalReport:
+    checkpoint: str
+    picked: str
+    env: str
+    episodes: int
+    seed: int
+    explore: bool
+    returns: Stats
+    lengths: Stats
+    per_episode: list[dict[str, Any]]
+    reported: dict[str, Any] | None
+    videos: list[str] = field(default_factory=list)
+    # Multi-agent: the return of each agent, and of each policy (summed over its agents).
+    agent_returns: dict[str, Stats] = field(default_factory=dict)
+    policy_returns: dict[str, Stats] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def evaluate(
+    path: Path,
+    options: EvalOptions,
+    *,
+    say: Callable[[str], None] = print,
+    show_frame: Callable[[str], None] = print,
+) -> EvalReport:
+    """Evaluate the checkpoint ``path`` designates; ``say`` receives progress lines."""
+    check_options(options)
+    run_headless(options.render)
+    picked = find_checkpoint(path, last=options.last)
+    say(f"Checkpoint: {picked.path}\n  ({picked.why})")
+    experiment_file = picked.experiment_file
+    if experiment_file is None:
+        raise UserError(
+            f"no experiment.yaml next to {picked.path} or in its run directory, so its "
+            "environment cannot be rebuilt. Copy the run's experiment.yaml into the checkpoint "
+            "directory."
+        )
+    experiment = load_experiment(experiment_file).experiment
+    mode = render_mode_for(options.render) if options.render else None
+    env = rebuild_env(experiment, mode, experiment_file)
+    if mode is not None and mode not in render_modes(env):
+        env.close()
+        raise UserError(unsupported_render(options.render, experiment.env, render_modes(env)))
+
+    from rlplat.policy.restore import Policy  # imports RLlib and torch: the slow part of start-up
+    from rlplat.rllib.multi_agent import mapping_for
+
+    policy = Policy.from_checkpoint(picked.path, mapping_for(experiment, env))
+    actions = "sampled" if options.explore else "greedy"
+    last_seed = options.seed + options.episodes - 1
+    say(
+        f"Environment: {experiment.env.label}; {options.episodes} "
+        f"episode(s), {actions} actions, seeds {options.seed}..{last_seed}"
+    )
+    video_format = options.render if options.render in VIDEO_FORMATS else None
+    results: list[EpisodeResult] = []
+    videos: list[str] = []
+    pending_frames: list = []
+    try:
+        for index in range(options.episodes):
+            result = run_episode(
+                policy,
+                env,
+                seed=options.seed + index,
+                explore=options.explore,
+                capture_frames=options.render in (*VIDEO_FORMATS, "ansi"),
+                max_steps=options.max_steps,
+            )
+            results.append(result)
+            cut = " (truncated)" if result.truncated else ""
+            agents = (
+                f" ({member_returns(result.agent_returns)})" if result.agent_returns else ""
+            )
+            say(
+                f"  episode {index + 1:>3}  seed {result.seed}: return "
+                f"{result.episode_return:.2f}{agents}, length {result.length}{cut}"
+            )
+            if options.render == "ansi":
+                for step, frame in enumerate(result.frames):
+                    show_frame(f"step {step}\n{frame}")
+            if video_format:
+                frames = label_frames(result.frames, result.returns_before)
+                if options.one_file:
+                    pending_frames.extend(frames)
+                else:
+                    stem = f"{_stem(picked, experiment.name)}_seed{result.seed}"
+                    videos.append(_save(frames, options.out, stem, video_format, env.metadata))
+            result.frames.clear()
+        if video_format and options.one_file and pending_frames:
+            stem = f"{_stem(picked, experiment.name)}_seeds{options.seed}-{results[-1].seed}"
+            videos.append(_save(pending_frames, options.out, stem, video_format, env.metadata))
+    finally:
+        env.close()
+    info = picked.info
+    return EvalReport(
+        checkpoint=str(picked.path),
+        picked=picked.why,
+        env=experiment.env.label,
+        episodes=len(results),
+        seed=options.seed,
+        explore=options.explore,
+        returns=Stats.of([r.episode_return for r in results]),
+        agent_returns=_grouped(results, lambda agent: agent),
+        policy_returns=_grouped(results, policy.mapping) if policy.mapping else {},
+        lengths=Stats.of([float(r.length) for r in results]),
+        per_episode=[
+            {
+                "seed": r.seed,
+                "return": r.episode_return,
+                "length": r.length,
+                "truncated": r.truncated,
+                **({"agent_returns": r.agent_returns} if r.agent_returns else {}),
+            }
+            for r in results
+        ],
+        reported=asdict(info) if info else None,
+        videos=videos,
+    )
+
+
+def _grouped(results: list[EpisodeResult], group_of: Callable[[str], Any]) -> dict[str, Stats]:
+    """Per-episode returns summed by group (agent or policy), then statistics per group."""
+    totals: dict[str, list[float]] = {}
+    for result in results:
+        sums: dict[str, float] = {}
+        for agent, value in result.agent_returns.items():
+            group = str(group_of(agent))
+            sums[group] = sums.get(group, 0.0) + value
+        for group, value in sums.items():
+            totals.setdefault(group, []).append(value)
+    return {group: Stats.of(values) for group, values in totals.items()}
+
+
+def unsupported_render(render: str, spec: Any, supported: list[str]) -> str:
+    options = (["gif", "mp4"] if "rgb_array" in supported else []) + [
+        m for m in ("ansi", "human") if m in supported
+    ]
+    return (
+        f"--render {render} needs render mode {render_mode_for(render)!r}, but "
+        f"{spec.label!r} supports only: {allowed_list(supported) or 'none'}. "
+        + (f"Use --render {' or '.join(options)}." if options else "Leave out --render for it.")
+    )
+
+
+def check_options(options: EvalOptions) -> None:
+    if options.render is not None and options.render not in RENDER_CHOICES:
+        raise UserError(
+            f"--render {options.render!r} is not a render choice; use one of "
+            f"{', '.join(RENDER_CHOICES)}." + did_you_mean(options.render, RENDER_CHOICES)
+        )
+    if options.episodes < 1:
+        raise UserError(f"--episodes must be at least 1, got {options.episodes}.")
+    if options.max_steps is not None and options.max_steps < 1:
+        raise UserError(f"--max-steps must be at least 1, got {options.max_steps}.")
+    if options.render == "human" and not has_display():
+        raise UserError(
+            "--render human needs a display, and none is set (DISPLAY / WAYLAND_DISPLAY are "
+            "empty). Use --render gif or --render mp4 to write videos instead."
+        )
+
+
+def _stem(picked: PickedCheckpoint, name: str) -> str:
+    return f"{name}_{picked.path.name}"
+
+
+def _save(frames: list, out: Path, stem: str, video_format: str, metadata: dict) -> str:
+    path = new_path(out, stem, f".{video_format}")
+    try:
+        write_video(frames, path, frame_rate(metadata, video_format))
+    except OSError as exc:
+        raise UserError(f"cannot write the video {path}: {exc.strerror or exc}.") from None
+    return str(path)
+
+
+def print_report(report: EvalReport, console: Any) -> None:
+    """The statistics table, the training's own number for this checkpoint, the video files."""
+    from rich.table import Table
+
+    table = Table(title=f"{report.episodes} episode(s) of {report.env}", title_justify="left")
+    table.add_column("")
+    for column in ("mean", "std", "min", "max"):
+        table.add_column(column, justify="right")
+    team = "team return" if report.agent_returns else "return"
+    table.add_row(team, *(f"{v:.2f}" for v in asdict(report.returns).values()))
+    # Policy rows only when they add something: not one shared policy (= the team), and not one
+    # policy per agent (= the agent rows).
+    if len(report.policy_returns) > 1 and set(report.policy_returns) != set(report.agent_returns):
+        for name, stats in report.policy_returns.items():
+            table.add_row(f"policy {name}", *(f"{v:.2f}" for v in asdict(stats).values()))
+    for name, stats in report.agent_returns.items():
+        table.add_row(f"agent {name}", *(f"{v:.2f}" for v in asdict(stats).values()))
+    table.add_row("length", *(f"{v:.1f}" for v in asdict(report.lengths).values()))
+    console.print(table)
+    reported = report.reported or {}
+    if reported.get("episode_return_mean") is not None:
+        console.print(
+            f"At this checkpoint (iteration {reported.get('iteration')}, "
+            f"{reported.get('env_steps') or 0:,} env steps) training reported a mean return of "
+            f"{reported['episode_return_mean']:.2f} over its recent (exploring) episodes.",
+            highlight=False,
+        )
+    for video in report.videos:
+        console.print(f"Video: {video}", highlight=False)

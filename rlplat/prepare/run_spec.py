@@ -1,0 +1,299 @@
+"""The prepare stage: a loaded experiment becomes the checked, immutable spec of a run.
+
+``prepare`` does, once and in this order: resource preferences resolved against the cluster
+(when one is given), the seed drawn, the algorithm's name made canonical, the env built and
+checked, the team view's global state resolved (QMIX), the RLlib config built and validated,
+``init.checkpoint`` found, every search-space candidate checked, the searcher and scheduler made,
+and the trials placed on the cluster's nodes. ``rlplat plan``, ``rlplat train --dry-run`` and
+``rlplat train`` all use what it returns.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from rich.console import Console
+from rich.table import Table
+
+from rlplat.algorithms.registry import canonical_name, get_algorithm_class, is_team_algorithm
+from rlplat.cluster.placement import Node, Plan, format_bundle, make_plan, trial_bundles
+from rlplat.cluster.preferences import PREFERENCE_GROUPS, ResourceChoice, resolve_preferences
+from rlplat.environments.connectors import check_connectors
+from rlplat.environments.make import EnvInfo, check_env
+from rlplat.errors import ConfigError, UserError
+from rlplat.experiment.load import (
+    LoadedExperiment,
+    Locator,
+    experiment_from_data,
+    merge_into,
+    trial_experiment,
+    validate,
+)
+from rlplat.experiment.schema import Experiment, TuneSpec
+from rlplat.experiment.spaces import Space, substitute
+from rlplat.prepare.init_checkpoint import resolve_init_checkpoint
+from rlplat.prepare.search import SearchSetup, search_setup
+from rlplat.rllib.build import (
+    build_algorithm_config,
+    check_rllib_sections,
+    effective_settings,
+    team_state_source,
+)
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """Everything a run needs, checked and built once; nothing here changes afterwards.
+
+    ``experiment`` is final: the seed actually used, the algorithm's registered name, the
+    absolute ``init.checkpoint``, the resolved team state and the winning ``prefer`` entries.
+    """
+
+    experiment: Experiment
+    locate: Locator
+    spaces: list[Space]
+    env: EnvInfo
+    algo_config: AlgorithmConfig
+    search: SearchSetup
+    choices: list[ResourceChoice] = field(default_factory=list)
+    plan: Plan | None = None  # None when prepared without a cluster
+
+    def resolved(self) -> dict[str, Any]:
+        """The experiment with every default filled in and its search spaces, as the run's
+        ``experiment.yaml`` keeps it (``rlplat train --resume`` reads it back)."""
+        return _resolved(self.experiment, self.algo_config, self.spaces)
+
+    def record(self) -> dict[str, Any]:
+        """What run.json keeps: the nodes seen at launch, the choices, the bundles."""
+        plan = self.plan
+        return {
+            "nodes": [
+                {"node_id": n.node_id, "address": n.address, "head": n.head, "resources": n.total}
+                for n in (plan.nodes if plan else [])
+            ],
+            "resource_choices": [asdict(choice) for choice in self.choices],
+            "placement_strategy": plan.strategy if plan else None,
+            "trial_bundles": [asdict(bundle) for bundle in plan.bundles] if plan else [],
+        }
+
+
+def prepare(loaded: LoadedExperiment, nodes: list[Node] | None = None) -> PreparedRun:
+    """Check and build a loaded experiment once; with the cluster's ``nodes``, also resolve its
+    ``prefer`` lists (before the build) and place its trials."""
+    choices: list[ResourceChoice] = []
+    if nodes is not None and _has_preferences(loaded.experiment):
+        loaded, choices = _with_preferences(loaded, nodes)
+    locate = loaded.locate
+    experiment = _named(loaded.experiment, locate)
+    if experiment.seed is None:  # record the seed actually used, so the run can be repeated
+        experiment = experiment.model_copy(update={"seed": random.randrange(2**31)})
+    env = check_env(experiment.env, locate, needs_frames=experiment.video.every > 0)
+    _check_env_fits(experiment, env, locate)
+    if is_team_algorithm(experiment.algorithm):
+        training = {**experiment.training, "global_state": team_state_source(experiment, locate)}
+        experiment = experiment.model_copy(update={"training": training})
+    algo_config = build_algorithm_config(experiment, locate, env)
+    if experiment.init.checkpoint:
+        path = resolve_init_checkpoint(experiment.init.checkpoint, algo_config, locate)
+        init = experiment.init.model_copy(update={"checkpoint": path})
+        experiment = experiment.model_copy(update={"init": init})
+    for space in loaded.spaces:
+        for value in space.candidates():
+            candidate = validate(loaded.concrete({space.path: value}), locate)
+            check_rllib_sections(candidate, type(algo_config), locate)
+    resolved = _resolved(experiment, algo_config, loaded.spaces)
+    search = search_setup(experiment, resolved, loaded.spaces, locate)
+    _BUILT[_trial_key(resolved)] = algo_config
+    plan = None
+    if nodes is not None:
+        tune_spec = experiment.tune or TuneSpec()
+        bundles, strategy = trial_bundles(algo_config, get_algorithm_class(experiment.algorithm))
+        trials = trial_count(experiment, loaded.spaces)
+        plan = make_plan(bundles, strategy, nodes, trials, tune_spec.max_concurrent)
+    return PreparedRun(
+        experiment, locate, loaded.spaces, env, algo_config, search, choices, plan
+    )
+
+
+def _has_preferences(experiment: Experiment) -> bool:
+    return any(getattr(experiment.resources, group).prefer for group in PREFERENCE_GROUPS)
+
+
+def _with_preferences(
+    loaded: LoadedExperiment, nodes: list[Node]
+) -> tuple[LoadedExperiment, list[ResourceChoice]]:
+    """The experiment with its ``prefer`` lists resolved on ``nodes``. A group's unset fields
+    are RLlib's defaults for the algorithm (what the build would give them)."""
+    algo_cls = get_algorithm_class(_named(loaded.experiment, loaded.locate).algorithm)
+    defaults = effective_settings(algo_cls.get_default_config())["resources"]
+    data = copy.deepcopy(loaded.data)
+    resources = data.setdefault("resources", {})
+    for group in PREFERENCE_GROUPS:
+        given = getattr(loaded.experiment.resources, group).model_dump(mode="json")
+        resources[group] = {**defaults[group], **{k: v for k, v in given.items() if v is not None}}
+    data, choices = resolve_preferences(data, nodes)
+    return experiment_from_data(data, loaded.locate), choices
+
+
+def _named(experiment: Experiment, locate: Locator) -> Experiment:
+    """The experiment with its algorithm under the registered spelling."""
+    try:
+        name = canonical_name(experiment.algorithm)
+    except UserError as exc:
+        raise ConfigError(str(exc), location=locate("algorithm"), key="algorithm") from None
+    return experiment.model_copy(update={"algorithm": name})
+
+
+def _check_env_fits(experiment: Experiment, env: EnvInfo, locate: Locator) -> None:
+    """The sections that depend on the env's kind (single- or multi-agent) fit it."""
+    if is_team_algorithm(experiment.algorithm):
+        _check_team_experiment(experiment, env.multi_agent, locate)
+    if env.multi_agent:
+        if experiment.connectors:
+            raise ConfigError(
+                "connectors are for single-agent envs; for PettingZoo envs use the SuperSuit "
+                "wrappers in env.wrappers instead (normalize_obs_v0, frame_stack_v1).",
+                location=locate("connectors"),
+                key="connectors",
+            )
+        return
+    if experiment.multi_agent is not None:
+        raise ConfigError(
+            f"{experiment.env.label!r} is a single-agent environment; multi_agent applies "
+            "to PettingZoo environments (env.pettingzoo, or a factory returning one).",
+            location=locate("multi_agent"),
+            key="multi_agent",
+        )
+    check_connectors(experiment.connectors, env.observation_space, env.action_space, locate)
+
+
+def _check_team_experiment(experiment: Experiment, multi_agent: bool, locate: Locator) -> None:
+    """A team algorithm (QMIX) needs a multi-agent env and maps every agent to its one network."""
+    name = experiment.algorithm
+    if not multi_agent:
+        raise ConfigError(
+            f"{name} learns for a team of agents, but {experiment.env.label!r} is a single-agent "
+            "environment. Use a PettingZoo environment (env.pettingzoo, or a factory returning "
+            "one), or DQN for a single agent.",
+            location=locate("algorithm"),
+            key="algorithm",
+        )
+    if experiment.multi_agent is not None:
+        raise ConfigError(
+            f"{name} shares one agent network among all agents (each agent's input carries its "
+            "one-hot id), so multi_agent policy mappings do not apply: remove the section. "
+            "training.mixer chooses qmix, vdn or none (independent Q-learning).",
+            location=locate("multi_agent"),
+            key="multi_agent",
+        )
+
+
+def _resolved(
+    experiment: Experiment, algo_config: AlgorithmConfig, spaces: list[Space]
+) -> dict[str, Any]:
+    resolved = experiment.model_dump(mode="json")
+    if resolved.get("tune") is None:
+        resolved.pop("tune", None)
+    merge_into(resolved, effective_settings(algo_config))
+    return substitute(resolved, {s.path: s.to_yaml() for s in spaces})
+
+
+# The RLlib configs built for trial experiments in this process, by their JSON: Tune asks the
+# trainable for each trial's resources in the driver, where ``prepare`` built the config already.
+_BUILT: dict[str, AlgorithmConfig] = {}
+
+
+def _trial_key(experiment: dict[str, Any]) -> str:
+    return json.dumps(trial_experiment(experiment), sort_keys=True)
+
+
+def trial_algorithm_config(config: dict[str, Any]) -> AlgorithmConfig:
+    """The RLlib config for one trial's experiment (Tune's ``config``: the resolved experiment
+    with concrete values where the file had search spaces), prepared as ``rlplat train`` does."""
+    key = _trial_key(config)
+    if key not in _BUILT:
+        data = json.loads(key)
+        loaded = experiment_from_data(data, Locator(f"trial experiment ({data.get('name')})"))
+        _BUILT[key] = prepare(loaded).algo_config
+    return _BUILT[key]
+
+
+def trial_count(experiment: Experiment, spaces: list[Space]) -> int:
+    """Trials the experiment runs in all: num_samples for each point of its grid."""
+    tune_spec = experiment.tune or TuneSpec()
+    grid = math.prod(len(space.args) for space in spaces if space.kind == "grid")
+    return tune_spec.num_samples * grid
+
+
+def storage_note(run: PreparedRun) -> str | None:
+    """On several nodes, trials write checkpoints from wherever they run: say where that must be."""
+    if len(run.plan.nodes) < 2:
+        return None
+    return (
+        f"{len(run.plan.nodes)} nodes: output_dir ({run.experiment.output_dir}) must be a "
+        "directory every node mounts at the same path (NFS, a shared volume); Tune cannot "
+        "checkpoint trials on other nodes into a path only this machine has."
+    )
+
+
+def refuse_if_impossible(run: PreparedRun) -> None:
+    """A run that would stay PENDING forever is a user error, said before anything starts."""
+    plan = run.plan
+    if plan.fits:
+        return
+    nodes = "; ".join(f"{node.label} {format_bundle(node.total)}" for node in plan.nodes)
+    raise UserError(
+        f"{run.locate('resources')}: no trial can start on this Ray cluster: "
+        + "; ".join(plan.problems)
+        + f". The cluster's nodes: {nodes}. Lower the demand under resources (count, cpus, gpus, "
+        "custom; count 0 samples in the algorithm's own process), add a prefer list that falls "
+        "back to what the nodes have, or join a cluster that has it with --address (see "
+        "docs/cluster.md)."
+    )
+
+
+def print_plan(run: PreparedRun, console: Console) -> None:
+    """The bundles of one trial, the nodes, where the trial goes and how many run at once."""
+    plan = run.plan
+    for choice in run.choices:
+        console.print(choice.describe(), highlight=False)
+    bundles = Table(title=f"Bundles of one trial (placement {plan.strategy})", title_justify="left")
+    for column in ("#", "role", "set by", "resources", "node"):
+        bundles.add_column(column)
+    for index, bundle in enumerate(plan.bundles):
+        node = plan.nodes[plan.placement[index]].label if plan.placement else "-"
+        bundles.add_row(str(index), bundle.role, bundle.key, format_bundle(bundle.resources), node)
+    console.print(bundles)
+    nodes = Table(title=f"Cluster: {len(plan.nodes)} node(s)", title_justify="left")
+    for column in ("node", "resources", "free now"):
+        nodes.add_column(column)
+    for node in plan.nodes:
+        nodes.add_row(node.label, format_bundle(node.total), format_bundle(node.available))
+    console.print(nodes)
+    note = storage_note(run)
+    if note:
+        console.print(f"[yellow]{note}[/yellow]", highlight=False)
+    if not plan.fits:
+        return
+    if plan.undecided:
+        console.print(
+            "Fit: undecided (too many bundle/node combinations to check); Ray may still place it.",
+            highlight=False,
+        )
+        return
+    limit = (
+        f", tune.max_concurrent {plan.max_concurrent}"
+        if plan.max_concurrent and plan.max_concurrent < plan.trials
+        else ""
+    )
+    console.print(
+        f"Fits: yes. Trials: {plan.trials}; at once: {plan.concurrent} on this cluster{limit}; "
+        f"{plan.startable_now} could start on the resources free now.",
+        highlight=False,
+    )

@@ -1,0 +1,255 @@
+"""The ``tune:`` section as Ray Tune objects: searcher, scheduler and the trials' param space.
+
+Everything here runs before Ray starts: a searcher whose library is missing, an option the
+scheduler does not take, or spaces a searcher cannot handle (Optuna has no grid) is a
+``ConfigError`` naming ``tune.searcher`` or ``tune.scheduler``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rlplat.errors import ConfigError, not_among
+from rlplat.experiment.schema import Experiment, TuneSpec, entry_parts
+from rlplat.experiment.spaces import Space, substitute
+from rlplat.metrics import metric_path
+from rlplat.util.imports import import_object
+
+# name -> (Tune class, the packages it needs, the option that takes the experiment's seed)
+SEARCHER_CLASSES: dict[str, tuple[str, tuple[str, ...], str | None]] = {
+    "random": ("ray.tune.search:BasicVariantGenerator", (), "random_state"),
+    "optuna": ("ray.tune.search.optuna:OptunaSearch", ("optuna",), "seed"),
+    "hyperopt": ("ray.tune.search.hyperopt:HyperOptSearch", ("hyperopt",), "random_state_seed"),
+    "bohb": ("ray.tune.search.bohb:TuneBOHB", ("hpbandster", "ConfigSpace"), "seed"),
+}
+SCHEDULER_CLASSES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "fifo": ("ray.tune.schedulers:FIFOScheduler", ()),
+    "asha": ("ray.tune.schedulers:ASHAScheduler", ()),
+    "hyperband": ("ray.tune.schedulers:HyperBandScheduler", ()),
+    "median": ("ray.tune.schedulers:MedianStoppingRule", ()),
+    "pbt": ("ray.tune.schedulers:PopulationBasedTraining", ()),
+    "pb2": ("ray.tune.schedulers.pb2:PB2", ("GPy", "sklearn")),
+}
+BOHB_SCHEDULER = "ray.tune.schedulers:HyperBandForBOHB"
+POPULATION_SCHEDULERS = ("pbt", "pb2")
+BUDGETED_SCHEDULERS = ("asha", "hyperband")  # they need max_t
+
+# Options rlplat sets itself, and where the user sets them instead.
+OWNED_OPTIONS = {
+    "metric": "tune.metric",
+    "mode": "tune.mode",
+    "time_attr": "tune.time_attr",
+    "space": "the search spaces in the experiment",
+    "hyperparam_mutations": "the search spaces in the experiment (pbt mutates them)",
+    "hyperparam_bounds": "the search spaces in the experiment (pb2 explores their ranges)",
+    "max_concurrent": "tune.max_concurrent",
+    "random_state": "seed",
+    "random_state_seed": "seed",
+    "seed": "seed",
+    "custom_explore_fn": None,
+    "sampler": None,
+    "storage": None,
+    "log_config": None,
+}
+
+INSTALL_HINT = "pip install 'rlplat[tune]'"
+
+
+@dataclass
+class SearchSetup:
+    """What ``tune.Tuner`` needs beyond the trainable: built once, before Ray starts."""
+
+    param_space: dict[str, Any]
+    searcher: Any
+    scheduler: Any
+    spaces: list[Space]
+
+
+def _require(packages: tuple[str, ...], what: str, key: str, locate: Callable[[str], str]) -> None:
+    for package in packages:
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            raise ConfigError(
+                f"{what} needs the Python package {package!r}, which is not installed here. "
+                f"Install the tuning extras with {INSTALL_HINT}, or choose another "
+                f"{key.split('.')[-1]}.",
+                location=locate(key),
+                key=key,
+            ) from None
+
+
+def _options(cls: type, given: dict[str, Any], name: str, key: str, locate) -> dict[str, Any]:
+    """Check the user's options against the class's constructor; OWNED ones point elsewhere."""
+    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    allowed = [p for p in accepted if p not in OWNED_OPTIONS]
+    for option in given:
+        path = f"{key}.{name}.{option}"
+        if option in OWNED_OPTIONS and option in accepted:
+            owner = OWNED_OPTIONS[option]
+            raise ConfigError(
+                f"rlplat sets {option!r} itself"
+                + (f": set it with {owner}." if owner else " (not configurable from YAML)."),
+                location=locate(path),
+                key=path,
+            )
+        if option not in allowed:
+            raise ConfigError(
+                f"{name} has no option {option!r}." + not_among(option, allowed),
+                location=locate(path),
+                key=path,
+            )
+    return dict(given)
+
+
+def _nested(spaces: list[Space], value: Callable[[Space], Any]) -> dict[str, Any]:
+    """{training: {lr: value(space)}}: a tree mirroring the experiment, as PBT and PB2 want."""
+    tree: dict[str, Any] = {}
+    for space in spaces:
+        node = tree
+        for key in space.path[:-1]:
+            node = node.setdefault(key, {})
+        node[space.path[-1]] = value(space)
+    return tree
+
+
+def _make_searcher(tune_spec: TuneSpec, spaces: list[Space], seed: int | None, locate) -> Any:
+    name, options = entry_parts(tune_spec.searcher)
+    path, packages, seed_option = SEARCHER_CLASSES[name]
+    _require(packages, f"searcher {name}", "tune.searcher", locate)
+    cls = import_object(path)
+    kwargs = _options(cls, options, name, "tune.searcher", locate)
+    if seed is not None and seed_option:
+        kwargs[seed_option] = seed
+    if name == "random":
+        return cls(max_concurrent=tune_spec.max_concurrent or 0, **kwargs)
+    grids = [s.dotted for s in spaces if s.kind == "grid"]
+    if grids:
+        raise ConfigError(
+            f"searcher {name} samples spaces and cannot enumerate a grid ({', '.join(grids)}): "
+            "use choice there, or searcher random for a grid.",
+            location=locate(grids[0]),
+            key=grids[0],
+        )
+    if not spaces:
+        raise ConfigError(
+            f"searcher {name} has nothing to search: declare at least one search space, e.g. "
+            "training.lr: {loguniform: [1.0e-5, 1.0e-3]}.",
+            location=locate("tune.searcher"),
+            key="tune.searcher",
+        )
+    try:
+        cls.convert_search_space(_nested(spaces, Space.to_tune))
+        searcher = cls(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - each library raises its own types
+        raise ConfigError(
+            f"searcher {name} rejected the search: {exc}",
+            location=locate("tune.searcher"),
+            key="tune.searcher",
+        ) from None
+    if tune_spec.max_concurrent:
+        from ray.tune.search import ConcurrencyLimiter
+
+        searcher = ConcurrencyLimiter(searcher, max_concurrent=tune_spec.max_concurrent)
+    return searcher
+
+
+def scheduler_name(exp: Experiment) -> str:
+    """The experiment's scheduler (fifo when it has none)."""
+    return scheduler_entry(exp.tune or TuneSpec())[0]
+
+
+def scheduler_entry(tune_spec: TuneSpec) -> tuple[str, dict[str, Any]]:
+    """(name, options) of the scheduler; by default fifo, or hyperband for searcher bohb."""
+    searcher_name, _ = entry_parts(tune_spec.searcher)
+    return entry_parts(tune_spec.scheduler or ("hyperband" if searcher_name == "bohb" else "fifo"))
+
+
+def _make_scheduler(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], locate) -> Any:
+    searcher_name, _ = entry_parts(tune_spec.searcher)
+    name, options = scheduler_entry(tune_spec)
+    key = "tune.scheduler"
+    path, packages = SCHEDULER_CLASSES[name]
+    if searcher_name == "bohb":
+        if name != "hyperband":
+            raise ConfigError(
+                f"searcher bohb runs with its own HyperBand scheduler, not {name}: set "
+                "tune.scheduler to hyperband (or leave it out).",
+                location=locate(key),
+                key=key,
+            )
+        path = BOHB_SCHEDULER
+    if name in POPULATION_SCHEDULERS and searcher_name != "random":
+        raise ConfigError(
+            f"{name} evolves a population drawn by searcher random; {searcher_name} would fight it "
+            "over the same hyperparameters. Remove tune.searcher.",
+            location=locate("tune.searcher"),
+            key="tune.searcher",
+        )
+    _require(packages, f"scheduler {name}", key, locate)
+    cls = import_object(path)
+    kwargs = _options(cls, options, name, key, locate)
+    if name != "fifo":
+        kwargs["time_attr"] = metric_path(tune_spec.time_attr)
+    if name in BUDGETED_SCHEDULERS and "max_t" not in kwargs:
+        budget = getattr(exp.stop, tune_spec.time_attr)
+        if budget is None:
+            raise ConfigError(
+                f"{name} needs max_t, the most {tune_spec.time_attr} a trial may run: give "
+                f"{key}.{name}.max_t, or stop.{tune_spec.time_attr} (then max_t is that budget).",
+                location=locate(key),
+                key=key,
+            )
+        kwargs["max_t"] = budget
+    if name in POPULATION_SCHEDULERS:
+        # rlplat's windowed return appears once a trial's first episode has ended.
+        kwargs.setdefault("require_attrs", False)
+        if not spaces:
+            raise ConfigError(
+                f"{name} mutates the experiment's search spaces, and there are none: write the "
+                "hyperparameters it may change as spaces, e.g. training.lr: {loguniform: [1.0e-5, "
+                "1.0e-3]}.",
+                location=locate(key),
+                key=key,
+            )
+        if name == "pbt":
+            kwargs["hyperparam_mutations"] = _nested(
+                spaces, lambda s: list(s.args) if s.categorical else s.to_tune()
+            )
+        else:
+            unbounded = [s.dotted for s in spaces if s.bounds() is None]
+            if unbounded:
+                raise ConfigError(
+                    "pb2 explores numeric ranges (uniform, quniform, loguniform, randint, "
+                    f"qrandint); {', '.join(unbounded)} has none. Use pbt for categories.",
+                    location=locate(unbounded[0]),
+                    key=unbounded[0],
+                )
+            kwargs["hyperparam_bounds"] = _nested(spaces, lambda s: list(s.bounds()))
+    try:
+        return cls(**kwargs)
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(
+            f"scheduler {name} rejected its options: {exc}", location=locate(key), key=key
+        ) from None
+
+
+def search_setup(
+    exp: Experiment, resolved: dict[str, Any], spaces: list[Space], locate
+) -> SearchSetup:
+    """Searcher, scheduler and the param space (the resolved experiment with Tune domains)."""
+    tune_spec = exp.tune or TuneSpec()
+    param_space = substitute(
+        {k: v for k, v in resolved.items() if k != "tune"},
+        {space.path: space.to_tune() for space in spaces},
+    )
+    return SearchSetup(
+        param_space=param_space,
+        searcher=_make_searcher(tune_spec, spaces, exp.seed, locate),
+        scheduler=_make_scheduler(exp, tune_spec, spaces, locate),
+        spaces=spaces,
+    )

@@ -1,0 +1,351 @@
+"""Experiment -> RLlib ``AlgorithmConfig``, checking every RLlib key against the real builders.
+
+The RLlib sections of the YAML are passed to the ``AlgorithmConfig`` builder method of the same
+name (``training:`` -> ``config.training(**section)``), so RLlib's own docs describe their keys.
+Before that, each key is checked against the builder's signature (the algorithm's override and
+every base class's) and each value against the parameter's type annotation.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.tune.registry import register_env
+
+from rlplat.algorithms.registry import get_algorithm_class, is_team_algorithm
+from rlplat.environments.connectors import ConnectorFactory
+from rlplat.environments.guard import GuardedCreator
+from rlplat.environments.make import EnvInfo
+from rlplat.environments.team import TeamEnvError
+from rlplat.errors import ConfigError, not_among
+from rlplat.experiment.schema import Experiment, MultiAgentSpec
+from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
+from rlplat.rllib.episode_stats import WindowedEpisodeStats
+from rlplat.rllib.modules import MaskedPPOModule, UniformRandomModule
+from rlplat.rllib.multi_agent import check_multi_agent
+
+# resources.<key path> -> (RLlib builder method, its keyword)
+RESOURCE_KEYS: dict[str, tuple[str, str]] = {
+    "env_runners.count": ("env_runners", "num_env_runners"),
+    "env_runners.envs": ("env_runners", "num_envs_per_env_runner"),
+    "env_runners.cpus": ("env_runners", "num_cpus_per_env_runner"),
+    "env_runners.gpus": ("env_runners", "num_gpus_per_env_runner"),
+    "env_runners.custom": ("env_runners", "custom_resources_per_env_runner"),
+    "learners.count": ("learners", "num_learners"),
+    "learners.cpus": ("learners", "num_cpus_per_learner"),
+    "learners.gpus": ("learners", "num_gpus_per_learner"),
+    "learners.custom": ("learners", "custom_resources_per_learner"),
+    "driver.cpus": ("resources", "num_cpus_for_main_process"),
+    "driver.custom": ("resources", "custom_resources_for_main_process"),
+    "placement": ("resources", "placement_strategy"),
+}
+
+# rlplat's fault-tolerance defaults where RLlib's do not suit: a runner whose env raised waits
+# this long before it exits and is restarted (RLlib: 60 s, which stalls a small run for a minute).
+FAULT_TOLERANCE_DEFAULTS: dict[str, Any] = {
+    "delay_between_env_runner_restarts_s": 10.0,
+    # An env that raises is rebuilt and its episode dropped, instead of failing the runner.
+    "restart_failed_sub_environments": True,
+}
+# The fault-tolerance settings the run directory records (RLlib's defaults filled in).
+FAULT_TOLERANCE_KEYS = (
+    "restart_failed_env_runners",
+    "restart_failed_sub_environments",
+    "max_num_env_runner_restarts",
+    "delay_between_env_runner_restarts_s",
+    "num_consecutive_env_runner_failures_tolerance",
+    "env_runner_health_probe_timeout_s",
+    "env_runner_restore_timeout_s",
+)
+
+# RLlib keywords that rlplat sets from its own keys: accept one spelling, point to it.
+OWNED_KEYS: dict[tuple[str, str], str] = {
+    **{rllib: f"resources.{path}" for path, rllib in RESOURCE_KEYS.items()},
+    ("environment", "env"): "env.id or env.factory",
+    ("environment", "env_config"): "env.kwargs",
+    ("debugging", "seed"): "seed",
+    ("env_runners", "env_to_module_connector"): "connectors",
+    ("learners", "learner_connector"): "connectors",
+    ("rl_module", "algorithm_config_overrides_per_module"): "multi_agent.overrides",
+}
+
+# Algorithms whose default module the action-masking and random modules stand in for.
+MASKABLE_ALGORITHMS = ("PPO",)
+
+_DEPRECATED = -1  # RLlib marks removed builder arguments with DEPRECATED_VALUE (-1) as default.
+
+
+def builder_parameters(config_cls: type, section: str) -> dict[str, inspect.Parameter]:
+    """Keyword parameters of ``config_cls.<section>()``, merged over the class hierarchy."""
+    params: dict[str, inspect.Parameter] = {}
+    for klass in reversed(config_cls.__mro__):
+        method = klass.__dict__.get(section)
+        if method is None:
+            continue
+        for name, param in inspect.signature(method).parameters.items():
+            if param.kind is inspect.Parameter.KEYWORD_ONLY or (
+                param.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and name != "self"
+            ):
+                params[name] = param
+    return {n: p for n, p in params.items() if not _is_deprecated(p)}
+
+
+def _is_deprecated(param: inspect.Parameter) -> bool:
+    default = param.default
+    return isinstance(default, int) and not isinstance(default, bool) and default == _DEPRECATED
+
+
+def _type_problem(annotation: Any, value: Any) -> str | None:
+    """Why ``value`` does not fit ``annotation`` (None when it fits or cannot be judged)."""
+    if annotation is inspect.Parameter.empty:
+        return None
+    try:
+        adapter = TypeAdapter(annotation)
+    except Exception:  # noqa: BLE001 - forward references, classes: RLlib checks these itself
+        return None
+    try:
+        adapter.validate_python(value, strict=True)
+        return None
+    except ValidationError as strict_error:
+        error = strict_error
+    except Exception:  # noqa: BLE001
+        return None
+    if not isinstance(value, str):  # lists for tuples, ints for floats: fine; "5" for 5: not
+        try:
+            adapter.validate_python(value)
+            return None
+        except ValidationError as lax_error:
+            error = lax_error
+        except Exception:  # noqa: BLE001
+            return None
+    expected = (annotation.__name__ if isinstance(annotation, type) else str(annotation)).replace(
+        "typing.", ""
+    )
+    return f"{error.errors()[0]['msg'].lower()} (expected {expected}, got {value!r})"
+
+
+def _positive(value: Any) -> bool:
+    return value > 0
+
+
+def _fraction(value: Any) -> bool:
+    return 0 <= value <= 1
+
+
+def _learning_rate(value: Any) -> bool:
+    """A positive number, or a schedule [[timestep, value], ...] of values >= 0."""
+    if isinstance(value, list):
+        return all(isinstance(p, list) and len(p) == 2 and p[1] >= 0 for p in value)
+    return value > 0
+
+
+# Values RLlib accepts but that cannot train (or diverge at once): key -> (check, allowed).
+VALUE_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "lr": (_learning_rate, "a number > 0, or a schedule [[timestep, value], ...] of values >= 0"),
+    "actor_lr": (_learning_rate, "a number > 0, or a schedule of values >= 0"),
+    "critic_lr": (_learning_rate, "a number > 0, or a schedule of values >= 0"),
+    "alpha_lr": (_learning_rate, "a number > 0, or a schedule of values >= 0"),
+    "gamma": (_fraction, "a discount between 0 and 1"),
+    "lambda_": (_fraction, "a GAE lambda between 0 and 1"),
+    "tau": (_fraction, "a target-network update rate between 0 and 1"),
+    "train_batch_size_per_learner": (_positive, "a positive number of env steps"),
+    "minibatch_size": (_positive, "a positive number of env steps"),
+    "num_epochs": (_positive, "a positive number of passes over each batch"),
+    "clip_param": (_positive, "a positive clip range"),
+}
+
+
+def _range_problem(key: str, value: Any) -> str | None:
+    check, allowed = VALUE_RANGES.get(key, (None, ""))
+    if check is None or value is None:
+        return None
+    try:
+        ok = check(value)
+    except TypeError:
+        return None  # a wrong type is reported by the type check
+    return None if ok else f"{value!r} is out of range: {key} must be {allowed}."
+
+
+def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[str], str]) -> None:
+    """Raise ConfigError for the first unknown, owned, deprecated or mistyped RLlib key."""
+    for section, values in exp.rllib_sections().items():
+        params = builder_parameters(config_cls, section)
+        for key, value in values.items():
+            path = f"{section}.{key}"
+            if (section, key) in OWNED_KEYS:
+                raise ConfigError(
+                    f"set this with '{OWNED_KEYS[(section, key)]}' instead: rlplat sets "
+                    f"RLlib's {key} from that key, and one value must have one place.",
+                    location=locate(path),
+                    key=path,
+                )
+            if key not in params:
+                allowed = [p for p in params if (section, p) not in OWNED_KEYS]
+                raise ConfigError(
+                    f"{config_cls.__name__}.{section}() has no argument {key!r}."
+                    + not_among(key, allowed, limit=40),
+                    location=locate(path),
+                    key=path,
+                )
+            problem = _type_problem(params[key].annotation, value)
+            if problem:
+                raise ConfigError(f"wrong type: {problem}.", location=locate(path), key=path)
+            problem = _range_problem(key, value)
+            if problem:
+                raise ConfigError(problem, location=locate(path), key=path)
+
+
+def build_algorithm_config(
+    exp: Experiment, locate: Callable[[str], str], env: EnvInfo
+) -> AlgorithmConfig:
+    """The RLlib config for an experiment. Raises ConfigError for anything RLlib rejects.
+
+    ``locate(key_path)`` returns 'file:line' for messages; ``env`` is what ``check_env`` found.
+    """
+    algo_cls = get_algorithm_class(exp.algorithm)
+    config = algo_cls.get_default_config()
+    check_rllib_sections(exp, type(config), locate)
+
+    env_name = rllib_env_name(exp)
+    creator = env_creator_for(exp)
+    team = is_team_algorithm(exp.algorithm)
+    register_env(env_name, GuardedCreator(creator))
+
+    calls: dict[str, dict[str, Any]] = {s: dict(v) for s, v in exp.rllib_sections().items()}
+    calls["environment"].update(env=env_name, env_config={})
+    calls["debugging"]["seed"] = exp.seed
+    calls["callbacks"] = {"callbacks_class": WindowedEpisodeStats}
+    if exp.connectors:
+        calls["env_runners"]["env_to_module_connector"] = ConnectorFactory(
+            exp.connectors, "env_to_module"
+        )
+        learner_side = ConnectorFactory(exp.connectors, "learner")
+        if learner_side.pieces():
+            calls["learners"]["learner_connector"] = learner_side
+    if env.multi_agent and not team:
+        _multi_agent_calls(exp, env, config, calls, locate)
+    for path, (section, keyword) in RESOURCE_KEYS.items():
+        value = resource_value(exp, path)
+        if value not in (None, {}):
+            calls.setdefault(section, {})[keyword] = value
+    calls["fault_tolerance"] = {**FAULT_TOLERANCE_DEFAULTS, **calls["fault_tolerance"]}
+    for section, kwargs in calls.items():
+        if not kwargs:
+            continue
+        try:
+            getattr(config, section)(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - RLlib raises ValueError, TypeError, ...
+            raise ConfigError(
+                f"RLlib rejected the '{section}' settings: {exc}",
+                location=locate(section),
+                key=section,
+            ) from None
+    if config.num_env_runners == 0 and not config.create_local_env_runner:
+        raise ConfigError(
+            "nothing would sample: resources.env_runners.count is 0 and create_local_env_runner "
+            "is false. Either sample in the algorithm's process (create_local_env_runner: true, "
+            "the default) or give resources.env_runners.count >= 1.",
+            location=locate("env_runners.create_local_env_runner"),
+            key="env_runners.create_local_env_runner",
+        )
+    try:
+        config.validate()
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(
+            f"RLlib's {type(config).__name__}.validate() rejected the experiment: {exc}",
+            location=locate(""),
+        ) from None
+    return config
+
+
+def team_state_source(exp: Experiment, locate: Callable[[str], str]) -> str:
+    """Build the team view of the env once (QMIX); the global state it resolved to
+    (``training.global_state``: the env's ``state()`` or the agents' observations)."""
+    try:
+        team_env = env_creator_for(exp)()
+    except TeamEnvError as exc:
+        raise ConfigError(
+            f"{exp.algorithm} cannot play {exp.env.label!r} as one team: {exc}.",
+            location=locate(exc.key),
+            key=exc.key,
+        ) from None
+    team_env.close()
+    return team_env.state_source
+
+
+def _multi_agent_calls(
+    exp: Experiment,
+    env: EnvInfo,
+    config: AlgorithmConfig,
+    calls: dict[str, dict[str, Any]],
+    locate: Callable[[str], str],
+) -> None:
+    """Policies, mapping, trained policies, per-policy overrides, module classes, and the
+    multi-agent variant of an off-policy algorithm's episode replay buffer."""
+    spec = exp.multi_agent or MultiAgentSpec()
+    setup = check_multi_agent(
+        spec, env, list(builder_parameters(type(config), "training")), locate
+    )
+    needs_own_modules = [p for p in setup.policies if p in setup.random or p in setup.masked]
+    if needs_own_modules and exp.algorithm not in MASKABLE_ALGORITHMS:
+        what = "random policies" if setup.random else "action masks (Dict observations)"
+        raise ConfigError(
+            f"{what} are supported with {', '.join(MASKABLE_ALGORITHMS)}; "
+            f"{exp.algorithm} would ignore them.",
+            location=locate("algorithm"),
+            key="algorithm",
+        )
+    calls["multi_agent"] = {
+        "policies": set(setup.policies),
+        "policy_mapping_fn": setup.mapping,
+        "policies_to_train": setup.trained,
+    }
+    if spec.overrides:
+        calls["rl_module"]["algorithm_config_overrides_per_module"] = dict(spec.overrides)
+    # RLlib's single-agent episode buffers (DQN's and SAC's defaults) cannot store
+    # multi-agent episodes; each has a multi-agent twin taking the same settings.
+    buffer = dict(getattr(config, "replay_buffer_config", None) or {})
+    buffer.update(calls["training"].get("replay_buffer_config") or {})
+    kind = buffer.get("type")
+    if kind in ("EpisodeReplayBuffer", "PrioritizedEpisodeReplayBuffer"):
+        calls["training"]["replay_buffer_config"] = {**buffer, "type": f"MultiAgent{kind}"}
+    if needs_own_modules:
+        calls["rl_module"]["rl_module_spec"] = MultiRLModuleSpec(
+            rl_module_specs={
+                policy: RLModuleSpec(
+                    module_class=UniformRandomModule
+                    if policy in setup.random
+                    else MaskedPPOModule
+                )
+                for policy in needs_own_modules
+            }
+        )
+
+
+def resource_value(exp: Experiment, path: str) -> Any:
+    """The value at ``resources.<path>`` of an experiment."""
+    value: Any = exp.resources
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def effective_settings(config: AlgorithmConfig) -> dict[str, Any]:
+    """The resources and fault_tolerance sections as RLlib will use them (defaults filled in),
+    as a nested update for the experiment's data."""
+    resources: dict[str, Any] = {}
+    for path, (_, keyword) in RESOURCE_KEYS.items():
+        *groups, field = path.split(".")
+        target = resources
+        for group in groups:
+            target = target.setdefault(group, {})
+        value = getattr(config, keyword)
+        target[field] = dict(value) if isinstance(value, dict) else value
+    fault_tolerance = {key: getattr(config, key) for key in FAULT_TOLERANCE_KEYS}
+    return {"resources": resources, "fault_tolerance": fault_tolerance}

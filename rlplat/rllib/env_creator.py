@@ -1,0 +1,63 @@
+"""The env as training and evaluation build it: the experiment's env, or for a team algorithm
+(QMIX) that multi-agent env seen as one team (``rlplat.environments.team``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rlplat.algorithms.registry import is_team_algorithm
+from rlplat.environments.make import EnvCreator
+from rlplat.environments.team import TEAM_SETTINGS, TeamEnvCreator
+from rlplat.errors import UserError
+from rlplat.experiment.schema import Experiment
+
+
+def _team_settings(experiment: Experiment) -> dict[str, Any] | None:
+    """The settings of the team view (QMIX), or None when the env is used as it is."""
+    if not is_team_algorithm(experiment.algorithm):
+        return None
+    return {key: value for key, value in experiment.training.items() if key in TEAM_SETTINGS}
+
+
+def env_creator_for(experiment: Experiment) -> Callable[[dict[str, Any] | None], Any]:
+    """The env factory training and evaluation use: the env as the experiment names it, or, for
+    a team algorithm (QMIX), that multi-agent env seen as one team (``rlplat.environments.team``)."""
+    creator = EnvCreator(experiment.env)
+    settings = _team_settings(experiment)
+    if settings is None:
+        return creator
+    return TeamEnvCreator(creator, **settings)
+
+
+def rllib_env_name(experiment: Experiment) -> str:
+    """The name under which the env's creator is registered with Tune.
+
+    Tune's registry is shared by every process of the cluster: trials of a search that build the
+    env differently (searched kwargs, team settings) need names of their own.
+    """
+    recipe = json.dumps(
+        [experiment.env.model_dump(mode="json"), _team_settings(experiment)], sort_keys=True
+    )
+    return f"rlplat/{experiment.env.label}/{hashlib.sha1(recipe.encode()).hexdigest()[:10]}"
+
+
+def rebuild_env(experiment: Experiment, render_mode: str | None, source: Path) -> Any:
+    """Build a run's environment again (for evaluation), with ``render_mode`` if given."""
+    spec = experiment.env
+    try:
+        return env_creator_for(experiment)({"render_mode": render_mode} if render_mode else {})
+    except Exception as exc:  # noqa: BLE001 - any failure here means the env cannot be rebuilt
+        hint = (
+            " The environment may not accept a render_mode argument."
+            if render_mode and isinstance(exc, TypeError)
+            else ""
+        )
+        raise UserError(
+            f"cannot rebuild the environment {spec.label!r} described in {source}: "
+            f"{type(exc).__name__}: {exc}.{hint} Its package must be installed and importable "
+            "here (custom environments from the directory you train in, e.g. envs/)."
+        ) from None

@@ -1,0 +1,112 @@
+"""RLModules rlplat adds for multi-agent envs: PPO with action masks, and random players.
+
+PettingZoo's board games observe ``{"observation": board, "action_mask": legal moves}``. The
+masked module feeds the (flattened) board to RLlib's default PPO networks and pushes the logits of
+illegal moves to the lowest float, so they get probability 0 when acting and when learning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModule
+from ray.rllib.utils.torch_utils import FLOAT_MIN
+
+from rlplat.rllib.multi_agent import ACTION_MASK_KEY
+
+
+def _observation_key(space: gym.spaces.Dict) -> str:
+    others = [key for key in space.spaces if key != ACTION_MASK_KEY]
+    if len(others) != 1:
+        raise ValueError(
+            f"an action-masked observation must hold '{ACTION_MASK_KEY}' and one observation "
+            f"entry, got {list(space.spaces)}"
+        )
+    return others[0]
+
+
+def _mask_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return logits + torch.clamp(torch.log(mask.to(logits.dtype)), min=FLOAT_MIN)
+
+
+class MaskedPPOModule(DefaultPPOTorchRLModule):
+    """RLlib's default PPO module on Dict observations ``{observation, action_mask}``."""
+
+    def __init__(self, *, observation_space: gym.spaces.Dict, **kwargs: Any):
+        self.masked_observation_space = observation_space
+        self.observation_key = _observation_key(observation_space)
+        inner = observation_space[self.observation_key]
+        self.inner_shape = inner.shape
+        flat = gym.spaces.Box(
+            low=np.asarray(inner.low, dtype=np.float32).reshape(-1),
+            high=np.asarray(inner.high, dtype=np.float32).reshape(-1),
+            dtype=np.float32,
+        )
+        super().__init__(observation_space=flat, **kwargs)
+
+    def setup(self) -> None:
+        super().setup()
+        # Connectors and spec checks must see the env's real (Dict) space.
+        self.observation_space = self.masked_observation_space
+
+    def _split(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
+        observations = batch[Columns.OBS]
+        inner = observations[self.observation_key]
+        keep = inner.dim() - len(self.inner_shape)
+        flat = inner.reshape(*inner.shape[:keep], -1).float()
+        return observations[ACTION_MASK_KEY], {**batch, Columns.OBS: flat}
+
+    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        mask, batch = self._split(batch)
+        output = super()._forward(batch, **kwargs)
+        output[Columns.ACTION_DIST_INPUTS] = _mask_logits(output[Columns.ACTION_DIST_INPUTS], mask)
+        return output
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        mask, batch = self._split(batch)
+        output = super()._forward_train(batch, **kwargs)
+        output[Columns.ACTION_DIST_INPUTS] = _mask_logits(output[Columns.ACTION_DIST_INPUTS], mask)
+        return output
+
+    def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
+        if isinstance(batch[Columns.OBS], dict):
+            batch = self._split(batch)[1]
+        return super().compute_values(batch, embeddings)
+
+
+class UniformRandomModule(RLModule):
+    """Acts uniformly at random, among the legal actions when observations carry a mask.
+
+    It has no weights and is never trained (``multi_agent.random``). A plain ``RLModule``, not a
+    ``TorchRLModule``: torch learners then leave it alone instead of giving it an optimizer.
+    """
+
+    def setup(self) -> None:
+        self._masked = isinstance(self.observation_space, gym.spaces.Dict) and (
+            ACTION_MASK_KEY in self.observation_space.spaces
+        )
+
+    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        observations = batch[Columns.OBS]
+        if self._masked:
+            mask = observations[ACTION_MASK_KEY].float()
+            return {Columns.ACTIONS: torch.multinomial(mask, 1).squeeze(-1)}
+        size = len(next(iter(_leaves(observations))))
+        actions = np.stack([self.action_space.sample() for _ in range(size)])
+        return {Columns.ACTIONS: torch.as_tensor(actions)}
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        raise NotImplementedError("a random policy is never trained")
+
+
+def _leaves(observations: Any):
+    if isinstance(observations, dict):
+        for value in observations.values():
+            yield from _leaves(value)
+    else:
+        yield observations

@@ -1,0 +1,212 @@
+"""``rlplat train``: prepare the experiment on the cluster, run it through Ray Tune, summarise."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+from rich.console import Console
+
+from rlplat.callbacks.checkpoints import checkpoint_recorder, prune_checkpoints
+from rlplat.callbacks.history import TrimHistoryOnRestart, TrimmingCSVLogger, TrimmingJsonLogger
+from rlplat.callbacks.interrupt import GracefulStop
+from rlplat.callbacks.progress import ProgressPrinter
+from rlplat.callbacks.search_report import LiveTrialTable, PopulationLog
+from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
+from rlplat.callbacks.videos import TrainingVideos
+from rlplat.checkpoints import RESOLVED_EXPERIMENT
+from rlplat.cluster.connect import start_ray
+from rlplat.cluster.placement import cluster_nodes
+from rlplat.errors import UserError
+from rlplat.experiment.load import LoadedExperiment, load_experiment
+from rlplat.experiment.schema import Experiment, TuneSpec
+from rlplat.experiment.spaces import describe
+from rlplat.metrics import metric_path
+from rlplat.prepare import PreparedRun, prepare
+from rlplat.prepare.run_spec import refuse_if_impossible, storage_note
+from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
+from rlplat.run.run_dir import create_run_dir, write_run_files, write_summary
+from rlplat.run.storage import atomic_filesystem, storage_failed, storage_reason
+from rlplat.run.summary import RunSummary, report_search, summarize
+from rlplat.run.trainable import trainable_for
+from rlplat.tune_state import drop_stale_decisions
+from rlplat.util.atomic import remove_partial_files
+
+STATE_PERIOD_VARIABLE = "TUNE_GLOBAL_CHECKPOINT_S"
+USER_STATE_PERIOD = os.environ.get(STATE_PERIOD_VARIABLE)
+
+
+def stop_criteria(exp: Experiment) -> dict[str, float]:
+    return {metric_path(k): v for k, v in exp.stop.model_dump().items() if v is not None}
+
+
+def trial_dirname(trial: Any) -> str:
+    return f"trial_{trial.trial_id.rsplit('_', 1)[-1]}"
+
+
+def train(
+    loaded: LoadedExperiment,
+    *,
+    address: str | None = None,
+    verbose: bool = False,
+    console: Console | None = None,
+) -> RunSummary:
+    """Run the experiment through Ray Tune (one trial, or the search its ``tune`` section and
+    spaces declare) and summarise it."""
+    console = console or Console()
+    start_ray(address, verbose)
+    run = prepare_on_cluster(loaded, console)
+    exp = run.experiment
+    tune_spec = exp.tune or TuneSpec()
+    run_dir = create_run_dir(Path(exp.output_dir).resolve() / exp.name)
+    write_run_files(run_dir, run.resolved(), address, cluster=run.record())
+    console.print(f"Run directory: [bold]{run_dir}[/bold]", highlight=False)
+    if run.spaces:
+        console.print(
+            "Searching: " + "; ".join(describe(space) for space in run.spaces), highlight=False
+        )
+
+    _quiet_tune_output(exp)
+    tuner = tune.Tuner(
+        trainable_for(exp.algorithm),
+        param_space=run.search.param_space,
+        tune_config=tune.TuneConfig(
+            metric=metric_path(tune_spec.metric),
+            mode=tune_spec.mode,
+            search_alg=run.search.searcher,
+            scheduler=run.search.scheduler,
+            num_samples=tune_spec.num_samples,
+            trial_name_creator=trial_dirname,
+            trial_dirname_creator=trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=run_dir.name,
+            storage_path=str(run_dir.parent),
+            storage_filesystem=atomic_filesystem(),
+            stop=stop_criteria(exp),
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=None,  # rlplat's checkpoint_recorder keeps checkpoint.keep
+                checkpoint_score_attribute=metric_path(exp.checkpoint.score),
+                checkpoint_score_order=exp.checkpoint.mode,
+                checkpoint_frequency=exp.checkpoint.every,
+                checkpoint_at_end=exp.checkpoint.at_end,
+            ),
+            callbacks=_callbacks(run, run_dir, console),
+            verbose=0,
+        ),
+    )
+    return _fit(tuner, run, run_dir, console)
+
+
+def resume(
+    run_dir: Path,
+    *,
+    retry_errored: bool = False,
+    address: str | None = None,
+    verbose: bool = False,
+    console: Console | None = None,
+) -> RunSummary:
+    """Continue an interrupted run in its own directory: finished trials are kept, unfinished
+    ones continue from their last checkpoint, errored ones too with ``retry_errored``."""
+    console = console or Console()
+    run_dir = run_dir.expanduser().resolve()
+    if not (run_dir / RESOLVED_EXPERIMENT).is_file() or not tune.Tuner.can_restore(str(run_dir)):
+        raise UserError(
+            f"{run_dir} is not a run directory that can be resumed: it needs the "
+            f"{RESOLVED_EXPERIMENT} and the Tune state (tuner.pkl) that rlplat train writes when "
+            "a run starts. Give the <output_dir>/<name>/<timestamp> directory printed as 'Run "
+            "directory:'."
+        )
+    loaded = load_experiment(run_dir / RESOLVED_EXPERIMENT)
+    start_ray(address, verbose)
+    run = prepare_on_cluster(loaded, console)
+    console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
+    _quiet_tune_output(run.experiment)
+    remove_partial_files(run_dir)
+    drop_stale_decisions(run_dir)
+    tuner = tune.Tuner.restore(
+        str(run_dir),
+        trainable=trainable_for(run.experiment.algorithm),
+        resume_unfinished=True,
+        resume_errored=retry_errored,
+        storage_filesystem=atomic_filesystem(),
+    )
+    return _fit(tuner, run, run_dir, console)
+
+
+def prepare_on_cluster(loaded: LoadedExperiment, console: Console) -> PreparedRun:
+    """Prepare the run on the connected cluster's nodes (resource preferences resolved); refuse
+    a trial no node set can hold (Tune would keep it PENDING forever)."""
+    run = prepare(loaded, cluster_nodes())
+    refuse_if_impossible(run)
+    for line in [choice.describe() for choice in run.choices] + [storage_note(run)]:
+        if line:
+            console.print(line, highlight=False)
+    return run
+
+
+def _callbacks(run: PreparedRun, run_dir: Path, console: Console) -> list:
+    exp = run.experiment
+    search = bool(run.spaces) or (exp.tune is not None and exp.tune.num_samples > 1)
+    population = scheduler_name(exp) in POPULATION_SCHEDULERS
+    progress = ProgressPrinter(exp.stop, console, min_interval_s=10.0 if search else 1.0)
+    tensorboard = EnvStepTensorBoardLogger(hparams=[s.path for s in run.spaces])
+    # Trimming a restarted trial's history comes before the loggers reopen its files; the
+    # loggers trim again what they copy back. Population-based trials are never trimmed.
+    trimming = [TrimHistoryOnRestart(), TrimmingJsonLogger(), TrimmingCSVLogger()]
+    callbacks = [] if population else trimming
+    callbacks += [
+        GracefulStop(console),
+        progress,
+        tensorboard,
+        checkpoint_recorder(
+            exp.checkpoint.score,
+            exp.checkpoint.mode,
+            exp.checkpoint.keep,
+            prune_while_running=not population,
+        ),
+    ]
+    if exp.video.every:
+        callbacks.append(TrainingVideos(exp.video, tensorboard))
+    if search:
+        callbacks.append(LiveTrialTable(run.spaces, console))
+    if population:
+        callbacks.append(PopulationLog(run_dir, run.spaces, console))
+    return callbacks
+
+
+def _quiet_tune_output(exp: Experiment) -> None:
+    # Tune's own progress tables would interleave with ours; verbose=0 silences the old engine.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Tune records which checkpoint each trial resumes from every ~10 s by default; a run killed
+    # in between resumes from an older checkpoint (or from scratch). On local storage saving that
+    # small file every second costs nothing. Not with HyperBand (and BOHB): with states saved that
+    # often, a trial it paused was left paused when the search ended.
+    if USER_STATE_PERIOD is None:
+        if scheduler_name(exp) == "hyperband":
+            os.environ.pop(STATE_PERIOD_VARIABLE, None)
+        else:
+            os.environ[STATE_PERIOD_VARIABLE] = "1"
+    # The windowed return appears once the first episode ends; until then a scheduler waits.
+    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+
+
+def _fit(tuner: Any, run: PreparedRun, run_dir: Path, console: Console) -> RunSummary:
+    started = time.monotonic()
+    try:
+        grid = tuner.fit()
+        prune_checkpoints(run_dir, run.experiment.checkpoint.keep)
+        summary = summarize(grid, run, run_dir, time.monotonic() - started)
+        if summary.search is not None:
+            report_search(summary, run, run_dir, console)
+        write_summary(run_dir, asdict(summary))
+    except Exception as exc:
+        reason = storage_reason(exc)
+        if reason is None:
+            raise
+        raise storage_failed(run_dir, reason) from exc
+    return summary

@@ -1,0 +1,84 @@
+"""Run directories: a fresh one per run, never reused, with the resolved experiment and versions."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rlplat.checkpoints import RESOLVED_EXPERIMENT
+from rlplat.errors import UserError
+from rlplat.experiment.yaml_io import dump_yaml
+from rlplat.util.atomic import write_atomic
+from rlplat.util.paths import new_path
+
+RUN_INFO = "run.json"
+SUMMARY = "summary.json"
+
+VERSIONED_PACKAGES = (
+    "rlplat",
+    "ray",
+    "torch",
+    "gymnasium",
+    "pettingzoo",
+    "supersuit",
+    "numpy",
+    "pydantic",
+)
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and of every package that shapes a run's results."""
+    found = {"python": platform.python_version()}
+    for package in VERSIONED_PACKAGES:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def create_run_dir(experiment_dir: Path) -> Path:
+    """Make ``experiment_dir/<timestamp>[-N]``, a name no run had before."""
+    try:
+        experiment_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"cannot create the output directory {experiment_dir}: {exc.strerror}. "
+            "Choose another 'output_dir' or fix its permissions."
+        ) from None
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    try:
+        return new_path(experiment_dir, stamp, make_dir=True)
+    except FileExistsError:
+        raise UserError(f"could not find a free run directory name under {experiment_dir}.") from None
+
+
+def write_run_files(
+    run_dir: Path,
+    resolved: dict[str, Any],
+    address: str | None,
+    cluster: dict[str, Any] | None = None,
+) -> None:
+    """Write the resolved experiment and run metadata (versions, command, start time, the
+    cluster's nodes and the resource choices made on them)."""
+    write_atomic(run_dir / RESOLVED_EXPERIMENT, dump_yaml(resolved))
+    info = {
+        "command": sys.argv,
+        "started": datetime.now().isoformat(timespec="seconds"),
+        "started_unix": time.time(),
+        "ray_address": address,
+        "host": platform.node(),
+        "versions": versions(),
+        "cluster": cluster,
+    }
+    write_atomic(run_dir / RUN_INFO, json.dumps(info, indent=2) + "\n")
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    write_atomic(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")

@@ -1,0 +1,290 @@
+"""What a run did: per-trial summaries, a search's ranking, the final report and the exit code."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ray.tune import ExperimentAnalysis
+from rich.console import Console
+from rich.markup import escape
+
+from rlplat import errors
+from rlplat.callbacks.progress import format_duration
+from rlplat.callbacks.search_report import (
+    TARGET_REACHED,
+    TrialRow,
+    print_table,
+    rank_rows,
+    ranked_table,
+    stop_reason,
+    write_best_yaml,
+    write_results_csv,
+)
+from rlplat.checkpoints import best_and_last
+from rlplat.errors import Interrupted, RlplatError, UserError
+from rlplat.experiment.load import trial_experiment
+from rlplat.experiment.schema import TuneSpec
+from rlplat.experiment.spaces import value_at
+from rlplat.metrics import (
+    AGENT_RETURNS,
+    ENV_CRASHES,
+    ENV_STEPS,
+    POLICY_RETURNS,
+    RETURN_MEAN,
+    RUNNER_RESTARTS,
+    finite,
+    lookup,
+    member_returns,
+    metric_path,
+)
+from rlplat.prepare import PreparedRun
+from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
+from rlplat.run.storage import storage_failed, storage_reason
+from rlplat.tune_state import failed_in_this_process
+
+
+@dataclass
+class TrialSummary:
+    name: str
+    path: str
+    status: str
+    iterations: int | None
+    env_steps: int | None
+    final_return: float | None
+    best_return: float | None
+    best_checkpoint: str | None
+    last_checkpoint: str | None
+    error: str | None = None
+    user_error: bool = False  # the trial failed on bad input (exit code 2), not at run time
+    policy_returns: dict[str, float] = field(default_factory=dict)  # multi-agent, windowed
+    agent_returns: dict[str, float] = field(default_factory=dict)
+    env_runner_restarts: int = 0  # processes Ray restarted since the trial last started
+    env_crashes: int = 0  # env steps/resets that raised; each dropped the episodes in progress
+
+
+@dataclass
+class RunSummary:
+    run_dir: str
+    wall_time_s: float
+    trials: list[TrialSummary] = field(default_factory=list)
+    search: list[TrialRow] | None = None  # a search's trials, best first
+    best_yaml: str | None = None
+
+
+def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) -> RunSummary:
+    """One TrialSummary per trial, and for a search the ranked rows of results.csv."""
+    exp = run.experiment
+    tune_spec = exp.tune or TuneSpec()
+    metric = metric_path(tune_spec.metric)
+    scheduler = scheduler_name(exp)
+    # Tune's own record of each trial: its status, and its config (PBT changes it as it runs).
+    trials = {Path(trial.path).name: trial for trial in ExperimentAnalysis(str(run_dir)).trials}
+    # The trials that failed in this process: the record above is older when the run
+    # directory's disk failed, and so is the error report copied there.
+    failed = failed_in_this_process(grid)
+    summary = RunSummary(run_dir=str(run_dir), wall_time_s=wall_time_s)
+    rows = []
+    for result in grid:
+        metrics = result.metrics or {}
+        trial_path = Path(result.path)
+        best, last = best_and_last(trial_path)
+        trial = trials.get(trial_path.name)
+        error = result.error
+        if error is None and trial_path.name in failed:
+            error = _staged_error(failed[trial_path.name])
+        status = _status(trial.status if trial else None, error)
+        history = _column(result, metric)
+        summary.trials.append(
+            TrialSummary(
+                name=trial_path.name,
+                path=str(trial_path),
+                status=status,
+                iterations=metrics.get("training_iteration"),
+                env_steps=int(finite(lookup(metrics, ENV_STEPS)) or 0) or None,
+                final_return=finite(lookup(metrics, RETURN_MEAN)),
+                best_return=_extreme(_column(result, RETURN_MEAN), "max"),
+                best_checkpoint=str(best) if best else None,
+                last_checkpoint=str(last) if last else None,
+                error=_first_line(error) if error else None,
+                user_error=bool(error) and _is_user_error(error),
+                policy_returns=dict(lookup(metrics, POLICY_RETURNS) or {}),
+                agent_returns=dict(lookup(metrics, AGENT_RETURNS) or {}),
+                env_runner_restarts=int(finite(lookup(metrics, RUNNER_RESTARTS)) or 0),
+                env_crashes=int(finite(lookup(metrics, ENV_CRASHES)) or 0),
+            )
+        )
+        experiment = trial_experiment(trial.config if trial else {})
+        rows.append(
+            TrialRow(
+                name=trial_path.name,
+                status=status,
+                stop_reason=stop_reason(status, metrics, exp.stop, scheduler),
+                iterations=metrics.get("training_iteration"),
+                env_steps=summary.trials[-1].env_steps,
+                final=finite(lookup(metrics, metric)),
+                best=_extreme(history, tune_spec.mode),
+                time_s=finite(metrics.get("time_total_s")),
+                params={s.dotted: value_at(experiment, s.path) for s in run.spaces},
+                experiment=experiment,
+                best_checkpoint=summary.trials[-1].best_checkpoint,
+            )
+        )
+    summary.trials.sort(key=lambda t: t.name)
+    if len(rows) > 1 or run.spaces:
+        by_return = metric == RETURN_MEAN and tune_spec.mode == "max"
+        summary.search = rank_rows(rows, tune_spec.mode, TARGET_REACHED if by_return else None)
+    return summary
+
+
+def _status(tune_status: str | None, error: Any) -> str:
+    if error or tune_status == "ERROR":
+        return "error"
+    return "finished" if tune_status == "TERMINATED" else "not finished"
+
+
+def _staged_error(trial: Any) -> str | None:
+    """A failed trial's error report in Tune's local staging directory: the copy in the run
+    directory is missing when that directory's disk was what failed."""
+    try:
+        return Path(trial.local_path, "error.txt").read_text() or None
+    except OSError:
+        return None
+
+
+def _column(result: Any, path: str) -> list[float]:
+    """Every finite value a trial reported for ``path`` (its progress.csv column)."""
+    frame = result.metrics_dataframe
+    if frame is None or path not in frame:
+        return []
+    return [v for v in (finite(x) for x in frame[path].tolist()) if v is not None]
+
+
+def _extreme(values: list[float], mode: str) -> float | None:
+    if not values:
+        return None
+    return max(values) if mode == "max" else min(values)
+
+
+def report_search(
+    summary: RunSummary, run: PreparedRun, run_dir: Path, console: Console
+) -> None:
+    """The ranked table, results.csv and best.yaml of a search."""
+    exp = run.experiment
+    tune_spec = exp.tune or TuneSpec()
+    rows = summary.search or []
+    print_table(console, ranked_table(rows, tune_spec.metric, "Trials, best first"))
+    csv_path = write_results_csv(run_dir, rows, tune_spec.metric)
+    console.print(f"All trials: {csv_path}", highlight=False)
+    winner = next((row for row in rows if row.status != "error" and row.final is not None), None)
+    if winner is not None:
+        population = scheduler_name(exp) in POPULATION_SCHEDULERS
+        best = write_best_yaml(run_dir, winner, tune_spec.metric, population)
+        summary.best_yaml = str(best)
+        console.print(
+            f"Best trial {winner.name}: {best} (rlplat train {best} runs it as one trial)",
+            highlight=False,
+        )
+
+
+RLPLAT_ERROR = re.compile(r"rlplat\.errors\.(\w+): (.+)")
+
+
+def _first_line(error: BaseException) -> str:
+    """rlplat's own message when a trial raised one (Ray wraps it in a traceback), else the
+    error's last line."""
+    own = RLPLAT_ERROR.search(str(error))
+    if own:
+        return own.group(2).strip()
+    text = str(error).strip().splitlines()
+    return text[-1] if text else type(error).__name__
+
+
+def _is_user_error(error: BaseException) -> bool:
+    own = RLPLAT_ERROR.search(str(error))
+    cls = getattr(errors, own.group(1), None) if own else None
+    return isinstance(cls, type) and issubclass(cls, UserError)
+
+
+def print_summary(summary: RunSummary, console: Console) -> None:
+    """What happened, where the checkpoints are, and what to run next.
+
+    A search's trials are in its ranked table already: only failures and the winner are listed.
+    """
+    run_dir = Path(summary.run_dir)
+    console.print(
+        f"\nRun {'stopped' if _unfinished(summary) else 'finished'} after "
+        f"{format_duration(summary.wall_time_s)}: {run_dir}",
+        highlight=False,
+    )
+    shown = summary.trials
+    if summary.search is not None:
+        winner = summary.search[0].name if summary.search else None
+        shown = [t for t in summary.trials if t.error or t.name == winner]
+    for trial in shown:
+        if trial.error:
+            report = Path(trial.path) / "error.txt"
+            where = f"\n  full traceback: {report}" if report.is_file() else ""
+            console.print(
+                f"  [red]{trial.name} failed[/red]: {escape(trial.error)}{where}", highlight=False
+            )
+            continue
+        best = f"{trial.best_return:.2f}" if trial.best_return is not None else "n/a"
+        final = f"{trial.final_return:.2f}" if trial.final_return is not None else "n/a"
+        console.print(
+            f"  {trial.name}: {trial.iterations} iterations, {trial.env_steps or 0:,} env steps, "
+            f"final return {final}, best return {best}",
+            highlight=False,
+        )
+        for label, returns in (("policies", trial.policy_returns), ("agents", trial.agent_returns)):
+            values = member_returns(returns)
+            if values:
+                console.print(f"    final {label}: {values}", highlight=False)
+        if trial.env_runner_restarts:
+            console.print(
+                f"    env runner restarts: {trial.env_runner_restarts}", highlight=False
+            )
+        if trial.env_crashes:
+            console.print(
+                f"    env crashes (episodes dropped): {trial.env_crashes}", highlight=False
+            )
+        console.print(f"    best checkpoint: {trial.best_checkpoint}", highlight=False)
+        console.print(f"    last checkpoint: {trial.last_checkpoint}", highlight=False)
+    console.print("Next:", highlight=False)
+    if any(trial.best_checkpoint for trial in summary.trials):
+        console.print(
+            f"  rlplat eval {run_dir}                     # 10 greedy episodes", highlight=False
+        )
+        console.print(f"  rlplat eval {run_dir} -n 1 --render gif   # watch one", highlight=False)
+    if summary.best_yaml:
+        console.print(
+            f"  rlplat train {summary.best_yaml}   # the best trial again", highlight=False
+        )
+    console.print(f"  tensorboard --logdir {run_dir.parent}", highlight=False)
+
+
+def _unfinished(summary: RunSummary) -> list[str]:
+    return [t.name for t in summary.trials if t.status == "not finished"]
+
+
+def raise_if_failed(summary: RunSummary) -> None:
+    """Exit 1 when a trial failed, 130 when the run was stopped before its end."""
+    failed = [t for t in summary.trials if t.error]
+    reasons = [reason for t in failed if (reason := storage_reason(t.error))]
+    if reasons:
+        raise storage_failed(Path(summary.run_dir), reasons[0])
+    if failed and all(t.user_error for t in failed):
+        raise UserError(failed[0].error or "")
+    if failed:
+        raise RlplatError(
+            f"{len(failed)} of {len(summary.trials)} trial(s) failed; see the error.txt in "
+            + ", ".join(t.path for t in failed)
+        )
+    unfinished = _unfinished(summary)
+    if unfinished:
+        raise Interrupted(
+            f"{len(unfinished)} trial(s) did not finish ({', '.join(unfinished)}); continue "
+            f"with: rlplat train --resume {summary.run_dir}"
+        )

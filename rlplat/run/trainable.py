@@ -1,0 +1,175 @@
+"""The Tune trainable: an RLlib algorithm built from the experiment Tune resolved for the trial.
+
+Tune hands each trial its ``config``: here, the experiment itself (as in ``experiment.yaml``) with
+concrete values where the file had search spaces. The trainable validates and builds the RLlib
+config from it exactly as ``rlplat train`` does for a file, so a searched env kwarg, seed or
+per-policy override takes effect like any other key, and PBT's mutated configs too.
+
+``trainable_for("PPO")`` is the class ``rlplat.run.trainable.PPOTrial``; the module creates these
+classes on first access, so they unpickle by name in every Ray worker.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from rlplat.algorithms.registry import get_algorithm_class
+from rlplat.checkpoints import RESOLVED_EXPERIMENT, checkpoint_info_from_result
+from rlplat.cluster.connect import env_runner_restarts
+from rlplat.errors import EnvKeepsFailing, RlplatError
+from rlplat.experiment.load import trial_experiment
+from rlplat.experiment.schema import CheckpointSpec
+from rlplat.experiment.yaml_io import dump_yaml
+from rlplat.metrics import REPLAY_STEPS, RESTORED_REPLAY_STEPS, RUNNER_RESTARTS
+from rlplat.prepare import trial_algorithm_config
+from rlplat.rllib.episode_stats import episode_window
+from rlplat.run.finetune import start_from_checkpoint
+from rlplat.util.atomic import write_atomic
+
+SUFFIX = "Trial"
+
+
+def algorithm_config(config: Any) -> Any:
+    """The RLlib ``AlgorithmConfig`` for a trial's experiment dict (anything else unchanged)."""
+    if not (isinstance(config, dict) and "algorithm" in config and "env" in config):
+        return config
+    return trial_algorithm_config(config)
+
+
+WINDOW_STATE = "rlplat_episode_window"
+REPLAY_STATE = "rlplat_replay_memory"
+
+
+def replay_memory(algo: Any) -> Any | None:
+    """The algorithm's replay memory: RLlib's local replay buffer (DQN, SAC) or QMIX's episode
+    store; None for on-policy algorithms."""
+    for name in ("local_replay_buffer", "episode_store"):
+        memory = getattr(algo, name, None)
+        if memory is not None:
+            return memory
+    return None
+
+
+class ExperimentTrial:
+    """Mixed in before the algorithm class: turns the experiment dict into its RLlib config,
+    and adds what RLlib's new-stack checkpoints leave out: rlplat's episode-return window and
+    the replay memory (``checkpoint.replay_buffer``)."""
+
+    def __init__(self, config: Any = None, **kwargs: Any):
+        experiment = config if isinstance(config, dict) else {}
+        self._experiment = experiment
+        self._checkpoint_spec = CheckpointSpec.model_validate(experiment.get("checkpoint", {}))
+        self._restored_replay_steps: int | None = None
+        self._previous_result: dict[str, Any] = {}
+        super().__init__(config=algorithm_config(config), **kwargs)
+        init = experiment.get("init") or {}
+        if init.get("checkpoint"):
+            # A resumed trial restores its own checkpoint afterwards, over these weights.
+            start_from_checkpoint(self, init["checkpoint"], bool(init.get("optimizer")))
+
+    def get_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        state = super().get_state(*args, **kwargs)
+        window = episode_window(self)
+        if window is not None:
+            state[WINDOW_STATE] = window.get_state()
+        memory = replay_memory(self)
+        # Only a full state (a checkpoint) carries the replay memory, never a partial one.
+        if memory is not None and self._checkpoint_spec.replay_buffer and kwargs.get("components") is None:
+            state[REPLAY_STATE] = memory.get_state()
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        window = episode_window(self)
+        if window is not None and WINDOW_STATE in state:
+            window.set_state(state[WINDOW_STATE])
+        memory = replay_memory(self)
+        if memory is not None and REPLAY_STATE in state:
+            memory.set_state(state[REPLAY_STATE])
+            self._restored_replay_steps = memory.get_num_timesteps()
+
+    def step(self) -> dict[str, Any]:
+        try:
+            result = super().step()
+        except Exception as exc:
+            replacement = self._stopped_by(exc)
+            if replacement is exc:
+                raise
+            raise replacement from None
+        check_losses_finite(result, self.iteration + 1)
+        self._previous_result = result
+        group = getattr(self, "env_runner_group", None)
+        put(result, RUNNER_RESTARTS, env_runner_restarts(group) if group else 0)
+        memory = replay_memory(self)
+        if memory is not None:
+            put(result, REPLAY_STEPS, memory.get_num_timesteps())
+        if self._restored_replay_steps is not None:
+            put(result, RESTORED_REPLAY_STEPS, self._restored_replay_steps)
+            self._restored_replay_steps = None
+        return result
+
+    def _stopped_by(self, exc: Exception) -> Exception:
+        """Write a final checkpoint of the weights trained so far (a failed iteration changed
+        none) next to Tune's; an env that keeps failing gets its path in the message."""
+        try:
+            path = self._write_final_checkpoint()
+        except Exception:  # noqa: BLE001 - e.g. a full disk: the original error matters more
+            return exc
+        if isinstance(exc, EnvKeepsFailing):
+            return EnvKeepsFailing(f"{exc} A final checkpoint was written: {path}")
+        return exc
+
+    def _write_final_checkpoint(self) -> Path:
+        path = Path(self._storage.trial_fs_path) / f"checkpoint_failed_{self.iteration:06d}"
+        self.save_to_path(str(path))
+        write_atomic(path / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(self._experiment)))
+        spec = self._checkpoint_spec
+        checkpoint_info_from_result(self._previous_result, spec.score, spec.mode).write(path)
+        return path
+
+    @classmethod
+    def default_resource_request(cls, config: Any) -> Any:
+        built = algorithm_config(config)
+        # Tune used to hand RLlib the config as a dict: keep that path.
+        return super().default_resource_request(built.to_dict() if built is not config else config)
+
+
+LOSS_KEYS = ("total_loss", "policy_loss", "vf_loss", "qf_loss", "critic_loss", "actor_loss")
+
+
+def check_losses_finite(result: dict[str, Any], iteration: int) -> None:
+    """Stop a run whose losses became NaN or infinite: every later update would be wasted."""
+    for module, stats in (result.get("learners") or {}).items():
+        if not isinstance(stats, dict):
+            continue
+        for key in LOSS_KEYS:
+            value = stats.get(key)
+            if isinstance(value, (int, float)) and not math.isfinite(value):
+                raise RlplatError(
+                    f"the loss became {value} at iteration {iteration} "
+                    f"(learners/{module}/{key}): training diverged. Lower training.lr, clip "
+                    "gradients (training.grad_clip), or check the environment for NaN or "
+                    "infinite observations and rewards."
+                )
+
+
+def put(result: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``section/key`` in a nested result dict."""
+    section, key = path.split("/")
+    result.setdefault(section, {})[key] = value
+
+
+def trainable_for(algorithm: str) -> type:
+    """The trainable class for a registered algorithm name (``experiment.algorithm``)."""
+    return globals().get(algorithm + SUFFIX) or __getattr__(algorithm + SUFFIX)
+
+
+def __getattr__(name: str) -> type:
+    if not name.endswith(SUFFIX):
+        raise AttributeError(name)
+    algo_cls = get_algorithm_class(name.removesuffix(SUFFIX))
+    cls = type(name, (ExperimentTrial, algo_cls), {"__module__": __name__, "__qualname__": name})
+    globals()[name] = cls
+    return cls
