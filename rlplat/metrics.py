@@ -17,7 +17,8 @@ ITERATION = "training_iteration"
 TIME_TOTAL = "time_total_s"
 RETURN_MEAN = "window/episode_return_mean"
 # Env runner processes Ray restarted since the trial (last) started: rlplat's count, see
-# rlplat.cluster.connect.env_runner_restarts; RLlib's num_remote_worker_restarts misses quiet restarts.
+# rlplat.cluster.connect.env_runner_restarts; RLlib's num_remote_worker_restarts misses quiet
+# restarts.
 RUNNER_RESTARTS = "fault_tolerance/env_runner_restarts"
 HEALTHY_RUNNERS = "fault_tolerance/num_healthy_workers"
 # Env steps or resets that raised (RLlib rebuilt the env and dropped its episodes in progress).
@@ -27,8 +28,8 @@ ENV_CRASHES = "env_runners/num_env_step_failures"
 REPLAY_STEPS = "replay/env_steps_stored"
 RESTORED_REPLAY_STEPS = "replay/env_steps_restored"
 
-# ``window/...`` is the mean over the last N finished episodes (see rlplat.rllib.episode_stats); RLlib's
-# ``env_runners/...`` values cover only the episodes finished in the latest iteration.
+# ``window/...`` is the mean over the last N finished episodes (see rlplat.rllib.episode_stats);
+# RLlib's ``env_runners/...`` values cover only the episodes finished in the latest iteration.
 METRIC_ALIASES: dict[str, str] = {
     "episode_return_mean": RETURN_MEAN,
     "episode_len_mean": "window/episode_len_mean",

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ray.rllib.algorithms.registry import ALGORITHMS
+
 from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.util.imports import import_object
 
@@ -35,8 +37,6 @@ def is_team_algorithm(name: str) -> bool:
 
 
 def _rllib_names() -> list[str]:
-    from ray.rllib.algorithms.registry import ALGORITHMS
-
     return list(ALGORITHMS)
 
 
@@ -62,7 +62,6 @@ def get_algorithm_class(name: str) -> type[Algorithm]:
     name = canonical_name(name)
     if name in _CUSTOM:
         return import_object(_CUSTOM[name])
-    from ray.rllib.algorithms.registry import ALGORITHMS
 
     return ALGORITHMS[name]()[0]
 

@@ -19,6 +19,9 @@ from typing import Any
 
 from ray.tune import Callback
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+from tensorboardX.proto.event_pb2 import Event
+from tensorboardX.record_writer import RecordWriter
 
 from rlplat.metrics import ENV_STEPS, ITERATION, finite, lookup
 from rlplat.util.atomic import write_atomic
@@ -68,10 +71,6 @@ def trim_progress(path: Path, iteration: int) -> None:
 
 def trim_events(path: Path, env_steps: int) -> None:
     """Drop the summaries logged at x > ``env_steps`` from one TensorBoard event file."""
-    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
-    from tensorboardX.proto.event_pb2 import Event
-    from tensorboardX.record_writer import RecordWriter
-
     records = list(RawEventFileLoader(str(path)).Load())
     kept = [r for r in records if not _after(Event.FromString(r), env_steps)]
     if len(kept) == len(records):

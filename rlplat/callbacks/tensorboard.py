@@ -8,9 +8,13 @@ readable tags against ``num_env_steps_sampled_lifetime``. Tune's CSV/JSON files 
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+from PIL import Image
 from ray.tune.logger import TBXLoggerCallback
+from tensorboardX.proto.summary_pb2 import Summary
+from tensorboardX.summary import hparams
 
 from rlplat.experiment.spaces import value_at
 from rlplat.metrics import (
@@ -159,8 +163,6 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
 
     def write_hparams(self, trial: Any) -> None:
         """The trial's searched values and final metrics, for the HParams dashboard."""
-        from tensorboardX.summary import hparams
-
         if not self._hparams or trial not in self._trial_writer:
             return
         values = {".".join(p): hparam_value(value_at(trial.config, p)) for p in self._hparams}
@@ -172,11 +174,6 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
 
     def add_gif(self, trial: Any, tag: str, data: bytes, step: int) -> None:
         """An animated GIF as an image summary: TensorBoard's Images tab plays it."""
-        import io
-
-        from PIL import Image
-        from tensorboardX.proto.summary_pb2 import Summary
-
         if trial not in self._trial_writer:
             self.log_trial_start(trial)
         width, height = Image.open(io.BytesIO(data)).size

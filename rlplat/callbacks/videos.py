@@ -15,10 +15,14 @@ from ray.tune import Callback
 
 from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
+from rlplat.experiment.load import load_experiment
 from rlplat.experiment.schema import VideoSpec
 from rlplat.metrics import ENV_STEPS, finite, lookup
 from rlplat.policy.render import frame_rate, gif_bytes, label_frames, run_headless
+from rlplat.policy.restore import Policy
+from rlplat.policy.rollout import run_episode
 from rlplat.rllib.env_creator import rebuild_env
+from rlplat.rllib.multi_agent import mapping_for
 
 VIDEO_TAG = "eval/video"
 
@@ -35,11 +39,6 @@ class TrainingVideos(Callback):
         self.tensorboard = tensorboard
 
     def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
-        from rlplat.experiment.load import load_experiment
-        from rlplat.policy.restore import Policy
-        from rlplat.policy.rollout import run_episode
-        from rlplat.rllib.multi_agent import mapping_for
-
         video = self.video
         result = trial.last_result or {}
         done = int(result.get("training_iteration") or 0)

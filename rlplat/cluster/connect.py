@@ -15,7 +15,9 @@ FIXED_HASH_SEED = "0"
 
 def quiet_ray_logs(verbose: bool) -> None:
     """Keep Ray's and RLlib's log lines out of the terminal unless ``--verbose``."""
-    import ray.rllib  # noqa: F401 - importing RLlib resets its logger's level: import it first
+    # Ray loads on use: the CLI imports this module before it re-executes itself (fix_hash_seed).
+    # Importing RLlib resets its logger's level: import it first.
+    import ray.rllib  # noqa: F401, PLC0415
 
     level = logging.INFO if verbose else logging.ERROR
     for name in ("ray", "ray.rllib", "ray.tune", "ray.data"):
@@ -30,7 +32,7 @@ def start_ray(address: str | None, verbose: bool = False) -> None:
     Resources are never fixed here: a local instance takes what the machine has, a cluster what its
     nodes declare. ``RAY_ADDRESS`` is honoured as Ray does when no address is given.
     """
-    import ray
+    import ray  # noqa: PLC0415 - loads on use, as in quiet_ray_logs
 
     quiet_ray_logs(verbose)
     if ray.is_initialized():
@@ -65,7 +67,7 @@ def env_runner_restarts(env_runner_group: Any) -> int:
     table (read from the GCS: no dashboard needed) has every restart. Falls back to RLlib's
     count if the table cannot be read.
     """
-    from ray._private.state import actors
+    from ray._private.state import actors  # noqa: PLC0415 - loads on use, as above
 
     try:
         handles = env_runner_group._worker_manager.actors().values()

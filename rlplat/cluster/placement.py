@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import ray
+
 Bundle = dict[str, float]
 
 # Ray's bookkeeping resources: not something a bundle asks for.
@@ -45,8 +47,6 @@ def _schedulable(resources: dict[str, float]) -> Bundle:
 
 def cluster_nodes() -> list[Node]:
     """The alive nodes of the connected Ray cluster, head first."""
-    import ray
-
     available = _available_per_node()
     nodes = [
         Node(
@@ -65,7 +65,8 @@ def cluster_nodes() -> list[Node]:
 def _available_per_node() -> dict[str, Bundle]:
     """Free resources per node id, from the GCS (no dashboard needed); {} where not readable."""
     try:
-        from ray._private.state import state
+        # A private API, imported in the try: when it moves, the plan shows totals only.
+        from ray._private.state import state  # noqa: PLC0415
 
         return {
             node_id: _schedulable(resources)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -172,8 +173,6 @@ def _check_pettingzoo_module(spec: EnvSpec, locate: Callable[[str], str]) -> Non
 
 def _sibling_envs(module_path: str) -> list[str]:
     """Environment modules (``name_vN``) next to ``module_path``, when its package imports."""
-    import pkgutil
-
     package_name = module_path.rpartition(".")[0]
     try:
         package = importlib.import_module(package_name)

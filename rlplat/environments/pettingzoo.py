@@ -11,18 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+from pettingzoo import AECEnv, ParallelEnv
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 
 def is_pettingzoo(env: Any) -> bool:
-    from pettingzoo import AECEnv, ParallelEnv
-
     return isinstance(env, (AECEnv, ParallelEnv))
 
 
 def to_multi_agent_env(env: Any) -> MultiAgentEnv:
-    from pettingzoo import AECEnv
-
     return TurnBasedEnv(env) if isinstance(env, AECEnv) else SimultaneousEnv(env)
 
 

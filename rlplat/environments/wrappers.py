@@ -15,6 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium.wrappers
+import supersuit
+
 from rlplat.errors import allowed_list, did_you_mean
 from rlplat.experiment.schema import NamedEntry, entry_parts
 from rlplat.util.imports import import_object
@@ -24,8 +27,6 @@ _NOT_CHAINABLE = re.compile(r"vec|vector|stable_baselines|lambda")
 
 
 def supersuit_wrappers() -> list[str]:
-    import supersuit
-
     return sorted(
         name
         for name in dir(supersuit)
@@ -34,8 +35,6 @@ def supersuit_wrappers() -> list[str]:
 
 
 def gymnasium_wrappers() -> list[str]:
-    import gymnasium.wrappers
-
     return sorted(
         name
         for name in dir(gymnasium.wrappers)
@@ -98,15 +97,12 @@ def _lookup(name: str, index: int, *, multi_agent: bool) -> Callable[..., Any]:
             return import_object(name)
         except (ImportError, AttributeError) as exc:
             raise WrapperProblem(index, f"cannot import wrapper {name!r}: {exc}") from None
-    import supersuit
 
     known = supersuit_wrappers()
     if name in known:
         return getattr(supersuit, name)
     gym_known = [] if multi_agent else gymnasium_wrappers()
     if name in gym_known:
-        import gymnasium.wrappers
-
         return getattr(gymnasium.wrappers, name)
     kinds = "SuperSuit wrappers" if multi_agent else "SuperSuit or Gymnasium wrappers"
     if multi_agent and name in gymnasium_wrappers():

@@ -12,6 +12,7 @@ trial can vary them.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -88,7 +89,7 @@ class Space:
 
     def to_tune(self) -> Any:
         """The Ray Tune domain for this space."""
-        from ray import tune
+        from ray import tune  # noqa: PLC0415 - the experiment stage loads without Ray
 
         a = self.args
         return {
@@ -219,8 +220,6 @@ def _set(data: dict[str, Any], path: Path, value: Any) -> None:
 
 def substitute(data: dict[str, Any], values: dict[Path, Any]) -> dict[str, Any]:
     """A deep copy of ``data`` with the value at each path replaced."""
-    import copy
-
     out = copy.deepcopy(data)
     for path, value in values.items():
         _set(out, path, value)

@@ -1,8 +1,8 @@
 """``rlplat eval``: restore a policy from a checkpoint, roll it out, report and render.
 
 No Ray cluster is started and no Algorithm is built: the policy comes from
-:class:`rlplat.policy.restore.Policy` and the environment from the resolved experiment stored with the
-run, built by the same :class:`rlplat.environments.make.EnvCreator` training used.
+:class:`rlplat.policy.restore.Policy` and the environment from the resolved experiment stored
+with the run, built by the same :class:`rlplat.environments.make.EnvCreator` training used.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rich.table import Table
 
 from rlplat.checkpoints import PickedCheckpoint, find_checkpoint
 from rlplat.environments.make import render_modes
@@ -91,8 +93,10 @@ def evaluate(
         env.close()
         raise UserError(unsupported_render(options.render, experiment.env, render_modes(env)))
 
-    from rlplat.policy.restore import Policy  # imports RLlib and torch: the slow part of start-up
-    from rlplat.rllib.multi_agent import mapping_for
+    # torch and RLlib's modules load only now (the slow part of start-up): a bad path or render
+    # mode is answered before that.
+    from rlplat.policy.restore import Policy  # noqa: PLC0415
+    from rlplat.rllib.multi_agent import mapping_for  # noqa: PLC0415
 
     policy = Policy.from_checkpoint(picked.path, mapping_for(experiment, env))
     actions = "sampled" if options.explore else "greedy"
@@ -223,8 +227,6 @@ def _save(frames: list, out: Path, stem: str, video_format: str, metadata: dict)
 
 def print_report(report: EvalReport, console: Any) -> None:
     """The statistics table, the training's own number for this checkpoint, the video files."""
-    from rich.table import Table
-
     table = Table(title=f"{report.episodes} episode(s) of {report.env}", title_justify="left")
     table.add_column("")
     for column in ("mean", "std", "min", "max"):

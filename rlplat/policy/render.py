@@ -7,11 +7,15 @@ merge identical consecutive frames).
 
 from __future__ import annotations
 
+import io
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import imageio.v3 as iio
 import numpy as np
+from PIL import Image, ImageDraw, ImageFont
 
 VIDEO_FORMATS = ("gif", "mp4")
 RENDER_CHOICES = ("gif", "mp4", "ansi", "human")
@@ -32,8 +36,6 @@ def run_headless(render: str | None) -> None:
 
 
 def has_display() -> bool:
-    import sys
-
     if sys.platform in ("darwin", "win32"):
         return True
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
@@ -47,8 +49,6 @@ def frame_rate(metadata: dict, video_format: str) -> float:
 
 def label_frames(frames: Sequence[np.ndarray], returns_before: Sequence[float]) -> list[np.ndarray]:
     """Draw ``step t  return R`` into the top-left corner of each frame."""
-    from PIL import Image, ImageDraw, ImageFont
-
     labelled = []
     size = max(10, min(frames[0].shape[:2]) // 28) if frames else 10
     font = ImageFont.load_default(size=size)
@@ -65,10 +65,6 @@ def label_frames(frames: Sequence[np.ndarray], returns_before: Sequence[float]) 
 
 def gif_bytes(frames: Sequence[np.ndarray], fps: float, max_width: int | None = None) -> bytes:
     """Encode frames as a looping GIF; ``max_width`` shrinks large frames (for TensorBoard)."""
-    import io
-
-    from PIL import Image
-
     images = []
     for frame in frames:
         image = Image.fromarray(frame)
@@ -96,7 +92,6 @@ def write_video(frames: Sequence[np.ndarray], path: Path, fps: float) -> None:
         with open(path, "xb") as handle:
             handle.write(data)
         return
-    import imageio.v3 as iio
 
     # H.264 with yuv420p needs even dimensions: pad by one row/column where needed.
     height, width = frames[0].shape[:2]

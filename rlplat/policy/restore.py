@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ray
 import torch
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.core import (
@@ -185,8 +186,6 @@ def _unimportable_classes(path: Path) -> list[str]:
 def load_failure(checkpoint: Path, path: Path, what: str, exc: BaseException) -> str:
     """Why a checkpoint did not load, and what to do: a class that cannot be imported here, a
     checkpoint of another Ray minor version, or damaged files."""
-    import ray
-
     where = f"the {what} of checkpoint {checkpoint} ({path.relative_to(checkpoint)})"
     written = _written_ray_version(checkpoint)
     missing = _missing_class(exc)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ray.tune.search import ConcurrencyLimiter
+
 from rlplat.errors import ConfigError, not_among
 from rlplat.experiment.schema import Experiment, TuneSpec, entry_parts
 from rlplat.experiment.spaces import Space, substitute
@@ -152,8 +154,6 @@ def _make_searcher(tune_spec: TuneSpec, spaces: list[Space], seed: int | None, l
             key="tune.searcher",
         ) from None
     if tune_spec.max_concurrent:
-        from ray.tune.search import ConcurrencyLimiter
-
         searcher = ConcurrencyLimiter(searcher, max_concurrent=tune_spec.max_concurrent)
     return searcher
 

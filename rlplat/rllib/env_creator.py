@@ -25,7 +25,7 @@ def _team_settings(experiment: Experiment) -> dict[str, Any] | None:
 
 def env_creator_for(experiment: Experiment) -> Callable[[dict[str, Any] | None], Any]:
     """The env factory training and evaluation use: the env as the experiment names it, or, for
-    a team algorithm (QMIX), that multi-agent env seen as one team (``rlplat.environments.team``)."""
+    a team algorithm (QMIX), that multi-agent env seen as one team."""
     creator = EnvCreator(experiment.env)
     settings = _team_settings(experiment)
     if settings is None:

@@ -51,8 +51,9 @@ class WindowedEpisodeStats(RLlibCallback):
         super().__init__()
         self._recent: deque[tuple[int, dict[str, float]]] = deque()
 
-    # The window is saved in checkpoints (see rlplat.run.trainable): a restored trial (PBT's exploit,
-    # --resume) reports the same windowed return it had, not one over its first few episodes.
+    # The window is saved in checkpoints (see rlplat.run.trainable): a restored trial (PBT's
+    # exploit, --resume) reports the same windowed return it had, not one over its first few
+    # episodes.
     def get_state(self) -> list[tuple[int, dict[str, float]]]:
         return list(self._recent)
 

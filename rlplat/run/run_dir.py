@@ -56,7 +56,9 @@ def create_run_dir(experiment_dir: Path) -> Path:
     try:
         return new_path(experiment_dir, stamp, make_dir=True)
     except FileExistsError:
-        raise UserError(f"could not find a free run directory name under {experiment_dir}.") from None
+        raise UserError(
+            f"could not find a free run directory name under {experiment_dir}."
+        ) from None
 
 
 def write_run_files(

@@ -76,7 +76,8 @@ class ExperimentTrial:
             state[WINDOW_STATE] = window.get_state()
         memory = replay_memory(self)
         # Only a full state (a checkpoint) carries the replay memory, never a partial one.
-        if memory is not None and self._checkpoint_spec.replay_buffer and kwargs.get("components") is None:
+        full_state = kwargs.get("components") is None
+        if memory is not None and self._checkpoint_spec.replay_buffer and full_state:
             state[REPLAY_STATE] = memory.get_state()
         return state
 

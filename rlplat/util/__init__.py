@@ -1,1 +1,1 @@
-"""Helpers with no knowledge of experiments: atomic file writes, free file names, imports by path."""
+"""Helpers that know nothing of experiments: atomic writes, new file names, imports by path."""

@@ -1,9 +1,9 @@
 """The QMIX RL module: one agent network shared by all agents, and a mixer over their Q-values.
 
-The module acts for the whole team (see ``rlplat.environments.team``): its observation holds every agent's
-observation, action mask and previous action, and the global state. Acting computes all agents'
-Q-values in one batched pass; training unrolls the agent network over whole episodes from a zero
-hidden state, so the hidden state is reset at every episode start in both.
+The module acts for the whole team (see ``rlplat.environments.team``): its observation holds
+every agent's observation, action mask and previous action, and the global state. Acting
+computes all agents' Q-values in one batched pass; training unrolls the agent network over whole
+episodes from a zero hidden state, so the hidden state is reset at every episode start in both.
 """
 
 from __future__ import annotations

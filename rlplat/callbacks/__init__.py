@@ -1,0 +1,2 @@
+"""Tune callbacks of a run: progress, interrupts, logs, TensorBoard, videos, checkpoints and
+search tables."""

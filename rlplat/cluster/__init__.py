@@ -1,0 +1,1 @@
+"""The Ray cluster: connecting, its nodes, placing trial bundles, resource preferences."""

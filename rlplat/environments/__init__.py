@@ -1,0 +1,1 @@
+"""Environments as experiments name them: Gymnasium, PettingZoo, wrappers, team view, connectors."""

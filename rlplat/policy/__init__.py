@@ -1,0 +1,1 @@
+"""A trained policy without Ray: restore, roll out, render, evaluate (``rlplat eval``)."""

@@ -1,0 +1,80 @@
+"""The prepare stage: a run is checked and built once in the driver, then never changed."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import pytest
+
+from rlplat.cli import main
+from rlplat.experiment.load import load_experiment
+from rlplat.prepare import prepare, run_spec
+from tests.conftest import EXPERIMENTS
+
+HETEROGENEOUS = EXPERIMENTS / "heterogeneous_ppo.yaml"
+
+
+@pytest.fixture
+def driver_builds(monkeypatch) -> Counter:
+    """Counts the env checks and RLlib config builds made in this (the driver's) process."""
+    counts: Counter = Counter()
+
+    def counting(name, function):
+        def wrapper(*args, **kwargs):
+            counts[name] += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(run_spec, "check_env", counting("env checks", run_spec.check_env))
+    monkeypatch.setattr(
+        run_spec,
+        "build_algorithm_config",
+        counting("RLlib builds", run_spec.build_algorithm_config),
+    )
+    monkeypatch.setattr(run_spec, "_BUILT", {})  # no config built by an earlier test
+    return counts
+
+
+def test_plan_prepares_a_run_with_preferences_once(ray_session, driver_builds, capsys):
+    main(["plan", str(HETEROGENEOUS), "--address", ray_session])
+    out = capsys.readouterr().out
+    assert "resources.env_runners.prefer: entry" in out and "Fits: yes" in out
+    assert driver_builds == {"env checks": 1, "RLlib builds": 1}
+
+
+def test_train_prepares_a_run_with_preferences_once(ray_session, driver_builds, tmp_path):
+    main(
+        [
+            "train",
+            str(HETEROGENEOUS),
+            f"output_dir={tmp_path}",
+            "stop.iterations=1",
+            "training.train_batch_size_per_learner=256",
+            "training.minibatch_size=64",
+            "training.num_epochs=1",
+            "resources.env_runners.envs=1",
+            "--address",
+            ray_session,
+        ]
+    )
+    [run_dir] = (tmp_path / "heterogeneous-ppo").iterdir()
+    assert (run_dir / "summary.json").is_file()
+    # Tune asks the trainable for the trial's resources in the driver: the prepared config
+    # answers, no second env check or build.
+    assert driver_builds == {"env checks": 1, "RLlib builds": 1}
+
+
+def test_the_prepared_run_is_final_and_leaves_the_loaded_experiment_alone():
+    loaded = load_experiment(
+        EXPERIMENTS / "two_step_qmix.yaml", ["seed=null", "init.checkpoint=null"]
+    )
+    before = loaded.experiment.model_dump()
+    run = prepare(loaded)
+    assert loaded.experiment.model_dump() == before, "preparing changed the loaded experiment"
+    assert run.experiment.seed is not None  # the seed actually used is recorded
+    assert run.experiment.training["global_state"] == "env"  # the team view's resolved state
+    assert run.resolved()["seed"] == run.experiment.seed
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.experiment = loaded.experiment  # type: ignore[misc]
