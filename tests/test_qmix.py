@@ -401,6 +401,7 @@ def test_another_cooperative_pettingzoo_env_trains_and_evaluates(ray_session, tm
     from rich.console import Console
 
     from rlplat.experiment.load import load_experiment
+    from rlplat.prepare import prepare
     from rlplat.run.launch import train
 
     loaded = load_experiment(
@@ -415,7 +416,7 @@ def test_another_cooperative_pettingzoo_env_trains_and_evaluates(ray_session, tm
             "training.mixer=vdn",
         ],
     )
-    assert loaded.experiment.training["global_state"] == "env"
+    assert prepare(loaded).experiment.training["global_state"] == "env"
     summary = train(loaded, console=Console(quiet=True))
     assert summary.trials[0].status == "finished", summary.trials[0].error
     report = eval_json(capsys, summary.run_dir, "-n", "1")

@@ -31,8 +31,9 @@ from rlplat.util.atomic import write_atomic
 
 RESULTS_CSV = "results.csv"
 BEST_YAML = "best.yaml"
-PBT_LOG = "pbt_global.txt"
-TARGET_REACHED = "stop.episode_return_mean"  # Tune's PBT log of exploits, one JSON list per line
+PBT_LOG = "pbt_global.txt"  # Tune's PBT log of exploits, one JSON list per line
+# Why a trial stopped when its windowed return reached stop.episode_return_mean.
+TARGET_REACHED = "stop.episode_return_mean"
 
 
 def format_value(value: Any) -> str:

@@ -12,6 +12,7 @@ import io
 from typing import Any
 
 from PIL import Image
+from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
 from ray.tune.logger import TBXLoggerCallback
 from tensorboardX.proto.summary_pb2 import Summary
 from tensorboardX.summary import hparams
@@ -59,8 +60,6 @@ LEARNER_TAGS = {
     "td_error_mean": "q/td_error_mean",
 }
 
-SKIPPED_MODULE_KEYS = ("__all_modules__",)
-SINGLE_AGENT_MODULE = "default_policy"  # RLlib's DEFAULT_MODULE_ID, without importing RLlib
 
 
 EVAL_EPISODES_LIFETIME = "evaluation/env_runners/num_episodes_lifetime"
@@ -89,10 +88,10 @@ def short_scalars(
     put("perf/time_total_s", result.get("time_total_s"))
 
     learners = result.get("learners") or {}
-    modules = [m for m in learners if m not in SKIPPED_MODULE_KEYS]
+    modules = [m for m in learners if m != ALL_MODULES]
     for module in modules:
         # Multi-agent runs name every policy, even a single shared one.
-        suffix = "" if modules == [SINGLE_AGENT_MODULE] else f"/{module}"
+        suffix = "" if modules == [DEFAULT_MODULE_ID] else f"/{module}"
         stats = learners[module]
         if not isinstance(stats, dict):
             continue

@@ -14,6 +14,9 @@ import gymnasium as gym
 from pettingzoo import AECEnv, ParallelEnv
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
+# The key of the legal-move mask in PettingZoo's (and the team view's) Dict observations.
+ACTION_MASK = "action_mask"
+
 
 def is_pettingzoo(env: Any) -> bool:
     return isinstance(env, (AECEnv, ParallelEnv))

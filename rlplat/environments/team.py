@@ -26,13 +26,14 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
+from rlplat.environments.pettingzoo import ACTION_MASK
+
 TeamReward = Literal["sum", "common"]
 GlobalState = Literal["auto", "env", "observations"]
 DEFAULT_TEAM_REWARD: TeamReward = "sum"
 DEFAULT_GLOBAL_STATE: GlobalState = "auto"
 AGENT_REWARDS = "agent_rewards"
 TEAM_SETTINGS = ("team_reward", "global_state")  # the algorithm's settings this env takes
-ACTION_MASK = "action_mask"
 
 
 class TeamEnvError(ValueError):

@@ -25,9 +25,10 @@ from rlplat.metrics import METRIC_ALIASES, is_known_metric
 
 
 class Section(BaseModel):
-    """Base of every section: unknown keys are errors, types are not coerced."""
+    """Base of every section: unknown keys are errors, types are not coerced, values never change
+    once validated (a changed experiment is a new one: ``model_copy(update=...)``)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 NamedEntry = str | dict[str, dict[str, Any]]

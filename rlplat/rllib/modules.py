@@ -17,14 +17,14 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
-from rlplat.rllib.multi_agent import ACTION_MASK_KEY
+from rlplat.environments.pettingzoo import ACTION_MASK
 
 
 def _observation_key(space: gym.spaces.Dict) -> str:
-    others = [key for key in space.spaces if key != ACTION_MASK_KEY]
+    others = [key for key in space.spaces if key != ACTION_MASK]
     if len(others) != 1:
         raise ValueError(
-            f"an action-masked observation must hold '{ACTION_MASK_KEY}' and one observation "
+            f"an action-masked observation must hold '{ACTION_MASK}' and one observation "
             f"entry, got {list(space.spaces)}"
         )
     return others[0]
@@ -59,7 +59,7 @@ class MaskedPPOModule(DefaultPPOTorchRLModule):
         inner = observations[self.observation_key]
         keep = inner.dim() - len(self.inner_shape)
         flat = inner.reshape(*inner.shape[:keep], -1).float()
-        return observations[ACTION_MASK_KEY], {**batch, Columns.OBS: flat}
+        return observations[ACTION_MASK], {**batch, Columns.OBS: flat}
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         mask, batch = self._split(batch)
@@ -88,13 +88,13 @@ class UniformRandomModule(RLModule):
 
     def setup(self) -> None:
         self._masked = isinstance(self.observation_space, gym.spaces.Dict) and (
-            ACTION_MASK_KEY in self.observation_space.spaces
+            ACTION_MASK in self.observation_space.spaces
         )
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         observations = batch[Columns.OBS]
         if self._masked:
-            mask = observations[ACTION_MASK_KEY].float()
+            mask = observations[ACTION_MASK].float()
             return {Columns.ACTIONS: torch.multinomial(mask, 1).squeeze(-1)}
         size = len(next(iter(_leaves(observations))))
         actions = np.stack([self.action_space.sample() for _ in range(size)])

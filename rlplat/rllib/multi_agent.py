@@ -19,11 +19,11 @@ from typing import Any
 import gymnasium as gym
 
 from rlplat.environments.make import EnvInfo
+from rlplat.environments.pettingzoo import ACTION_MASK
 from rlplat.errors import ConfigError, allowed_list, did_you_mean
 from rlplat.experiment.schema import Experiment, MultiAgentSpec
 
 SHARED_POLICY = "shared"
-ACTION_MASK_KEY = "action_mask"
 
 
 class PolicyMapping:
@@ -72,7 +72,7 @@ class MultiAgentSetup:
 
 
 def has_action_mask(space: gym.Space) -> bool:
-    return isinstance(space, gym.spaces.Dict) and ACTION_MASK_KEY in space.spaces
+    return isinstance(space, gym.spaces.Dict) and ACTION_MASK in space.spaces
 
 
 def check_multi_agent(
