@@ -8,13 +8,14 @@ import warnings
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.exceptions import Abort, Exit, TyperException
 
 from rlplat.cluster.connect import FIXED_HASH_SEED, quiet_ray_logs, start_ray
 from rlplat.errors import Interrupted, RlplatError, UserError
+from rlplat.util.versions import versions
 
 app = typer.Typer(
     add_completion=False,
@@ -26,8 +27,26 @@ console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 
+def _print_versions(value: bool) -> None:
+    if value:
+        console.print(
+            "  ".join(f"{name} {version}" for name, version in versions().items()), highlight=False
+        )
+        raise typer.Exit()
+
+
 @app.callback()
-def _commands() -> None:
+def _commands(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_versions,
+            is_eager=True,
+            help="Print the versions of rlplat, Ray, torch, Gymnasium, PettingZoo and exit.",
+        ),
+    ] = False,
+) -> None:
     """Train and evaluate RLlib agents from one YAML experiment file."""
 
 
@@ -247,12 +266,18 @@ def main(argv: list[str] | None = None) -> None:
         label = "[bold yellow]stopped:[/]" if stopped else "[bold red]error:[/]"
         err_console.print(f"{label} {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except Exit as exc:
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
+    except TyperException as exc:
+        # Usage errors (unknown command or option, a value of the wrong type): Click's own
+        # message with its "Did you mean", the command's usage line, exit code 2.
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}")
         sys.exit(2)
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except (KeyboardInterrupt, Abort):
         err_console.print("interrupted")
         sys.exit(130)
 

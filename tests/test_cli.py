@@ -120,3 +120,27 @@ def test_tensorboard_server_serves_env_step_scalars(cli_run):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--bogus"], "No such option: --bogus"),
+        (["train", "experiments/cartpole_ppo.yaml", "--bogus"], "No such option: --bogus"),
+        (["trian", "x.yaml"], "Did you mean 'train'?"),
+        (["eval", "checkpoints", "-n", "abc"], "Invalid value for '--episodes'"),
+        (["eval"], "Missing argument"),
+    ],
+)
+def test_cli_usage_slips_exit_2_with_clicks_message(args, says):
+    proc = rlplat(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr
+    assert "Usage: rlplat" in proc.stderr and "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_version_names_the_packages_that_shape_a_run():
+    proc = rlplat("--version")
+    assert proc.returncode == 0, proc.stderr
+    for package in ("rlplat 0.", "ray 2.60", "torch 2.", "gymnasium 1.", "pettingzoo 1."):
+        assert package in proc.stdout

@@ -7,7 +7,6 @@ import platform
 import sys
 import time
 from datetime import datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -16,32 +15,10 @@ from rlplat.errors import UserError
 from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.util.atomic import write_atomic
 from rlplat.util.paths import new_path
+from rlplat.util.versions import versions
 
 RUN_INFO = "run.json"
 SUMMARY = "summary.json"
-
-VERSIONED_PACKAGES = (
-    "rlplat",
-    "ray",
-    "torch",
-    "gymnasium",
-    "pettingzoo",
-    "supersuit",
-    "numpy",
-    "pydantic",
-)
-
-
-def versions() -> dict[str, str]:
-    """Versions of Python and of every package that shapes a run's results."""
-    found = {"python": platform.python_version()}
-    for package in VERSIONED_PACKAGES:
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "not installed"
-    return found
-
 
 def create_run_dir(experiment_dir: Path) -> Path:
     """Make ``experiment_dir/<timestamp>[-N]``, a name no run had before."""
