@@ -25,6 +25,8 @@ class FlakyCartPole(gym.Wrapper):
     - ``crash_once_marker``: with ``crash_at_step``, crash only if this file does not exist yet
       (it is created when crashing), so exactly one crash happens across all processes.
     - ``nan_reward``: every reward is NaN.
+    - ``old_step_api``: ``step`` returns Gymnasium's old 4-tuple (obs, reward, done, info).
+    - ``observation_offset``: added to every observation (40 leaves the observation space).
     """
 
     def __init__(
@@ -33,6 +35,8 @@ class FlakyCartPole(gym.Wrapper):
         crash_at_step: int | None = None,
         crash_once_marker: str | None = None,
         nan_reward: bool = False,
+        old_step_api: bool = False,
+        observation_offset: float = 0.0,
         render_mode: str | None = None,
     ):
         super().__init__(gym.make("CartPole-v1", render_mode=render_mode))
@@ -40,12 +44,15 @@ class FlakyCartPole(gym.Wrapper):
         self.crash_at_step = crash_at_step
         self.crash_once_marker = Path(crash_once_marker) if crash_once_marker else None
         self.nan_reward = nan_reward
+        self.old_step_api = old_step_api
+        self.observation_offset = observation_offset
         self._steps = 0
 
     def reset(self, **kwargs: Any):
         if self.crash_on_reset:
             raise SimulatorCrash("the simulator failed to start (crash_on_reset)")
-        return self.env.reset(**kwargs)
+        obs, info = self.env.reset(**kwargs)
+        return obs + self.observation_offset, info
 
     def step(self, action: Any):
         self._steps += 1
@@ -55,4 +62,8 @@ class FlakyCartPole(gym.Wrapper):
                     self.crash_once_marker.touch()
                 raise SimulatorCrash(f"the simulator crashed at step {self._steps}")
         obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, float("nan") if self.nan_reward else reward, terminated, truncated, info
+        obs = obs + self.observation_offset
+        reward = float("nan") if self.nan_reward else reward
+        if self.old_step_api:
+            return obs, reward, terminated or truncated, info
+        return obs, reward, terminated, truncated, info

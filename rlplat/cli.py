@@ -132,6 +132,12 @@ def train(
         loaded = load_experiment(experiment, overrides or [])
         if dry_run:
             console.print(dump_yaml(prepare(loaded).resolved()), highlight=False, end="")
+            stepped = "built and stepped" if loaded.experiment.env.check else "built"
+            console.print(
+                f"# {experiment} is valid: every key checked, the env {stepped}, the RLlib "
+                "config built. Nothing was run.",
+                highlight=False,
+            )
             return
         summary = run_training(loaded, address=address, verbose=verbose, console=console)
     print_summary(summary, console)

@@ -62,6 +62,7 @@ def test_shipped_experiments_validate():
     for path in sorted(EXPERIMENTS.glob("*.yaml")):
         proc = rlplat("train", str(path), "--dry-run")
         assert proc.returncode == 0, f"{path.name}: {proc.stderr}"
+        assert f"# {path} is valid:" in proc.stdout
 
 
 def free_port() -> int:

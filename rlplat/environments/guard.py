@@ -1,15 +1,17 @@
 """A training env that crashes: survived and counted, and a clear stop when it keeps crashing.
 
-rlplat turns on RLlib's ``restart_failed_sub_environments``: when an env raises in ``step`` or
-``reset``, the env runner builds a new env and drops the episodes in progress (RLlib counts them
-in ``env_runners/num_env_step_failures``). An env that crashes every time would make the runner
-rebuild it forever, so each env is wrapped to remember its crashes in its process; once
-``MAX_CONSECUTIVE_CRASHES`` happened without an episode finishing in between, building the next
-env raises ``EnvKeepsFailing`` with the env's own last error, which ends the trial.
+rlplat turns on RLlib's ``restart_failed_sub_environments``: when an env's ``step`` or ``reset``
+raises (or returns something RLlib cannot unpack), the env runner logs it, builds a new env and
+drops the episodes in progress (RLlib counts them in ``env_runners/num_env_step_failures``). It
+builds that env while handling the error, so the creator sees the error as the exception in
+flight. An env that fails every time would be rebuilt forever: once ``MAX_CONSECUTIVE_CRASHES``
+failures happened in this process without an episode finishing in between, building the next env
+raises ``EnvKeepsFailing`` with the env's own last error, which ends the trial.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -21,36 +23,25 @@ MAX_CONSECUTIVE_CRASHES = 5
 
 
 class _Crashes:
-    """This process's record: crashes since an episode last finished, and the last error."""
+    """This process's record: failures since an episode last finished, and the last error."""
 
     consecutive = 0
     last: str | None = None
 
 
-class CrashRecorder(gym.Wrapper):
-    """Passes everything through; notes each exception of ``step``/``reset`` before re-raising."""
-
-    def reset(self, **kwargs: Any) -> Any:
-        try:
-            return self.env.reset(**kwargs)
-        except Exception as exc:
-            _record(exc)
-            raise
+class EpisodeEndRecorder(gym.Wrapper):
+    """Passes everything through; a finished episode (single- or multi-agent) clears the
+    count of consecutive failures."""
 
     def step(self, action: Any) -> Any:
-        try:
-            result = self.env.step(action)
-        except Exception as exc:
-            _record(exc)
-            raise
-        if result[2] or result[3]:  # terminated or truncated: the env works again
+        result = self.env.step(action)
+        if len(result) == 5 and (_over(result[2]) or _over(result[3])):
             _Crashes.consecutive = 0
         return result
 
 
-def _record(exc: Exception) -> None:
-    _Crashes.consecutive += 1
-    _Crashes.last = f"{type(exc).__name__}: {exc}"
+def _over(flag: Any) -> bool:
+    return bool(flag.get("__all__")) if isinstance(flag, dict) else bool(flag)
 
 
 class GuardedCreator:
@@ -60,11 +51,15 @@ class GuardedCreator:
         self.creator = creator
 
     def __call__(self, env_config: Any = None) -> Any:
+        failure = sys.exc_info()[1]
+        if isinstance(failure, Exception):  # rebuilt by RLlib after the env failed
+            _Crashes.consecutive += 1
+            _Crashes.last = f"{type(failure).__name__}: {failure}"
         if _Crashes.consecutive >= MAX_CONSECUTIVE_CRASHES:
             raise EnvKeepsFailing(
-                f"the training environment crashed {_Crashes.consecutive} times in a row "
+                f"the training environment failed {_Crashes.consecutive} times in a row "
                 f"without finishing an episode; its last error: {_Crashes.last}. Fix the "
                 "environment (rlplat eval and the env's own tests can reproduce it)."
             )
         env = self.creator(env_config)
-        return CrashRecorder(env) if isinstance(env, gym.Env) else env
+        return EpisodeEndRecorder(env) if isinstance(env, gym.Env) else env

@@ -11,7 +11,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from rlplat.environments.pettingzoo import is_pettingzoo, to_multi_agent_env
+from rlplat.environments.contract import ContractBroken, check_contract
+from rlplat.environments.pettingzoo import is_multi_agent, is_pettingzoo, to_multi_agent_env
 from rlplat.environments.wrappers import WrapperProblem, apply_chain, resolve_chain
 from rlplat.errors import ConfigError, allowed_list, did_you_mean
 from rlplat.experiment.schema import EnvSpec
@@ -62,6 +63,14 @@ class EnvInfo:
     agents: list[str] | None = None  # None: a single-agent Gymnasium env
     observation_spaces: dict[str, gym.Space] = field(default_factory=dict)
     action_spaces: dict[str, gym.Space] = field(default_factory=dict)
+    render_modes: tuple[str, ...] = ()
+
+    @property
+    def watch_with(self) -> str | None:
+        """The ``rlplat eval --render`` choice that shows an episode: a video, else text."""
+        if "rgb_array" in self.render_modes:
+            return "gif"
+        return "ansi" if "ansi" in self.render_modes else None
 
     @property
     def multi_agent(self) -> bool:
@@ -105,16 +114,30 @@ def check_env(
         ) from None
     except Exception as exc:  # noqa: BLE001 - any failure to build is the user's env problem
         raise ConfigError(
-            f"building the environment failed: {type(exc).__name__}: {exc}",
+            f"building the environment {spec.label!r}{_built_with(spec)} failed: "
+            f"{type(exc).__name__}: {exc}",
             location=locate("env"),
             key="env",
         ) from None
     try:
-        env.reset(seed=0)
+        if spec.check:
+            check_contract(env)
+        else:
+            env.reset(seed=0)
+    except ContractBroken as exc:
+        env.close()
+        api = "PettingZoo's" if is_multi_agent(env) else "Gymnasium's"
+        raise ConfigError(
+            f"the environment {spec.label!r}{_built_with(spec)} (with its wrappers) breaks "
+            f"{api} API: {str(exc).rstrip('.')}. Fix the env, or set env.check: false to skip this check.",
+            location=locate("env"),
+            key="env",
+        ) from None
     except Exception as exc:  # noqa: BLE001 - a wrapper or kwarg that only fails when used
         env.close()
         raise ConfigError(
-            f"the environment (with its wrappers) failed on reset: {type(exc).__name__}: {exc}",
+            f"the environment {spec.label!r}{_built_with(spec)} (with its wrappers) failed on "
+            f"reset: {type(exc).__name__}: {exc}",
             location=locate("env"),
             key="env",
         ) from None
@@ -127,15 +150,21 @@ def check_env(
             key="video.every",
         )
     agents = getattr(env, "possible_agents", None)
+    modes = tuple(render_modes(env))
     if agents is None:
-        return EnvInfo(env.observation_space, env.action_space)
+        return EnvInfo(env.observation_space, env.action_space, render_modes=modes)
     return EnvInfo(
         env.observation_space,
         env.action_space,
+        render_modes=modes,
         agents=list(agents),
         observation_spaces=dict(env.observation_spaces),
         action_spaces=dict(env.action_spaces),
     )
+
+
+def _built_with(spec: EnvSpec) -> str:
+    return f" with kwargs {spec.kwargs}" if spec.kwargs else ""
 
 
 def _check_pettingzoo_module(spec: EnvSpec, locate: Callable[[str], str]) -> None:

@@ -22,6 +22,11 @@ def is_pettingzoo(env: Any) -> bool:
     return isinstance(env, (AECEnv, ParallelEnv))
 
 
+def is_multi_agent(env: Any) -> bool:
+    """An RLlib ``MultiAgentEnv`` (which is also a ``gym.Env``)."""
+    return isinstance(env, MultiAgentEnv)
+
+
 def to_multi_agent_env(env: Any) -> MultiAgentEnv:
     return TurnBasedEnv(env) if isinstance(env, AECEnv) else SimultaneousEnv(env)
 

@@ -82,6 +82,12 @@ class EnvSpec(Section):
         description="Wrappers applied in order: SuperSuit names (resize_v1: {x_size: 84, "
         "y_size: 84}), Gymnasium wrapper classes (single-agent) or 'module:callable'.",
     )
+    check: bool = Field(
+        True,
+        description="Before Ray starts, reset the env and take random steps, checking what it "
+        "returns against Gymnasium's or PettingZoo's contract (and Gymnasium's env checker). "
+        "false skips it, for envs too slow to step.",
+    )
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> EnvSpec:

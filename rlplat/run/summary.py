@@ -72,6 +72,7 @@ class RunSummary:
     trials: list[TrialSummary] = field(default_factory=list)
     search: list[TrialRow] | None = None  # a search's trials, best first
     best_yaml: str | None = None
+    watch_with: str | None = None  # rlplat eval --render choice for this env, if it renders
 
 
 def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) -> RunSummary:
@@ -85,7 +86,9 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
     # The trials that failed in this process: the record above is older when the run
     # directory's disk failed, and so is the error report copied there.
     failed = failed_in_this_process(grid)
-    summary = RunSummary(run_dir=str(run_dir), wall_time_s=wall_time_s)
+    summary = RunSummary(
+        run_dir=str(run_dir), wall_time_s=wall_time_s, watch_with=run.env.watch_with
+    )
     rows = []
     for result in grid:
         metrics = result.metrics or {}
@@ -234,7 +237,7 @@ def print_summary(summary: RunSummary, console: Console) -> None:
         best = f"{trial.best_return:.2f}" if trial.best_return is not None else "n/a"
         final = f"{trial.final_return:.2f}" if trial.final_return is not None else "n/a"
         console.print(
-            f"  {trial.name}: {trial.iterations} iterations, {trial.env_steps or 0:,} env steps, "
+            f"  {trial.name}: {trial.iterations or 0} iterations, {trial.env_steps or 0:,} env steps, "
             f"final return {final}, best return {best}",
             highlight=False,
         )
@@ -257,7 +260,11 @@ def print_summary(summary: RunSummary, console: Console) -> None:
         console.print(
             f"  rlplat eval {run_dir}                     # 10 greedy episodes", highlight=False
         )
-        console.print(f"  rlplat eval {run_dir} -n 1 --render gif   # watch one", highlight=False)
+        if summary.watch_with:
+            console.print(
+                f"  rlplat eval {run_dir} -n 1 --render {summary.watch_with}   # watch one",
+                highlight=False,
+            )
     if summary.best_yaml:
         console.print(
             f"  rlplat train {summary.best_yaml}   # the best trial again", highlight=False
