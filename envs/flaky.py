@@ -6,10 +6,16 @@ For checking what a training run does when its environment misbehaves (tests, do
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import ray
+
+
+def _in_ray_actor() -> bool:
+    return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
 
 
 class SimulatorCrash(RuntimeError):
@@ -27,6 +33,8 @@ class FlakyCartPole(gym.Wrapper):
     - ``nan_reward``: every reward is NaN.
     - ``old_step_api``: ``step`` returns Gymnasium's old 4-tuple (obs, reward, done, info).
     - ``observation_offset``: added to every observation (40 leaves the observation space).
+    - ``crash_in_ray_actors``: ``step`` raises in Ray actors (the env runners), never in the
+      driver that checks the env before training.
     """
 
     def __init__(
@@ -37,6 +45,7 @@ class FlakyCartPole(gym.Wrapper):
         nan_reward: bool = False,
         old_step_api: bool = False,
         observation_offset: float = 0.0,
+        crash_in_ray_actors: bool = False,
         render_mode: str | None = None,
     ):
         super().__init__(gym.make("CartPole-v1", render_mode=render_mode))
@@ -46,6 +55,7 @@ class FlakyCartPole(gym.Wrapper):
         self.nan_reward = nan_reward
         self.old_step_api = old_step_api
         self.observation_offset = observation_offset
+        self.crash_in_ray_actors = crash_in_ray_actors
         self._steps = 0
 
     def reset(self, **kwargs: Any):
@@ -56,6 +66,8 @@ class FlakyCartPole(gym.Wrapper):
 
     def step(self, action: Any):
         self._steps += 1
+        if self.crash_in_ray_actors and _in_ray_actor():
+            raise SimulatorCrash(f"the simulator crashed in a Ray actor (pid {os.getpid()})")
         if self.crash_at_step is not None and self._steps >= self.crash_at_step:
             if self.crash_once_marker is None or not self.crash_once_marker.exists():
                 if self.crash_once_marker is not None:

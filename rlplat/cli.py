@@ -15,6 +15,7 @@ from typer.exceptions import Abort, Exit, TyperException
 
 from rlplat.cluster.connect import FIXED_HASH_SEED, quiet_ray_logs, start_ray
 from rlplat.errors import Interrupted, RlplatError, UserError
+from rlplat.util.project import project_code, project_paths, use_project_paths
 from rlplat.util.versions import versions
 
 app = typer.Typer(
@@ -118,6 +119,7 @@ def train(
                 "directory (rlplat train --resume <run dir>), no experiment file, overrides, "
                 "--from or --dry-run."
             )
+        use_project_paths(project_paths(resume))
         summary = resume_run(
             resume, retry_errored=retry_errored, address=address, verbose=verbose, console=console
         )
@@ -129,6 +131,7 @@ def train(
             )
         if from_checkpoint is not None:
             overrides = [*(overrides or []), f"init.checkpoint={from_checkpoint}"]
+        use_project_paths(project_paths(experiment))
         loaded = load_experiment(experiment, overrides or [])
         if dry_run:
             console.print(dump_yaml(prepare(loaded).resolved()), highlight=False, end="")
@@ -171,8 +174,9 @@ def plan(
     quiet_ray_logs(verbose)
     if not verbose:
         warnings.filterwarnings("ignore")
+    use_project_paths(project_paths(experiment))
     loaded = load_experiment(experiment, overrides or [])
-    start_ray(address, verbose)
+    start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
     run = prepare(loaded, cluster_nodes())
     print_plan(run, console)
     refuse_if_impossible(run)
@@ -223,6 +227,7 @@ def eval_(
     if not verbose:
         warnings.filterwarnings("ignore")
     report_console = err_console if json_output else console
+    use_project_paths(project_paths(path))
     options = EvalOptions(
         episodes=episodes,
         seed=seed,

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ray.tune.experiment.trial import _TrainingRunMetadata
+from ray.tune.schedulers import HyperBandForBOHB as _TuneHyperBandForBOHB
+from ray.tune.schedulers import HyperBandScheduler as _TuneHyperBandScheduler
 
 from rlplat.util.atomic import write_atomic
 
@@ -76,3 +78,23 @@ def failed_in_this_process(grid: Any) -> dict[str, Any]:
     """The trials of a finished ``Tuner.fit()`` that failed in this process, by directory name:
     when the run directory's disk failed, the state saved there is older than this."""
     return {Path(t.path).name: t for t in grid._experiment_analysis.trials if t.status == "ERROR"}
+
+
+class _RecordStopsOfPausedTrials:
+    """Tune's HyperBand schedulers stop the trials a bracket drops while those are paused; Tune
+    then sets them TERMINATED without marking them for its next state save, so a save made while
+    they were paused keeps saying PAUSED for good (the summary reads it, and a resume would
+    restart them). Marking the trial when the scheduler removes it makes every later save right.
+    """
+
+    def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:
+        super().on_trial_remove(tune_controller, trial)  # type: ignore[misc]
+        tune_controller._mark_trial_to_checkpoint(trial)
+
+
+class HyperBandScheduler(_RecordStopsOfPausedTrials, _TuneHyperBandScheduler):
+    """Tune's HyperBandScheduler whose stopped paused trials are saved as stopped."""
+
+
+class HyperBandForBOHB(_RecordStopsOfPausedTrials, _TuneHyperBandForBOHB):
+    """Tune's HyperBandForBOHB whose stopped paused trials are saved as stopped."""

@@ -17,15 +17,24 @@ import pytest
 from tests.conftest import EXPERIMENTS, TINY_PPO
 
 
-def rlplat(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+def rlplat(
+    *args: str,
+    env: dict | None = None,
+    timeout: int = 300,
+    cwd: str | os.PathLike | None = None,
+    unset: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess:
+    """The installed ``rlplat`` command (``python -m rlplat.cli`` if it is not on PATH)."""
     exe = shutil.which("rlplat") or sys.executable
     prefix = [exe] if exe.endswith("rlplat") else [exe, "-m", "rlplat.cli"]
+    environment = {k: v for k, v in os.environ.items() if k not in unset}
     return subprocess.run(
         [*prefix, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        env={**environment, **(env or {})},
     )
 
 

@@ -445,17 +445,7 @@ COMBINATIONS = {
 }
 
 
-BOHB_PAUSED = pytest.mark.xfail(
-    reason="HyperBandForBOHB can leave one of the two trials PAUSED when the search ends "
-    "(status 'not finished' after 1 iteration); seen in CI on 2026-11-22 and when this case runs "
-    "alone, on commit e056878 too. Not understood; reported, not hidden.",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=BOHB_PAUSED) if c == "bohb" else c for c in COMBINATIONS]
-)
+@pytest.mark.parametrize("case", COMBINATIONS)
 def test_each_searcher_and_scheduler_runs_a_search(case, ray_session, write_yaml, tmp_path):
     """Every searcher and scheduler rlplat offers drives a real (two-trial) search to its end."""
     from rich.console import Console

@@ -5,11 +5,17 @@ checkpoint. rlplat's first signal instead lets every running trial finish its cu
 and write a checkpoint, then ends the run through Tune's handler (which saves the run's state, so
 ``--resume`` continues from those checkpoints). A second signal calls Tune's handler right away.
 SIGTERM (what Kubernetes and batch schedulers send before killing) counts as a first Ctrl-C.
+
+The same callback watches for a trial that stopped reporting: when a running trial's iteration
+has taken longer than ``watchdog_s`` (default: 10x its slowest iteration so far, at least
+``MIN_WATCHDOG_S``) it says so, and from then on the first Ctrl-C stops at once, since the
+iteration it would wait for may never end.
 """
 
 from __future__ import annotations
 
 import signal
+import time
 from typing import Any
 
 from rich.console import Console
@@ -18,6 +24,8 @@ from rlplat.callbacks.progress import ConsoleCallback
 
 SHOULD_CHECKPOINT = "should_checkpoint"  # a result key Tune reads after its callbacks ran
 RUNNING = "RUNNING"
+MIN_WATCHDOG_S = 300.0
+SLOWEST_ITERATION_FACTOR = 10.0
 
 
 class GracefulStop(ConsoleCallback):
@@ -26,8 +34,12 @@ class GracefulStop(ConsoleCallback):
     ``requested`` tells ``rlplat train`` afterwards that the run was stopped by a signal.
     """
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console, watchdog_s: float | None = None):
         self.console = console
+        self.watchdog_s = watchdog_s  # None: from the trial's slowest iteration
+        self._last_report: dict[str, float] = {}  # trial id -> monotonic time of its last news
+        self._slowest: dict[str, float] = {}  # trial id -> its slowest iteration, seconds
+        self._stalled: set[str] = set()
         self.requested = False
         self._tune_handler: Any = None
         self._previous_term: Any = None
@@ -48,7 +60,7 @@ class GracefulStop(ConsoleCallback):
             self._tune_handler = None  # not the main thread: Tune's behaviour stays
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        if self.requested:
+        if self.requested or self._stalled:
             self._say("Stopping now; trials continue from their previous checkpoint on --resume.")
             self._stop_tune()
             return
@@ -59,9 +71,17 @@ class GracefulStop(ConsoleCallback):
             "running trial (Ctrl-C again to stop at once)."
         )
 
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._last_report[trial.trial_id] = time.monotonic()
+
     def on_trial_result(
         self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
     ) -> None:
+        now = time.monotonic()
+        started = self._last_report.get(trial.trial_id, now)
+        self._slowest[trial.trial_id] = max(self._slowest.get(trial.trial_id, 0.0), now - started)
+        self._last_report[trial.trial_id] = now
+        self._stalled.discard(trial.trial_id)
         if self.requested and trial.trial_id not in self._saved:
             result[SHOULD_CHECKPOINT] = True
             self._owing.add(trial.trial_id)
@@ -72,10 +92,38 @@ class GracefulStop(ConsoleCallback):
             self._saved.add(trial.trial_id)
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        self._watch(trials)
         if not self.requested or self._owing:
             return
         if all(t.status != RUNNING or t.trial_id in self._saved for t in trials):
             self._stop_tune()
+
+    def limit_s(self, trial_id: str) -> float:
+        """How long an iteration of this trial may take before the watchdog speaks."""
+        if self.watchdog_s is not None:
+            return self.watchdog_s
+        slowest = self._slowest.get(trial_id, 0.0)
+        return max(MIN_WATCHDOG_S, SLOWEST_ITERATION_FACTOR * slowest)
+
+    def _watch(self, trials: list) -> None:
+        now = time.monotonic()
+        for trial in trials:
+            since = self._last_report.get(trial.trial_id)
+            if trial.status != RUNNING or since is None or trial.trial_id in self._stalled:
+                continue
+            waited = now - since
+            if waited < self.limit_s(trial.trial_id):
+                continue
+            self._stalled.add(trial.trial_id)
+            slowest = self._slowest.get(trial.trial_id)
+            known = f"its slowest so far took {slowest:.0f} s" if slowest else "none finished yet"
+            self._say(
+                f"[yellow]watchdog:[/] {trial} has been in one iteration for "
+                f"{waited:.0f} s ({known}): its env or learner may be stuck (an env that fails "
+                "on every step, a deadlock, a node that is gone). rlplat train --verbose shows "
+                "Ray's worker logs. Ctrl-C now stops at once; trials continue from their last "
+                "checkpoint on --resume."
+            )
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         if self._previous_term is not None:

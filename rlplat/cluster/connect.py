@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rlplat.errors import UserError
@@ -26,11 +28,14 @@ def quiet_ray_logs(verbose: bool) -> None:
         logging.getLogger("ray.tune").setLevel(logging.CRITICAL)
 
 
-def start_ray(address: str | None, verbose: bool = False) -> None:
+def start_ray(
+    address: str | None, verbose: bool = False, code: Sequence[Path] = ()
+) -> None:
     """``ray.init`` on the local machine (address None) or on a running cluster.
 
     Resources are never fixed here: a local instance takes what the machine has, a cluster what its
-    nodes declare. ``RAY_ADDRESS`` is honoured as Ray does when no address is given.
+    nodes declare. ``RAY_ADDRESS`` is honoured as Ray does when no address is given. ``code``:
+    the user's packages (or module files) that every worker imports, shipped with the job.
     """
     import ray  # noqa: PLC0415 - loads on use, as in quiet_ray_logs
 
@@ -42,7 +47,8 @@ def start_ray(address: str | None, verbose: bool = False) -> None:
         "logging_level": logging.INFO if verbose else logging.ERROR,
         "log_to_driver": verbose,
         "runtime_env": {
-            "env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", FIXED_HASH_SEED)}
+            "env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", FIXED_HASH_SEED)},
+            **({"py_modules": [str(path) for path in code]} if code else {}),
         },
     }
     try:

@@ -44,6 +44,22 @@ def _over(flag: Any) -> bool:
     return bool(flag.get("__all__")) if isinstance(flag, dict) else bool(flag)
 
 
+def failures_in_this_process() -> tuple[int, str | None]:
+    """Failures since an episode last finished in this process, and the last error (asked of
+    remote env runners, where RLlib swallows the ``EnvKeepsFailing`` raised below)."""
+    return _Crashes.consecutive, _Crashes.last
+
+
+def keeps_failing(consecutive: int, last: str | None) -> EnvKeepsFailing | None:
+    if consecutive < MAX_CONSECUTIVE_CRASHES:
+        return None
+    return EnvKeepsFailing(
+        f"the training environment failed {consecutive} times in a row without finishing an "
+        f"episode; its last error: {last}. Fix the environment (rlplat eval and the env's own "
+        "tests can reproduce it)."
+    )
+
+
 class GuardedCreator:
     """Wraps an env creator for training (picklable, like the creator it wraps)."""
 
@@ -55,11 +71,8 @@ class GuardedCreator:
         if isinstance(failure, Exception):  # rebuilt by RLlib after the env failed
             _Crashes.consecutive += 1
             _Crashes.last = f"{type(failure).__name__}: {failure}"
-        if _Crashes.consecutive >= MAX_CONSECUTIVE_CRASHES:
-            raise EnvKeepsFailing(
-                f"the training environment failed {_Crashes.consecutive} times in a row "
-                f"without finishing an episode; its last error: {_Crashes.last}. Fix the "
-                "environment (rlplat eval and the env's own tests can reproduce it)."
-            )
+        failing = keeps_failing(_Crashes.consecutive, _Crashes.last)
+        if failing is not None:
+            raise failing
         env = self.creator(env_config)
         return EpisodeEndRecorder(env) if isinstance(env, gym.Env) else env

@@ -129,7 +129,8 @@ def check_env(
         api = "PettingZoo's" if is_multi_agent(env) else "Gymnasium's"
         raise ConfigError(
             f"the environment {spec.label!r}{_built_with(spec)} (with its wrappers) breaks "
-            f"{api} API: {str(exc).rstrip('.')}. Fix the env, or set env.check: false to skip this check.",
+            f"{api} API: {str(exc).rstrip('.')}. Fix the env, or set env.check: false to skip "
+            "this check.",
             location=locate("env"),
             key="env",
         ) from None
@@ -220,8 +221,10 @@ def _check_factory(spec: EnvSpec, locate: Callable[[str], str]) -> None:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(
-            f"cannot import module {module_name!r} ({exc}). Custom environments live in envs/ "
-            "(e.g. 'envs.corridor:Corridor') or in any importable package.",
+            f"cannot import module {module_name!r} ({exc}). rlplat imports user code from the "
+            "current directory, then the experiment file's directory and its project (the "
+            "nearest directory above it with a pyproject.toml or .git), then installed "
+            "packages: e.g. envs/corridor.py there for 'envs.corridor:Corridor'.",
             location=locate("env.factory"),
             key="env.factory",
         ) from None

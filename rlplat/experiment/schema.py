@@ -111,6 +111,13 @@ class EnvSpec(Section):
         return self
 
     @property
+    def user_modules(self) -> list[str]:
+        """The modules of user code this env names: its factory and 'module:callable' wrappers."""
+        names = [self.factory] if self.factory else []
+        names += [name for name, _ in map(entry_parts, self.wrappers) if ":" in name]
+        return [name.partition(":")[0] for name in names]
+
+    @property
     def label(self) -> str:
         """The env as the user named it."""
         return str(self.id or self.factory or self.pettingzoo)
@@ -426,6 +433,13 @@ class Experiment(Section):
     video: VideoSpec = Field(default_factory=VideoSpec)
     resources: Resources = Field(default_factory=Resources)
     output_dir: str = Field("checkpoints", description="Where runs are written.")
+    watchdog_s: float | None = Field(
+        None,
+        gt=0,
+        description="Warn when a trial's iteration has run this long without a result (then "
+        "the first Ctrl-C stops at once). Default: 10x the trial's slowest iteration so far, "
+        "at least 300 s.",
+    )
     tune: TuneSpec | None = Field(
         None, description="A hyperparameter search (absent: one trial with the values given)."
     )

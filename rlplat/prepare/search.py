@@ -31,12 +31,12 @@ SEARCHER_CLASSES: dict[str, tuple[str, tuple[str, ...], str | None]] = {
 SCHEDULER_CLASSES: dict[str, tuple[str, tuple[str, ...]]] = {
     "fifo": ("ray.tune.schedulers:FIFOScheduler", ()),
     "asha": ("ray.tune.schedulers:ASHAScheduler", ()),
-    "hyperband": ("ray.tune.schedulers:HyperBandScheduler", ()),
+    "hyperband": ("rlplat.tune_state:HyperBandScheduler", ()),
     "median": ("ray.tune.schedulers:MedianStoppingRule", ()),
     "pbt": ("ray.tune.schedulers:PopulationBasedTraining", ()),
     "pb2": ("ray.tune.schedulers.pb2:PB2", ("GPy", "sklearn")),
 }
-BOHB_SCHEDULER = "ray.tune.schedulers:HyperBandForBOHB"
+BOHB_SCHEDULER = "rlplat.tune_state:HyperBandForBOHB"
 POPULATION_SCHEDULERS = ("pbt", "pb2")
 BUDGETED_SCHEDULERS = ("asha", "hyperband")  # they need max_t
 

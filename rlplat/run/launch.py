@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import ray
 from ray import tune
 from rich.console import Console
 
@@ -20,7 +21,7 @@ from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
 from rlplat.callbacks.videos import TrainingVideos
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
 from rlplat.cluster.connect import start_ray
-from rlplat.cluster.placement import cluster_nodes
+from rlplat.cluster.placement import cluster_nodes, local_machine
 from rlplat.errors import UserError
 from rlplat.experiment.load import LoadedExperiment, load_experiment
 from rlplat.experiment.schema import Experiment, TuneSpec
@@ -35,6 +36,7 @@ from rlplat.run.summary import RunSummary, report_search, summarize
 from rlplat.run.trainable import trainable_for
 from rlplat.tune_state import drop_stale_decisions
 from rlplat.util.atomic import remove_partial_files
+from rlplat.util.project import project_code
 
 STATE_PERIOD_VARIABLE = "TUNE_GLOBAL_CHECKPOINT_S"
 USER_STATE_PERIOD = os.environ.get(STATE_PERIOD_VARIABLE)
@@ -58,7 +60,10 @@ def train(
     """Run the experiment through Ray Tune (one trial, or the search its ``tune`` section and
     spaces declare) and summarise it."""
     console = console or Console()
-    start_ray(address, verbose)
+    if address is None and "RAY_ADDRESS" not in os.environ and not ray.is_initialized():
+        # An embedded Ray would take this machine: refuse what cannot run before starting it.
+        refuse_if_impossible(prepare(loaded, local_machine()))
+    start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
     run = prepare_on_cluster(loaded, console)
     exp = run.experiment
     tune_spec = exp.tune or TuneSpec()
@@ -122,7 +127,7 @@ def resume(
             "directory:'."
         )
     loaded = load_experiment(run_dir / RESOLVED_EXPERIMENT)
-    start_ray(address, verbose)
+    start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
     run = prepare_on_cluster(loaded, console)
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     _quiet_tune_output(run.experiment)
@@ -160,7 +165,7 @@ def _callbacks(run: PreparedRun, run_dir: Path, console: Console) -> list:
     trimming = [TrimHistoryOnRestart(), TrimmingJsonLogger(), TrimmingCSVLogger()]
     callbacks = [] if population else trimming
     callbacks += [
-        GracefulStop(console),
+        GracefulStop(console, exp.watchdog_s),
         progress,
         tensorboard,
         checkpoint_recorder(
@@ -184,13 +189,9 @@ def _quiet_tune_output(exp: Experiment) -> None:
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     # Tune records which checkpoint each trial resumes from every ~10 s by default; a run killed
     # in between resumes from an older checkpoint (or from scratch). On local storage saving that
-    # small file every second costs nothing. Not with HyperBand (and BOHB): with states saved that
-    # often, a trial it paused was left paused when the search ended.
+    # small file every second costs nothing.
     if USER_STATE_PERIOD is None:
-        if scheduler_name(exp) == "hyperband":
-            os.environ.pop(STATE_PERIOD_VARIABLE, None)
-        else:
-            os.environ[STATE_PERIOD_VARIABLE] = "1"
+        os.environ[STATE_PERIOD_VARIABLE] = "1"
     # The windowed return appears once the first episode ends; until then a scheduler waits.
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 

@@ -10,9 +10,11 @@ on ``--resume``, and a zero-byte ``error.pkl`` breaks the results of the run tha
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from rlplat.util.atomic import AtomicFile
 # Failures of the disk or the directory, not of the run: it can continue once they are fixed.
 STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 ERRNO_IN_TEXT = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)
+EXPERIMENT_STATE = re.compile(r"experiment_state-.*\.json")
 
 
 class AtomicLocalHandler(pyarrow.fs.FileSystemHandler):
@@ -75,7 +78,7 @@ class AtomicLocalHandler(pyarrow.fs.FileSystemHandler):
         self.local.move(src, dest)
 
     def copy_file(self, src: str, dest: str) -> None:
-        with open(src, "rb") as source, AtomicFile(dest) as target:
+        with open(src, "rb") as source, AtomicFile(dest, _completeness_check(dest)) as target:
             shutil.copyfileobj(source, target)
 
     def open_input_stream(self, path: str) -> Any:
@@ -85,10 +88,25 @@ class AtomicLocalHandler(pyarrow.fs.FileSystemHandler):
         return self.local.open_input_file(path)
 
     def open_output_stream(self, path: str, metadata: Any) -> Any:
-        return pyarrow.PythonFile(AtomicFile(path), mode="w")
+        return pyarrow.PythonFile(AtomicFile(path, _completeness_check(path)), mode="w")
 
     def open_append_stream(self, path: str, metadata: Any) -> Any:
         return self.local.open_append_stream(path)  # Tune never appends to its storage
+
+
+def _completeness_check(path: str) -> Callable[[Path], bool] | None:
+    """Tune rewrites its experiment state in place in its staging directory (emptied first)
+    while a background thread copies that directory here: a copy can read it empty or cut off.
+    Such a copy never replaces the complete state; the next sync, a second later, brings it."""
+    return _whole_json if EXPERIMENT_STATE.fullmatch(Path(path).name) else None
+
+
+def _whole_json(path: Path) -> bool:
+    try:
+        json.loads(path.read_bytes())
+    except ValueError:
+        return False
+    return True
 
 
 def atomic_filesystem() -> pyarrow.fs.FileSystem:

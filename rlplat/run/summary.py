@@ -82,7 +82,7 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
     metric = metric_path(tune_spec.metric)
     scheduler = scheduler_name(exp)
     # Tune's own record of each trial: its status, and its config (PBT changes it as it runs).
-    trials = {Path(trial.path).name: trial for trial in ExperimentAnalysis(str(run_dir)).trials}
+    trials = {Path(trial.path).name: trial for trial in _saved_trials(run_dir)}
     # The trials that failed in this process: the record above is older when the run
     # directory's disk failed, and so is the error report copied there.
     failed = failed_in_this_process(grid)
@@ -140,6 +140,15 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
         by_return = metric == RETURN_MEAN and tune_spec.mode == "max"
         summary.search = rank_rows(rows, tune_spec.mode, TARGET_REACHED if by_return else None)
     return summary
+
+
+def _saved_trials(run_dir: Path) -> list[Any]:
+    """Tune's saved record of the trials; none when the run directory's disk kept it from being
+    saved whole (the trials' own results then tell what happened)."""
+    try:
+        return list(ExperimentAnalysis(str(run_dir)).trials)
+    except (ValueError, OSError):
+        return []
 
 
 def _status(tune_status: str | None, error: Any) -> str:
@@ -237,8 +246,8 @@ def print_summary(summary: RunSummary, console: Console) -> None:
         best = f"{trial.best_return:.2f}" if trial.best_return is not None else "n/a"
         final = f"{trial.final_return:.2f}" if trial.final_return is not None else "n/a"
         console.print(
-            f"  {trial.name}: {trial.iterations or 0} iterations, {trial.env_steps or 0:,} env steps, "
-            f"final return {final}, best return {best}",
+            f"  {trial.name}: {trial.iterations or 0} iterations, {trial.env_steps or 0:,} env "
+            f"steps, final return {final}, best return {best}",
             highlight=False,
         )
         for label, returns in (("policies", trial.policy_returns), ("agents", trial.agent_returns)):

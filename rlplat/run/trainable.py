@@ -18,6 +18,7 @@ from typing import Any
 from rlplat.algorithms.registry import get_algorithm_class
 from rlplat.checkpoints import RESOLVED_EXPERIMENT, checkpoint_info_from_result
 from rlplat.cluster.connect import env_runner_restarts
+from rlplat.environments.guard import failures_in_this_process, keeps_failing
 from rlplat.errors import EnvKeepsFailing, RlplatError
 from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import CheckpointSpec
@@ -29,6 +30,7 @@ from rlplat.run.finetune import start_from_checkpoint
 from rlplat.util.atomic import write_atomic
 
 SUFFIX = "Trial"
+REMOTE_REPORT_TIMEOUT_S = 30.0
 
 
 def algorithm_config(config: Any) -> Any:
@@ -94,6 +96,7 @@ class ExperimentTrial:
     def step(self) -> dict[str, Any]:
         try:
             result = super().step()
+            self._raise_if_remote_envs_keep_failing()
         except Exception as exc:
             replacement = self._stopped_by(exc)
             if replacement is exc:
@@ -110,6 +113,22 @@ class ExperimentTrial:
             put(result, RESTORED_REPLAY_STEPS, self._restored_replay_steps)
             self._restored_replay_steps = None
         return result
+
+    def _raise_if_remote_envs_keep_failing(self) -> None:
+        """A remote env runner's ``EnvKeepsFailing`` only fails its sample call (RLlib then
+        carries on without it): ask each remote runner for its record after every iteration."""
+        group = getattr(self, "env_runner_group", None)
+        if group is None or group.num_remote_env_runners() == 0:
+            return
+        reports = group.foreach_env_runner(
+            lambda _runner: failures_in_this_process(),
+            local_env_runner=False,
+            timeout_seconds=REMOTE_REPORT_TIMEOUT_S,
+        )
+        for consecutive, last in reports:
+            failing = keeps_failing(consecutive, last)
+            if failing is not None:
+                raise failing
 
     def _stopped_by(self, exc: Exception) -> Exception:
         """Write a final checkpoint of the weights trained so far (a failed iteration changed

@@ -8,8 +8,10 @@ which ``remove_partial_files`` clears.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +19,16 @@ PARTIAL_SUFFIX = ".partial"
 
 
 class AtomicFile:
-    """A binary file that replaces ``path`` when closed, unless a write to it failed."""
+    """A binary file that replaces ``path`` when closed, unless a write to it failed or
+    ``complete`` (called with the written temporary file) says the content is not whole."""
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        complete: Callable[[Path], bool] | None = None,
+    ):
         self.path = Path(path)
+        self._complete = complete
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(
             dir=self.path.parent, prefix=f".{self.path.name}.", suffix=PARTIAL_SUFFIX
@@ -57,6 +65,9 @@ class AtomicFile:
         except BaseException:
             self._abandon()
             raise
+        if self._complete is not None and not self._complete(self._tmp):
+            self._abandon()
+            raise OSError(errno.EIO, f"refusing to replace {self.path} with incomplete content")
         os.replace(self._tmp, self.path)
 
     def _guarded(self, call: Any, *args: Any) -> Any:

@@ -1,0 +1,37 @@
+"""A user's env that misbehaves only while training: failures RLlib's env runners swallow stop
+the trial with the env's own error, remote env runners included."""
+
+from __future__ import annotations
+
+import time
+
+from conftest import TINY_PPO
+from rich.console import Console
+from test_config_errors import replace
+
+from rlplat.experiment.load import load_experiment
+from rlplat.run.launch import train
+
+
+def test_an_env_failing_only_in_remote_env_runners_stops_the_trial_with_its_error(
+    ray_session, write_yaml, tmp_path
+):
+    """The env passes the check before Ray (it fails only inside Ray actors); its remote env
+    runner fails on every step. RLlib would carry on without the runner's samples forever; the
+    trial stops within a minute, naming the env's error."""
+    text = replace(
+        TINY_PPO,
+        "  id: CartPole-v1\n",
+        "  factory: envs.flaky:FlakyCartPole\n  kwargs: {crash_in_ray_actors: true}\n",
+    )
+    text = replace(text, "env_runners: {count: 0}", "env_runners: {count: 1}")
+    text = replace(text, "iterations: 3", "iterations: 1000")
+    loaded = load_experiment(write_yaml(text.replace("OUTPUT", str(tmp_path / "out"))))
+    started = time.monotonic()
+    summary = train(loaded, console=Console(quiet=True))
+    elapsed = time.monotonic() - started
+    [trial] = summary.trials
+    assert trial.status == "error", trial
+    assert "failed 5 times in a row without finishing an episode" in trial.error
+    assert "SimulatorCrash: the simulator crashed in a Ray actor" in trial.error
+    assert elapsed < 60, f"stopped after {elapsed:.0f} s"
