@@ -76,7 +76,14 @@ def env_runner_restarts(env_runner_group: Any) -> int:
     from ray._private.state import actors  # noqa: PLC0415 - loads on use, as above
 
     try:
-        handles = env_runner_group._worker_manager.actors().values()
-        return sum(int(actors(handle._actor_id.hex())["NumRestarts"]) for handle in handles)
+        ids = env_runner_actor_ids(env_runner_group)
+        return sum(int(actors(actor_id)["NumRestarts"]) for actor_id in ids)
     except Exception:  # noqa: BLE001 - private APIs: RLlib's own count then
         return int(env_runner_group.num_remote_worker_restarts())
+
+
+def env_runner_actor_ids(env_runner_group: Any) -> list[str]:
+    """The Ray actor ids of the group's remote env runners (an actor keeps its id across
+    restarts). RLlib keeps the handles in a private manager."""
+    handles = env_runner_group._worker_manager.actors().values()
+    return [handle._actor_id.hex() for handle in handles]

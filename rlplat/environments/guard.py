@@ -6,7 +6,10 @@ drops the episodes in progress (RLlib counts them in ``env_runners/num_env_step_
 builds that env while handling the error, so the creator sees the error as the exception in
 flight. An env that fails every time would be rebuilt forever: once ``MAX_CONSECUTIVE_CRASHES``
 failures happened in this process without an episode finishing in between, building the next env
-raises ``EnvKeepsFailing`` with the env's own last error, which ends the trial.
+raises ``EnvKeepsFailing`` with the env's own last error, which ends the trial. A remote env
+runner cannot end it so: RLlib logs the failed call, the runner exits, and Ray restarts it as a
+new process. So an env runner actor also leaves the error in Ray's key-value store under its
+actor id, where the trial looks after each iteration (``take_reported_failure``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+import ray
+from ray.experimental import internal_kv
 
 from rlplat.errors import EnvKeepsFailing
 
@@ -44,20 +49,24 @@ def _over(flag: Any) -> bool:
     return bool(flag.get("__all__")) if isinstance(flag, dict) else bool(flag)
 
 
-def failures_in_this_process() -> tuple[int, str | None]:
-    """Failures since an episode last finished in this process, and the last error (asked of
-    remote env runners, where RLlib swallows the ``EnvKeepsFailing`` raised below)."""
-    return _Crashes.consecutive, _Crashes.last
+def _failure_key(actor_id: str) -> bytes:
+    return f"rlplat/env_keeps_failing/{actor_id}".encode()
 
 
-def keeps_failing(consecutive: int, last: str | None) -> EnvKeepsFailing | None:
-    if consecutive < MAX_CONSECUTIVE_CRASHES:
+def _report_to_trial(message: str) -> None:
+    actor_id = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
+    if actor_id is not None:
+        internal_kv._internal_kv_put(_failure_key(actor_id), message.encode(), overwrite=True)
+
+
+def take_reported_failure(actor_id: str) -> str | None:
+    """The error an env runner actor reported (once), or None."""
+    key = _failure_key(actor_id)
+    message = internal_kv._internal_kv_get(key)
+    if message is None:
         return None
-    return EnvKeepsFailing(
-        f"the training environment failed {consecutive} times in a row without finishing an "
-        f"episode; its last error: {last}. Fix the environment (rlplat eval and the env's own "
-        "tests can reproduce it)."
-    )
+    internal_kv._internal_kv_del(key)
+    return message.decode()
 
 
 class GuardedCreator:
@@ -71,8 +80,13 @@ class GuardedCreator:
         if isinstance(failure, Exception):  # rebuilt by RLlib after the env failed
             _Crashes.consecutive += 1
             _Crashes.last = f"{type(failure).__name__}: {failure}"
-        failing = keeps_failing(_Crashes.consecutive, _Crashes.last)
-        if failing is not None:
-            raise failing
+        if _Crashes.consecutive >= MAX_CONSECUTIVE_CRASHES:
+            message = (
+                f"the training environment failed {_Crashes.consecutive} times in a row "
+                f"without finishing an episode; its last error: {_Crashes.last}. Fix the "
+                "environment (rlplat eval and the env's own tests can reproduce it)."
+            )
+            _report_to_trial(message)
+            raise EnvKeepsFailing(message)
         env = self.creator(env_config)
         return EpisodeEndRecorder(env) if isinstance(env, gym.Env) else env

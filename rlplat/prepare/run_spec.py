@@ -83,9 +83,12 @@ class PreparedRun:
         }
 
 
-def prepare(loaded: LoadedExperiment, nodes: list[Node] | None = None) -> PreparedRun:
+def prepare(
+    loaded: LoadedExperiment, nodes: list[Node] | None = None, *, step_env: bool = True
+) -> PreparedRun:
     """Check and build a loaded experiment once; with the cluster's ``nodes``, also resolve its
-    ``prefer`` lists (before the build) and place its trials."""
+    ``prefer`` lists (before the build) and place its trials. ``step_env=False`` builds the env
+    without stepping it through its contract check (a trial's own build: the driver checked)."""
     choices: list[ResourceChoice] = []
     if nodes is not None and _has_preferences(loaded.experiment):
         loaded, choices = _with_preferences(loaded, nodes)
@@ -93,7 +96,9 @@ def prepare(loaded: LoadedExperiment, nodes: list[Node] | None = None) -> Prepar
     experiment = _named(loaded.experiment, locate)
     if experiment.seed is None:  # record the seed actually used, so the run can be repeated
         experiment = experiment.model_copy(update={"seed": random.randrange(2**31)})
-    env = check_env(experiment.env, locate, needs_frames=experiment.video.every > 0)
+    env = check_env(
+        experiment.env, locate, needs_frames=experiment.video.every > 0, contract=step_env
+    )
     _check_env_fits(experiment, env, locate)
     if is_team_algorithm(experiment.algorithm):
         training = {**experiment.training, "global_state": team_state_source(experiment, locate)}
@@ -220,7 +225,7 @@ def trial_algorithm_config(config: dict[str, Any]) -> AlgorithmConfig:
     if key not in _BUILT:
         data = json.loads(key)
         loaded = experiment_from_data(data, Locator(f"trial experiment ({data.get('name')})"))
-        _BUILT[key] = prepare(loaded).algo_config
+        _BUILT[key] = prepare(loaded, step_env=False).algo_config
     return _BUILT[key]
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from rlplat.algorithms.registry import get_algorithm_class
 from rlplat.checkpoints import RESOLVED_EXPERIMENT, checkpoint_info_from_result
-from rlplat.cluster.connect import env_runner_restarts
-from rlplat.environments.guard import failures_in_this_process, keeps_failing
+from rlplat.cluster.connect import env_runner_actor_ids, env_runner_restarts
+from rlplat.environments.guard import take_reported_failure
 from rlplat.errors import EnvKeepsFailing, RlplatError
 from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import CheckpointSpec
@@ -30,7 +30,6 @@ from rlplat.run.finetune import start_from_checkpoint
 from rlplat.util.atomic import write_atomic
 
 SUFFIX = "Trial"
-REMOTE_REPORT_TIMEOUT_S = 30.0
 
 
 def algorithm_config(config: Any) -> Any:
@@ -115,20 +114,13 @@ class ExperimentTrial:
         return result
 
     def _raise_if_remote_envs_keep_failing(self) -> None:
-        """A remote env runner's ``EnvKeepsFailing`` only fails its sample call (RLlib then
-        carries on without it): ask each remote runner for its record after every iteration."""
+        """A remote env runner whose env keeps failing exits (RLlib restarts it as a new
+        process and samples without it meanwhile); it left its error for the trial."""
         group = getattr(self, "env_runner_group", None)
-        if group is None or group.num_remote_env_runners() == 0:
-            return
-        reports = group.foreach_env_runner(
-            lambda _runner: failures_in_this_process(),
-            local_env_runner=False,
-            timeout_seconds=REMOTE_REPORT_TIMEOUT_S,
-        )
-        for consecutive, last in reports:
-            failing = keeps_failing(consecutive, last)
-            if failing is not None:
-                raise failing
+        for actor_id in env_runner_actor_ids(group) if group else []:
+            message = take_reported_failure(actor_id)
+            if message is not None:
+                raise EnvKeepsFailing(message)
 
     def _stopped_by(self, exc: Exception) -> Exception:
         """Write a final checkpoint of the weights trained so far (a failed iteration changed
