@@ -186,6 +186,13 @@ CASES = [
         needs_ray=True,
     ),
     Case(
+        "Impossible resources on this machine (refused before the embedded Ray starts)",
+        ["train", "exp.yaml", "resources.learners.count=1", "resources.learners.gpus=1"],
+    ),
+    Case("Unknown command", ["trian", "exp.yaml"]),
+    Case("Unknown option", ["train", "exp.yaml", "--bogus"]),
+    Case("Option value of the wrong type", ["eval", ".", "-n", "abc"]),
+    Case(
         "Output directory that cannot be created",
         ["train", "exp.yaml", "output_dir=exp.yaml/out"],
         needs_ray=True,
@@ -230,7 +237,7 @@ def message(output: str) -> str:
     lines = [
         line.strip()
         for line in output.splitlines()
-        if line.startswith("error:") or re.match(r"\s+trial_\w+ failed: ", line)
+        if line.startswith(("error:", "Error:")) or re.match(r"\s+trial_\w+ failed: ", line)
     ]
     return "\n".join(lines)
 
