@@ -7,6 +7,7 @@ For checking what a training run does when its environment misbehaves (tests, do
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ class FlakyCartPole(gym.Wrapper):
     - ``nan_reward``: every reward is NaN.
     - ``old_step_api``: ``step`` returns Gymnasium's old 4-tuple (obs, reward, done, info).
     - ``observation_offset``: added to every observation (40 leaves the observation space).
+    - ``hang_at_step``: ``step`` never returns once this env has taken that many steps (a
+      deadlocked simulator).
     - ``crash_in_ray_actors``: ``step`` raises in Ray actors (the env runners), never in the
       driver that checks the env before training.
     """
@@ -46,6 +49,7 @@ class FlakyCartPole(gym.Wrapper):
         old_step_api: bool = False,
         observation_offset: float = 0.0,
         crash_in_ray_actors: bool = False,
+        hang_at_step: int | None = None,
         render_mode: str | None = None,
     ):
         super().__init__(gym.make("CartPole-v1", render_mode=render_mode))
@@ -56,6 +60,7 @@ class FlakyCartPole(gym.Wrapper):
         self.old_step_api = old_step_api
         self.observation_offset = observation_offset
         self.crash_in_ray_actors = crash_in_ray_actors
+        self.hang_at_step = hang_at_step
         self._steps = 0
 
     def reset(self, **kwargs: Any):
@@ -66,6 +71,8 @@ class FlakyCartPole(gym.Wrapper):
 
     def step(self, action: Any):
         self._steps += 1
+        while self.hang_at_step is not None and self._steps >= self.hang_at_step:
+            time.sleep(1.0)
         if self.crash_in_ray_actors and _in_ray_actor():
             raise SimulatorCrash(f"the simulator crashed in a Ray actor (pid {os.getpid()})")
         if self.crash_at_step is not None and self._steps >= self.crash_at_step:

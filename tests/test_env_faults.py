@@ -3,11 +3,14 @@ the trial with the env's own error, remote env runners included."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 from conftest import TINY_PPO
 from rich.console import Console
 from test_config_errors import replace
+from test_resume import launch, read_until_iteration
 
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
@@ -35,3 +38,28 @@ def test_an_env_failing_only_in_remote_env_runners_stops_the_trial_with_its_erro
     assert "failed 5 times in a row without finishing an episode" in trial.error
     assert "SimulatorCrash: the simulator crashed in a Ray actor" in trial.error
     assert elapsed < 60, f"stopped after {elapsed:.0f} s"
+
+
+def test_a_stuck_iteration_gets_a_watchdog_warning_and_ctrl_c_stops_at_once(
+    ray_session, write_yaml, tmp_path
+):
+    """The env deadlocks in the third iteration: after watchdog_s the terminal says so, and a
+    single Ctrl-C then ends the run (exit 130) instead of waiting for an iteration that never
+    ends."""
+    text = replace(
+        TINY_PPO,
+        "  id: CartPole-v1\n",
+        "  factory: envs.flaky:FlakyCartPole\n  kwargs: {hang_at_step: 600}\n",
+    )
+    text = replace(text, "iterations: 3", "iterations: 100") + "watchdog_s: 3\n"
+    process = launch([str(write_yaml(text.replace("OUTPUT", str(tmp_path / "out"))))], ray_session)
+    _, lines = read_until_iteration(process, 1)
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("watchdog:"):
+            break
+    assert "has been in one iteration for 3 s" in "".join(lines), "".join(lines)
+    os.killpg(process.pid, signal.SIGINT)
+    output = process.communicate(timeout=90)[0]
+    assert process.returncode == 130, output[-3000:]
+    assert "Stopping now" in output and "None" not in output

@@ -40,11 +40,11 @@ def small_disk(tmp_path: Path):
 def fill(disk: Path) -> Path:
     """Write a file until the disk has no space left."""
     ballast = disk / "ballast"
-    with open(ballast, "wb") as handle:
+    # Unbuffered: closing the file must not try again to write what did not fit.
+    with open(ballast, "wb", buffering=0) as handle:
         try:
             while True:
                 handle.write(b"\0" * 65536)
-                handle.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
     return ballast

@@ -116,7 +116,7 @@ class GracefulStop(ConsoleCallback):
                 continue
             self._stalled.add(trial.trial_id)
             slowest = self._slowest.get(trial.trial_id)
-            known = f"its slowest so far took {slowest:.0f} s" if slowest else "none finished yet"
+            known = f"its slowest so far took {slowest:.1f} s" if slowest else "none finished yet"
             self._say(
                 f"[yellow]watchdog:[/] {trial} has been in one iteration for "
                 f"{waited:.0f} s ({known}): its env or learner may be stuck (an env that fails "

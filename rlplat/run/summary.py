@@ -262,8 +262,8 @@ def print_summary(summary: RunSummary, console: Console) -> None:
             console.print(
                 f"    env crashes (episodes dropped): {trial.env_crashes}", highlight=False
             )
-        console.print(f"    best checkpoint: {trial.best_checkpoint}", highlight=False)
-        console.print(f"    last checkpoint: {trial.last_checkpoint}", highlight=False)
+        console.print(f"    best checkpoint: {trial.best_checkpoint or 'none'}", highlight=False)
+        console.print(f"    last checkpoint: {trial.last_checkpoint or 'none'}", highlight=False)
     console.print("Next:", highlight=False)
     if any(trial.best_checkpoint for trial in summary.trials):
         console.print(
