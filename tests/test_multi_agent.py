@@ -119,7 +119,7 @@ ERROR_CASES = {
         lambda t: replace(
             t, "kwargs: {N: 3", "wrappers: [{frame_stack_v1: {stack_size: 0}}]\n  kwargs: {N: 3"
         ),
-        ["key 'env'", "failed on reset", "could not broadcast"],
+        ["key 'env'", "failed: reset() raised", "could not broadcast"],
     ),
     "Gymnasium wrapper on a PettingZoo env": (
         SPREAD,

@@ -37,6 +37,10 @@ class ContractBroken(Exception):
     """The env broke its API's contract; ``str()`` says how, in one sentence."""
 
 
+class EnvRaised(ContractBroken):
+    """The env raised while being reset or stepped."""
+
+
 def check_contract(env: Any, *, steps: int = RANDOM_STEPS) -> None:
     """Reset ``env`` and take ``steps`` random steps; raise ``ContractBroken`` at the first
     value Gymnasium or PettingZoo forbid. ``env`` is single-agent (``gym.Env``) or RLlib's
@@ -68,13 +72,16 @@ def _describe(exc: Exception) -> str:
 
 
 def _random_episodes(env: Any, steps: int, api: _SingleAgent | _MultiAgent) -> None:
+    spaces = env.action_spaces.values() if is_multi_agent(env) else [env.action_space]
+    for index, space in enumerate(spaces):
+        space.seed(index)  # the same actions, and so the same report, every time
     observations = api.reset(env, seed=0)
     for step in range(1, steps + 1):
         actions = api.random_actions(env, observations)
         try:
             result = env.step(actions)
         except Exception as exc:  # noqa: BLE001 - the env's own failure, reported as such
-            raise ContractBroken(
+            raise EnvRaised(
                 f"step() raised {_describe(exc)} (random actions, step {step} after reset)"
             ) from None
         observations, done = api.check_step(env, result)
@@ -176,7 +183,7 @@ def _call(method: Any, name: str, **kwargs: Any) -> Any:
     try:
         return method(**kwargs)
     except Exception as exc:  # noqa: BLE001 - the env's own failure, reported as such
-        raise ContractBroken(f"{name}() raised {_describe(exc)}") from None
+        raise EnvRaised(f"{name}() raised {_describe(exc)}") from None
 
 
 def _returned(value: Any) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from rlplat.environments.contract import ContractBroken, check_contract
+from rlplat.environments.contract import ContractBroken, EnvRaised, check_contract
 from rlplat.environments.pettingzoo import is_multi_agent, is_pettingzoo, to_multi_agent_env
 from rlplat.environments.wrappers import WrapperProblem, apply_chain, resolve_chain
 from rlplat.errors import ConfigError, allowed_list, did_you_mean
@@ -132,10 +132,10 @@ def check_env(
     except ContractBroken as exc:
         env.close()
         api = "PettingZoo's" if is_multi_agent(env) else "Gymnasium's"
+        what = "failed" if isinstance(exc, EnvRaised) else f"breaks {api} API"
         raise ConfigError(
-            f"the environment {spec.label!r}{_built_with(spec)} (with its wrappers) breaks "
-            f"{api} API: {str(exc).rstrip('.')}. Fix the env, or set env.check: false to skip "
-            "this check.",
+            f"the environment {spec.label!r}{_built_with(spec)} (with its wrappers) {what}: "
+            f"{str(exc).rstrip('.')}. Fix the env, or set env.check: false to skip this check.",
             location=locate("env"),
             key="env",
         ) from None
