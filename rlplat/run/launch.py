@@ -21,7 +21,7 @@ from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
 from rlplat.callbacks.videos import TrainingVideos
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
 from rlplat.cluster.connect import start_ray
-from rlplat.cluster.placement import cluster_nodes, local_machine
+from rlplat.cluster.placement import Node, cluster_nodes, local_machine
 from rlplat.errors import UserError
 from rlplat.experiment.load import LoadedExperiment, load_experiment
 from rlplat.experiment.schema import Experiment, TuneSpec
@@ -60,11 +60,15 @@ def train(
     """Run the experiment through Ray Tune (one trial, or the search its ``tune`` section and
     spaces declare) and summarise it."""
     console = console or Console()
+    code = project_code(loaded.experiment.env.user_modules)
     if address is None and "RAY_ADDRESS" not in os.environ and not ray.is_initialized():
-        # An embedded Ray would take this machine: refuse what cannot run before starting it.
-        refuse_if_impossible(prepare(loaded, local_machine()))
-    start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
-    run = prepare_on_cluster(loaded, console)
+        # An embedded Ray takes this machine as it is: plan on it (and refuse what cannot run
+        # there) before paying for Ray's start.
+        run = prepare_on_cluster(loaded, console, local_machine())
+        start_ray(None, verbose, code)
+    else:
+        start_ray(address, verbose, code)
+        run = prepare_on_cluster(loaded, console, cluster_nodes())
     exp = run.experiment
     tune_spec = exp.tune or TuneSpec()
     run_dir = create_run_dir(Path(exp.output_dir).resolve() / exp.name)
@@ -128,7 +132,7 @@ def resume(
         )
     loaded = load_experiment(run_dir / RESOLVED_EXPERIMENT)
     start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
-    run = prepare_on_cluster(loaded, console)
+    run = prepare_on_cluster(loaded, console, cluster_nodes())
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     _quiet_tune_output(run.experiment)
     remove_partial_files(run_dir)
@@ -143,10 +147,12 @@ def resume(
     return _fit(tuner, run, run_dir, console)
 
 
-def prepare_on_cluster(loaded: LoadedExperiment, console: Console) -> PreparedRun:
-    """Prepare the run on the connected cluster's nodes (resource preferences resolved); refuse
-    a trial no node set can hold (Tune would keep it PENDING forever)."""
-    run = prepare(loaded, cluster_nodes())
+def prepare_on_cluster(
+    loaded: LoadedExperiment, console: Console, nodes: list[Node]
+) -> PreparedRun:
+    """Prepare the run on the cluster's ``nodes`` (resource preferences resolved); refuse a
+    trial no node set can hold (Tune would keep it PENDING forever)."""
+    run = prepare(loaded, nodes)
     refuse_if_impossible(run)
     for line in [choice.describe() for choice in run.choices] + [storage_note(run)]:
         if line:
