@@ -53,7 +53,16 @@ def experiment(write_yaml, tmp_path: Path, resources: str, *overrides: str):
 
 
 def train_and_locate(loaded) -> tuple[object, list[str]]:
-    """Train; return the summary and the node id of each env runner actor the run created."""
+    """Train; return the summary and the node id of each env runner actor the run created.
+
+    Waits first until the env runners of earlier runs are gone: Ray frees their resources only
+    then, and SPREAD is best effort (a node still holding a dying runner's npu is passed over).
+    """
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(
+        actor.state != "DEAD" for actor in runner_actors().values()
+    ):
+        time.sleep(0.5)
     before = set(runner_actors())
     summary = train(loaded, console=Console(quiet=True))
     new = [actor for actor_id, actor in runner_actors().items() if actor_id not in before]
