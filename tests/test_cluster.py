@@ -55,13 +55,18 @@ def experiment(write_yaml, tmp_path: Path, resources: str, *overrides: str):
 def train_and_locate(loaded) -> tuple[object, list[str]]:
     """Train; return the summary and the node id of each env runner actor the run created.
 
-    Waits first until the env runners of earlier runs are gone: Ray frees their resources only
-    then, and SPREAD is best effort (a node still holding a dying runner's npu is passed over).
+    Waits first until the cluster is idle (every CPU and npu free again): Ray frees the
+    resources of earlier runs' actors some time after they end, and SPREAD is best effort (it
+    packs bundles onto the nodes that have room at that moment).
     """
+    import ray
+
+    def busy() -> bool:
+        free, total = ray.available_resources(), ray.cluster_resources()
+        return any(free.get(name, 0.0) < total[name] for name in ("CPU", "npu"))
+
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and any(
-        actor.state != "DEAD" for actor in runner_actors().values()
-    ):
+    while busy() and time.monotonic() < deadline:
         time.sleep(0.5)
     before = set(runner_actors())
     summary = train(loaded, console=Console(quiet=True))
