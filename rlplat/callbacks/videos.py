@@ -53,7 +53,7 @@ class TrainingVideos(Callback):
         try:
             for index in range(video.episodes):
                 episode = run_episode(
-                    policy,
+                    policy.actor(),
                     env,
                     seed=(experiment.seed or 0) + index,
                     explore=False,

@@ -112,7 +112,7 @@ def evaluate(
     try:
         for index in range(options.episodes):
             result = run_episode(
-                policy,
+                actor,
                 env,
                 seed=options.seed + index,
                 explore=options.explore,

@@ -100,6 +100,10 @@ class Policy:
             mapping=mapping,
         )
 
+    def actor(self) -> CheckpointActor:
+        """This policy as a ``rollout.Actor``."""
+        return CheckpointActor(self)
+
     @torch.inference_mode()
     def act(
         self, episode: SingleAgentEpisode | MultiAgentEpisode, explore: bool, shared_data: dict
@@ -139,6 +143,63 @@ class Policy:
             for agent, value in by_agent[0].items():
                 extra.setdefault(agent, {})[column] = value
         return env_action, action, extra
+
+
+class CheckpointActor:
+    """A restored policy playing episodes as RLlib's env runners do (see ``rollout.Actor``):
+    the episode it keeps is what the connectors read (filters, frame stacks, recurrent state)."""
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        self.multi_agent = policy.multi_agent
+        self.mapping = policy.mapping
+        self._pending: tuple[Any, dict[str, Any]] = (None, {})
+
+    def reset(self, env: Any, observation: Any, info: Any, seed: int) -> None:
+        torch.manual_seed(seed)
+        self.shared_data: dict[str, Any] = {}
+        if self.multi_agent:
+            self.episode: Any = MultiAgentEpisode(
+                observation_space=env.observation_space,
+                action_space=env.action_space,
+                agent_to_module_mapping_fn=self.mapping,
+            )
+            self.episode.add_env_reset(observations=observation, infos=info)
+        else:
+            self.episode = SingleAgentEpisode(
+                observation_space=env.observation_space, action_space=env.action_space
+            )
+            self.episode.add_env_reset(observation=observation, infos=info)
+
+    def act(self, observation: Any, explore: bool) -> Any:
+        env_action, action, extra = self.policy.act(self.episode, explore, self.shared_data)
+        self._pending = (action, extra)
+        return env_action
+
+    def observe(
+        self, observation: Any, reward: Any, terminated: Any, truncated: Any, info: Any
+    ) -> None:
+        action, extra = self._pending
+        if self.multi_agent:
+            self.episode.add_env_step(
+                observations=observation,
+                actions=action,
+                rewards=reward,
+                infos=info,
+                terminateds=terminated,
+                truncateds=truncated,
+                extra_model_outputs=extra,
+            )
+        else:
+            self.episode.add_env_step(
+                observation=observation,
+                action=action,
+                reward=reward,
+                infos=info,
+                terminated=bool(terminated),
+                truncated=bool(truncated),
+                extra_model_outputs=extra,
+            )
 
 
 def _restore(kind: Any, checkpoint: Path, path: Path, what: str) -> Any:

@@ -1,19 +1,43 @@
-"""Roll a restored policy out in one environment, one seeded episode at a time."""
+"""Roll a policy out in one environment, one seeded episode at a time.
+
+The policy is an :class:`Actor`: a checkpoint's RLModule with its connectors
+(:class:`rlplat.policy.restore.CheckpointActor`) or an ONNX export
+(:class:`rlplat.policy.exported.ExportActor`). This module imports neither torch nor Ray, so
+evaluating an export needs neither.
+"""
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-import torch
-from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
-from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rlplat.environments.team import AGENT_REWARDS
-from rlplat.policy.restore import Policy
+
+
+class Actor(Protocol):
+    """Chooses the env's actions for one episode at a time.
+
+    Multi-agent envs: observations and actions are dicts by agent (the agents whose turn it is).
+    """
+
+    multi_agent: bool
+    mapping: Callable[[str], Any] | None  # agent -> policy id (multi-agent), else None
+
+    def reset(self, env: Any, observation: Any, info: Any, seed: int) -> None:
+        """A new episode starts with ``observation``."""
+
+    def act(self, observation: Any, explore: bool) -> Any:
+        """The env action for ``observation`` (the latest one passed to reset or observe)."""
+
+    def observe(
+        self, observation: Any, reward: Any, terminated: Any, truncated: Any, info: Any
+    ) -> None:
+        """The env stepped with the action ``act`` returned last."""
 
 
 @dataclass
@@ -33,78 +57,64 @@ class EpisodeResult:
     returns_before: list[float] = field(default_factory=list, repr=False)
 
 
+Watch = Callable[[Any, Any], None]  # (observation, env action) at every step
+
+
 def run_episode(
-    policy: Policy,
+    actor: Actor,
     env: Any,
     *,
     seed: int,
     explore: bool,
     capture_frames: bool = False,
     max_steps: int | None = None,
+    shadows: list[Actor] = (),
+    watch: Watch | None = None,
 ) -> EpisodeResult:
-    """Play one episode; the same seed gives the same episode (greedy or sampled)."""
+    """Play one episode; the same seed gives the same episode (greedy or sampled).
+
+    ``shadows`` see the same observations and follow the episode without acting (``watch``
+    gets each observation with the action taken; parity checks compare the shadows' choices).
+    """
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
     observation, info = env.reset(seed=seed)
-    if policy.multi_agent:
-        episode: Any = MultiAgentEpisode(
-            observation_space=env.observation_space,
-            action_space=env.action_space,
-            agent_to_module_mapping_fn=policy.mapping,
-        )
-        episode.add_env_reset(observations=observation, infos=info)
-    else:
-        episode = SingleAgentEpisode(
-            observation_space=env.observation_space, action_space=env.action_space
-        )
-        episode.add_env_reset(observation=observation, infos=info)
-    shared_data: dict[str, Any] = {}
+    for each in (actor, *shadows):
+        each.reset(env, observation, info, seed)
     result = EpisodeResult(seed=seed, episode_return=0.0, length=0, truncated=False)
     # Every agent listed, in the env's order, even if it never scores.
-    if policy.multi_agent:
+    if actor.multi_agent:
         result.agent_returns = dict.fromkeys(env.possible_agents, 0.0)
     elif hasattr(env, "members"):  # a team env (QMIX)
         result.agent_returns = dict.fromkeys(env.members, 0.0)
-    while not episode.is_done:
+    done = False
+    while not done:
         if capture_frames:
             result.frames.append(env.render())
             result.returns_before.append(result.episode_return)
-        env_action, action, extra = policy.act(episode, explore, shared_data)
-        observation, reward, terminated, truncated, info = env.step(env_action)
+        action = actor.act(observation, explore)
+        if watch is not None:
+            watch(observation, action)
+        observation, reward, terminated, truncated, info = env.step(action)
         result.length += 1
         cut = max_steps is not None and result.length >= max_steps
-        if policy.multi_agent:
+        if actor.multi_agent:
             for agent, value in reward.items():
                 result.agent_returns[agent] = result.agent_returns.get(agent, 0.0) + float(value)
             result.episode_return = sum(result.agent_returns.values())
             if cut:
                 truncated = {**truncated, "__all__": True}
-            episode.add_env_step(
-                observations=observation,
-                actions=action,
-                rewards=reward,
-                infos=info,
-                terminateds=terminated,
-                truncateds=truncated,
-                extra_model_outputs=extra,
-            )
-            terminated, truncated = terminated.get("__all__", False), truncated["__all__"]
+            ended, was_cut = terminated.get("__all__", False), truncated["__all__"]
         else:
             result.episode_return += float(reward)
             for agent, value in info.get(AGENT_REWARDS, {}).items():  # a team env's members
                 result.agent_returns[agent] = result.agent_returns.get(agent, 0.0) + value
             truncated = bool(truncated) or cut
-            episode.add_env_step(
-                observation=observation,
-                action=action,
-                reward=reward,
-                infos=info,
-                terminated=bool(terminated),
-                truncated=truncated,
-                extra_model_outputs=extra,
-            )
-        result.truncated = bool(truncated) and not terminated
+            ended, was_cut = bool(terminated), truncated
+        for each in (actor, *shadows):
+            each.observe(observation, reward, terminated, truncated, info)
+        done = bool(ended) or bool(was_cut)
+        result.truncated = bool(was_cut) and not ended
     return result
 
 

@@ -1,0 +1,357 @@
+"""``rlplat export``: a checkpoint's policy as ONNX files, a manifest and a parity certificate.
+
+    <out>/policy.onnx        one graph per policy (multi-agent: <policy_id>.onnx)
+    <out>/policy.json        the manifest: env recipe, spaces, agent -> policy, inputs and
+                             outputs, the checkpoint and its training metrics, versions
+    <out>/parity.json        the certificate (rlplat.export.parity)
+    <out>/experiment.yaml    the run's resolved experiment (rlplat eval rebuilds the env from it)
+
+Everything is written into a hidden sibling directory first and renamed into place at the end,
+so an ``<out>`` that exists is never touched (the export gets the next free sibling name) and an
+export that failed half-way leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import onnx
+import torch
+
+from rlplat.algorithms.registry import is_team_algorithm
+from rlplat.checkpoints import RESOLVED_EXPERIMENT, find_checkpoint
+from rlplat.environments.team import TEAM_SETTINGS
+from rlplat.errors import RlplatError, UserError
+from rlplat.experiment.load import load_experiment
+from rlplat.export.graph import GraphParts, Unsupported, build_graph
+from rlplat.export.parity import Certificate, certify
+from rlplat.export.qmix import agent_graph
+from rlplat.policy.exported import export_actor
+from rlplat.policy.restore import Policy
+from rlplat.rllib.env_creator import rebuild_env
+from rlplat.rllib.modules import UniformRandomModule
+from rlplat.rllib.multi_agent import PolicyMapping, mapping_for
+from rlplat.runtime import FORMAT, MANIFEST
+from rlplat.util.atomic import write_atomic
+from rlplat.util.paths import new_path
+from rlplat.util.versions import versions
+
+OPSET = 17
+PARITY = "parity.json"
+DEFAULT_TOLERANCE = 1e-4
+
+
+class ParityFailed(RlplatError):
+    """The export does not act like the checkpoint (exit 1)."""
+
+
+@dataclass
+class ExportOptions:
+    out: Path | None = None  # default: exported/<experiment name>
+    episodes: int = 10
+    seed: int = 0
+    tolerance: float = DEFAULT_TOLERANCE  # continuous actions agree within this
+    min_agreement: float = 1.0
+    verify: bool = True
+    last: bool = False
+
+
+@dataclass
+class ExportReport:
+    directory: Path
+    checkpoint: Path
+    files: list[str]
+    certificate: Certificate | None
+    seconds: float
+
+
+def check_options(options: ExportOptions) -> None:
+    if options.episodes < 1:
+        raise UserError(f"--episodes must be at least 1, got {options.episodes}.")
+    if options.tolerance < 0:
+        raise UserError(f"--tolerance must be 0 or more, got {options.tolerance}.")
+    if not 0.0 <= options.min_agreement <= 1.0:
+        raise UserError(f"--min-agreement must be between 0 and 1, got {options.min_agreement}.")
+    out = options.out
+    if out is not None and out.exists() and not out.is_dir():
+        raise UserError(
+            f"--out {out} is a file; give a directory path (it is created, or, if it exists, the "
+            "export goes into a new sibling such as "
+            f"{out.name}-1)."
+        )
+
+
+def export(
+    path: Path, options: ExportOptions, *, say: Callable[[str], None] = print
+) -> ExportReport:
+    """Export the checkpoint ``path`` designates (a checkpoint, trial, run or experiment dir)."""
+    start = time.perf_counter()
+    check_options(options)
+    picked = find_checkpoint(path, last=options.last)
+    say(f"Checkpoint: {picked.path}\n  ({picked.why})")
+    experiment_file = picked.experiment_file
+    if experiment_file is None:
+        raise UserError(
+            f"no experiment.yaml next to {picked.path} or in its run directory, so its "
+            "environment and policy mapping are unknown. Copy the run's experiment.yaml into the "
+            "checkpoint directory."
+        )
+    experiment = load_experiment(experiment_file).experiment
+    team = is_team_algorithm(experiment.algorithm)
+    env = _env_or_none(experiment, experiment_file, options.verify or team)
+    mapping = mapping_for(experiment, env) if env is not None else _mapping_without_env(
+        experiment, picked.path
+    )
+    policy = Policy.from_checkpoint(picked.path, mapping)
+    graphs = _graphs(policy, env, team)
+    out = options.out or Path("exported") / experiment.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        files = {pid: _write_onnx(parts, staging / _file_name(pid, policy)) for pid, parts in
+                 graphs.items() if parts is not None}
+        shutil.copyfile(experiment_file, staging / RESOLVED_EXPERIMENT)
+        manifest = _manifest(experiment, picked, policy, graphs, files, team, env)
+        manifest["verified"] = False
+        write_atomic(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        certificate = None
+        if options.verify:
+            say(f"Parity: {options.episodes} seeded episode(s) with the checkpoint, then with "
+                "the ONNX export...")
+            certificate = certify(
+                policy.actor(),
+                export_actor(staging, manifest),
+                env,
+                episodes=options.episodes,
+                seed=options.seed,
+                tolerance=options.tolerance,
+                min_agreement=options.min_agreement,
+                skip_agents=_random_agents(manifest),
+                not_compared=[f"{pid} (random)" for pid, parts in graphs.items() if parts is None],
+            )
+            parity = certificate.to_json()
+        else:
+            parity = {"verified": False, "reason": "exported with --no-verify"}
+        manifest["verified"] = bool(certificate and certificate.passed)
+        write_atomic(staging / PARITY, json.dumps(parity, indent=2) + "\n")
+        write_atomic(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        directory = new_path(out.parent, out.name, make_dir=True)
+        os.replace(staging, directory)  # onto the empty directory just claimed
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if env is not None:
+            env.close()
+    report = ExportReport(
+        directory=directory,
+        checkpoint=picked.path,
+        files=sorted(p.name for p in directory.iterdir()),
+        certificate=certificate,
+        seconds=time.perf_counter() - start,
+    )
+    if certificate is not None and not certificate.passed:
+        raise ParityFailed(parity_failure(report))
+    return report
+
+
+def parity_failure(report: ExportReport) -> str:
+    cert = report.certificate
+    first = cert.first_disagreement or {}
+    return (
+        f"the export in {report.directory} does not act like the checkpoint {report.checkpoint}: "
+        f"the actions agree on {cert.agreement:.2%} of {cert.compared_actions} visited "
+        f"observations (needed: {cert.min_agreement:.2%}; continuous actions within "
+        f"{cert.tolerance:g}, largest difference {cert.max_abs_diff:.3g}). First difference: "
+        f"{json.dumps(first)}. The files are kept for inspection (parity.json); do not deploy "
+        "them. --tolerance and --min-agreement loosen the test."
+    )
+
+
+def _env_or_none(experiment: Any, source: Path, needed: bool) -> Any:
+    try:
+        return rebuild_env(experiment, None, source)
+    except UserError as exc:
+        if needed:
+            raise UserError(
+                f"{exc} The parity episodes need the environment: install what it needs, or "
+                "export with --no-verify (no certificate; the manifest says so)."
+            ) from None
+        return None
+
+
+def _mapping_without_env(experiment: Any, checkpoint: Path) -> PolicyMapping | None:
+    from rlplat.policy.restore import MODULES_DIR  # noqa: PLC0415 - one constant
+
+    modules = checkpoint / MODULES_DIR
+    single = (modules / "default_policy").is_dir()
+    if single:
+        return None
+    policies = experiment.multi_agent.policies if experiment.multi_agent else "shared"
+    return PolicyMapping(policies)
+
+
+def _graphs(policy: Policy, env: Any, team: bool) -> dict[str, GraphParts | None]:
+    """The acting graph of every policy (None for a random policy, which has no network)."""
+    if team:
+        return {"default_policy": agent_graph(policy.module, env)}
+    spaces_in = policy.env_to_module.input_observation_space
+    actions_in = policy.env_to_module.input_action_space
+    if not policy.multi_agent:
+        return {
+            "default_policy": build_graph(
+                policy.module, spaces_in, actions_in, policy.env_to_module, policy.module_to_env
+            )
+        }
+    graphs: dict[str, GraphParts | None] = {}
+    for agent in spaces_in.spaces:
+        pid = policy.mapping(agent)
+        if pid in graphs or pid is None:
+            continue
+        module = policy.module[pid]
+        if isinstance(module, UniformRandomModule):
+            graphs[pid] = None
+            continue
+        graphs[pid] = build_graph(
+            module,
+            spaces_in[agent],
+            actions_in[agent],
+            policy.env_to_module,
+            policy.module_to_env,
+            agent=agent,
+        )
+    return graphs
+
+
+def _file_name(policy_id: str, policy: Policy) -> str:
+    return f"{policy_id}.onnx" if policy.multi_agent else "policy.onnx"
+
+
+def _write_onnx(parts: GraphParts, path: Path) -> str:
+    """Export the graph with batch as the dynamic first axis; check it with onnx's full checker."""
+    examples = tuple(
+        torch.zeros((2, *entry.shape), dtype=torch.float32) for entry in parts.inputs
+    )
+    names = [entry.name for entry in parts.inputs]
+    outputs = [name for name, _, _ in parts.outputs]
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        # The TorchScript exporter: torch.export (dynamo=True) cannot trace RLlib's modules
+        # (their forward passes branch on Python dicts of columns).
+        torch.onnx.export(
+            parts.graph,
+            examples,
+            str(path),
+            input_names=names,
+            output_names=outputs,
+            dynamic_axes={name: {0: "batch"} for name in [*names, *outputs]},
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    model = onnx.load(str(path))
+    onnx.checker.check_model(model, full_check=True)
+    return path.name
+
+
+def _random_agents(manifest: dict[str, Any]) -> set[str]:
+    random = {pid for pid, spec in manifest["policies"].items() if spec["kind"] == "random"}
+    return {agent for agent, pid in (manifest.get("agents") or {}).items() if pid in random}
+
+
+def _space_text(space: Any) -> Any:
+    if hasattr(space, "spaces") and isinstance(space.spaces, dict):
+        return {str(key): _space_text(sub) for key, sub in space.spaces.items()}
+    return str(space)
+
+
+def _manifest(
+    experiment: Any,
+    picked: Any,
+    policy: Policy,
+    graphs: dict[str, GraphParts | None],
+    files: dict[str, str],
+    team: bool,
+    env: Any,
+) -> dict[str, Any]:
+    policies: dict[str, Any] = {}
+    for pid, parts in graphs.items():
+        if parts is None:
+            action_space = _action_space_of(policy, pid)
+            from rlplat.export.graph import describe_action  # noqa: PLC0415
+
+            policies[pid] = {
+                "kind": "random",
+                "action": describe_action(action_space),
+                "observation_keys": list(getattr(policy.module[pid].observation_space, "spaces",
+                                                 {}) or []),
+                "note": "uniformly random among the legal actions; no network",
+            }
+            continue
+        policies[pid] = {
+            "kind": "onnx",
+            "file": files[pid],
+            "opset": OPSET,
+            "inputs": [entry.manifest() for entry in parts.inputs],
+            "outputs": [
+                {"name": name, "dtype": dtype, "shape": ["batch", *shape]}
+                for name, dtype, shape in parts.outputs
+            ],
+            "action": parts.action,
+            "state": parts.state,
+            "frame_stack": {"num_frames": parts.frame_stack} if parts.frame_stack else None,
+        }
+    if team:
+        agents = dict.fromkeys(env.members, "default_policy")
+    elif policy.multi_agent:
+        agents = {
+            str(agent): policy.mapping(agent)
+            for agent in policy.env_to_module.input_observation_space.spaces
+        }
+    else:
+        agents = None
+    info = picked.info
+    return {
+        "format": FORMAT,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "experiment": {"name": experiment.name, "algorithm": experiment.algorithm,
+                       "seed": experiment.seed, "file": RESOLVED_EXPERIMENT},
+        "env": {
+            "label": experiment.env.label,
+            "recipe": experiment.env.model_dump(mode="json"),
+            "team": {key: experiment.training[key] for key in TEAM_SETTINGS
+                     if key in experiment.training} if team else None,
+            "observation_space": _space_text(policy.env_to_module.input_observation_space),
+            "action_space": _space_text(policy.env_to_module.input_action_space),
+        },
+        "multi_agent": agents is not None,
+        "team": team,
+        "agents": agents,
+        "policies": policies,
+        "checkpoint": {"path": str(picked.path), "picked": picked.why},
+        "training": {k: v for k, v in vars(info).items()} if info else None,
+        "versions": {**versions(), **_export_versions()},
+    }
+
+
+def _action_space_of(policy: Policy, pid: str) -> Any:
+    return policy.module[pid].action_space
+
+
+def _export_versions() -> dict[str, str]:
+    found = {}
+    for package in ("onnx", "onnxruntime"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found

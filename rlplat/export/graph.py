@@ -1,0 +1,384 @@
+"""A policy's whole acting path as one torch module, ready for ``torch.onnx.export``.
+
+An exported graph takes the observation exactly as the environment (after the experiment's
+wrappers) returns it and gives the action the env runners would have sent to the env:
+
+    env observation ─> pure env-to-module connector pieces ─> RLModule.forward_inference
+                    ─> greedy action of the module's action distribution ─> unsquash / clip
+
+RLlib's pipelines are read piece by piece: structural pieces (batching, tensors, agent mapping)
+need nothing, pure functions (``MeanStdFilter`` with its frozen statistics, ``FlattenObservations``)
+become graph ops, RLlib's frame stacking is left to the runtime (it needs the previous
+observations), and any other piece is refused: a graph that silently skipped a piece would act
+differently from the checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from ray.rllib.core.columns import Columns
+from torch import nn
+from torch.nn import functional as F
+
+from rlplat.environments.pettingzoo import ACTION_MASK
+from rlplat.errors import UserError
+
+# Pieces that only move data around (batch, time rank, tensors, agents <-> modules).
+STRUCTURAL_ENV_TO_MODULE = {
+    "AddObservationsFromEpisodesToBatch",
+    "AddTimeDimToBatchAndZeroPad",
+    "AddStatesFromEpisodesToBatch",
+    "AgentToModuleMapping",
+    "BatchIndividualItems",
+    "NumpyToTensor",
+}
+STRUCTURAL_MODULE_TO_ENV = {
+    "GetActions",  # the greedy action: done in the graph from the module's distribution
+    "TensorToNumpy",
+    "UnBatchToIndividualItems",
+    "ModuleToAgentUnmapping",
+    "RemoveSingleTsTimeRankFromBatch",
+    "ListifyDataForVectorEnv",
+}
+FRAME_STACK = "FrameStackingEnvToModule"
+
+
+class Unsupported(UserError):
+    """The policy has a part the ONNX export cannot reproduce exactly."""
+
+
+@dataclass
+class Input:
+    """One graph input: its name, where it comes from in the env's observation, its shape."""
+
+    name: str
+    path: list[str | int] | None  # None: not part of the observation (an argument of act)
+    shape: tuple[int, ...]
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "shape": ["batch", *self.shape],
+            "dtype": "float32",
+        }
+
+
+@dataclass
+class GraphParts:
+    """What ``build_graph`` found; ``graph`` maps the inputs, in order, to the outputs."""
+
+    graph: nn.Module
+    inputs: list[Input]
+    outputs: list[tuple[str, str, tuple[int, ...]]]  # (name, dtype, shape without batch)
+    action: dict[str, Any]
+    frame_stack: int = 0
+    state: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def observation_inputs(space: gym.Space) -> list[Input]:
+    """The graph inputs of an observation space: ``obs``, or one per leaf of a Dict/Tuple
+    (``obs.<key>``); an ``action_mask`` entry next to one observation becomes ``action_mask``."""
+    if isinstance(space, gym.spaces.Dict) and ACTION_MASK in space.spaces and len(space) == 2:
+        (key,) = (k for k in space.spaces if k != ACTION_MASK)
+        return [
+            Input("obs", [key], _shape(space[key])),
+            Input(ACTION_MASK, [ACTION_MASK], _shape(space[ACTION_MASK])),
+        ]
+    leaves: list[Input] = []
+
+    def walk(sub: gym.Space, path: list[str | int]) -> None:
+        if isinstance(sub, gym.spaces.Dict):
+            for key, child in sub.spaces.items():
+                walk(child, [*path, key])
+        elif isinstance(sub, gym.spaces.Tuple):
+            for index, child in enumerate(sub.spaces):
+                walk(child, [*path, index])
+        else:
+            name = ".".join(["obs", *map(str, path)])
+            leaves.append(Input(name, path, _shape(sub)))
+
+    walk(space, [])
+    return leaves
+
+
+def _shape(space: gym.Space) -> tuple[int, ...]:
+    if isinstance(space, (gym.spaces.Box, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)):
+        return tuple(int(d) for d in space.shape)
+    if isinstance(space, gym.spaces.Discrete):
+        return ()
+    raise Unsupported(f"observations of type {type(space).__name__} cannot be graph inputs")
+
+
+def _rebuild(space: gym.Space, leaves: list[torch.Tensor], inputs: list[Input]) -> Any:
+    """The observation structure RLlib gives the module, from the graph's leaf inputs."""
+    if len(inputs) == 1 and not inputs[0].path:
+        return leaves[0]
+    nested: dict[Any, Any] = {}
+    for tensor, entry in zip(leaves, inputs, strict=True):
+        target = nested
+        for key in entry.path[:-1]:
+            target = target.setdefault(key, {})
+        target[entry.path[-1]] = tensor
+    return _as_space_structure(space, nested)
+
+
+def _as_space_structure(space: gym.Space, nested: Any) -> Any:
+    if isinstance(space, gym.spaces.Dict):
+        return {key: _as_space_structure(space[key], nested[key]) for key in space.spaces}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_as_space_structure(s, nested[i]) for i, s in enumerate(space.spaces))
+    return nested
+
+
+def flatten_tensor(space: gym.Space, value: Any) -> torch.Tensor:
+    """``gymnasium.spaces.flatten`` on a batch, in torch (one-hot for Discrete)."""
+    if isinstance(space, gym.spaces.Box | gym.spaces.MultiBinary):
+        return value.reshape(value.shape[0], -1).float()
+    if isinstance(space, gym.spaces.Discrete):
+        return F.one_hot(value.long() - int(space.start), int(space.n)).float()
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        columns = value.reshape(value.shape[0], -1).long()
+        return torch.cat(
+            [F.one_hot(columns[:, i], int(n)).float() for i, n in enumerate(space.nvec.flat)],
+            dim=-1,
+        )
+    if isinstance(space, gym.spaces.Dict):
+        return torch.cat([flatten_tensor(space[k], value[k]) for k in space.spaces], dim=-1)
+    if isinstance(space, gym.spaces.Tuple):
+        return torch.cat([flatten_tensor(s, value[i]) for i, s in enumerate(space.spaces)], -1)
+    raise Unsupported(f"cannot flatten observations of type {type(space).__name__}")
+
+
+class Normalize(nn.Module):
+    """RLlib's ``MeanStdFilter`` with frozen statistics: (x - mean) / (std + 1e-8), clipped."""
+
+    def __init__(self, mean: np.ndarray, std: np.ndarray, demean: bool, destd: bool, clip: Any):
+        super().__init__()
+        from ray.rllib.utils.filter import SMALL_NUMBER  # noqa: PLC0415 - one constant
+
+        self.register_buffer("mean", torch.as_tensor(mean * demean, dtype=torch.float32))
+        self.register_buffer(
+            "scale", torch.as_tensor(std + SMALL_NUMBER if destd else np.ones_like(std),
+                                     dtype=torch.float32)
+        )
+        self.clip = float(clip) if clip else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = (x - self.mean) / self.scale
+        return x.clamp(-self.clip, self.clip) if self.clip is not None else x
+
+
+class Flatten(nn.Module):
+    def __init__(self, space: gym.Space):
+        super().__init__()
+        self.space = space
+
+    def forward(self, x: Any) -> torch.Tensor:
+        return flatten_tensor(self.space, x)
+
+
+def observation_steps(
+    env_to_module: Any, observation_space: gym.Space, agent: Any
+) -> tuple[list[nn.Module], int]:
+    """The graph ops for the pipeline's pure pieces, and the number of frames the runtime
+    stacks (0: none). ``agent``: the key of per-agent filter statistics (None: single-agent)."""
+    steps: list[nn.Module] = []
+    frames = 0
+    for position, piece in enumerate(env_to_module.connectors):
+        name = type(piece).__name__
+        if name in STRUCTURAL_ENV_TO_MODULE:
+            continue
+        if name == FRAME_STACK:
+            if steps:
+                raise Unsupported(
+                    "frame stacking after another observation connector cannot be exported: "
+                    "the runtime stacks the env's own observations"
+                )
+            frames = int(piece.num_frames)
+        elif name == "MeanStdFilter":
+            steps.append(_frozen_filter(piece, agent))
+        elif name == "FlattenObservations":
+            steps.append(Flatten(piece.input_observation_space))
+        else:
+            raise Unsupported(
+                f"the env-to-module connector {name} (position {position} of the pipeline) has "
+                "no ONNX equivalent in rlplat export; supported: mean_std_filter, frame_stack, "
+                "FlattenObservations and RLlib's default pieces"
+            )
+    return steps, frames
+
+
+def _frozen_filter(piece: Any, agent: Any) -> Normalize:
+    filters = piece._filters or {}
+    if agent not in filters:
+        raise Unsupported(
+            f"the mean_std_filter has no statistics for agent {agent!r} (it keeps them per "
+            "agent, so a policy shared by several agents has no single normalisation)"
+        )
+    obs_filter = filters[agent]
+    stats = obs_filter.running_stats
+    if not hasattr(stats, "mean"):
+        raise Unsupported("a mean_std_filter over Dict or Tuple observations cannot be exported")
+    return Normalize(
+        np.asarray(stats.mean, np.float64),
+        np.asarray(stats.std, np.float64),
+        bool(obs_filter.demean),
+        bool(obs_filter.destd),
+        obs_filter.clip,
+    )
+
+
+def action_step(module_to_env: Any, action_space: gym.Space) -> tuple[nn.Module, dict[str, Any]]:
+    """The graph op for ``NormalizeAndClipActions`` (and a description of the action)."""
+    normalize = clip = False
+    for position, piece in enumerate(module_to_env.connectors):
+        name = type(piece).__name__
+        if name == "NormalizeAndClipActions":
+            normalize, clip = bool(piece.normalize_actions), bool(piece.clip_actions)
+        elif name not in STRUCTURAL_MODULE_TO_ENV:
+            raise Unsupported(
+                f"the module-to-env connector {name} (position {position} of the pipeline) has "
+                "no ONNX equivalent in rlplat export"
+            )
+    return ToEnvAction(action_space, normalize, clip), describe_action(action_space)
+
+
+def describe_action(space: gym.Space) -> dict[str, Any]:
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start), "dtype": "int64"}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "dtype": "int64"}
+    if isinstance(space, gym.spaces.Box):
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "low": space.low.tolist(),
+            "high": space.high.tolist(),
+            "dtype": "float32" if np.issubdtype(space.dtype, np.floating) else "int64",
+        }
+    raise Unsupported(f"actions of type {type(space).__name__} cannot be exported")
+
+
+class ToEnvAction(nn.Module):
+    """What ``NormalizeAndClipActions`` does to a Box action; integer actions become int64."""
+
+    def __init__(self, space: gym.Space, normalize: bool, clip: bool):
+        super().__init__()
+        self.kind = "discrete"
+        if isinstance(space, gym.spaces.Box):
+            self.register_buffer("low", torch.as_tensor(space.low, dtype=torch.float32))
+            self.register_buffer("high", torch.as_tensor(space.high, dtype=torch.float32))
+            floating = np.issubdtype(space.dtype, np.floating)
+            bounded = bool(np.all(space.bounded_below) and np.all(space.bounded_above))
+            if normalize:
+                if floating and bounded:
+                    self.kind = "unsquash"
+                elif not floating:
+                    self.kind = "shift"
+                else:
+                    self.kind = "none"
+            else:
+                self.kind = "clip" if clip else "none"
+            self.floating = floating
+
+    def forward(self, action: torch.Tensor) -> torch.Tensor:
+        if self.kind == "discrete":
+            return action.long()
+        action = action.float()
+        if self.kind == "unsquash":
+            action = self.low + (action + 1.0) * (self.high - self.low) / 2.0
+            action = torch.max(torch.min(action, self.high), self.low)
+        elif self.kind == "shift":
+            action = self.low + action
+        elif self.kind == "clip":
+            action = torch.max(torch.min(action, self.high), self.low)
+        return action if self.floating else action.long()
+
+
+class PolicyGraph(nn.Module):
+    """env observation leaves -> greedy env action (+ the module's action distribution inputs)."""
+
+    def __init__(
+        self,
+        module: nn.Module,
+        observation_space: gym.Space,
+        inputs: list[Input],
+        steps: list[nn.Module],
+        to_env: nn.Module,
+    ):
+        super().__init__()
+        self.module = module
+        self.observation_space = observation_space
+        self.inputs = inputs
+        self.steps = nn.ModuleList(steps)
+        self.to_env = to_env
+
+    def forward(self, *leaves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        obs = _rebuild(self.observation_space, list(leaves), self.inputs)
+        for step in self.steps:
+            obs = step(obs)
+        batch = {Columns.OBS: obs}
+        output = self.module.forward_inference(batch)
+        if Columns.ACTIONS in output:  # the module chooses itself (DQN: argmax over Q)
+            action = output[Columns.ACTIONS]
+            dist_inputs = self.module.compute_q_values(batch)["qf_preds"]
+        else:
+            dist_inputs = output[Columns.ACTION_DIST_INPUTS]
+            dist = self.module.get_inference_action_dist_cls().from_logits(dist_inputs)
+            action = dist.to_deterministic().sample()
+        return self.to_env(action), dist_inputs
+
+
+def build_graph(
+    module: Any,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    env_to_module: Any,
+    module_to_env: Any,
+    agent: Any = None,
+) -> GraphParts:
+    """The acting graph of an RLlib module (PPO, DQN, SAC, masked PPO, ...)."""
+    name = type(module).__name__
+    if module.is_stateful():
+        raise Unsupported(
+            f"the module {name} is recurrent (use_lstm or a custom state); rlplat export "
+            "supports recurrent state for QMIX's agent networks only"
+        )
+    steps, frames = observation_steps(env_to_module, observation_space, agent)
+    to_env, action = action_step(module_to_env, action_space)
+    if frames:
+        stacked = gym.spaces.Box(-np.inf, np.inf, _stacked_shape(observation_space, frames))
+        inputs = [Input("obs", [], stacked.shape)]
+        graph_space: gym.Space = stacked
+    else:
+        inputs = observation_inputs(observation_space)
+        graph_space = observation_space
+    if not hasattr(module, "get_inference_action_dist_cls") and not hasattr(
+        module, "compute_q_values"
+    ):
+        raise Unsupported(f"the module {name} has no action distribution to act greedily with")
+    graph = PolicyGraph(module, graph_space, inputs, steps, to_env).eval()
+    return GraphParts(
+        graph=graph,
+        inputs=inputs,
+        outputs=[("action", action["dtype"], tuple(action.get("shape", [])) or _multi(action)),
+                 ("action_dist_inputs", "float32", ())],
+        action=action,
+        frame_stack=frames,
+    )
+
+
+def _multi(action: dict[str, Any]) -> tuple[int, ...]:
+    return (len(action["nvec"]),) if action["type"] == "MultiDiscrete" else ()
+
+
+def _stacked_shape(space: gym.Space, frames: int) -> tuple[int, ...]:
+    height, width, channels = space.shape
+    return (height, width, channels * frames)

@@ -1,0 +1,148 @@
+"""The parity certificate: does the ONNX export act like the checkpoint?
+
+Seeded episodes are played twice: once with the checkpoint acting (through the same restore and
+connectors as ``rlplat eval``) and once with the export acting (onnxruntime). In both, the other
+one follows the same episode as a shadow and is asked for its action on every observation
+visited, so every visited observation yields a comparison: discrete actions must be equal,
+continuous ones within ``tolerance``. Random policies (``multi_agent.random``) are left out of
+the comparison: their draws come from different generators by design.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlplat.policy.rollout import Actor, Stats, run_episode
+
+
+@dataclass
+class Agreement:
+    """Counts of compared actions and the largest difference seen."""
+
+    tolerance: float
+    compared: int = 0
+    agreed: int = 0
+    max_abs_diff: float = 0.0
+    first_disagreement: dict[str, Any] | None = None
+
+    def add(self, reference: Any, exported: Any, where: dict[str, Any]) -> None:
+        a = np.asarray(reference, dtype=np.float64)
+        b = np.asarray(exported, dtype=np.float64)
+        diff = float(np.max(np.abs(a - b))) if a.shape == b.shape else float("inf")
+        self.compared += 1
+        self.max_abs_diff = max(self.max_abs_diff, diff)
+        if diff <= self.tolerance:
+            self.agreed += 1
+        elif self.first_disagreement is None:
+            self.first_disagreement = {
+                **where,
+                "checkpoint_action": a.tolist(),
+                "onnx_action": b.tolist(),
+            }
+
+    @property
+    def fraction(self) -> float:
+        return self.agreed / self.compared if self.compared else 0.0
+
+
+@dataclass
+class Certificate:
+    passed: bool
+    agreement: float
+    compared_actions: int
+    max_abs_diff: float
+    tolerance: float
+    min_agreement: float
+    episodes: int
+    seeds: list[int]
+    checkpoint_returns: list[float]
+    onnx_returns: list[float]
+    not_compared: list[str] = field(default_factory=list)
+    first_disagreement: dict[str, Any] | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verified": True,
+            "passed": self.passed,
+            "agreement": self.agreement,
+            "compared_actions": self.compared_actions,
+            "max_abs_diff": self.max_abs_diff,
+            "tolerance": self.tolerance,
+            "min_agreement": self.min_agreement,
+            "episodes": self.episodes,
+            "seeds": self.seeds,
+            "checkpoint": {"returns": self.checkpoint_returns,
+                           **vars(Stats.of(self.checkpoint_returns))},
+            "onnx": {"returns": self.onnx_returns, **vars(Stats.of(self.onnx_returns))},
+            "not_compared": self.not_compared,
+            "first_disagreement": self.first_disagreement,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def certify(
+    checkpoint_actor: Actor,
+    export_actor: Actor,
+    env: Any,
+    *,
+    episodes: int,
+    seed: int,
+    tolerance: float,
+    min_agreement: float,
+    skip_agents: set[str] = frozenset(),
+    not_compared: list[str] = (),
+) -> Certificate:
+    """Play ``episodes`` seeded episodes with each actor driving and the other as its shadow."""
+    start = time.perf_counter()
+    agreement = Agreement(tolerance)
+    returns: dict[str, list[float]] = {"checkpoint": [], "onnx": []}
+    for driver_name, driver, shadow in (
+        ("checkpoint", checkpoint_actor, export_actor),
+        ("onnx", export_actor, checkpoint_actor),
+    ):
+        for index in range(episodes):
+            episode_seed = seed + index
+            step = [0]
+
+            def watch(observation: Any, action: Any, shadow: Actor = shadow) -> None:
+                other = shadow.act(observation, False)
+                where = {"driver": driver_name, "seed": episode_seed, "step": step[0]}
+                step[0] += 1
+                checkpoint_action, onnx_action = (
+                    (action, other) if driver_name == "checkpoint" else (other, action)
+                )
+                if isinstance(action, dict):
+                    for agent in action:
+                        if agent not in skip_agents:
+                            agreement.add(
+                                checkpoint_action[agent], onnx_action[agent],
+                                {**where, "agent": agent},
+                            )
+                else:
+                    agreement.add(checkpoint_action, onnx_action, where)
+
+            result = run_episode(
+                driver, env, seed=episode_seed, explore=False, shadows=[shadow], watch=watch
+            )
+            returns[driver_name].append(result.episode_return)
+    fraction = agreement.fraction
+    return Certificate(
+        passed=agreement.compared > 0 and fraction >= min_agreement,
+        agreement=fraction,
+        compared_actions=agreement.compared,
+        max_abs_diff=agreement.max_abs_diff,
+        tolerance=tolerance,
+        min_agreement=min_agreement,
+        episodes=episodes,
+        seeds=list(range(seed, seed + episodes)),
+        checkpoint_returns=returns["checkpoint"],
+        onnx_returns=returns["onnx"],
+        not_compared=list(not_compared),
+        first_disagreement=agreement.first_disagreement,
+        seconds=time.perf_counter() - start,
+    )

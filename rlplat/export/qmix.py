@@ -1,0 +1,139 @@
+"""QMIX, VDN and IQL export as their agent network: decentralised execution, one agent at a time.
+
+The mixer only trains; acting is each agent's greedy action over its legal actions from its own
+observation and memory. The graph takes one agent's observation (as the multi-agent env returns
+it, before the team view flattens it), its action mask when the env has one, and ``state_in``
+(an ``action_mask`` input in any case: all ones when the env has no mask):
+
+    state_in = [GRU hidden (recurrent) | one-hot previous action (obs_last_action)
+                | one-hot agent id (obs_agent_id)]
+
+and returns ``action``, the Q-values as ``action_dist_inputs`` and ``state_out`` in the same
+layout (new hidden state, the action just taken, the same id). The runtime starts every agent
+from zeros with its own id set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rlplat.algorithms.qmix.rl_module import QMIXModule, masked_argmax
+from rlplat.environments.pettingzoo import ACTION_MASK
+from rlplat.export.graph import (
+    GraphParts,
+    Input,
+    Unsupported,
+    _rebuild,
+    describe_action,
+    flatten_tensor,
+    observation_inputs,
+)
+
+
+class AgentGraph(nn.Module):
+    """One agent's step of a QMIX module's agent network."""
+
+    def __init__(
+        self,
+        module: QMIXModule,
+        observation_space: gym.Space,
+        inputs: list[Input],
+        layout: list[dict[str, Any]],
+    ):
+        super().__init__()
+        self.agent = module.agent
+        self.recurrent = module.recurrent
+        self.n_actions = module.n_actions
+        self.observation_space = observation_space
+        self.observation_inputs = [i for i in inputs if i.name not in (ACTION_MASK, "state_in")]
+        self.masked_observation = isinstance(observation_space, gym.spaces.Dict) and (
+            ACTION_MASK in observation_space.spaces
+        )
+        self.layout = {part["name"]: (part["start"], part["size"]) for part in layout}
+
+    def _part(self, state: torch.Tensor, name: str) -> torch.Tensor:
+        start, size = self.layout[name]
+        return state[:, start : start + size]
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        count = len(self.observation_inputs)
+        leaves = list(inputs[:count])
+        mask = inputs[count]
+        state = inputs[-1] if self.layout else None
+        space = self.observation_space
+        if self.masked_observation:
+            obs = flatten_tensor(space[_observation_key(space)], leaves[0])
+        else:
+            obs = flatten_tensor(space, _rebuild(space, leaves, self.observation_inputs))
+        parts = [obs]
+        if "previous_action" in self.layout:
+            parts.append(self._part(state, "previous_action"))
+        if "agent_id" in self.layout:
+            parts.append(self._part(state, "agent_id"))
+        hidden = self._part(state, "hidden") if self.recurrent else None
+        q, hidden = self.agent(torch.cat(parts, dim=-1), hidden)
+        action = masked_argmax(q, mask)
+        if state is None:
+            return action, q
+        out = []
+        if self.recurrent:
+            out.append(hidden)
+        if "previous_action" in self.layout:
+            out.append(F.one_hot(action, self.n_actions).float())
+        if "agent_id" in self.layout:
+            out.append(self._part(state, "agent_id"))
+        return action, q, torch.cat(out, dim=-1)
+
+
+def _observation_key(space: gym.spaces.Dict) -> str:
+    return next(k for k in space.spaces if k != ACTION_MASK)
+
+
+def agent_graph(module: Any, team_env: Any) -> GraphParts:
+    """The acting graph of a QMIX/VDN/IQL module for the agents of ``team_env``."""
+    if not isinstance(module, QMIXModule):
+        raise Unsupported(f"expected a QMIX module, got {type(module).__name__}")
+    members = list(team_env.members)
+    spaces = [team_env.env.observation_spaces[agent] for agent in members]
+    if any(space != spaces[0] for space in spaces):
+        raise Unsupported(
+            "the agents' observation spaces differ; one exported agent network needs the same "
+            "observation space for every agent (pad them with pad_observations_v0)"
+        )
+    space = spaces[0]
+    inputs = observation_inputs(space)
+    if not any(entry.name == ACTION_MASK for entry in inputs):
+        # The team view masks every agent (an agent that is gone may only take action 0); the
+        # env has no mask of its own, so the runtime passes all ones unless told otherwise.
+        inputs.append(Input(ACTION_MASK, None, (module.n_actions,)))
+    layout: list[dict[str, Any]] = []
+    position = 0
+    for name, size, present in (
+        ("hidden", module.hidden_dim, module.recurrent),
+        ("previous_action", module.n_actions, module.obs_last_action),
+        ("agent_id", module.n_agents, module.obs_agent_id),
+    ):
+        if present:
+            part: dict[str, Any] = {"name": name, "start": position, "size": size}
+            if name == "agent_id":
+                part["agents"] = members
+            layout.append(part)
+            position += size
+    if layout:
+        inputs.append(Input("state_in", [], (position,)))
+    graph = AgentGraph(module, space, inputs, layout).eval()
+    outputs = [("action", "int64", ()), ("action_dist_inputs", "float32", (module.n_actions,))]
+    if layout:
+        outputs.append(("state_out", "float32", (position,)))
+    return GraphParts(
+        graph=graph,
+        inputs=inputs,
+        outputs=outputs,
+        action=describe_action(gym.spaces.Discrete(module.n_actions)),
+        state={"size": position, "layout": layout} if layout else None,
+    )

@@ -1,0 +1,75 @@
+"""An ONNX export (``rlplat export``) playing episodes through ``rlplat.runtime``: no torch, no Ray.
+
+The export's graphs take observations as the multi-agent env returns them, per agent. QMIX trains
+on the team view of that env (``rlplat.environments.team``), which flattens every agent's
+observation into one array: :class:`TeamExportActor` takes those apart again
+(``gymnasium.spaces.unflatten``) and lets each agent's network act with its own memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlplat import runtime
+from rlplat.environments.pettingzoo import ACTION_MASK
+
+
+class ExportActor:
+    """An exported policy as a ``rollout.Actor`` (greedy only: the graph's ``action``)."""
+
+    def __init__(self, directory: Path, manifest: dict[str, Any]):
+        self.manifest = manifest
+        self.policy = runtime.load(directory)
+        self.multi_agent = bool(manifest["multi_agent"]) and not manifest.get("team")
+        agents = manifest.get("agents") or {}
+        self.mapping = agents.get if self.multi_agent else None
+        self._observation: Any = None
+
+    def reset(self, env: Any, observation: Any, info: Any, seed: int) -> None:
+        self.policy.reset()
+        self.policy.seed(seed)
+        self._observation = observation
+
+    def act(self, observation: Any, explore: bool) -> Any:
+        if self.multi_agent:
+            return self.policy.act(observation)
+        return self.policy.act(observation)
+
+    def observe(
+        self, observation: Any, reward: Any, terminated: Any, truncated: Any, info: Any
+    ) -> None:
+        self._observation = observation
+
+
+class TeamExportActor(ExportActor):
+    """A QMIX/VDN/IQL export acting in the team view: one agent network call per member."""
+
+    def reset(self, env: Any, observation: Any, info: Any, seed: int) -> None:
+        super().reset(env, observation, info, seed)
+        self.members: list[str] = list(env.members)
+        self.spaces = [env.env.observation_spaces[agent] for agent in self.members]
+
+    def act(self, observation: Any, explore: bool) -> np.ndarray:
+        actions = []
+        for index, agent in enumerate(self.members):
+            obs, mask = agent_observation(self.spaces[index], observation, index)
+            actions.append(self.policy.policy_for(agent).act(obs, action_mask=mask))
+        return np.asarray(actions, dtype=np.int64)
+
+
+def agent_observation(space: gym.Space, team_observation: dict, index: int) -> tuple[Any, Any]:
+    """Agent ``index``'s observation as the multi-agent env gave it, and its action mask."""
+    mask = team_observation[ACTION_MASK][index]
+    if isinstance(space, gym.spaces.Dict) and ACTION_MASK in space.spaces:
+        key = next(k for k in space.spaces if k != ACTION_MASK)
+        inner = gym.spaces.unflatten(space[key], team_observation["obs"][index])
+        return {key: inner, ACTION_MASK: mask}, mask
+    return gym.spaces.unflatten(space, team_observation["obs"][index]), mask
+
+
+def export_actor(directory: Path, manifest: dict[str, Any]) -> ExportActor:
+    return (TeamExportActor if manifest.get("team") else ExportActor)(directory, manifest)

@@ -1,0 +1,290 @@
+"""Act with a policy exported by ``rlplat export``: numpy and onnxruntime, nothing else.
+
+This module imports no other part of rlplat, no torch and no Ray, so it can be copied into any
+Python environment that has ``numpy`` and ``onnxruntime``::
+
+    from rlplat.runtime import load
+    policy = load("exported/cartpole")
+    action = policy.act(observation)            # the greedy action, in the env's action space
+
+A multi-agent export acts per agent: ``policy.agents``, ``policy.policy_for(agent).act(obs)``, or
+``policy.act({agent: obs, ...})`` for the agents whose turn it is. Recurrent policies (QMIX's GRU
+agents) and frame stacking carry their state between calls; ``reset()`` at every episode start.
+Passing ``state=`` explicitly instead returns ``(action, next_state)`` and keeps nothing.
+
+The export directory's ``policy.json`` says what each ONNX graph takes and returns; see
+docs/export.md for the contract.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+MANIFEST = "policy.json"
+FORMAT = "rlplat-export/1"
+ACTION = "action"
+ACTION_DIST_INPUTS = "action_dist_inputs"
+ACTION_MASK = "action_mask"
+STATE_IN = "state_in"
+STATE_OUT = "state_out"
+
+
+class ExportError(ValueError):
+    """The directory is not an rlplat export, or an input does not fit the policy."""
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """The ``policy.json`` of an export directory."""
+    manifest_file = Path(path) / MANIFEST
+    try:
+        manifest = json.loads(manifest_file.read_text())
+    except FileNotFoundError:
+        raise ExportError(f"{path} is not an rlplat export: it has no {MANIFEST}") from None
+    except (OSError, ValueError) as exc:
+        raise ExportError(f"cannot read {manifest_file}: {exc}") from None
+    if manifest.get("format") != FORMAT:
+        raise ExportError(
+            f"{manifest_file} has format {manifest.get('format')!r}; this runtime reads {FORMAT!r}"
+        )
+    return manifest
+
+
+class Network:
+    """One ONNX graph and what its inputs are made of (shared by the agents of a policy)."""
+
+    def __init__(self, directory: Path, spec: dict[str, Any], providers: list[str] | None):
+        self.spec = spec
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(
+            str(directory / spec["file"]),
+            sess_options=options,
+            providers=providers or ["CPUExecutionProvider"],
+        )
+        self.inputs: list[dict[str, Any]] = spec["inputs"]
+        self.output_names = [output["name"] for output in spec["outputs"]]
+        self.state_size = int((spec.get("state") or {}).get("size", 0))
+        self.integer_action = spec["action"]["dtype"].startswith("int")
+
+    def run(
+        self,
+        observations: list[Any],
+        action_masks: list[Any] | None,
+        states: np.ndarray | None,
+    ) -> dict[str, np.ndarray]:
+        """Outputs by name for a batch of observations (each as the env returns it)."""
+        feed: dict[str, np.ndarray] = {}
+        for entry in self.inputs:
+            name = entry["name"]
+            if name == STATE_IN:
+                feed[name] = np.asarray(states, dtype=np.float32)
+            elif name == ACTION_MASK and action_masks is not None:
+                feed[name] = np.asarray(action_masks, dtype=np.float32)
+            elif entry["path"] is None:  # an action mask the env does not provide: all legal
+                shape = [len(observations), *entry["shape"][1:]]
+                feed[name] = np.ones(shape, dtype=np.float32)
+            else:
+                feed[name] = np.stack(
+                    [_leaf(obs, entry["path"], name) for obs in observations]
+                ).astype(np.float32, copy=False)
+        return dict(zip(self.output_names, self.session.run(self.output_names, feed), strict=True))
+
+
+def _leaf(observation: Any, path: list[str | int], name: str) -> Any:
+    for key in path:
+        try:
+            observation = observation[key]
+        except (KeyError, IndexError, TypeError):
+            raise ExportError(
+                f"the observation has no entry {key!r} for the input {name!r}"
+            ) from None
+    return observation
+
+
+class ExportedPolicy:
+    """One agent's (or a single-agent env's) exported policy.
+
+    ``act(obs)`` returns the greedy action in the env's action space (int for Discrete, an int64
+    array for MultiDiscrete, a float32 array inside the Box bounds). State (recurrent memory,
+    stacked frames) is kept between calls until ``reset()``.
+    """
+
+    def __init__(self, network: Network, spec: dict[str, Any], initial_state: np.ndarray | None):
+        self.network = network
+        self.spec = spec
+        self.kind = spec["kind"]
+        self._initial = initial_state
+        frame_stack = spec.get("frame_stack") or {}
+        self.num_frames = int(frame_stack.get("num_frames", 0))
+        self._rng = np.random.default_rng()
+        self.reset()
+
+    def seed(self, seed: int | None) -> None:
+        """Seed the random choices of a ``random`` policy."""
+        self._rng = np.random.default_rng(seed)
+
+    def initial_state(self) -> np.ndarray | None:
+        """The recurrent state at an episode's start (None for a stateless policy)."""
+        return None if self._initial is None else self._initial.copy()
+
+    def reset(self) -> None:
+        """Forget the episode: recurrent state and stacked frames start again."""
+        self._state = self.initial_state()
+        self._frames: deque[np.ndarray] = deque(maxlen=max(1, self.num_frames))
+
+    def act(self, obs: Any, action_mask: Any = None, state: Any = None) -> Any:
+        """The greedy action for one observation.
+
+        With ``state`` given, returns ``(action, next_state)`` and leaves the policy's own state
+        alone; otherwise the policy carries its state itself.
+        """
+        explicit = state is not None
+        outputs = self.forward(
+            [self._stack(obs)],
+            None if action_mask is None else [action_mask],
+            None if not explicit else np.asarray(state, np.float32)[None],
+        )
+        action = self._single(outputs[ACTION][0])
+        if explicit:
+            return action, outputs[STATE_OUT][0]
+        return action
+
+    def forward(
+        self,
+        observations: list[Any],
+        action_masks: list[Any] | None = None,
+        states: np.ndarray | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Every output of the graph for a batch (``action``, ``action_dist_inputs``, ...).
+
+        Without ``states`` a stateful policy uses (and advances) its own state; batches of more
+        than one observation then need explicit states.
+        """
+        if self.kind == "random":
+            return {ACTION: np.stack([self._random_action(o, m) for o, m in _pairs(
+                observations, action_masks)])}
+        own_state = states is None and self.network.state_size > 0
+        if own_state:
+            if len(observations) != 1:
+                raise ExportError("a batch of observations needs explicit states=")
+            states = self._state[None]
+        outputs = self.network.run(observations, action_masks, states)
+        if own_state:
+            self._state = outputs[STATE_OUT][0]
+        return outputs
+
+    def _stack(self, obs: Any) -> Any:
+        if not self.num_frames:
+            return obs
+        frame = np.asarray(obs, dtype=np.float32)
+        if not self._frames:  # RLlib fills the frames before the first with zeros
+            for _ in range(self.num_frames - 1):
+                self._frames.append(np.zeros_like(frame))
+        self._frames.append(frame)
+        return np.concatenate(list(self._frames), axis=2)
+
+    def _single(self, action: np.ndarray) -> Any:
+        if self.network.integer_action and action.ndim == 0:
+            return int(action)
+        return action
+
+    def _random_action(self, obs: Any, action_mask: Any) -> np.ndarray:
+        space = self.spec["action"]
+        if action_mask is None and ACTION_MASK in (self.spec.get("observation_keys") or []):
+            action_mask = obs[ACTION_MASK]
+        if action_mask is not None:
+            legal = np.flatnonzero(np.asarray(action_mask))
+            return np.int64(self._rng.choice(legal))
+        if space["type"] == "Discrete":
+            return np.int64(space["start"] + self._rng.integers(space["n"]))
+        raise ExportError(f"a random policy for a {space['type']} action space is not supported")
+
+
+def _pairs(observations: list[Any], masks: list[Any] | None):
+    return zip(observations, masks if masks is not None else [None] * len(observations),
+               strict=True)
+
+
+class _RandomNetwork:
+    """Stands in for a graph: ``random`` policies have none."""
+
+    state_size = 0
+    integer_action = True
+
+
+class MultiAgentPolicy:
+    """The policies of a multi-agent export and which agent each one plays."""
+
+    def __init__(self, agents: dict[str, ExportedPolicy], mapping: dict[str, str]):
+        self._agents = agents
+        self.mapping = mapping
+
+    @property
+    def agents(self) -> list[str]:
+        return list(self._agents)
+
+    def policy_for(self, agent: str) -> ExportedPolicy:
+        try:
+            return self._agents[agent]
+        except KeyError:
+            raise ExportError(
+                f"no agent {agent!r} in this export; its agents: {', '.join(self._agents)}"
+            ) from None
+
+    def reset(self) -> None:
+        for policy in self._agents.values():
+            policy.reset()
+
+    def seed(self, seed: int | None) -> None:
+        for index, policy in enumerate(self._agents.values()):
+            policy.seed(None if seed is None else seed + index)
+
+    def act(self, observations: dict[str, Any]) -> dict[str, Any]:
+        """Actions of the agents present in ``observations`` (those whose turn it is)."""
+        return {agent: self.policy_for(agent).act(obs) for agent, obs in observations.items()}
+
+
+def load(
+    path: str | Path, providers: list[str] | None = None
+) -> ExportedPolicy | MultiAgentPolicy:
+    """The policy exported into ``path`` (a directory with ``policy.json``).
+
+    ``providers``: onnxruntime execution providers, CPU by default.
+    """
+    directory = Path(path)
+    manifest = read_manifest(directory)
+    networks: dict[str, Any] = {
+        policy_id: Network(directory, spec, providers) if spec["kind"] == "onnx"
+        else _RandomNetwork()
+        for policy_id, spec in manifest["policies"].items()
+    }
+    if not manifest["multi_agent"]:
+        (policy_id, spec), = manifest["policies"].items()
+        return ExportedPolicy(networks[policy_id], spec, _initial_state(spec, None))
+    agents = {
+        agent: ExportedPolicy(
+            networks[policy_id],
+            manifest["policies"][policy_id],
+            _initial_state(manifest["policies"][policy_id], agent),
+        )
+        for agent, policy_id in manifest["agents"].items()
+    }
+    return MultiAgentPolicy(agents, dict(manifest["agents"]))
+
+
+def _initial_state(spec: dict[str, Any], agent: str | None) -> np.ndarray | None:
+    """Zeros, with the agent's one-hot id where the state layout has one (QMIX agents)."""
+    state = spec.get("state")
+    if not state:
+        return None
+    initial = np.zeros(int(state["size"]), np.float32)
+    for part in state["layout"]:
+        if part["name"] == "agent_id" and agent is not None:
+            initial[part["start"] + part["agents"].index(agent)] = 1.0
+    return initial
