@@ -250,6 +250,77 @@ def eval_(
         print_report(report, console)
 
 
+@app.command("export")
+def export_(
+    path: Annotated[
+        Path,
+        typer.Argument(help="A checkpoint, or a trial/run/experiment directory (best checkpoint)."),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output directory (default exported/<experiment name>); an existing one is "
+            "kept and the export gets a new sibling name."
+        ),
+    ] = None,
+    episodes: Annotated[
+        int, typer.Option("--episodes", "-n", help="Seeded episodes of the parity check.")
+    ] = 10,
+    seed: Annotated[int, typer.Option(help="Seed of the first parity episode.")] = 0,
+    tolerance: Annotated[
+        float,
+        typer.Option(help="Largest difference at which two continuous actions agree."),
+    ] = 1e-4,
+    min_agreement: Annotated[
+        float,
+        typer.Option(
+            "--min-agreement",
+            help="Fraction of visited observations whose actions must agree (1: all).",
+        ),
+    ] = 1.0,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify/--no-verify",
+            help="Play the parity episodes (--no-verify: no certificate; the manifest says so).",
+        ),
+    ] = True,
+    last: Annotated[
+        bool, typer.Option("--last", help="Newest checkpoint of a trial instead of the best.")
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the parity certificate as JSON on stdout.")
+    ] = False,
+    verbose: Verbose = False,
+    debug: Debug = False,
+) -> None:
+    """Export a trained policy to ONNX (runs without Ray or torch) with a parity certificate."""
+    import json  # noqa: PLC0415 - only --json needs it
+
+    # Imported per command: torch, RLlib and onnx load only for rlplat export.
+    from rlplat.export.export import ExportOptions, export, print_export  # noqa: PLC0415
+
+    quiet_ray_logs(verbose)
+    if not verbose:
+        warnings.filterwarnings("ignore")
+    report_console = err_console if json_output else console
+    use_project_paths(project_paths(path))
+    options = ExportOptions(
+        out=out,
+        episodes=episodes,
+        seed=seed,
+        tolerance=tolerance,
+        min_agreement=min_agreement,
+        verify=verify,
+        last=last,
+    )
+    report = export(path, options, say=lambda line: report_console.print(line, highlight=False))
+    if json_output:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print_export(report, console)
+
+
 def fix_hash_seed() -> None:
     """Restart this command once with ``PYTHONHASHSEED`` set, unless the user set it.
 

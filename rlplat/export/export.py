@@ -37,6 +37,7 @@ from rlplat.export.graph import GraphParts, Unsupported, build_graph
 from rlplat.export.parity import Certificate, certify
 from rlplat.export.qmix import agent_graph
 from rlplat.policy.exported import export_actor
+from rlplat.policy.rollout import Stats
 from rlplat.policy.restore import Policy
 from rlplat.rllib.env_creator import rebuild_env
 from rlplat.rllib.modules import UniformRandomModule
@@ -73,6 +74,15 @@ class ExportReport:
     files: list[str]
     certificate: Certificate | None
     seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "directory": str(self.directory),
+            "checkpoint": str(self.checkpoint),
+            "files": self.files,
+            "parity": self.certificate.to_json() if self.certificate else {"verified": False},
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def check_options(options: ExportOptions) -> None:
@@ -163,6 +173,31 @@ def export(
     if certificate is not None and not certificate.passed:
         raise ParityFailed(parity_failure(report))
     return report
+
+
+def print_export(report: ExportReport, console: Any) -> None:
+    """Where the files went and what the certificate says."""
+    console.print(f"Exported to {report.directory}: {', '.join(report.files)}", highlight=False)
+    cert = report.certificate
+    if cert is None:
+        console.print("Not verified (--no-verify): no parity certificate.", highlight=False)
+    else:
+        returns = (
+            f"return {Stats.of(cert.checkpoint_returns).mean:.2f} (checkpoint) vs "
+            f"{Stats.of(cert.onnx_returns).mean:.2f} (ONNX)"
+        )
+        console.print(
+            f"Parity: passed. {cert.compared_actions} visited observations over "
+            f"{cert.episodes} episode(s) x 2, actions agree on {cert.agreement:.2%}, largest "
+            f"difference {cert.max_abs_diff:.3g}; {returns}.",
+            highlight=False,
+        )
+    console.print(f"Took {report.seconds:.1f} s. Next:", highlight=False)
+    console.print(f"  rlplat eval {report.directory}", highlight=False)
+    console.print(
+        f"  python -c \"from rlplat.runtime import load; p = load('{report.directory}')\"",
+        highlight=False,
+    )
 
 
 def parity_failure(report: ExportReport) -> str:
@@ -261,6 +296,24 @@ def _write_onnx(parts: GraphParts, path: Path) -> str:
     model = onnx.load(str(path))
     onnx.checker.check_model(model, full_check=True)
     return path.name
+
+
+def _nanmean(g: Any, x: Any, dim: Any, keepdim: Any, dtype: Any) -> Any:
+    """ONNX for ``aten::nanmean`` (RLlib's dueling DQN head uses it; the exporter has none):
+    the sum of the non-NaN entries over their count."""
+    from torch.onnx import symbolic_helper  # noqa: PLC0415 - private, used only here
+
+    axes = g.op("Constant", value_t=torch.tensor(symbolic_helper._get_const(dim, "is", "dim")))
+    keep = int(symbolic_helper._get_const(keepdim, "i", "keepdim"))
+    missing = g.op("IsNaN", x)
+    zero = g.op("Constant", value_t=torch.tensor(0.0))
+    present = g.op("Cast", g.op("Not", missing), to_i=1)  # 1 = float
+    total = g.op("ReduceSum", g.op("Where", missing, zero, x), axes, keepdims_i=keep)
+    count = g.op("ReduceSum", present, axes, keepdims_i=keep)
+    return g.op("Div", total, count)
+
+
+torch.onnx.register_custom_op_symbolic("aten::nanmean", _nanmean, OPSET)
 
 
 def _random_agents(manifest: dict[str, Any]) -> set[str]:

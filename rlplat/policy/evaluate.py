@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.table import Table
 
-from rlplat.checkpoints import PickedCheckpoint, find_checkpoint
+from rlplat.checkpoints import find_checkpoint
 from rlplat.environments.make import render_modes
 from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.experiment.load import load_experiment
@@ -29,8 +29,10 @@ from rlplat.policy.render import (
     run_headless,
     write_video,
 )
-from rlplat.policy.rollout import EpisodeResult, Stats, run_episode
+from rlplat.policy.exported import export_actor, is_export
+from rlplat.policy.rollout import Actor, EpisodeResult, Stats, run_episode
 from rlplat.rllib.env_creator import rebuild_env
+from rlplat.runtime import ExportError, read_manifest
 from rlplat.util.paths import new_path
 
 
@@ -74,31 +76,23 @@ def evaluate(
     say: Callable[[str], None] = print,
     show_frame: Callable[[str], None] = print,
 ) -> EvalReport:
-    """Evaluate the checkpoint ``path`` designates; ``say`` receives progress lines."""
+    """Evaluate the checkpoint ``path`` designates, or the ONNX export in ``path``; ``say``
+    receives progress lines."""
     check_options(options)
     run_headless(options.render)
-    picked = find_checkpoint(path, last=options.last)
-    say(f"Checkpoint: {picked.path}\n  ({picked.why})")
-    experiment_file = picked.experiment_file
-    if experiment_file is None:
-        raise UserError(
-            f"no experiment.yaml next to {picked.path} or in its run directory, so its "
-            "environment cannot be rebuilt. Copy the run's experiment.yaml into the checkpoint "
-            "directory."
-        )
-    experiment = load_experiment(experiment_file).experiment
+    exported = is_export(path)
+    if exported:
+        source = _export_source(path, options)
+    else:
+        source = _checkpoint_source(path, options)
+    say(f"{source.kind}: {source.path}\n  ({source.why})")
+    experiment = load_experiment(source.experiment_file).experiment
     mode = render_mode_for(options.render) if options.render else None
-    env = rebuild_env(experiment, mode, experiment_file)
+    env = rebuild_env(experiment, mode, source.experiment_file)
     if mode is not None and mode not in render_modes(env):
         env.close()
         raise UserError(unsupported_render(options.render, experiment.env, render_modes(env)))
-
-    # torch and RLlib's modules load only now (the slow part of start-up): a bad path or render
-    # mode is answered before that.
-    from rlplat.policy.restore import Policy  # noqa: PLC0415
-    from rlplat.rllib.multi_agent import mapping_for  # noqa: PLC0415
-
-    policy = Policy.from_checkpoint(picked.path, mapping_for(experiment, env))
+    actor = source.actor(experiment, env)
     actions = "sampled" if options.explore else "greedy"
     last_seed = options.seed + options.episodes - 1
     say(
@@ -136,25 +130,24 @@ def evaluate(
                 if options.one_file:
                     pending_frames.extend(frames)
                 else:
-                    stem = f"{_stem(picked, experiment.name)}_seed{result.seed}"
+                    stem = f"{experiment.name}_{source.path.name}_seed{result.seed}"
                     videos.append(_save(frames, options.out, stem, video_format, env.metadata))
             result.frames.clear()
         if video_format and options.one_file and pending_frames:
-            stem = f"{_stem(picked, experiment.name)}_seeds{options.seed}-{results[-1].seed}"
+            stem = f"{experiment.name}_{source.path.name}_seeds{options.seed}-{results[-1].seed}"
             videos.append(_save(pending_frames, options.out, stem, video_format, env.metadata))
     finally:
         env.close()
-    info = picked.info
     return EvalReport(
-        checkpoint=str(picked.path),
-        picked=picked.why,
+        checkpoint=str(source.path),
+        picked=source.why,
         env=experiment.env.label,
         episodes=len(results),
         seed=options.seed,
         explore=options.explore,
         returns=Stats.of([r.episode_return for r in results]),
         agent_returns=_grouped(results, lambda agent: agent),
-        policy_returns=_grouped(results, policy.mapping) if policy.mapping else {},
+        policy_returns=_grouped(results, actor.mapping) if actor.mapping else {},
         lengths=Stats.of([float(r.length) for r in results]),
         per_episode=[
             {
@@ -166,8 +159,76 @@ def evaluate(
             }
             for r in results
         ],
-        reported=asdict(info) if info else None,
+        reported=source.reported,
         videos=videos,
+    )
+
+
+@dataclass
+class _Source:
+    """What is evaluated: a checkpoint (torch) or an ONNX export (onnxruntime)."""
+
+    kind: str
+    path: Path
+    why: str
+    experiment_file: Path
+    reported: dict[str, Any] | None
+    actor: Callable[[Any, Any], Actor]
+
+
+def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
+    picked = find_checkpoint(path, last=options.last)
+    if picked.experiment_file is None:
+        raise UserError(
+            f"no experiment.yaml next to {picked.path} or in its run directory, so its "
+            "environment cannot be rebuilt. Copy the run's experiment.yaml into the checkpoint "
+            "directory."
+        )
+
+    def actor(experiment: Any, env: Any) -> Actor:
+        # torch and RLlib's modules load only now (the slow part of start-up): a bad path or
+        # render mode is answered before that.
+        from rlplat.policy.restore import Policy  # noqa: PLC0415
+        from rlplat.rllib.multi_agent import mapping_for  # noqa: PLC0415
+
+        return Policy.from_checkpoint(picked.path, mapping_for(experiment, env)).actor()
+
+    return _Source(
+        kind="Checkpoint",
+        path=picked.path,
+        why=picked.why,
+        experiment_file=picked.experiment_file,
+        reported=asdict(picked.info) if picked.info else None,
+        actor=actor,
+    )
+
+
+def _export_source(path: Path, options: EvalOptions) -> _Source:
+    if options.explore:
+        raise UserError(
+            f"--explore samples from the policy's action distribution; {path} is an ONNX "
+            "export, which rlplat eval plays greedily. Leave out --explore (or evaluate the "
+            "checkpoint it came from)."
+        )
+    try:
+        manifest = read_manifest(path)
+    except ExportError as exc:
+        raise UserError(f"{exc}.") from None
+    experiment_file = path / manifest["experiment"]["file"]
+    if not experiment_file.is_file():
+        raise UserError(
+            f"the export {path} has no {experiment_file.name}, so its environment cannot be "
+            "rebuilt; export the checkpoint again."
+        )
+    checkpoint = manifest["checkpoint"]
+    verified = "verified" if manifest.get("verified") else "NOT verified (no parity certificate)"
+    return _Source(
+        kind="ONNX export",
+        path=path.resolve(),
+        why=f"of {checkpoint['path']}; {verified}",
+        experiment_file=experiment_file,
+        reported=manifest.get("training"),
+        actor=lambda experiment, env: export_actor(path, manifest),
     )
 
 
@@ -210,10 +271,6 @@ def check_options(options: EvalOptions) -> None:
             "--render human needs a display, and none is set (DISPLAY / WAYLAND_DISPLAY are "
             "empty). Use --render gif or --render mp4 to write videos instead."
         )
-
-
-def _stem(picked: PickedCheckpoint, name: str) -> str:
-    return f"{name}_{picked.path.name}"
 
 
 def _save(frames: list, out: Path, stem: str, video_format: str, metadata: dict) -> str:

@@ -35,8 +35,6 @@ class ExportActor:
         self._observation = observation
 
     def act(self, observation: Any, explore: bool) -> Any:
-        if self.multi_agent:
-            return self.policy.act(observation)
         return self.policy.act(observation)
 
     def observe(
@@ -69,6 +67,11 @@ def agent_observation(space: gym.Space, team_observation: dict, index: int) -> t
         inner = gym.spaces.unflatten(space[key], team_observation["obs"][index])
         return {key: inner, ACTION_MASK: mask}, mask
     return gym.spaces.unflatten(space, team_observation["obs"][index]), mask
+
+
+def is_export(path: Path) -> bool:
+    """A directory written by ``rlplat export``."""
+    return (path / runtime.MANIFEST).is_file()
 
 
 def export_actor(directory: Path, manifest: dict[str, Any]) -> ExportActor:
