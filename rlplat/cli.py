@@ -298,14 +298,15 @@ def export_(
     import json  # noqa: PLC0415 - only --json needs it
 
     # Imported per command: torch, RLlib and onnx load only for rlplat export.
-    from rlplat.export.export import ExportOptions, export, print_export  # noqa: PLC0415
+    from rlplat.export import load_exporter  # noqa: PLC0415
 
     quiet_ray_logs(verbose)
     if not verbose:
         warnings.filterwarnings("ignore")
     report_console = err_console if json_output else console
     use_project_paths(project_paths(path))
-    options = ExportOptions(
+    exporter = load_exporter()
+    options = exporter.ExportOptions(
         out=out,
         episodes=episodes,
         seed=seed,
@@ -314,11 +315,13 @@ def export_(
         verify=verify,
         last=last,
     )
-    report = export(path, options, say=lambda line: report_console.print(line, highlight=False))
+    report = exporter.export(
+        path, options, say=lambda line: report_console.print(line, highlight=False)
+    )
     if json_output:
         print(json.dumps(report.to_json(), indent=2))
     else:
-        print_export(report, console)
+        exporter.print_export(report, console)
 
 
 def fix_hash_seed() -> None:

@@ -293,7 +293,7 @@ def test_connect_four_never_plays_an_illegal_move(ray_session, tmp_path):
 
     policy.act = checked_act
     results = [
-        run_episode(policy, env, seed=seed, explore=seed % 4 != 0) for seed in range(120)
+        run_episode(policy.actor(), env, seed=seed, explore=seed % 4 != 0) for seed in range(120)
     ]
     env.close()
     assert min(moves.values()) >= 1000, moves

@@ -351,7 +351,7 @@ def test_tune_grid_over_mixers_qmix_finds_8_vdn_settles_for_7(ray_session, tmp_p
     for result in results:
         policy = Policy.from_checkpoint(Path(result.checkpoint.path))
         team = TeamEnvCreator(env, "common")()
-        greedy[result.config["mixer"]] = run_episode(policy, team, seed=0, explore=False)
+        greedy[result.config["mixer"]] = run_episode(policy.actor(), team, seed=0, explore=False)
     assert greedy["qmix"].episode_return == 8.0
     assert greedy["vdn"].episode_return == 7.0
     assert greedy["qmix"].agent_returns == {"agent_0": 8.0, "agent_1": 8.0}

@@ -7,6 +7,7 @@ real ``AlgorithmConfig`` builder methods in :mod:`rlplat.rllib.build`.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from typing import Any, Literal
 
@@ -297,6 +298,31 @@ class VideoSpec(Section):
     max_width: int = Field(320, ge=16, description="Wider frames are shrunk to this many pixels.")
 
 
+EXPORT_MODULES = ("onnx", "onnxruntime")
+
+
+class ExportSpec(Section):
+    """An ONNX export of the run's best checkpoint when training ends (rlplat export)."""
+
+    at_end: bool = Field(
+        False,
+        description="Export the run's best checkpoint into <run dir>/export when training ends, "
+        "with its parity certificate; a failed certificate makes rlplat train exit 1.",
+    )
+    episodes: int = Field(10, ge=1, description="Seeded episodes of the parity check.")
+
+    @field_validator("at_end")
+    @classmethod
+    def _exporter_installed(cls, at_end: bool) -> bool:
+        missing = [m for m in EXPORT_MODULES if importlib.util.find_spec(m) is None]
+        if at_end and missing:
+            raise ValueError(
+                f"exporting needs {' and '.join(missing)}, which are not installed: "
+                "pip install 'rlplat[export]' (or pip install -e '.[export]' in a checkout)"
+            )
+        return at_end
+
+
 class MultiAgentSpec(Section):
     """Which policy acts for which agent, which policies learn, and their own settings."""
 
@@ -431,6 +457,7 @@ class Experiment(Section):
         "frame_stack: {num_frames: N}. Their state is saved in checkpoints.",
     )
     video: VideoSpec = Field(default_factory=VideoSpec)
+    export: ExportSpec = Field(default_factory=ExportSpec)
     resources: Resources = Field(default_factory=Resources)
     output_dir: str = Field("checkpoints", description="Where runs are written.")
     watchdog_s: float | None = Field(

@@ -33,12 +33,12 @@ from rlplat.checkpoints import RESOLVED_EXPERIMENT, find_checkpoint
 from rlplat.environments.team import TEAM_SETTINGS
 from rlplat.errors import RlplatError, UserError
 from rlplat.experiment.load import load_experiment
-from rlplat.export.graph import GraphParts, Unsupported, build_graph
+from rlplat.export.graph import GraphParts, build_graph
 from rlplat.export.parity import Certificate, certify
 from rlplat.export.qmix import agent_graph
 from rlplat.policy.exported import export_actor
-from rlplat.policy.rollout import Stats
 from rlplat.policy.restore import Policy
+from rlplat.policy.rollout import Stats
 from rlplat.rllib.env_creator import rebuild_env
 from rlplat.rllib.modules import UniformRandomModule
 from rlplat.rllib.multi_agent import PolicyMapping, mapping_for

@@ -85,6 +85,30 @@ class Certificate:
         }
 
 
+@dataclass
+class _Watcher:
+    """Asks the shadow for its action on each observation the driver acts on, and compares."""
+
+    agreement: Agreement
+    shadow: Actor
+    driver: str
+    seed: int
+    skip_agents: set[str]
+    step: int = 0
+
+    def __call__(self, observation: Any, action: Any) -> None:
+        other = self.shadow.act(observation, False)
+        where = {"driver": self.driver, "seed": self.seed, "step": self.step}
+        self.step += 1
+        reference, exported = (action, other) if self.driver == "checkpoint" else (other, action)
+        if not isinstance(action, dict):
+            self.agreement.add(reference, exported, where)
+            return
+        for agent in action:
+            if agent not in self.skip_agents:
+                self.agreement.add(reference[agent], exported[agent], {**where, "agent": agent})
+
+
 def certify(
     checkpoint_actor: Actor,
     export_actor: Actor,
@@ -105,29 +129,10 @@ def certify(
         ("checkpoint", checkpoint_actor, export_actor),
         ("onnx", export_actor, checkpoint_actor),
     ):
-        for index in range(episodes):
-            episode_seed = seed + index
-            step = [0]
-
-            def watch(observation: Any, action: Any, shadow: Actor = shadow) -> None:
-                other = shadow.act(observation, False)
-                where = {"driver": driver_name, "seed": episode_seed, "step": step[0]}
-                step[0] += 1
-                checkpoint_action, onnx_action = (
-                    (action, other) if driver_name == "checkpoint" else (other, action)
-                )
-                if isinstance(action, dict):
-                    for agent in action:
-                        if agent not in skip_agents:
-                            agreement.add(
-                                checkpoint_action[agent], onnx_action[agent],
-                                {**where, "agent": agent},
-                            )
-                else:
-                    agreement.add(checkpoint_action, onnx_action, where)
-
+        for episode_seed in range(seed, seed + episodes):
+            watcher = _Watcher(agreement, shadow, driver_name, episode_seed, set(skip_agents))
             result = run_episode(
-                driver, env, seed=episode_seed, explore=False, shadows=[shadow], watch=watch
+                driver, env, seed=episode_seed, explore=False, shadows=[shadow], watch=watcher
             )
             returns[driver_name].append(result.episode_return)
     fraction = agreement.fraction

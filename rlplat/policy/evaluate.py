@@ -19,6 +19,7 @@ from rlplat.environments.make import render_modes
 from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.experiment.load import load_experiment
 from rlplat.metrics import member_returns
+from rlplat.policy.exported import export_actor, is_export
 from rlplat.policy.render import (
     RENDER_CHOICES,
     VIDEO_FORMATS,
@@ -29,7 +30,6 @@ from rlplat.policy.render import (
     run_headless,
     write_video,
 )
-from rlplat.policy.exported import export_actor, is_export
 from rlplat.policy.rollout import Actor, EpisodeResult, Stats, run_episode
 from rlplat.rllib.env_creator import rebuild_env
 from rlplat.runtime import ExportError, read_manifest

@@ -22,17 +22,18 @@ from rlplat.callbacks.videos import TrainingVideos
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
 from rlplat.cluster.connect import start_ray
 from rlplat.cluster.placement import Node, cluster_nodes, local_machine
-from rlplat.errors import UserError
+from rlplat.errors import RlplatError, UserError
 from rlplat.experiment.load import LoadedExperiment, load_experiment
 from rlplat.experiment.schema import Experiment, TuneSpec
 from rlplat.experiment.spaces import describe
+from rlplat.export import load_exporter
 from rlplat.metrics import metric_path
 from rlplat.prepare import PreparedRun, prepare
 from rlplat.prepare.run_spec import refuse_if_impossible, storage_note
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
 from rlplat.run.run_dir import create_run_dir, write_run_files, write_summary
 from rlplat.run.storage import atomic_filesystem, storage_failed, storage_reason
-from rlplat.run.summary import RunSummary, report_search, summarize
+from rlplat.run.summary import RunSummary, report_search, summarize, unfinished_trials
 from rlplat.run.trainable import trainable_for
 from rlplat.tune_state import drop_stale_decisions
 from rlplat.util.atomic import remove_partial_files
@@ -202,6 +203,27 @@ def _quiet_tune_output(exp: Experiment) -> None:
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
 
+def export_at_end(run_dir: Path, episodes: int, console: Console) -> dict[str, Any]:
+    """``export.at_end``: the run's best checkpoint into ``<run dir>/export``."""
+    console.print("Exporting the best checkpoint (export.at_end)...", highlight=False)
+    try:
+        exporter = load_exporter()
+        report = exporter.export(
+            run_dir,
+            exporter.ExportOptions(out=run_dir / "export", episodes=episodes),
+            say=lambda _: None,
+        )
+    except RlplatError as exc:
+        return {"error": str(exc)}
+    certificate = report.certificate
+    return {
+        "directory": str(report.directory),
+        "passed": True,
+        "agreement": certificate.agreement,
+        "compared_actions": certificate.compared_actions,
+    }
+
+
 def _fit(tuner: Any, run: PreparedRun, run_dir: Path, console: Console) -> RunSummary:
     started = time.monotonic()
     try:
@@ -210,6 +232,8 @@ def _fit(tuner: Any, run: PreparedRun, run_dir: Path, console: Console) -> RunSu
         summary = summarize(grid, run, run_dir, time.monotonic() - started)
         if summary.search is not None:
             report_search(summary, run, run_dir, console)
+        if run.experiment.export.at_end and not unfinished_trials(summary):
+            summary.export = export_at_end(run_dir, run.experiment.export.episodes, console)
         write_summary(run_dir, asdict(summary))
     except Exception as exc:
         reason = storage_reason(exc)

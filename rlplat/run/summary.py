@@ -73,6 +73,7 @@ class RunSummary:
     search: list[TrialRow] | None = None  # a search's trials, best first
     best_yaml: str | None = None
     watch_with: str | None = None  # rlplat eval --render choice for this env, if it renders
+    export: dict[str, Any] | None = None  # export.at_end: directory, passed, agreement, error
 
 
 def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) -> RunSummary:
@@ -227,7 +228,7 @@ def print_summary(summary: RunSummary, console: Console) -> None:
     """
     run_dir = Path(summary.run_dir)
     console.print(
-        f"\nRun {'stopped' if _unfinished(summary) else 'finished'} after "
+        f"\nRun {'stopped' if unfinished_trials(summary) else 'finished'} after "
         f"{format_duration(summary.wall_time_s)}: {run_dir}",
         highlight=False,
     )
@@ -264,6 +265,8 @@ def print_summary(summary: RunSummary, console: Console) -> None:
             )
         console.print(f"    best checkpoint: {trial.best_checkpoint or 'none'}", highlight=False)
         console.print(f"    last checkpoint: {trial.last_checkpoint or 'none'}", highlight=False)
+    if summary.export:
+        console.print(f"  export: {describe_export(summary.export)}", highlight=False)
     console.print("Next:", highlight=False)
     if any(trial.best_checkpoint for trial in summary.trials):
         console.print(
@@ -281,12 +284,22 @@ def print_summary(summary: RunSummary, console: Console) -> None:
     console.print(f"  tensorboard --logdir {run_dir.parent}", highlight=False)
 
 
-def _unfinished(summary: RunSummary) -> list[str]:
+def unfinished_trials(summary: RunSummary) -> list[str]:
     return [t.name for t in summary.trials if t.status == "not finished"]
 
 
+def describe_export(export: dict[str, Any]) -> str:
+    if export.get("error"):
+        return f"FAILED: {export['error']}"
+    return (
+        f"{export['directory']} (parity passed: actions agree on {export['agreement']:.2%} of "
+        f"{export['compared_actions']} observations)"
+    )
+
+
 def raise_if_failed(summary: RunSummary) -> None:
-    """Exit 1 when a trial failed, 130 when the run was stopped before its end."""
+    """Exit 1 when a trial (or the export at the end) failed, 130 when the run was stopped
+    before its end."""
     failed = [t for t in summary.trials if t.error]
     reasons = [reason for t in failed if (reason := storage_reason(t.error))]
     if reasons:
@@ -298,9 +311,11 @@ def raise_if_failed(summary: RunSummary) -> None:
             f"{len(failed)} of {len(summary.trials)} trial(s) failed; see the error.txt in "
             + ", ".join(t.path for t in failed)
         )
-    unfinished = _unfinished(summary)
+    unfinished = unfinished_trials(summary)
     if unfinished:
         raise Interrupted(
             f"{len(unfinished)} trial(s) did not finish ({', '.join(unfinished)}); continue "
             f"with: rlplat train --resume {summary.run_dir}"
         )
+    if summary.export and summary.export.get("error"):
+        raise RlplatError(f"the export at the end of the run failed: {summary.export['error']}")
