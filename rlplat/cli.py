@@ -222,8 +222,10 @@ def eval_(
 
     # Imported per command: `rlplat eval` loads no Ray Tune (start-up time).
     from rlplat.policy.evaluate import EvalOptions, evaluate, print_report  # noqa: PLC0415
+    from rlplat.policy.exported import is_export  # noqa: PLC0415
 
-    quiet_ray_logs(verbose)
+    if not is_export(path):  # an ONNX export plays without RLlib (and torch)
+        quiet_ray_logs(verbose)
     if not verbose:
         warnings.filterwarnings("ignore")
     report_console = err_console if json_output else console

@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
-from rlplat.environments.pettingzoo import ACTION_MASK, is_multi_agent
+from rlplat.environments.kinds import ACTION_MASK, is_multi_agent
 
 RANDOM_STEPS = 32
 

@@ -12,9 +12,9 @@ from typing import Any
 import gymnasium as gym
 
 from rlplat.environments.contract import ContractBroken, EnvRaised, check_contract
-from rlplat.environments.pettingzoo import is_multi_agent, is_pettingzoo, to_multi_agent_env
+from rlplat.environments.kinds import is_multi_agent, is_pettingzoo
 from rlplat.environments.wrappers import WrapperProblem, apply_chain, resolve_chain
-from rlplat.errors import ConfigError, allowed_list, did_you_mean
+from rlplat.errors import ConfigError, UserError, allowed_list, did_you_mean
 from rlplat.experiment.schema import EnvSpec
 from rlplat.util.imports import import_object
 
@@ -51,7 +51,33 @@ class EnvCreator:
             env = import_object(self.spec.factory)(**kwargs)
         multi_agent = is_pettingzoo(env)
         env = apply_chain(env, resolve_chain(self.spec.wrappers, multi_agent=multi_agent))
-        return to_multi_agent_env(env) if multi_agent else env
+        if not multi_agent:
+            return env
+        # RLlib's MultiAgentEnv (and torch with it) loads only for multi-agent envs: evaluating
+        # a single-agent ONNX export needs neither.
+        from rlplat.environments.pettingzoo import to_multi_agent_env  # noqa: PLC0415
+
+        return to_multi_agent_env(env)
+
+
+def build_env(
+    creator: Callable[[dict[str, Any]], Any], spec: EnvSpec, render_mode: str | None, source: Any
+) -> Any:
+    """Build a run's environment again with ``creator`` (for evaluation and export), with
+    ``render_mode`` if given; ``source`` is the file that describes it, for the message."""
+    try:
+        return creator({"render_mode": render_mode} if render_mode else {})
+    except Exception as exc:  # noqa: BLE001 - any failure here means the env cannot be rebuilt
+        hint = (
+            " The environment may not accept a render_mode argument."
+            if render_mode and isinstance(exc, TypeError)
+            else ""
+        )
+        raise UserError(
+            f"cannot rebuild the environment {spec.label!r} described in {source}: "
+            f"{type(exc).__name__}: {exc}.{hint} Its package must be installed and importable "
+            "here (custom environments from the directory you train in, e.g. envs/)."
+        ) from None
 
 
 @dataclass(frozen=True)

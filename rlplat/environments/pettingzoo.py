@@ -11,20 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-from pettingzoo import AECEnv, ParallelEnv
+from pettingzoo import AECEnv
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
-# The key of the legal-move mask in PettingZoo's (and the team view's) Dict observations.
-ACTION_MASK = "action_mask"
+from rlplat.environments.kinds import ACTION_MASK
 
-
-def is_pettingzoo(env: Any) -> bool:
-    return isinstance(env, (AECEnv, ParallelEnv))
-
-
-def is_multi_agent(env: Any) -> bool:
-    """An RLlib ``MultiAgentEnv`` (which is also a ``gym.Env``)."""
-    return isinstance(env, MultiAgentEnv)
+__all__ = ["ACTION_MASK", "to_multi_agent_env"]
 
 
 def to_multi_agent_env(env: Any) -> MultiAgentEnv:

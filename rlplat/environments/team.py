@@ -26,7 +26,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from rlplat.environments.pettingzoo import ACTION_MASK
+from rlplat.environments.kinds import ACTION_MASK
 
 TeamReward = Literal["sum", "common"]
 GlobalState = Literal["auto", "env", "observations"]

@@ -15,11 +15,11 @@ from typing import Any
 from rich.table import Table
 
 from rlplat.checkpoints import find_checkpoint
-from rlplat.environments.make import render_modes
+from rlplat.environments.make import build_env, render_modes
 from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.experiment.load import load_experiment
 from rlplat.metrics import member_returns
-from rlplat.policy.exported import export_actor, is_export
+from rlplat.policy.exported import export_actor, export_env_creator, is_export
 from rlplat.policy.render import (
     RENDER_CHOICES,
     VIDEO_FORMATS,
@@ -31,7 +31,6 @@ from rlplat.policy.render import (
     write_video,
 )
 from rlplat.policy.rollout import Actor, EpisodeResult, Stats, run_episode
-from rlplat.rllib.env_creator import rebuild_env
 from rlplat.runtime import ExportError, read_manifest
 from rlplat.util.paths import new_path
 
@@ -88,7 +87,7 @@ def evaluate(
     say(f"{source.kind}: {source.path}\n  ({source.why})")
     experiment = load_experiment(source.experiment_file).experiment
     mode = render_mode_for(options.render) if options.render else None
-    env = rebuild_env(experiment, mode, source.experiment_file)
+    env = build_env(source.env_creator(experiment), experiment.env, mode, source.experiment_file)
     if mode is not None and mode not in render_modes(env):
         env.close()
         raise UserError(unsupported_render(options.render, experiment.env, render_modes(env)))
@@ -173,7 +172,8 @@ class _Source:
     why: str
     experiment_file: Path
     reported: dict[str, Any] | None
-    actor: Callable[[Any, Any], Actor]
+    env_creator: Callable[[Any], Callable[[dict], Any]]  # experiment -> env creator
+    actor: Callable[[Any, Any], Actor]  # (experiment, env) -> actor
 
 
 def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
@@ -184,6 +184,13 @@ def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
             "environment cannot be rebuilt. Copy the run's experiment.yaml into the checkpoint "
             "directory."
         )
+
+    def env_creator(experiment: Any) -> Callable[[dict], Any]:
+        # RLlib's algorithm registry (and torch) loads only for checkpoints: an ONNX export
+        # is evaluated without them.
+        from rlplat.rllib.env_creator import env_creator_for  # noqa: PLC0415
+
+        return env_creator_for(experiment)
 
     def actor(experiment: Any, env: Any) -> Actor:
         # torch and RLlib's modules load only now (the slow part of start-up): a bad path or
@@ -199,6 +206,7 @@ def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
         why=picked.why,
         experiment_file=picked.experiment_file,
         reported=asdict(picked.info) if picked.info else None,
+        env_creator=env_creator,
         actor=actor,
     )
 
@@ -228,6 +236,7 @@ def _export_source(path: Path, options: EvalOptions) -> _Source:
         why=f"of {checkpoint['path']}; {verified}",
         experiment_file=experiment_file,
         reported=manifest.get("training"),
+        env_creator=lambda experiment: export_env_creator(manifest, experiment.env),
         actor=lambda experiment, env: export_actor(path, manifest),
     )
 

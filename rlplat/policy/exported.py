@@ -8,6 +8,7 @@ observation into one array: :class:`TeamExportActor` takes those apart again
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,10 @@ import gymnasium as gym
 import numpy as np
 
 from rlplat import runtime
-from rlplat.environments.pettingzoo import ACTION_MASK
+from rlplat.environments.kinds import ACTION_MASK
+from rlplat.environments.make import EnvCreator
+from rlplat.environments.team import TeamEnvCreator
+from rlplat.experiment.schema import EnvSpec
 
 
 class ExportActor:
@@ -67,6 +71,14 @@ def agent_observation(space: gym.Space, team_observation: dict, index: int) -> t
         inner = gym.spaces.unflatten(space[key], team_observation["obs"][index])
         return {key: inner, ACTION_MASK: mask}, mask
     return gym.spaces.unflatten(space, team_observation["obs"][index]), mask
+
+
+def export_env_creator(manifest: dict[str, Any], spec: EnvSpec) -> Callable[[dict], Any]:
+    """The env as the export's policy acts in it: the experiment's env, or its team view (QMIX)
+    with the settings recorded in the manifest."""
+    creator = EnvCreator(spec)
+    team = manifest["env"].get("team")
+    return creator if team is None else TeamEnvCreator(creator, **team)
 
 
 def is_export(path: Path) -> bool:

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from rlplat.algorithms.registry import is_team_algorithm
-from rlplat.environments.make import EnvCreator
+from rlplat.environments.make import EnvCreator, build_env
 from rlplat.environments.team import TEAM_SETTINGS, TeamEnvCreator
-from rlplat.errors import UserError
 from rlplat.experiment.schema import Experiment
 
 
@@ -47,17 +46,4 @@ def rllib_env_name(experiment: Experiment) -> str:
 
 def rebuild_env(experiment: Experiment, render_mode: str | None, source: Path) -> Any:
     """Build a run's environment again (for evaluation), with ``render_mode`` if given."""
-    spec = experiment.env
-    try:
-        return env_creator_for(experiment)({"render_mode": render_mode} if render_mode else {})
-    except Exception as exc:  # noqa: BLE001 - any failure here means the env cannot be rebuilt
-        hint = (
-            " The environment may not accept a render_mode argument."
-            if render_mode and isinstance(exc, TypeError)
-            else ""
-        )
-        raise UserError(
-            f"cannot rebuild the environment {spec.label!r} described in {source}: "
-            f"{type(exc).__name__}: {exc}.{hint} Its package must be installed and importable "
-            "here (custom environments from the directory you train in, e.g. envs/)."
-        ) from None
+    return build_env(env_creator_for(experiment), experiment.env, render_mode, source)
