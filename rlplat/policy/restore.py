@@ -82,14 +82,16 @@ class Policy:
         for single in module.values() if mapping is not None else [module]:
             if isinstance(single, torch.nn.Module):  # random policies have no network
                 single.eval()
+        env_to_module = _restore(
+            ConnectorPipelineV2,
+            checkpoint,
+            checkpoint / COMPONENT_ENV_RUNNER / COMPONENT_ENV_TO_MODULE_CONNECTOR,
+            "env-to-module connectors",
+        )
+        _freeze_statistics(env_to_module)
         return cls(
             module=module,
-            env_to_module=_restore(
-                ConnectorPipelineV2,
-                checkpoint,
-                checkpoint / COMPONENT_ENV_RUNNER / COMPONENT_ENV_TO_MODULE_CONNECTOR,
-                "env-to-module connectors",
-            ),
+            env_to_module=env_to_module,
             module_to_env=_restore(
                 ConnectorPipelineV2,
                 checkpoint,
@@ -200,6 +202,14 @@ class CheckpointActor:
                 truncated=bool(truncated),
                 extra_model_outputs=extra,
             )
+
+
+def _freeze_statistics(pipeline: ConnectorPipelineV2) -> None:
+    """Observation filters keep the statistics the checkpoint holds: playing a policy must not
+    change it (each evaluated episode would otherwise see a slightly different policy)."""
+    for piece in pipeline.connectors:
+        if hasattr(piece, "_update_stats"):  # MeanStdFilter: only set in its constructor
+            piece._update_stats = False
 
 
 def _restore(kind: Any, checkpoint: Path, path: Path, what: str) -> Any:
