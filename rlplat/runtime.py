@@ -125,6 +125,11 @@ class ExportedPolicy:
         self._rng = np.random.default_rng()
         self.reset()
 
+    @property
+    def stateless(self) -> bool:
+        """A graph with no recurrent state and no stacked frames (batches across agents)."""
+        return self.kind == "onnx" and not self.network.state_size and not self.num_frames
+
     def seed(self, seed: int | None) -> None:
         """Seed the random choices of a ``random`` policy."""
         self._rng = np.random.default_rng(seed)
@@ -246,8 +251,24 @@ class MultiAgentPolicy:
             policy.seed(None if seed is None else seed + index)
 
     def act(self, observations: dict[str, Any]) -> dict[str, Any]:
-        """Actions of the agents present in ``observations`` (those whose turn it is)."""
-        return {agent: self.policy_for(agent).act(obs) for agent, obs in observations.items()}
+        """Actions of the agents present in ``observations`` (those whose turn it is).
+
+        Agents that share a stateless graph go through it in one batch."""
+        actions: dict[str, Any] = {}
+        batches: dict[int, list[str]] = {}
+        for agent, obs in observations.items():
+            policy = self.policy_for(agent)
+            if policy.stateless:
+                batches.setdefault(id(policy.network), []).append(agent)
+            else:
+                actions[agent] = policy.act(obs)
+        for agents in batches.values():
+            policy = self.policy_for(agents[0])
+            chosen = policy.forward([observations[agent] for agent in agents])[ACTION]
+            actions.update(
+                {agent: policy._single(a) for agent, a in zip(agents, chosen, strict=True)}
+            )
+        return {agent: actions[agent] for agent in observations}
 
 
 def load(

@@ -107,3 +107,65 @@ def solved_cartpole(ray_session, tmp_path_factory):
     out = tmp_path_factory.mktemp("solved")
     loaded = load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", [f"output_dir={out}"])
     return train(loaded, console=Console(quiet=True))
+
+
+CORRIDOR_LSTM = """\
+name: corridor-lstm
+algorithm: PPO
+seed: 1
+env:
+  factory: envs.corridor:Corridor
+  kwargs: {length: 5, max_steps: 20}
+training: {train_batch_size_per_learner: 200, minibatch_size: 50, num_epochs: 2}
+rl_module:
+  model_config: {use_lstm: true, lstm_cell_size: 16, max_seq_len: 10}
+resources:
+  env_runners: {count: 0}
+stop: {iterations: 2}
+output_dir: OUTPUT
+"""
+
+
+@pytest.fixture(scope="session")
+def corridor_lstm(ray_session, tmp_path_factory) -> Path:
+    """A recurrent PPO policy on the ANSI-rendered corridor; returns its run directory."""
+    from rich.console import Console
+
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
+
+    tmp = tmp_path_factory.mktemp("lstm")
+    path = tmp / "exp.yaml"
+    path.write_text(CORRIDOR_LSTM.replace("OUTPUT", str(tmp / "out")))
+    summary = train(load_experiment(path), console=Console(quiet=True))
+    assert summary.trials[0].error is None
+    return Path(summary.run_dir)
+
+
+@pytest.fixture(scope="session")
+def off_policy_runs(ray_session, tmp_path_factory):
+    """The shipped DQN and SAC experiments, two short iterations each (learning from 100 env
+    steps on): ``off_policy_runs("cartpole_dqn")`` trains once per session, then returns the
+    same run summary."""
+    from rich.console import Console
+
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
+
+    runs = {}
+
+    def run(name: str):
+        if name not in runs:
+            loaded = load_experiment(
+                EXPERIMENTS / f"{name}.yaml",
+                [
+                    f"output_dir={tmp_path_factory.mktemp(name)}",
+                    "stop.iterations=2",
+                    "training.num_steps_sampled_before_learning_starts=100",
+                    "reporting.min_sample_timesteps_per_iteration=200",
+                ],
+            )
+            runs[name] = train(loaded, console=Console(quiet=True))
+        return runs[name]
+
+    return run

@@ -14,26 +14,9 @@ import pytest
 from rich.console import Console
 
 from rlplat.cli import main
-from tests.conftest import REPO
+from tests.conftest import CORRIDOR_LSTM, REPO
 
 CARTPOLE_POLE_RGB = (202, 152, 101)
-
-CORRIDOR_LSTM = """\
-name: corridor-lstm
-algorithm: PPO
-seed: 1
-env:
-  factory: envs.corridor:Corridor
-  kwargs: {length: 5, max_steps: 20}
-training: {train_batch_size_per_learner: 200, minibatch_size: 50, num_epochs: 2}
-rl_module:
-  model_config: {use_lstm: true, lstm_cell_size: 16, max_seq_len: 10}
-resources:
-  env_runners: {count: 0}
-stop: {iterations: 2}
-output_dir: OUTPUT
-"""
-
 
 def run_eval(capsys, *argv: str) -> tuple[int, str, str]:
     """``rlplat eval ...`` in this process: (exit code, stdout, stderr)."""
@@ -50,20 +33,6 @@ def eval_json(capsys, *argv: str) -> dict:
     code, out, err = run_eval(capsys, *argv, "--json")
     assert code == 0, err
     return json.loads(out)
-
-
-@pytest.fixture(scope="module")
-def corridor_lstm(ray_session, tmp_path_factory) -> Path:
-    """A recurrent PPO policy on the ANSI-rendered corridor; returns its run directory."""
-    from rlplat.experiment.load import load_experiment
-    from rlplat.run.launch import train
-
-    tmp = tmp_path_factory.mktemp("lstm")
-    path = tmp / "exp.yaml"
-    path.write_text(CORRIDOR_LSTM.replace("OUTPUT", str(tmp / "out")))
-    summary = train(load_experiment(path), console=Console(quiet=True))
-    assert summary.trials[0].error is None
-    return Path(summary.run_dir)
 
 
 def test_solved_cartpole_scores_475_greedily(solved_cartpole, capsys):
@@ -203,21 +172,8 @@ def test_connector_state_is_restored(ray_session, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name", ["cartpole_dqn", "pendulum_sac"])
-def test_off_policy_checkpoints_evaluate(name, ray_session, tmp_path, capsys):
-    from rlplat.experiment.load import load_experiment
-    from rlplat.run.launch import train
-    from tests.conftest import EXPERIMENTS
-
-    loaded = load_experiment(
-        EXPERIMENTS / f"{name}.yaml",
-        [
-            f"output_dir={tmp_path}",
-            "stop.iterations=1",
-            "training.num_steps_sampled_before_learning_starts=100",
-            "reporting.min_sample_timesteps_per_iteration=200",
-        ],
-    )
-    summary = train(loaded, console=Console(quiet=True))
+def test_off_policy_checkpoints_evaluate(name, off_policy_runs, capsys):
+    summary = off_policy_runs(name)
     for explore in ([], ["--explore"]):
         report = eval_json(capsys, summary.run_dir, "-n", "1", *explore)
         assert report["episodes"] == 1 and report["per_episode"][0]["length"] > 0

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from rich.console import Console
 
+from rlplat.cli import main
 from tests.test_config_errors import assert_rejected, replace
 from tests.test_eval import eval_json
 from tests.test_train import read_scalars
@@ -266,7 +268,12 @@ def test_two_policies_each_get_metrics_and_only_trained_ones_learn(ray_session, 
     assert not all(torch.equal(learning[0][k], learning[1][k]) for k in learning[0])
 
 
-def test_connect_four_never_plays_an_illegal_move(ray_session, tmp_path):
+@pytest.fixture(scope="module")
+def connect_four_run(ray_session, tmp_path_factory):
+    return train_yaml(CONNECT_FOUR, tmp_path_factory.mktemp("connect-four"))
+
+
+def test_connect_four_never_plays_an_illegal_move(connect_four_run):
     """Both the masked learner (sampling, then greedy) and the random opponent, many moves."""
     from rlplat.experiment.load import load_experiment
     from rlplat.policy.restore import Policy
@@ -274,8 +281,7 @@ def test_connect_four_never_plays_an_illegal_move(ray_session, tmp_path):
     from rlplat.rllib.env_creator import rebuild_env
     from rlplat.rllib.multi_agent import mapping_for
 
-    summary = train_yaml(CONNECT_FOUR, tmp_path)
-    [checkpoint] = Path(summary.trials[0].path).glob("checkpoint_*")
+    [checkpoint] = Path(connect_four_run.trials[0].path).glob("checkpoint_*")
     experiment = load_experiment(checkpoint / "experiment.yaml").experiment
     env = rebuild_env(experiment, None, checkpoint)
     policy = Policy.from_checkpoint(checkpoint, mapping_for(experiment, env))
@@ -400,3 +406,53 @@ def test_other_ways_to_name_a_pettingzoo_env(env_section, tmp_path):
     config = prepare(load_experiment(path)).algo_config
     assert config.is_multi_agent
     assert config.policy_mapping_fn("agent_2") == "shared"
+
+
+# --- ONNX export (rlplat export) ----------------------------------------------------------------
+
+
+def export_report(capsys, run_dir: str, out: Path) -> tuple[dict, dict]:
+    """``rlplat export`` in this process: (its JSON report, the manifest)."""
+    try:
+        main(["export", run_dir, "--out", str(out), "-n", "5", "--json"])
+    except SystemExit as exc:
+        assert exc.code == 0, capsys.readouterr().err
+    report = json.loads(capsys.readouterr().out)
+    return report, json.loads((Path(report["directory"]) / "policy.json").read_text())
+
+
+def test_shared_policy_exports_one_graph_for_every_agent(spread_run, tmp_path, capsys):
+    report, manifest = export_report(capsys, spread_run.run_dir, tmp_path / "spread")
+    assert report["parity"]["passed"] and report["parity"]["agreement"] == 1.0
+    # Every agent's action at every step: 5 episodes x 25 steps x 3 agents, twice.
+    assert report["parity"]["compared_actions"] == 2 * 5 * 25 * 3
+    assert "shared.onnx" in report["files"]
+    assert manifest["agents"] == dict.fromkeys(["agent_0", "agent_1", "agent_2"], "shared")
+    from rlplat.runtime import load
+
+    policy = load(report["directory"])
+    assert policy.agents == ["agent_0", "agent_1", "agent_2"]
+    assert policy.policy_for("agent_1").network is policy.policy_for("agent_2").network
+
+
+def test_masked_export_plays_only_legal_moves(connect_four_run, tmp_path, capsys):
+    """The action mask is an input of the graph; the random opponent is not a graph."""
+    report, manifest = export_report(capsys, connect_four_run.run_dir, tmp_path / "c4")
+    parity = report["parity"]
+    assert parity["passed"] and parity["agreement"] == 1.0 and parity["compared_actions"] > 0
+    assert parity["not_compared"] == ["opponent (random)"]
+    assert sorted(report["files"]) == [
+        "experiment.yaml", "learner.onnx", "parity.json", "policy.json"
+    ]
+    learner = manifest["policies"]["learner"]
+    assert [i["name"] for i in learner["inputs"]] == ["obs", "action_mask"]
+    assert manifest["policies"]["opponent"]["kind"] == "random"
+    from rlplat.runtime import load
+
+    policy = load(report["directory"])
+    board = np.zeros((6, 7, 2), np.int8)
+    for column in range(7):
+        mask = np.eye(7, dtype=np.int8)[column]  # only this column is legal
+        obs = {"observation": board, "action_mask": mask}
+        assert policy.policy_for("player_0").act(obs) == column
+        assert policy.policy_for("player_1").act(obs) == column

@@ -421,3 +421,30 @@ def test_another_cooperative_pettingzoo_env_trains_and_evaluates(ray_session, tm
     assert summary.trials[0].status == "finished", summary.trials[0].error
     report = eval_json(capsys, summary.run_dir, "-n", "1")
     assert list(report["agent_returns"]) == ["agent_0", "agent_1"]
+
+
+def test_qmix_exports_its_agent_network_with_the_gru_state(spread_qmix_run, tmp_path, capsys):
+    """Decentralised execution: one agent network call per agent, its GRU state carried."""
+    from tests.test_multi_agent import export_report
+
+    report, manifest = export_report(capsys, spread_qmix_run.run_dir, tmp_path / "qmix")
+    parity = report["parity"]
+    assert parity["passed"] and parity["agreement"] == 1.0
+    assert parity["compared_actions"] == 2 * 5 * 25  # joint actions, every step
+    assert parity["checkpoint"]["returns"] == parity["onnx"]["returns"]
+    policy = manifest["policies"]["default_policy"]
+    assert [i["name"] for i in policy["inputs"]] == ["obs", "action_mask", "state_in"]
+    assert [o["name"] for o in policy["outputs"]] == ["action", "action_dist_inputs", "state_out"]
+    assert [part["name"] for part in policy["state"]["layout"]][0] == "hidden"
+    assert manifest["agents"] == dict.fromkeys(["agent_0", "agent_1", "agent_2"], "default_policy")
+    import numpy as np
+
+    from rlplat.runtime import load
+
+    agent = load(report["directory"]).policy_for("agent_0")
+    obs = np.zeros(18, np.float32)
+    first = agent.forward([obs])["action_dist_inputs"]
+    second = agent.forward([obs])["action_dist_inputs"]
+    assert not np.allclose(first, second), "the same observation, a different memory"
+    agent.reset()
+    assert np.allclose(agent.forward([obs])["action_dist_inputs"], first)

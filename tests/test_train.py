@@ -12,7 +12,6 @@ from rlplat.checkpoints import RESOLVED_EXPERIMENT
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
 from rlplat.run.run_dir import RUN_INFO, SUMMARY
-from tests.conftest import EXPERIMENTS
 
 
 def read_results(trial_dir: Path) -> list[dict]:
@@ -135,18 +134,9 @@ def test_videos_are_recorded_into_tensorboard(tiny_run):
 
 
 @pytest.mark.parametrize("name", ["cartpole_dqn", "pendulum_sac"])
-def test_shipped_off_policy_experiments_run(name, ray_session, tmp_path):
+def test_shipped_off_policy_experiments_run(name, off_policy_runs):
     """The shipped DQN and SAC experiments run end to end (a few hundred steps, not to target)."""
-    loaded = load_experiment(
-        EXPERIMENTS / f"{name}.yaml",
-        [
-            f"output_dir={tmp_path}",
-            "stop.iterations=2",
-            "training.num_steps_sampled_before_learning_starts=100",
-            "reporting.min_sample_timesteps_per_iteration=200",
-        ],
-    )
-    summary = train(loaded, console=Console(quiet=True))
+    summary = off_policy_runs(name)
     [trial] = summary.trials
     assert trial.error is None and trial.iterations == 2
     scalars = read_scalars(Path(trial.path))
