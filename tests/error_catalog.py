@@ -94,6 +94,28 @@ def _empty_dir(scratch: Path, checkpoint: Path) -> None:
     (scratch / "empty").mkdir()
 
 
+def _copy(scratch: Path, checkpoint: Path) -> None:
+    shutil.copytree(checkpoint, scratch / "checkpoint")
+
+
+def _env_gone(scratch: Path, checkpoint: Path) -> None:
+    """A checkpoint whose env is not registered here (a Gymnasium id of another package)."""
+    _copy(scratch, checkpoint)
+    experiment = scratch / "checkpoint" / "experiment.yaml"
+    experiment.write_text(experiment.read_text().replace("CartPole-v1", "LabMaze-v3"))
+
+
+def _exported(scratch: Path, checkpoint: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "rlplat.cli", "export", str(checkpoint), "--out", "exported",
+         "-n", "1"],
+        cwd=scratch,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
 CASES = [
     Case(
         "YAML: tab indentation",
@@ -207,6 +229,18 @@ CASES = [
     ),
     Case("eval of a path without checkpoints", ["eval", "empty"], setup=_empty_dir),
     Case("eval of a file", ["eval", "exp.yaml"]),
+    Case("export of a path without checkpoints", ["export", "empty"], setup=_empty_dir),
+    Case(
+        "export --out that is a file",
+        ["export", "checkpoint", "--out", "exp.yaml"],
+        setup=_copy,
+    ),
+    Case(
+        "export of a checkpoint whose env cannot be built here",
+        ["export", "checkpoint"],
+        setup=_env_gone,
+    ),
+    Case("eval --explore of an ONNX export", ["eval", "exported", "--explore"], setup=_exported),
     Case(
         "Checkpoint from another Ray version",
         ["eval", "old_checkpoint", "-n", "1"],

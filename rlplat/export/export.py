@@ -33,7 +33,7 @@ from rlplat.checkpoints import RESOLVED_EXPERIMENT, find_checkpoint
 from rlplat.environments.team import TEAM_SETTINGS
 from rlplat.errors import RlplatError, UserError
 from rlplat.experiment.load import load_experiment
-from rlplat.export.graph import GraphParts, build_graph
+from rlplat.export.graph import GraphParts, build_graph, describe_action
 from rlplat.export.parity import Certificate, certify
 from rlplat.export.qmix import agent_graph
 from rlplat.policy.exported import export_actor
@@ -130,8 +130,11 @@ def export(
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        files = {pid: _write_onnx(parts, staging / _file_name(pid, policy)) for pid, parts in
-                 graphs.items() if parts is not None}
+        files = {
+            pid: _write_onnx(parts, staging / _file_name(pid, policy))
+            for pid, parts in graphs.items()
+            if parts is not None
+        }
         shutil.copyfile(experiment_file, staging / RESOLVED_EXPERIMENT)
         manifest = _manifest(experiment, picked, policy, graphs, files, team, env)
         manifest["verified"] = False
@@ -272,13 +275,14 @@ def _file_name(policy_id: str, policy: Policy) -> str:
     return f"{policy_id}.onnx" if policy.multi_agent else "policy.onnx"
 
 
-def _write_onnx(parts: GraphParts, path: Path) -> str:
-    """Export the graph with batch as the dynamic first axis; check it with onnx's full checker."""
+def _write_onnx(parts: GraphParts, path: Path) -> dict[str, Any]:
+    """Export the graph with batch as the dynamic first axis, check it with onnx's full checker;
+    the file name and its inputs and outputs as the ONNX model declares them."""
     examples = tuple(
         torch.zeros((2, *entry.shape), dtype=torch.float32) for entry in parts.inputs
     )
     names = [entry.name for entry in parts.inputs]
-    outputs = [name for name, _, _ in parts.outputs]
+    outputs = parts.outputs
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         # The TorchScript exporter: torch.export (dynamo=True) cannot trace RLlib's modules
@@ -295,7 +299,22 @@ def _write_onnx(parts: GraphParts, path: Path) -> str:
         )
     model = onnx.load(str(path))
     onnx.checker.check_model(model, full_check=True)
-    return path.name
+    paths = {entry.name: entry.path for entry in parts.inputs}
+    return {
+        "file": path.name,
+        "opset": model.opset_import[0].version,
+        "inputs": [{**_value_info(v), "path": paths[v.name]} for v in model.graph.input],
+        "outputs": [_value_info(v) for v in model.graph.output],
+    }
+
+
+def _value_info(value: Any) -> dict[str, Any]:
+    tensor = value.type.tensor_type
+    return {
+        "name": value.name,
+        "shape": [d.dim_param or d.dim_value for d in tensor.shape.dim],
+        "dtype": onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name,
+    }
 
 
 def _nanmean(g: Any, x: Any, dim: Any, keepdim: Any, dtype: Any) -> Any:
@@ -339,12 +358,9 @@ def _manifest(
     policies: dict[str, Any] = {}
     for pid, parts in graphs.items():
         if parts is None:
-            action_space = _action_space_of(policy, pid)
-            from rlplat.export.graph import describe_action  # noqa: PLC0415
-
             policies[pid] = {
                 "kind": "random",
-                "action": describe_action(action_space),
+                "action": describe_action(policy.module[pid].action_space),
                 "observation_keys": list(getattr(policy.module[pid].observation_space, "spaces",
                                                  {}) or []),
                 "note": "uniformly random among the legal actions; no network",
@@ -352,13 +368,7 @@ def _manifest(
             continue
         policies[pid] = {
             "kind": "onnx",
-            "file": files[pid],
-            "opset": OPSET,
-            "inputs": [entry.manifest() for entry in parts.inputs],
-            "outputs": [
-                {"name": name, "dtype": dtype, "shape": ["batch", *shape]}
-                for name, dtype, shape in parts.outputs
-            ],
+            **files[pid],
             "action": parts.action,
             "state": parts.state,
             "frame_stack": {"num_frames": parts.frame_stack} if parts.frame_stack else None,
@@ -394,10 +404,6 @@ def _manifest(
         "training": {k: v for k, v in vars(info).items()} if info else None,
         "versions": {**versions(), **_export_versions()},
     }
-
-
-def _action_space_of(policy: Policy, pid: str) -> Any:
-    return policy.module[pid].action_space
 
 
 def _export_versions() -> dict[str, str]:

@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
+from ray.rllib.utils.filter import SMALL_NUMBER
 from torch import nn
 from torch.nn import functional as F
 
@@ -60,14 +61,6 @@ class Input:
     path: list[str | int] | None  # None: not part of the observation (an argument of act)
     shape: tuple[int, ...]
 
-    def manifest(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "path": self.path,
-            "shape": ["batch", *self.shape],
-            "dtype": "float32",
-        }
-
 
 @dataclass
 class GraphParts:
@@ -75,7 +68,7 @@ class GraphParts:
 
     graph: nn.Module
     inputs: list[Input]
-    outputs: list[tuple[str, str, tuple[int, ...]]]  # (name, dtype, shape without batch)
+    outputs: list[str]
     action: dict[str, Any]
     frame_stack: int = 0
     state: dict[str, Any] | None = None
@@ -161,8 +154,6 @@ class Normalize(nn.Module):
 
     def __init__(self, mean: np.ndarray, std: np.ndarray, demean: bool, destd: bool, clip: Any):
         super().__init__()
-        from ray.rllib.utils.filter import SMALL_NUMBER  # noqa: PLC0415 - one constant
-
         self.register_buffer("mean", torch.as_tensor(mean * demean, dtype=torch.float32))
         self.register_buffer(
             "scale", torch.as_tensor(std + SMALL_NUMBER if destd else np.ones_like(std),
@@ -368,15 +359,10 @@ def build_graph(
     return GraphParts(
         graph=graph,
         inputs=inputs,
-        outputs=[("action", action["dtype"], tuple(action.get("shape", [])) or _multi(action)),
-                 ("action_dist_inputs", "float32", ())],
+        outputs=["action", "action_dist_inputs"],
         action=action,
         frame_stack=frames,
     )
-
-
-def _multi(action: dict[str, Any]) -> tuple[int, ...]:
-    return (len(action["nvec"]),) if action["type"] == "MultiDiscrete" else ()
 
 
 def _stacked_shape(space: gym.Space, frames: int) -> tuple[int, ...]:

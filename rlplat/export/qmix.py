@@ -125,11 +125,9 @@ def agent_graph(module: Any, team_env: Any) -> GraphParts:
             layout.append(part)
             position += size
     if layout:
-        inputs.append(Input("state_in", [], (position,)))
+        inputs.append(Input("state_in", None, (position,)))
     graph = AgentGraph(module, space, inputs, layout).eval()
-    outputs = [("action", "int64", ()), ("action_dist_inputs", "float32", (module.n_actions,))]
-    if layout:
-        outputs.append(("state_out", "float32", (position,)))
+    outputs = ["action", "action_dist_inputs", *(["state_out"] if layout else [])]
     return GraphParts(
         graph=graph,
         inputs=inputs,
