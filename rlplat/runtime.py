@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
 
 MANIFEST = "policy.json"
 FORMAT = "rlplat-export/1"
@@ -60,10 +59,21 @@ class Network:
 
     def __init__(self, directory: Path, spec: dict[str, Any], providers: list[str] | None):
         self.spec = spec
+        try:
+            # Imported here: this module also serves rlplat itself, where onnxruntime is the
+            # optional export extra.
+            import onnxruntime as ort  # noqa: PLC0415
+        except ModuleNotFoundError:
+            raise ExportError(
+                "acting with an exported policy needs onnxruntime: pip install onnxruntime"
+            ) from None
+        file = directory / spec["file"]
+        if not file.is_file():
+            raise ExportError(f"the export {directory} is incomplete: {spec['file']} is missing")
         options = ort.SessionOptions()
         options.log_severity_level = 3
         self.session = ort.InferenceSession(
-            str(directory / spec["file"]),
+            str(file),
             sess_options=options,
             providers=providers or ["CPUExecutionProvider"],
         )
@@ -71,6 +81,7 @@ class Network:
         self.output_names = [output["name"] for output in spec["outputs"]]
         self.state_size = int((spec.get("state") or {}).get("size", 0))
         self.integer_action = spec["action"]["dtype"].startswith("int")
+        self.has_mask = any(entry["name"] == ACTION_MASK for entry in self.inputs)
 
     def run(
         self,
@@ -146,10 +157,15 @@ class ExportedPolicy:
     def act(self, obs: Any, action_mask: Any = None, state: Any = None) -> Any:
         """The greedy action for one observation.
 
-        With ``state`` given, returns ``(action, next_state)`` and leaves the policy's own state
-        alone; otherwise the policy carries its state itself.
+        With ``state`` given (recurrent policies), returns ``(action, next_state)`` and leaves
+        the policy's own recurrent state alone; otherwise the policy carries it itself. Frames
+        are stacked by the policy in either case.
         """
         explicit = state is not None
+        if explicit and not self.network.state_size:
+            raise ExportError("this policy has no recurrent state; call act(obs) without state=")
+        if action_mask is not None and not self.network.has_mask:
+            raise ExportError("this policy takes no action mask (its graph has no such input)")
         outputs = self.forward(
             [self._stack(obs)],
             None if action_mask is None else [action_mask],
@@ -168,8 +184,9 @@ class ExportedPolicy:
     ) -> dict[str, np.ndarray]:
         """Every output of the graph for a batch (``action``, ``action_dist_inputs``, ...).
 
-        Without ``states`` a stateful policy uses (and advances) its own state; batches of more
-        than one observation then need explicit states.
+        Observations go to the graph as given (a policy that stacks frames expects them stacked
+        already). Without ``states`` a stateful policy uses (and advances) its own state; batches
+        of more than one observation then need explicit states.
         """
         if self.kind == "random":
             return {ACTION: np.stack([self._random_action(o, m) for o, m in _pairs(
@@ -221,6 +238,7 @@ class _RandomNetwork:
 
     state_size = 0
     integer_action = True
+    has_mask = True
 
 
 class MultiAgentPolicy:

@@ -454,5 +454,5 @@ def test_masked_export_plays_only_legal_moves(connect_four_run, tmp_path, capsys
     for column in range(7):
         mask = np.eye(7, dtype=np.int8)[column]  # only this column is legal
         obs = {"observation": board, "action_mask": mask}
-        assert policy.policy_for("player_0").act(obs) == column
-        assert policy.policy_for("player_1").act(obs) == column
+        assert policy.policy_for("player_0").act(obs) == column  # the learner's graph
+        assert policy.policy_for("player_1").act(obs) == column  # the runtime's random draw

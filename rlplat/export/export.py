@@ -8,7 +8,8 @@
 
 Everything is written into a hidden sibling directory first and renamed into place at the end,
 so an ``<out>`` that exists is never touched (the export gets the next free sibling name) and an
-export that failed half-way leaves nothing behind.
+export that fails before its certificate leaves nothing behind. A failed certificate keeps the
+files, for inspection, with ``"verified": false`` in the manifest.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import onnx
 import torch
 
@@ -33,7 +35,7 @@ from rlplat.checkpoints import RESOLVED_EXPERIMENT, find_checkpoint
 from rlplat.environments.team import TEAM_SETTINGS
 from rlplat.errors import RlplatError, UserError
 from rlplat.experiment.load import load_experiment
-from rlplat.export.graph import GraphParts, build_graph, describe_action
+from rlplat.export.graph import GraphParts, Unsupported, build_graph, describe_action
 from rlplat.export.parity import Certificate, certify
 from rlplat.export.qmix import agent_graph
 from rlplat.policy.exported import export_actor
@@ -119,17 +121,17 @@ def export(
     experiment = load_experiment(experiment_file).experiment
     team = is_team_algorithm(experiment.algorithm)
     env = _env_or_none(experiment, experiment_file, options.verify or team)
-    mapping = mapping_for(experiment, env) if env is not None else _mapping_without_env(
-        experiment, picked.path
-    )
-    policy = Policy.from_checkpoint(picked.path, mapping)
-    graphs = _graphs(policy, env, team)
     out = options.out or Path("exported") / experiment.name
-    out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
     try:
+        mapping = mapping_for(experiment, env) if env is not None else _mapping_without_env(
+            experiment, picked.path
+        )
+        policy = Policy.from_checkpoint(picked.path, mapping)
+        graphs = _graphs(policy, env, team)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
         files = {
             pid: _write_onnx(parts, staging / _file_name(pid, policy))
             for pid, parts in graphs.items()
@@ -141,8 +143,10 @@ def export(
         write_atomic(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
         certificate = None
         if options.verify:
-            say(f"Parity: {options.episodes} seeded episode(s) with the checkpoint, then with "
-                "the ONNX export...")
+            say(
+                f"Parity: {options.episodes} seeded episode(s) with the checkpoint, then with "
+                "the ONNX export..."
+            )
             certificate = certify(
                 policy.actor(),
                 export_actor(staging, manifest),
@@ -251,15 +255,29 @@ def _graphs(policy: Policy, env: Any, team: bool) -> dict[str, GraphParts | None
                 policy.module, spaces_in, actions_in, policy.env_to_module, policy.module_to_env
             )
         }
-    graphs: dict[str, GraphParts | None] = {}
+    agents_of: dict[str, list[str]] = {}
     for agent in spaces_in.spaces:
         pid = policy.mapping(agent)
-        if pid in graphs or pid is None:
-            continue
+        if pid is not None:
+            agents_of.setdefault(pid, []).append(agent)
+    filtered = any(type(p).__name__ == "MeanStdFilter" for p in policy.env_to_module.connectors)
+    graphs: dict[str, GraphParts | None] = {}
+    for pid, agents in agents_of.items():
+        agent = agents[0]
         module = policy.module[pid]
         if isinstance(module, UniformRandomModule):
+            if not isinstance(actions_in[agent], gym.spaces.Discrete):
+                raise Unsupported(
+                    f"the random policy {pid!r} acts in {actions_in[agent]}; an export's random "
+                    "policies support Discrete actions only"
+                )
             graphs[pid] = None
             continue
+        if filtered and len(agents) > 1:
+            raise Unsupported(
+                f"the policy {pid!r} plays {', '.join(agents)} with a mean_std_filter, which "
+                "keeps its statistics per agent: one graph cannot hold them all"
+            )
         graphs[pid] = build_graph(
             module,
             spaces_in[agent],
@@ -287,16 +305,23 @@ def _write_onnx(parts: GraphParts, path: Path) -> dict[str, Any]:
         warnings.simplefilter("ignore")
         # The TorchScript exporter: torch.export (dynamo=True) cannot trace RLlib's modules
         # (their forward passes branch on Python dicts of columns).
-        torch.onnx.export(
-            parts.graph,
-            examples,
-            str(path),
-            input_names=names,
-            output_names=outputs,
-            dynamic_axes={name: {0: "batch"} for name in [*names, *outputs]},
-            opset_version=OPSET,
-            dynamo=False,
-        )
+        try:
+            torch.onnx.export(
+                parts.graph,
+                examples,
+                str(path),
+                input_names=names,
+                output_names=outputs,
+                dynamic_axes={name: {0: "batch"} for name in [*names, *outputs]},
+                opset_version=OPSET,
+                dynamo=False,
+            )
+        except Exception as exc:  # noqa: BLE001 - the exporter raises many types
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            raise Unsupported(
+                f"torch's ONNX exporter cannot write the graph for {path.stem}: "
+                f"{type(exc).__name__}: {first_line}"
+            ) from None
     model = onnx.load(str(path))
     onnx.checker.check_model(model, full_check=True)
     paths = {entry.name: entry.path for entry in parts.inputs}
@@ -351,7 +376,7 @@ def _manifest(
     picked: Any,
     policy: Policy,
     graphs: dict[str, GraphParts | None],
-    files: dict[str, str],
+    files: dict[str, dict[str, Any]],
     team: bool,
     env: Any,
 ) -> dict[str, Any]:

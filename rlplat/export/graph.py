@@ -7,15 +7,15 @@ wrappers) returns it and gives the action the env runners would have sent to the
                     ─> greedy action of the module's action distribution ─> unsquash / clip
 
 RLlib's pipelines are read piece by piece: structural pieces (batching, tensors, agent mapping)
-need nothing, pure functions (``MeanStdFilter`` with its frozen statistics, ``FlattenObservations``)
-become graph ops, RLlib's frame stacking is left to the runtime (it needs the previous
-observations), and any other piece is refused: a graph that silently skipped a piece would act
-differently from the checkpoint.
+need nothing, pure functions (``MeanStdFilter`` with its frozen statistics) become graph ops,
+RLlib's frame stacking is left to the runtime (it needs the previous observations), and any other
+piece is refused: a graph that silently skipped a piece would act differently from the
+checkpoint.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -26,7 +26,7 @@ from ray.rllib.utils.filter import SMALL_NUMBER
 from torch import nn
 from torch.nn import functional as F
 
-from rlplat.environments.pettingzoo import ACTION_MASK
+from rlplat.environments.kinds import ACTION_MASK
 from rlplat.errors import UserError
 
 # Pieces that only move data around (batch, time rank, tensors, agents <-> modules).
@@ -72,7 +72,6 @@ class GraphParts:
     action: dict[str, Any]
     frame_stack: int = 0
     state: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def observation_inputs(space: gym.Space) -> list[Input]:
@@ -166,18 +165,7 @@ class Normalize(nn.Module):
         return x.clamp(-self.clip, self.clip) if self.clip is not None else x
 
 
-class Flatten(nn.Module):
-    def __init__(self, space: gym.Space):
-        super().__init__()
-        self.space = space
-
-    def forward(self, x: Any) -> torch.Tensor:
-        return flatten_tensor(self.space, x)
-
-
-def observation_steps(
-    env_to_module: Any, observation_space: gym.Space, agent: Any
-) -> tuple[list[nn.Module], int]:
+def observation_steps(env_to_module: Any, agent: Any) -> tuple[list[nn.Module], int]:
     """The graph ops for the pipeline's pure pieces, and the number of frames the runtime
     stacks (0: none). ``agent``: the key of per-agent filter statistics (None: single-agent)."""
     steps: list[nn.Module] = []
@@ -194,14 +182,17 @@ def observation_steps(
                 )
             frames = int(piece.num_frames)
         elif name == "MeanStdFilter":
+            if frames:
+                raise Unsupported(
+                    "a mean_std_filter after frame_stack cannot be exported: RLlib filters the "
+                    "env's observations before they are stacked"
+                )
             steps.append(_frozen_filter(piece, agent))
-        elif name == "FlattenObservations":
-            steps.append(Flatten(piece.input_observation_space))
         else:
             raise Unsupported(
                 f"the env-to-module connector {name} (position {position} of the pipeline) has "
-                "no ONNX equivalent in rlplat export; supported: mean_std_filter, frame_stack, "
-                "FlattenObservations and RLlib's default pieces"
+                "no ONNX equivalent in rlplat export; supported: mean_std_filter, frame_stack "
+                "and RLlib's default pieces"
             )
     return steps, frames
 
@@ -214,6 +205,14 @@ def _frozen_filter(piece: Any, agent: Any) -> Normalize:
             "agent, so a policy shared by several agents has no single normalisation)"
         )
     obs_filter = filters[agent]
+    space = piece.input_observation_space
+    if agent is not None:
+        space = space[agent]
+    if not np.issubdtype(getattr(space, "dtype", None) or np.float32, np.floating):
+        raise Unsupported(
+            f"a mean_std_filter on {space.dtype} observations cannot be exported: RLlib casts "
+            "the normalised values back to that type"
+        )
     stats = obs_filter.running_stats
     if not hasattr(stats, "mean"):
         raise Unsupported("a mean_std_filter over Dict or Tuple observations cannot be exported")
@@ -342,7 +341,7 @@ def build_graph(
             f"the module {name} is recurrent (use_lstm or a custom state); rlplat export "
             "supports recurrent state for QMIX's agent networks only"
         )
-    steps, frames = observation_steps(env_to_module, observation_space, agent)
+    steps, frames = observation_steps(env_to_module, agent)
     to_env, action = action_step(module_to_env, action_space)
     if frames:
         stacked = gym.spaces.Box(-np.inf, np.inf, _stacked_shape(observation_space, frames))

@@ -30,12 +30,19 @@ class Agreement:
     first_disagreement: dict[str, Any] | None = None
 
     def add(self, reference: Any, exported: Any, where: dict[str, Any]) -> None:
-        a = np.asarray(reference, dtype=np.float64)
-        b = np.asarray(exported, dtype=np.float64)
-        diff = float(np.max(np.abs(a - b))) if a.shape == b.shape else float("inf")
+        """Discrete actions agree when equal, continuous ones within the tolerance."""
+        a, b = np.asarray(reference), np.asarray(exported)
         self.compared += 1
-        self.max_abs_diff = max(self.max_abs_diff, diff)
-        if diff <= self.tolerance:
+        if a.shape != b.shape:
+            agree = False
+        elif np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer):
+            agree = bool(np.array_equal(a, b))
+            self.max_abs_diff = max(self.max_abs_diff, float(np.max(np.abs(a - b), initial=0)))
+        else:
+            diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0))
+            self.max_abs_diff = max(self.max_abs_diff, diff)
+            agree = diff <= self.tolerance
+        if agree:
             self.agreed += 1
         elif self.first_disagreement is None:
             self.first_disagreement = {

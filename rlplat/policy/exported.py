@@ -19,6 +19,7 @@ from rlplat import runtime
 from rlplat.environments.kinds import ACTION_MASK
 from rlplat.environments.make import EnvCreator
 from rlplat.environments.team import TeamEnvCreator
+from rlplat.errors import UserError
 from rlplat.experiment.schema import EnvSpec
 
 
@@ -26,25 +27,36 @@ class ExportActor:
     """An exported policy as a ``rollout.Actor`` (greedy only: the graph's ``action``)."""
 
     def __init__(self, directory: Path, manifest: dict[str, Any]):
+        self.directory = directory
         self.manifest = manifest
-        self.policy = runtime.load(directory)
+        try:
+            self.policy = runtime.load(directory)
+        except runtime.ExportError as exc:
+            raise UserError(f"cannot load the export {directory}: {exc}.") from None
         self.multi_agent = bool(manifest["multi_agent"]) and not manifest.get("team")
         agents = manifest.get("agents") or {}
         self.mapping = agents.get if self.multi_agent else None
-        self._observation: Any = None
 
     def reset(self, env: Any, observation: Any, info: Any, seed: int) -> None:
         self.policy.reset()
         self.policy.seed(seed)
-        self._observation = observation
 
     def act(self, observation: Any, explore: bool) -> Any:
+        try:
+            return self._act(observation)
+        except runtime.ExportError as exc:
+            raise UserError(
+                f"the export {self.directory} cannot act on this env's observations: {exc}. "
+                "Was it exported from a run of this experiment?"
+            ) from None
+
+    def _act(self, observation: Any) -> Any:
         return self.policy.act(observation)
 
     def observe(
         self, observation: Any, reward: Any, terminated: Any, truncated: Any, info: Any
     ) -> None:
-        self._observation = observation
+        """The runtime keeps what it needs (recurrent state, frames) itself."""
 
 
 class TeamExportActor(ExportActor):
@@ -55,7 +67,7 @@ class TeamExportActor(ExportActor):
         self.members: list[str] = list(env.members)
         self.spaces = [env.env.observation_spaces[agent] for agent in self.members]
 
-    def act(self, observation: Any, explore: bool) -> np.ndarray:
+    def _act(self, observation: Any) -> np.ndarray:
         actions = []
         for index, agent in enumerate(self.members):
             obs, mask = agent_observation(self.spaces[index], observation, index)

@@ -215,6 +215,8 @@ def export_at_end(run_dir: Path, episodes: int, console: Console) -> dict[str, A
         )
     except RlplatError as exc:
         return {"error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - the trained run stands; its summary says why
+        return {"error": f"{type(exc).__name__}: {exc}"}
     certificate = report.certificate
     return {
         "directory": str(report.directory),
