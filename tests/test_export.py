@@ -250,7 +250,7 @@ def test_bad_input_exits_2_and_writes_nothing(tiny_run, tmp_path, capsys, monkey
     a_file = tmp_path / "taken.txt"
     a_file.write_text("keep me")
     code, _, err = run_cli(capsys, "export", tiny_run.run_dir, "--out", a_file)
-    assert code == 2 and "is a file" in err, err
+    assert code == 2 and "is an existing file" in err, err
     assert a_file.read_text() == "keep me"
 
     code, _, err = run_cli(capsys, "export", tiny_run.run_dir, "--tolerance", "-1")

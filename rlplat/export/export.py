@@ -97,9 +97,9 @@ def check_options(options: ExportOptions) -> None:
     out = options.out
     if out is not None and out.exists() and not out.is_dir():
         raise UserError(
-            f"--out {out} is a file; give a directory path (it is created, or, if it exists, the "
-            "export goes into a new sibling such as "
-            f"{out.name}-1)."
+            f"--out {out} is an existing file; give a directory path to export into (created if "
+            "missing; an existing directory is never touched: the export then goes to the next "
+            f"free sibling name, such as {out.name}-1)."
         )
 
 
