@@ -53,6 +53,9 @@ def _commands(
 
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show Ray's and RLlib's logs.")]
 Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")]
+Last = Annotated[
+    bool, typer.Option("--last", help="Newest checkpoint of a trial instead of the best.")
+]
 
 
 @app.command()
@@ -186,7 +189,10 @@ def plan(
 def eval_(
     path: Annotated[
         Path,
-        typer.Argument(help="A checkpoint, or a trial/run/experiment directory (best checkpoint)."),
+        typer.Argument(
+            help="A checkpoint, a trial/run/experiment directory (best checkpoint), or a "
+            "directory written by rlplat export."
+        ),
     ],
     episodes: Annotated[int, typer.Option("--episodes", "-n", help="Episodes to play.")] = 10,
     seed: Annotated[int, typer.Option(help="Seed of the first episode (episode i: seed + i).")] = 0,
@@ -205,9 +211,7 @@ def eval_(
     one_file: Annotated[
         bool, typer.Option("--one-file", help="One video with all episodes instead of one each.")
     ] = False,
-    last: Annotated[
-        bool, typer.Option("--last", help="Newest checkpoint of a trial instead of the best.")
-    ] = False,
+    last: Last = False,
     max_steps: Annotated[
         int | None, typer.Option(help="Cut episodes after this many steps.")
     ] = None,
@@ -217,7 +221,8 @@ def eval_(
     verbose: Verbose = False,
     debug: Debug = False,
 ) -> None:
-    """Roll out a trained policy without Ray: statistics, and videos or terminal frames."""
+    """Roll out a trained policy (or its ONNX export) without Ray: statistics, and videos or
+    terminal frames."""
     import json  # noqa: PLC0415 - only rlplat eval --json needs it
 
     # Imported per command: `rlplat eval` loads no Ray Tune (start-up time).
@@ -287,9 +292,7 @@ def export_(
             help="Play the parity episodes (--no-verify: no certificate; the manifest says so).",
         ),
     ] = True,
-    last: Annotated[
-        bool, typer.Option("--last", help="Newest checkpoint of a trial instead of the best.")
-    ] = False,
+    last: Last = False,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the parity certificate as JSON on stdout.")
     ] = False,
