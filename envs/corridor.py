@@ -49,3 +49,19 @@ class Corridor(gym.Env):
         cells[-1] = "G"
         cells[self._position] = "A"
         return "".join(cells)
+
+
+class PixelCorridor(Corridor):
+    """The corridor seen as a grayscale image of shape ``(3, length, 1)``: the agent is the
+    bright pixel of the middle row. One frame says where the agent is, a stack of frames also
+    where it came from (for RLlib's ``frame_stack`` connector)."""
+
+    def __init__(self, length: int = 8, max_steps: int = 50, render_mode: str | None = None):
+        super().__init__(length, max_steps, render_mode)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, shape=(3, length, 1), dtype=np.float32)
+
+    def _obs(self) -> np.ndarray:
+        image = np.zeros((3, self.length, 1), dtype=np.float32)
+        image[1, self._position, 0] = 1.0
+        image[1, -1, 0] = 0.5  # the goal
+        return image

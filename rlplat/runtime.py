@@ -122,8 +122,9 @@ class ExportedPolicy:
     """One agent's (or a single-agent env's) exported policy.
 
     ``act(obs)`` returns the greedy action in the env's action space (int for Discrete, an int64
-    array for MultiDiscrete, a float32 array inside the Box bounds). State (recurrent memory,
-    stacked frames) is kept between calls until ``reset()``.
+    array for MultiDiscrete, a float32 array inside the Box bounds); ``last_outputs`` then holds
+    every output of the graph for it (``action_dist_inputs``: logits or Q-values). State
+    (recurrent memory, stacked frames) is kept between calls until ``reset()``.
     """
 
     def __init__(self, network: Network, spec: dict[str, Any], initial_state: np.ndarray | None):
@@ -134,6 +135,7 @@ class ExportedPolicy:
         frame_stack = spec.get("frame_stack") or {}
         self.num_frames = int(frame_stack.get("num_frames", 0))
         self._rng = np.random.default_rng()
+        self.last_outputs: dict[str, np.ndarray] = {}
         self.reset()
 
     @property
@@ -171,6 +173,7 @@ class ExportedPolicy:
             None if action_mask is None else [action_mask],
             None if not explicit else np.asarray(state, np.float32)[None],
         )
+        self.last_outputs = {name: value[0] for name, value in outputs.items()}
         action = self._single(outputs[ACTION][0])
         if explicit:
             return action, outputs[STATE_OUT][0]

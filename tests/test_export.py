@@ -280,3 +280,55 @@ def test_a_recurrent_ppo_module_is_refused_by_name(corridor_lstm, tmp_path, caps
     assert code == 2, err
     assert "recurrent" in err and "use_lstm" in err
     assert not (tmp_path / "x").exists()
+
+
+FRAMES = """\
+name: pixel-corridor
+algorithm: PPO
+seed: 2
+env:
+  factory: envs.corridor:PixelCorridor
+  kwargs: {length: 6, max_steps: 20}
+connectors: [{frame_stack: {num_frames: 3}}]
+training: {train_batch_size_per_learner: 200, minibatch_size: 50, num_epochs: 1}
+rl_module:
+  model_config: {conv_filters: [[4, [3, 3], 1]], head_fcnet_hiddens: [16]}
+resources:
+  env_runners: {count: 0}
+stop: {iterations: 2}
+output_dir: OUTPUT
+"""
+
+
+def test_frame_stacking_is_done_by_the_runtime(ray_session, tmp_path, capsys):
+    """RLlib's frame_stack connector is stateful: the runtime stacks the env's frames (zeros
+    before the first) and the graph takes the stack; the certificate checks it step by step."""
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(FRAMES.replace("OUTPUT", str(tmp_path / "out")))
+    summary = train(load_experiment(path), console=Console(quiet=True))
+    assert summary.trials[0].error is None, summary.trials[0].error
+    report = export_json(capsys, summary.run_dir, "--out", tmp_path / "x", "-n", "5")
+    parity = report["parity"]
+    assert parity["passed"] and parity["agreement"] == 1.0 and parity["compared_actions"] >= 10
+    manifest = json.loads((Path(report["directory"]) / "policy.json").read_text())
+    policy = manifest["policies"]["default_policy"]
+    assert policy["frame_stack"] == {"num_frames": 3}
+    assert policy["inputs"][0]["shape"] == ["batch", 3, 6, 3]
+    from rlplat.runtime import load
+
+    runtime = load(report["directory"])
+    frames = [np.zeros((3, 6, 1), np.float32) for _ in range(2)]
+    for position in (0, 1):
+        frames[position][1, position, 0] = 1.0
+    zero = np.zeros_like(frames[0])
+    stacks = [[zero, zero, frames[0]], [zero, frames[0], frames[1]]]
+    expected = runtime.forward([np.concatenate(stack, axis=2) for stack in stacks])
+    # An episode's first observation is stacked behind two zero frames, then they shift.
+    for step, frame in enumerate(frames):
+        runtime.act(frame)
+        got = runtime.last_outputs["action_dist_inputs"]
+        assert np.array_equal(got, expected["action_dist_inputs"][step]), step
+    assert not np.array_equal(*expected["action_dist_inputs"]), "two different stacks"

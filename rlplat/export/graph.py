@@ -46,7 +46,7 @@ STRUCTURAL_MODULE_TO_ENV = {
     "RemoveSingleTsTimeRankFromBatch",
     "ListifyDataForVectorEnv",
 }
-FRAME_STACK = "FrameStackingEnvToModule"
+FRAME_STACK = "FrameStacking"  # RLlib names its env-to-module variant FrameStackingEnvToModule
 
 
 class Unsupported(UserError):
