@@ -18,15 +18,20 @@ from tests.conftest import CORRIDOR_LSTM, REPO
 
 CARTPOLE_POLE_RGB = (202, 152, 101)
 
-def run_eval(capsys, *argv: str) -> tuple[int, str, str]:
-    """``rlplat eval ...`` in this process: (exit code, stdout, stderr)."""
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """``rlplat ...`` in this process: (exit code, stdout, stderr)."""
     try:
-        main(["eval", *map(str, argv)])
+        main([*map(str, argv)])
         code = 0
     except SystemExit as exc:
         code = exc.code
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def run_eval(capsys, *argv: str) -> tuple[int, str, str]:
+    """``rlplat eval ...`` in this process: (exit code, stdout, stderr)."""
+    return run_cli(capsys, "eval", *argv)
 
 
 def eval_json(capsys, *argv: str) -> dict:

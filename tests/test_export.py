@@ -19,17 +19,7 @@ from rich.console import Console
 
 from rlplat.cli import main
 from tests.conftest import REPO, TINY_PPO
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    """``rlplat ...`` in this process: (exit code, stdout, stderr)."""
-    try:
-        main([*map(str, argv)])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests.test_eval import run_cli
 
 
 def export_json(capsys, *argv: str) -> dict:

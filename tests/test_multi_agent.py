@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from rlplat.cli import main
 from tests.test_config_errors import assert_rejected, replace
 from tests.test_eval import eval_json
 from tests.test_train import read_scalars
@@ -413,11 +412,9 @@ def test_other_ways_to_name_a_pettingzoo_env(env_section, tmp_path):
 
 def export_report(capsys, run_dir: str, out: Path) -> tuple[dict, dict]:
     """``rlplat export`` in this process: (its JSON report, the manifest)."""
-    try:
-        main(["export", run_dir, "--out", str(out), "-n", "5", "--json"])
-    except SystemExit as exc:
-        assert exc.code == 0, capsys.readouterr().err
-    report = json.loads(capsys.readouterr().out)
+    from tests.test_export import export_json
+
+    report = export_json(capsys, run_dir, "--out", out, "-n", "5")
     return report, json.loads((Path(report["directory"]) / "policy.json").read_text())
 
 

@@ -9,11 +9,20 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import gymnasium as gym
 from pettingzoo import AECEnv, ParallelEnv
 
 # The key of the legal-move mask in PettingZoo's (and the team view's) Dict observations.
 ACTION_MASK = "action_mask"
 _MULTI_AGENT_ENV_MODULE = "ray.rllib.env.multi_agent_env"
+
+
+def masked_observation_key(space: gym.Space) -> str | None:
+    """The observation entry of a ``Dict({<observation>, action_mask})`` space (PettingZoo's
+    board games); None for any other space."""
+    if isinstance(space, gym.spaces.Dict) and ACTION_MASK in space.spaces and len(space) == 2:
+        return next(key for key in space.spaces if key != ACTION_MASK)
+    return None
 
 
 def is_pettingzoo(env: Any) -> bool:

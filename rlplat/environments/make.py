@@ -76,8 +76,8 @@ def build_env(
         raise UserError(
             f"cannot rebuild the environment {spec.label!r} described in {source}: "
             f"{type(exc).__name__}: {str(exc).rstrip('.')}.{hint} Its package must be installed "
-            "and importable "
-            "here (custom environments from the directory you train in, e.g. envs/)."
+            "and importable here (custom environments from the directory you train in, e.g. "
+            "envs/)."
         ) from None
 
 

@@ -21,7 +21,7 @@ import shutil
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from typing import Any
 import gymnasium as gym
 import onnx
 import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rlplat.algorithms.registry import is_team_algorithm
 from rlplat.checkpoints import RESOLVED_EXPERIMENT, find_checkpoint
@@ -39,7 +40,7 @@ from rlplat.export.graph import GraphParts, Unsupported, build_graph, describe_a
 from rlplat.export.parity import Certificate, certify
 from rlplat.export.qmix import agent_graph
 from rlplat.policy.exported import export_actor
-from rlplat.policy.restore import Policy
+from rlplat.policy.restore import MODULES_DIR, Policy
 from rlplat.policy.rollout import Stats
 from rlplat.rllib.env_creator import rebuild_env
 from rlplat.rllib.modules import UniformRandomModule
@@ -233,11 +234,7 @@ def _env_or_none(experiment: Any, source: Path, needed: bool) -> Any:
 
 
 def _mapping_without_env(experiment: Any, checkpoint: Path) -> PolicyMapping | None:
-    from rlplat.policy.restore import MODULES_DIR  # noqa: PLC0415 - one constant
-
-    modules = checkpoint / MODULES_DIR
-    single = (modules / "default_policy").is_dir()
-    if single:
+    if (checkpoint / MODULES_DIR / DEFAULT_MODULE_ID).is_dir():
         return None
     policies = experiment.multi_agent.policies if experiment.multi_agent else "shared"
     return PolicyMapping(policies)
@@ -246,12 +243,12 @@ def _mapping_without_env(experiment: Any, checkpoint: Path) -> PolicyMapping | N
 def _graphs(policy: Policy, env: Any, team: bool) -> dict[str, GraphParts | None]:
     """The acting graph of every policy (None for a random policy, which has no network)."""
     if team:
-        return {"default_policy": agent_graph(policy.module, env)}
+        return {DEFAULT_MODULE_ID: agent_graph(policy.module, env)}
     spaces_in = policy.env_to_module.input_observation_space
     actions_in = policy.env_to_module.input_action_space
     if not policy.multi_agent:
         return {
-            "default_policy": build_graph(
+            DEFAULT_MODULE_ID: build_graph(
                 policy.module, spaces_in, actions_in, policy.env_to_module, policy.module_to_env
             )
         }
@@ -399,7 +396,7 @@ def _manifest(
             "frame_stack": {"num_frames": parts.frame_stack} if parts.frame_stack else None,
         }
     if team:
-        agents = dict.fromkeys(env.members, "default_policy")
+        agents = dict.fromkeys(env.members, DEFAULT_MODULE_ID)
     elif policy.multi_agent:
         agents = {
             str(agent): policy.mapping(agent)
@@ -426,7 +423,7 @@ def _manifest(
         "agents": agents,
         "policies": policies,
         "checkpoint": {"path": str(picked.path), "picked": picked.why},
-        "training": {k: v for k, v in vars(info).items()} if info else None,
+        "training": asdict(info) if info else None,
         "versions": {**versions(), **_export_versions()},
     }
 

@@ -21,12 +21,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from ray.rllib.algorithms.dqn.default_dqn_rl_module import QF_PREDS
+from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.filter import SMALL_NUMBER
 from torch import nn
 from torch.nn import functional as F
 
-from rlplat.environments.kinds import ACTION_MASK
+from rlplat.environments.kinds import ACTION_MASK, masked_observation_key
 from rlplat.errors import UserError
 
 # Pieces that only move data around (batch, time rank, tensors, agents <-> modules).
@@ -77,8 +79,8 @@ class GraphParts:
 def observation_inputs(space: gym.Space) -> list[Input]:
     """The graph inputs of an observation space: ``obs``, or one per leaf of a Dict/Tuple
     (``obs.<key>``); an ``action_mask`` entry next to one observation becomes ``action_mask``."""
-    if isinstance(space, gym.spaces.Dict) and ACTION_MASK in space.spaces and len(space) == 2:
-        (key,) = (k for k in space.spaces if k != ACTION_MASK)
+    key = masked_observation_key(space)
+    if key is not None:
         return [
             Input("obs", [key], _shape(space[key])),
             Input(ACTION_MASK, [ACTION_MASK], _shape(space[ACTION_MASK])),
@@ -108,7 +110,9 @@ def _shape(space: gym.Space) -> tuple[int, ...]:
     raise Unsupported(f"observations of type {type(space).__name__} cannot be graph inputs")
 
 
-def _rebuild(space: gym.Space, leaves: list[torch.Tensor], inputs: list[Input]) -> Any:
+def rebuild_observation(
+    space: gym.Space, leaves: list[torch.Tensor], inputs: list[Input]
+) -> Any:
     """The observation structure RLlib gives the module, from the graph's leaf inputs."""
     if len(inputs) == 1 and not inputs[0].path:
         return leaves[0]
@@ -311,18 +315,19 @@ class PolicyGraph(nn.Module):
         self.to_env = to_env
 
     def forward(self, *leaves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        obs = _rebuild(self.observation_space, list(leaves), self.inputs)
+        obs = rebuild_observation(self.observation_space, list(leaves), self.inputs)
         for step in self.steps:
             obs = step(obs)
         batch = {Columns.OBS: obs}
-        output = self.module.forward_inference(batch)
-        if Columns.ACTIONS in output:  # the module chooses itself (DQN: argmax over Q)
-            action = output[Columns.ACTIONS]
-            dist_inputs = self.module.compute_q_values(batch)["qf_preds"]
+        if isinstance(self.module, DefaultDQNTorchRLModule):
+            # DQN's forward_inference returns only the action, the greedy one of this
+            # distribution over the Q-values; computed here once, the graph gives both.
+            dist_inputs = self.module.compute_q_values(batch)[QF_PREDS]
+            dist_class = self.module.get_exploration_action_dist_cls()
         else:
-            dist_inputs = output[Columns.ACTION_DIST_INPUTS]
-            dist = self.module.get_inference_action_dist_cls().from_logits(dist_inputs)
-            action = dist.to_deterministic().sample()
+            dist_inputs = self.module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS]
+            dist_class = self.module.get_inference_action_dist_cls()
+        action = dist_class.from_logits(dist_inputs).to_deterministic().sample()
         return self.to_env(action), dist_inputs
 
 
@@ -350,10 +355,6 @@ def build_graph(
     else:
         inputs = observation_inputs(observation_space)
         graph_space = observation_space
-    if not hasattr(module, "get_inference_action_dist_cls") and not hasattr(
-        module, "compute_q_values"
-    ):
-        raise Unsupported(f"the module {name} has no action distribution to act greedily with")
     graph = PolicyGraph(module, graph_space, inputs, steps, to_env).eval()
     return GraphParts(
         graph=graph,

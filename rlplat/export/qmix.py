@@ -23,15 +23,15 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlplat.algorithms.qmix.rl_module import QMIXModule, masked_argmax
-from rlplat.environments.pettingzoo import ACTION_MASK
+from rlplat.environments.kinds import ACTION_MASK, masked_observation_key
 from rlplat.export.graph import (
     GraphParts,
     Input,
     Unsupported,
-    _rebuild,
     describe_action,
     flatten_tensor,
     observation_inputs,
+    rebuild_observation,
 )
 
 
@@ -51,9 +51,7 @@ class AgentGraph(nn.Module):
         self.n_actions = module.n_actions
         self.observation_space = observation_space
         self.observation_inputs = [i for i in inputs if i.name not in (ACTION_MASK, "state_in")]
-        self.masked_observation = isinstance(observation_space, gym.spaces.Dict) and (
-            ACTION_MASK in observation_space.spaces
-        )
+        self.observation_key = masked_observation_key(observation_space)
         self.layout = {part["name"]: (part["start"], part["size"]) for part in layout}
 
     def _part(self, state: torch.Tensor, name: str) -> torch.Tensor:
@@ -66,10 +64,10 @@ class AgentGraph(nn.Module):
         mask = inputs[count]
         state = inputs[-1] if self.layout else None
         space = self.observation_space
-        if self.masked_observation:
-            obs = flatten_tensor(space[_observation_key(space)], leaves[0])
+        if self.observation_key is not None:
+            obs = flatten_tensor(space[self.observation_key], leaves[0])
         else:
-            obs = flatten_tensor(space, _rebuild(space, leaves, self.observation_inputs))
+            obs = flatten_tensor(space, rebuild_observation(space, leaves, self.observation_inputs))
         parts = [obs]
         if "previous_action" in self.layout:
             parts.append(self._part(state, "previous_action"))
@@ -88,10 +86,6 @@ class AgentGraph(nn.Module):
         if "agent_id" in self.layout:
             out.append(self._part(state, "agent_id"))
         return action, q, torch.cat(out, dim=-1)
-
-
-def _observation_key(space: gym.spaces.Dict) -> str:
-    return next(k for k in space.spaces if k != ACTION_MASK)
 
 
 def agent_graph(module: Any, team_env: Any) -> GraphParts:

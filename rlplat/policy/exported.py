@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlplat import runtime
-from rlplat.environments.kinds import ACTION_MASK
+from rlplat.environments.kinds import ACTION_MASK, masked_observation_key
 from rlplat.environments.make import EnvCreator
 from rlplat.environments.team import TeamEnvCreator
 from rlplat.errors import UserError
@@ -78,8 +78,8 @@ class TeamExportActor(ExportActor):
 def agent_observation(space: gym.Space, team_observation: dict, index: int) -> tuple[Any, Any]:
     """Agent ``index``'s observation as the multi-agent env gave it, and its action mask."""
     mask = team_observation[ACTION_MASK][index]
-    if isinstance(space, gym.spaces.Dict) and ACTION_MASK in space.spaces:
-        key = next(k for k in space.spaces if k != ACTION_MASK)
+    key = masked_observation_key(space)
+    if key is not None:
         inner = gym.spaces.unflatten(space[key], team_observation["obs"][index])
         return {key: inner, ACTION_MASK: mask}, mask
     return gym.spaces.unflatten(space, team_observation["obs"][index]), mask
