@@ -329,6 +329,115 @@ def export_(
         exporter.print_export(report, console)
 
 
+@app.command()
+def serve(
+    path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="A checkpoint, a trial/run/experiment directory (best checkpoint), or a "
+            "directory written by rlplat export. Not with --stop."
+        ),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Address to listen on; other than 127.0.0.1 needs --token-env.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
+    replicas: Annotated[
+        int | None, typer.Option(help="Policy replicas (default 1; not with --autoscale).")
+    ] = None,
+    autoscale: Annotated[
+        str | None, typer.Option(help="MIN:MAX replicas, scaled by Ray Serve with the load.")
+    ] = None,
+    replica_resources: Annotated[
+        str | None,
+        typer.Option(
+            "--replica-resources",
+            help="Each replica's resources, as under resources: in an experiment, e.g. "
+            "'{cpus: 1, custom: {npu: 1}}' (default {cpus: 1}).",
+        ),
+    ] = None,
+    max_batch_size: Annotated[
+        int, typer.Option(help="Requests one graph run answers at most (1: no batching).")
+    ] = 32,
+    batch_wait_ms: Annotated[
+        float, typer.Option(help="How long a batch waits to fill, in milliseconds.")
+    ] = 2.0,
+    backend: Annotated[
+        str, typer.Option(help="onnx (onnxruntime, no torch) or torch (checkpoints only).")
+    ] = "onnx",
+    token_env: Annotated[
+        str | None,
+        typer.Option(help="Environment variable holding the bearer token requests must carry."),
+    ] = None,
+    max_body: Annotated[
+        int, typer.Option(help="Largest request body in bytes (larger: 413).")
+    ] = 1 << 20,
+    max_sessions: Annotated[
+        int, typer.Option(help="Recurrent policies: episode sessions kept at most.")
+    ] = 10_000,
+    session_ttl: Annotated[
+        float, typer.Option(help="Recurrent policies: seconds a session lives without requests.")
+    ] = 600.0,
+    address: Annotated[
+        str | None,
+        typer.Option(help="Deploy onto a running Ray cluster (auto or host:port) and return."),
+    ] = None,
+    name: Annotated[str, typer.Option(help="Ray Serve application name.")] = "rlplat",
+    stop: Annotated[
+        bool, typer.Option("--stop", help="Remove the application --name from the cluster.")
+    ] = False,
+    episodes: Annotated[
+        int, typer.Option("--episodes", "-n", help="Parity episodes when serving a checkpoint.")
+    ] = 10,
+    last: Last = False,
+    verbose: Verbose = False,
+    debug: Debug = False,
+) -> None:
+    """Serve a trained policy over HTTP with Ray Serve (embedded until Ctrl-C, or on a
+    cluster with --address)."""
+    # Imported per command: Ray Serve loads only for rlplat serve.
+    from rlplat.serve.launch import ServeOptions, serve_policy, stop_application  # noqa: PLC0415
+
+    quiet_ray_logs(verbose)
+    if not verbose:
+        warnings.filterwarnings("ignore")
+    options = ServeOptions(
+        host=host,
+        port=port,
+        replicas=replicas,
+        autoscale=autoscale,
+        replica_resources=replica_resources,
+        max_batch_size=max_batch_size,
+        batch_wait_ms=batch_wait_ms,
+        backend=backend,
+        token_env=token_env,
+        max_body=max_body,
+        max_sessions=max_sessions,
+        session_ttl_s=session_ttl,
+        address=address,
+        name=name,
+        episodes=episodes,
+        last=last,
+        verbose=verbose,
+    )
+
+    def say(line: str) -> None:
+        console.print(line, highlight=False, markup=False)
+
+    if stop:
+        if path is not None:
+            raise UserError("--stop removes the application --name; it takes no path.")
+        stop_application(options, say)
+        return
+    if path is None:
+        raise UserError(
+            "rlplat serve needs a path: a checkpoint, a run directory of rlplat train, or a "
+            "directory written by rlplat export (or --stop to remove a deployed application)."
+        )
+    use_project_paths(project_paths(path))
+    serve_policy(path, options, say)
+
+
 def fix_hash_seed() -> None:
     """Restart this command once with ``PYTHONHASHSEED`` set, unless the user set it.
 

@@ -11,6 +11,8 @@ A multi-agent export acts per agent: ``policy.agents``, ``policy.policy_for(agen
 ``policy.act({agent: obs, ...})`` for the agents whose turn it is. Recurrent policies (QMIX's GRU
 agents) and frame stacking carry their state between calls; ``reset()`` at every episode start.
 Passing ``state=`` explicitly instead returns ``(action, next_state)`` and keeps nothing.
+Servers that act for many episodes at once keep one :class:`Memory` per episode and agent and
+call ``step`` with a batch of observations and their memories.
 
 The export directory's ``policy.json`` says what each ONNX graph takes and returns; see
 docs/export.md for the contract.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,28 +58,21 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
 
 
 class Network:
-    """One ONNX graph and what its inputs are made of (shared by the agents of a policy)."""
+    """One ONNX graph and what its inputs are made of (shared by the agents of a policy).
 
-    def __init__(self, directory: Path, spec: dict[str, Any], providers: list[str] | None):
+    ``session`` runs the graph: anything with onnxruntime's ``run(output_names, feed)``; by
+    default an onnxruntime session on the graph's file.
+    """
+
+    def __init__(
+        self,
+        directory: Path | None,
+        spec: dict[str, Any],
+        providers: list[str] | None,
+        session: Any = None,
+    ):
         self.spec = spec
-        try:
-            # Imported here: this module also serves rlplat itself, where onnxruntime is the
-            # optional export extra.
-            import onnxruntime as ort  # noqa: PLC0415
-        except ModuleNotFoundError:
-            raise ExportError(
-                "acting with an exported policy needs onnxruntime: pip install onnxruntime"
-            ) from None
-        file = directory / spec["file"]
-        if not file.is_file():
-            raise ExportError(f"the export {directory} is incomplete: {spec['file']} is missing")
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(
-            str(file),
-            sess_options=options,
-            providers=providers or ["CPUExecutionProvider"],
-        )
+        self.session = session or _onnx_session(directory, spec, providers)
         self.inputs: list[dict[str, Any]] = spec["inputs"]
         self.output_names = [output["name"] for output in spec["outputs"]]
         self.state_size = int((spec.get("state") or {}).get("size", 0))
@@ -107,6 +103,25 @@ class Network:
         return dict(zip(self.output_names, self.session.run(self.output_names, feed), strict=True))
 
 
+def _onnx_session(directory: Path, spec: dict[str, Any], providers: list[str] | None) -> Any:
+    try:
+        # Imported here: this module also serves rlplat itself, where onnxruntime is the
+        # optional export extra.
+        import onnxruntime as ort  # noqa: PLC0415
+    except ModuleNotFoundError:
+        raise ExportError(
+            "acting with an exported policy needs onnxruntime: pip install onnxruntime"
+        ) from None
+    file = directory / spec["file"]
+    if not file.is_file():
+        raise ExportError(f"the export {directory} is incomplete: {spec['file']} is missing")
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(
+        str(file), sess_options=options, providers=providers or ["CPUExecutionProvider"]
+    )
+
+
 def _leaf(observation: Any, path: list[str | int], name: str) -> Any:
     for key in path:
         try:
@@ -116,6 +131,28 @@ def _leaf(observation: Any, path: list[str | int], name: str) -> Any:
                 f"the observation has no entry {key!r} for the input {name!r}"
             ) from None
     return observation
+
+
+class Memory:
+    """What a stateful policy carries from one step of an episode to the next: the recurrent
+    state (QMIX's GRU) and the last frames (frame stacking). Stateless policies carry nothing."""
+
+    def __init__(self, state: np.ndarray | None, num_frames: int):
+        self.state = state
+        self.num_frames = num_frames
+        self.frames: deque[np.ndarray] = deque(maxlen=max(1, num_frames))
+        self.steps = 0
+
+    def stack(self, obs: Any) -> Any:
+        """The observation with the frames before it, as the graph takes it."""
+        if not self.num_frames:
+            return obs
+        frame = np.asarray(obs, dtype=np.float32)
+        if not self.frames:  # RLlib fills the frames before the first with zeros
+            for _ in range(self.num_frames - 1):
+                self.frames.append(np.zeros_like(frame))
+        self.frames.append(frame)
+        return np.concatenate(list(self.frames), axis=2)
 
 
 class ExportedPolicy:
@@ -143,21 +180,32 @@ class ExportedPolicy:
         """A graph with no recurrent state and no stacked frames (batches across agents)."""
         return self.kind == "onnx" and not self.network.state_size and not self.num_frames
 
+    @property
+    def samples(self) -> bool:
+        """``explore`` can sample: the graph's ``action_dist_inputs`` are a categorical
+        distribution's logits (PPO and its kin on discrete actions)."""
+        return self.kind == "random" or self.spec.get("exploration") == "categorical"
+
     def seed(self, seed: int | None) -> None:
-        """Seed the random choices of a ``random`` policy."""
+        """Seed the random choices (``random`` policies, explored actions)."""
         self._rng = np.random.default_rng(seed)
 
     def initial_state(self) -> np.ndarray | None:
         """The recurrent state at an episode's start (None for a stateless policy)."""
         return None if self._initial is None else self._initial.copy()
 
+    def new_memory(self) -> Memory:
+        """The memory of an episode that starts now."""
+        return Memory(self.initial_state(), self.num_frames)
+
     def reset(self) -> None:
         """Forget the episode: recurrent state and stacked frames start again."""
-        self._state = self.initial_state()
-        self._frames: deque[np.ndarray] = deque(maxlen=max(1, self.num_frames))
+        self.memory = self.new_memory()
 
-    def act(self, obs: Any, action_mask: Any = None, state: Any = None) -> Any:
-        """The greedy action for one observation.
+    def act(
+        self, obs: Any, action_mask: Any = None, state: Any = None, explore: bool = False
+    ) -> Any:
+        """The greedy action for one observation (``explore``: a sampled one).
 
         With ``state`` given (recurrent policies), returns ``(action, next_state)`` and leaves
         the policy's own recurrent state alone; otherwise the policy carries it itself. Frames
@@ -166,18 +214,52 @@ class ExportedPolicy:
         explicit = state is not None
         if explicit and not self.network.state_size:
             raise ExportError("this policy has no recurrent state; call act(obs) without state=")
-        if action_mask is not None and not self.network.has_mask:
-            raise ExportError("this policy takes no action mask (its graph has no such input)")
-        outputs = self.forward(
-            [self._stack(obs)],
-            None if action_mask is None else [action_mask],
-            None if not explicit else np.asarray(state, np.float32)[None],
-        )
-        self.last_outputs = {name: value[0] for name, value in outputs.items()}
-        action = self._single(outputs[ACTION][0])
+        memory = self.memory
         if explicit:
-            return action, outputs[STATE_OUT][0]
+            memory = Memory(np.asarray(state, np.float32), self.num_frames)
+            memory.frames = self.memory.frames  # frames are the policy's own in either case
+        action = self.step(
+            [obs], None if action_mask is None else [action_mask], [memory], [explore]
+        )[0]
+        if explicit:
+            return action, memory.state
         return action
+
+    def step(
+        self,
+        observations: list[Any],
+        action_masks: list[Any] | None = None,
+        memories: list[Memory] | None = None,
+        explore: list[bool] | None = None,
+    ) -> list[Any]:
+        """Actions for a batch of observations, each with its episode's memory (advanced in
+        place; stateless policies need none). ``last_outputs`` holds the graph's outputs for the
+        last observation of the batch."""
+        if action_masks is not None and not self.network.has_mask:
+            raise ExportError("this policy takes no action mask (its graph has no such input)")
+        if memories is None:
+            if not self.stateless and self.kind == "onnx":
+                raise ExportError("a stateful policy needs a memory per observation")
+            memories = [Memory(None, 0) for _ in observations]
+        if any(explore or []) and not self.samples:
+            raise ExportError(
+                "this policy's graph gives its greedy action only: explore samples from "
+                "categorical action distributions (PPO-like policies on discrete actions)"
+            )
+        stacked = [memory.stack(obs) for obs, memory in zip(observations, memories, strict=True)]
+        states = (
+            np.stack([memory.state for memory in memories]) if self.network.state_size else None
+        )
+        outputs = self.forward(stacked, action_masks, states)
+        chosen = outputs[ACTION]
+        for index, memory in enumerate(memories):
+            memory.steps += 1
+            if states is not None:
+                memory.state = outputs[STATE_OUT][index]
+            if explore and explore[index] and self.kind == "onnx":
+                chosen[index] = self._sample(outputs[ACTION_DIST_INPUTS][index])
+        self.last_outputs = {name: value[-1] for name, value in outputs.items()}
+        return [self._single(action) for action in chosen]
 
     def forward(
         self,
@@ -198,21 +280,15 @@ class ExportedPolicy:
         if own_state:
             if len(observations) != 1:
                 raise ExportError("a batch of observations needs explicit states=")
-            states = self._state[None]
+            states = self.memory.state[None]
         outputs = self.network.run(observations, action_masks, states)
         if own_state:
-            self._state = outputs[STATE_OUT][0]
+            self.memory.state = outputs[STATE_OUT][0]
         return outputs
 
-    def _stack(self, obs: Any) -> Any:
-        if not self.num_frames:
-            return obs
-        frame = np.asarray(obs, dtype=np.float32)
-        if not self._frames:  # RLlib fills the frames before the first with zeros
-            for _ in range(self.num_frames - 1):
-                self._frames.append(np.zeros_like(frame))
-        self._frames.append(frame)
-        return np.concatenate(list(self._frames), axis=2)
+    def _sample(self, logits: np.ndarray) -> np.int64:
+        shifted = np.exp(logits.astype(np.float64) - np.max(logits))
+        return np.int64(self._rng.choice(len(logits), p=shifted / shifted.sum()))
 
     def _single(self, action: np.ndarray) -> Any:
         if self.network.integer_action and action.ndim == 0:
@@ -271,38 +347,76 @@ class MultiAgentPolicy:
         for index, policy in enumerate(self._agents.values()):
             policy.seed(None if seed is None else seed + index)
 
-    def act(self, observations: dict[str, Any]) -> dict[str, Any]:
+    def act(self, observations: dict[str, Any], explore: bool = False) -> dict[str, Any]:
         """Actions of the agents present in ``observations`` (those whose turn it is).
 
         Agents that share a stateless graph go through it in one batch."""
-        actions: dict[str, Any] = {}
-        batches: dict[int, list[str]] = {}
-        for agent, obs in observations.items():
-            policy = self.policy_for(agent)
-            if policy.stateless:
-                batches.setdefault(id(policy.network), []).append(agent)
-            else:
-                actions[agent] = policy.act(obs)
-        for agents in batches.values():
-            policy = self.policy_for(agents[0])
-            chosen = policy.forward([observations[agent] for agent in agents])[ACTION]
-            actions.update(
-                {agent: policy._single(a) for agent, a in zip(agents, chosen, strict=True)}
-            )
-        return {agent: actions[agent] for agent in observations}
+        queries = [
+            Query(obs, agent, memory=self.policy_for(agent).memory, explore=explore)
+            for agent, obs in observations.items()
+        ]
+        return dict(zip(observations, answer(self, queries), strict=True))
+
+
+@dataclass
+class Query:
+    """One observation to act on: whose it is, its action mask if given apart from it, the
+    memory of its episode (stateful policies) and whether to sample."""
+
+    observation: Any
+    agent: str | None = None
+    action_mask: Any = None
+    memory: Memory | None = None
+    explore: bool = False
+
+
+def answer(policy: ExportedPolicy | MultiAgentPolicy, queries: list[Query]) -> list[Any]:
+    """The actions for queries from any number of episodes and agents, in order. Queries whose
+    agents share a graph go through it in one batch; memories advance in place."""
+    groups: dict[tuple[int, bool], list[int]] = {}
+    for index, query in enumerate(queries):
+        acting = policy.policy_for(query.agent) if isinstance(policy, MultiAgentPolicy) else policy
+        shared = acting.network if acting.kind == "onnx" else acting
+        groups.setdefault((id(shared), query.action_mask is not None), []).append(index)
+    actions: list[Any] = [None] * len(queries)
+    for (_, masked), indices in groups.items():
+        group = [queries[index] for index in indices]
+        first = group[0]
+        acting = policy.policy_for(first.agent) if isinstance(policy, MultiAgentPolicy) else policy
+        chosen = acting.step(
+            [query.observation for query in group],
+            [query.action_mask for query in group] if masked else None,
+            None if acting.stateless or acting.kind != "onnx" else [q.memory for q in group],
+            [query.explore for query in group],
+        )
+        for index, action in zip(indices, chosen, strict=True):
+            actions[index] = action
+    return actions
 
 
 def load(
-    path: str | Path, providers: list[str] | None = None
+    path: str | Path, providers: list[str] | None = None, sessions: dict[str, Any] | None = None
 ) -> ExportedPolicy | MultiAgentPolicy:
     """The policy exported into ``path`` (a directory with ``policy.json``).
 
-    ``providers``: onnxruntime execution providers, CPU by default.
+    ``providers``: onnxruntime execution providers, CPU by default. ``sessions``: what runs each
+    policy's graph instead of onnxruntime (by policy id; see :class:`Network`).
     """
     directory = Path(path)
-    manifest = read_manifest(directory)
+    return from_manifest(read_manifest(directory), directory, providers, sessions)
+
+
+def from_manifest(
+    manifest: dict[str, Any],
+    directory: Path | None = None,
+    providers: list[str] | None = None,
+    sessions: dict[str, Any] | None = None,
+) -> ExportedPolicy | MultiAgentPolicy:
+    """The policy a manifest describes; its graphs are read from ``directory`` unless
+    ``sessions`` gives every graph's runner."""
     networks: dict[str, Any] = {
-        policy_id: Network(directory, spec, providers) if spec["kind"] == "onnx"
+        policy_id: Network(directory, spec, providers, (sessions or {}).get(policy_id))
+        if spec["kind"] == "onnx"
         else _RandomNetwork()
         for policy_id, spec in manifest["policies"].items()
     }

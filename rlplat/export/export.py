@@ -21,7 +21,7 @@ import shutil
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,7 @@ class ExportReport:
     files: list[str]
     certificate: Certificate | None
     seconds: float
+    graphs: dict[str, torch.nn.Module] = field(default_factory=dict, repr=False)  # by policy
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,6 +178,7 @@ def export(
         files=sorted(p.name for p in directory.iterdir()),
         certificate=certificate,
         seconds=time.perf_counter() - start,
+        graphs={pid: parts.graph for pid, parts in graphs.items() if parts is not None},
     )
     if certificate is not None and not certificate.passed:
         raise ParityFailed(parity_failure(report))
@@ -321,11 +323,18 @@ def _write_onnx(parts: GraphParts, path: Path) -> dict[str, Any]:
             ) from None
     model = onnx.load(str(path))
     onnx.checker.check_model(model, full_check=True)
-    paths = {entry.name: entry.path for entry in parts.inputs}
+    declared = {entry.name: entry for entry in parts.inputs}
     return {
         "file": path.name,
         "opset": model.opset_import[0].version,
-        "inputs": [{**_value_info(v), "path": paths[v.name]} for v in model.graph.input],
+        "inputs": [
+            {
+                **_value_info(v),
+                "path": declared[v.name].path,
+                "observation_dtype": declared[v.name].observation_dtype,
+            }
+            for v in model.graph.input
+        ],
         "outputs": [_value_info(v) for v in model.graph.output],
     }
 
@@ -394,6 +403,7 @@ def _manifest(
             "action": parts.action,
             "state": parts.state,
             "frame_stack": {"num_frames": parts.frame_stack} if parts.frame_stack else None,
+            "exploration": parts.exploration,
         }
     if team:
         agents = dict.fromkeys(env.members, DEFAULT_MODULE_ID)

@@ -24,6 +24,7 @@ import torch
 from ray.rllib.algorithms.dqn.default_dqn_rl_module import QF_PREDS
 from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
 from ray.rllib.core.columns import Columns
+from ray.rllib.models.torch.torch_distributions import TorchCategorical
 from ray.rllib.utils.filter import SMALL_NUMBER
 from torch import nn
 from torch.nn import functional as F
@@ -62,6 +63,7 @@ class Input:
     name: str
     path: list[str | int] | None  # None: not part of the observation (an argument of act)
     shape: tuple[int, ...]
+    observation_dtype: str = "float32"  # the env's dtype for this part of the observation
 
 
 @dataclass
@@ -74,6 +76,7 @@ class GraphParts:
     action: dict[str, Any]
     frame_stack: int = 0
     state: dict[str, Any] | None = None
+    exploration: str | None = None  # "categorical": explore samples from action_dist_inputs
 
 
 def observation_inputs(space: gym.Space) -> list[Input]:
@@ -82,8 +85,8 @@ def observation_inputs(space: gym.Space) -> list[Input]:
     key = masked_observation_key(space)
     if key is not None:
         return [
-            Input("obs", [key], _shape(space[key])),
-            Input(ACTION_MASK, [ACTION_MASK], _shape(space[ACTION_MASK])),
+            Input(name, [part], _shape(space[part]), _dtype(space[part]))
+            for name, part in (("obs", key), (ACTION_MASK, ACTION_MASK))
         ]
     leaves: list[Input] = []
 
@@ -96,7 +99,7 @@ def observation_inputs(space: gym.Space) -> list[Input]:
                 walk(child, [*path, index])
         else:
             name = ".".join(["obs", *map(str, path)])
-            leaves.append(Input(name, path, _shape(sub)))
+            leaves.append(Input(name, path, _shape(sub), _dtype(sub)))
 
     walk(space, [])
     return leaves
@@ -108,6 +111,10 @@ def _shape(space: gym.Space) -> tuple[int, ...]:
     if isinstance(space, gym.spaces.Discrete):
         return ()
     raise Unsupported(f"observations of type {type(space).__name__} cannot be graph inputs")
+
+
+def _dtype(space: gym.Space) -> str:
+    return np.dtype(space.dtype).name
 
 
 def rebuild_observation(
@@ -350,7 +357,7 @@ def build_graph(
     to_env, action = action_step(module_to_env, action_space)
     if frames:
         stacked = gym.spaces.Box(-np.inf, np.inf, _stacked_shape(observation_space, frames))
-        inputs = [Input("obs", [], stacked.shape)]
+        inputs = [Input("obs", [], stacked.shape, _dtype(observation_space))]
         graph_space: gym.Space = stacked
     else:
         inputs = observation_inputs(observation_space)
@@ -362,7 +369,18 @@ def build_graph(
         outputs=["action", "action_dist_inputs"],
         action=action,
         frame_stack=frames,
+        exploration=_exploration(module),
     )
+
+
+def _exploration(module: Any) -> str | None:
+    """How ``explore`` acts with this graph: sampling its logits (categorical policies), or not
+    at all (DQN's epsilon-greedy and Gaussian policies need more than the graph's outputs)."""
+    if isinstance(module, DefaultDQNTorchRLModule):
+        return None
+    if issubclass(module.get_exploration_action_dist_cls(), TorchCategorical):
+        return "categorical"
+    return None
 
 
 def _stacked_shape(space: gym.Space, frames: int) -> tuple[int, ...]:

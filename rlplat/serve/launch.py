@@ -1,0 +1,427 @@
+"""``rlplat serve``: a checkpoint or an export behind an HTTP endpoint, on local Ray or a cluster.
+
+The stages, in order: check the options (nothing starts for a bad one), get the policy's graphs
+(an export's files, or a checkpoint exported with its parity certificate into a temporary
+directory), check the replicas' resources against the machine or cluster, start Serve and the
+application, ask ``/healthz`` over HTTP, print how to call it. Embedded (no ``--address``): runs
+until Ctrl-C, then shuts Serve and Ray down. With ``--address`` the application stays on the
+cluster until ``rlplat serve --stop``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import signal
+import socket
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rlplat import runtime
+from rlplat.cluster.connect import start_ray
+from rlplat.cluster.placement import (
+    LabelledBundle,
+    Node,
+    cluster_nodes,
+    format_bundle,
+    local_machine,
+    make_plan,
+)
+from rlplat.errors import UserError, did_you_mean, not_among
+from rlplat.experiment.schema import ResourceOption
+from rlplat.experiment.yaml_io import parse_yaml
+from rlplat.export import load_exporter
+from rlplat.policy.exported import is_export
+from rlplat.serve import require_serve
+from rlplat.serve.protocol import PolicyView
+from rlplat.serve.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_TTL_S
+
+BACKENDS = ("onnx", "torch")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+MIN_TOKEN_LENGTH = 16
+READY_TIMEOUT_S = 120.0
+PARITY_SUMMARY = ("verified", "passed", "agreement", "compared_actions", "max_abs_diff",
+                  "tolerance", "episodes")
+
+
+@dataclass
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    replicas: int | None = None  # default 1
+    autoscale: str | None = None  # MIN:MAX
+    replica_resources: str | None = None  # YAML: {cpus: 1, gpus: 0, custom: {npu: 1}}
+    max_batch_size: int = 32
+    batch_wait_ms: float = 2.0
+    backend: str = "onnx"
+    token_env: str | None = None
+    max_body: int = 1 << 20
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    session_ttl_s: float = DEFAULT_TTL_S
+    address: str | None = None
+    name: str = "rlplat"
+    episodes: int = 10  # parity episodes when serving a checkpoint
+    last: bool = False
+    verbose: bool = False
+
+
+@dataclass
+class Checked:
+    """The options as the deployment takes them."""
+
+    replicas: dict[str, Any]  # num_replicas or autoscaling_config
+    min_replicas: int
+    bundle: dict[str, float]  # one worker replica's resources, in Ray's names
+    actor_options: dict[str, Any]
+    token: str | None
+
+
+@dataclass
+class ServedPolicy:
+    """What the replicas get: the manifest, a graph per policy (ONNX bytes or torch modules)
+    and the facts ``GET /v1/policy`` adds to the manifest."""
+
+    manifest: dict[str, Any]
+    graphs: dict[str, Any]
+    about: dict[str, Any]
+    source: str
+
+
+def check_options(path: Path | None, options: ServeOptions) -> Checked:
+    """Every option, before anything starts (a slip costs no Ray start-up)."""
+    if options.backend not in BACKENDS:
+        raise UserError(f"--backend {options.backend!r} is not a backend."
+                        + not_among(options.backend, BACKENDS))
+    if path is not None and not path.exists():
+        raise UserError(f"{path} does not exist: give a checkpoint, a trial/run/experiment "
+                        "directory of rlplat train, or a directory written by rlplat export.")
+    if not 0 < options.port < 65536:
+        raise UserError(f"--port must be between 1 and 65535, got {options.port}.")
+    for name, value, least in (("--max-batch-size", options.max_batch_size, 1),
+                               ("--max-body", options.max_body, 1024),
+                               ("--max-sessions", options.max_sessions, 1),
+                               ("--episodes", options.episodes, 1)):
+        if value < least:
+            raise UserError(f"{name} must be at least {least}, got {value}.")
+    if options.batch_wait_ms < 0 or options.session_ttl_s <= 0:
+        raise UserError("--batch-wait-ms must be 0 or more and --session-ttl more than 0.")
+    token = _token(options)
+    replicas, least = _replicas(options)
+    bundle, actor_options = _resources(options.replica_resources)
+    return Checked(replicas, least, bundle, actor_options, token)
+
+
+def _token(options: ServeOptions) -> str | None:
+    if options.token_env is None:
+        if options.host not in LOOPBACK:
+            raise UserError(
+                f"--host {options.host} makes the policy reachable from other machines, so "
+                "requests must carry a bearer token: put a secret of at least "
+                f"{MIN_TOKEN_LENGTH} characters in an environment variable and name it with "
+                "--token-env VAR (clients send 'Authorization: Bearer <secret>'). Without a "
+                "token, serve on 127.0.0.1 (the default)."
+            )
+        return None
+    token = os.environ.get(options.token_env, "")
+    if len(token) < MIN_TOKEN_LENGTH:
+        state = "is not set" if options.token_env not in os.environ else (
+            f"holds {len(token)} characters")
+        raise UserError(
+            f"--token-env {options.token_env}: the environment variable {state}; it must hold "
+            f"the bearer token, at least {MIN_TOKEN_LENGTH} characters (for example: export "
+            f"{options.token_env}=$(python -c 'import secrets; print(secrets.token_urlsafe())'))."
+        )
+    return token
+
+
+def _replicas(options: ServeOptions) -> tuple[dict[str, Any], int]:
+    if options.autoscale is None:
+        count = 1 if options.replicas is None else options.replicas
+        if count < 1:
+            raise UserError(f"--replicas must be at least 1, got {count}.")
+        return {"num_replicas": count}, count
+    if options.replicas is not None:
+        raise UserError("give --replicas N or --autoscale MIN:MAX, not both.")
+    low, _, high = options.autoscale.partition(":")
+    if not (low.strip().isdigit() and high.strip().isdigit()) or not (
+        1 <= int(high) and int(low) <= int(high)
+    ):
+        raise UserError(
+            f"--autoscale {options.autoscale!r}: expected MIN:MAX replicas with 0 <= MIN <= MAX "
+            "and MAX >= 1, such as 1:4."
+        )
+    config = {"min_replicas": int(low), "max_replicas": int(high),
+              "initial_replicas": max(1, int(low))}
+    return {"autoscaling_config": config}, max(1, int(low))
+
+
+def _resources(text: str | None) -> tuple[dict[str, float], dict[str, Any]]:
+    """One replica's resources from ``--replica-resources`` (the YAML ``resources:`` words)."""
+    key = "--replica-resources"
+    data: Any = {"cpus": 1}
+    if text is not None:
+        data, _ = parse_yaml(text, key)
+        if not isinstance(data, dict):
+            raise UserError(f"{key} {text!r}: expected a mapping such as "
+                            "'{cpus: 1, gpus: 0, custom: {npu: 1}}'.")
+    try:
+        option = ResourceOption.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        if first["type"] == "extra_forbidden":
+            why = f"unknown key {where!r}." + did_you_mean(where, ResourceOption.model_fields)
+        else:
+            why = f"{where}: {first['msg'].removeprefix('Value error, ')}."
+        raise UserError(f"{key} {text!r}: {why} Allowed: cpus, gpus and custom (a mapping of "
+                        "the nodes' custom resources), as under resources: in an experiment."
+                        ) from None
+    cpus = 1.0 if option.cpus is None else option.cpus
+    gpus = option.gpus or 0.0
+    custom = dict(option.custom or {})
+    bundle = {"CPU": cpus, "GPU": gpus, **custom}
+    actor_options: dict[str, Any] = {"num_cpus": cpus, "num_gpus": gpus}
+    if custom:
+        actor_options["resources"] = custom
+    return {name: amount for name, amount in bundle.items() if amount}, actor_options
+
+
+def served_policy(path: Path, options: ServeOptions, say: Any) -> ServedPolicy:
+    """The graphs to serve: an export's, or a checkpoint's exported (and certified) now."""
+    if is_export(path):
+        if options.backend == "torch":
+            raise UserError(
+                f"--backend torch runs the policy's torch module, which a checkpoint holds and "
+                f"an export ({path}) does not: serve the checkpoint it came from instead, or "
+                "serve the export with the default onnx backend."
+            )
+        return _from_export(path, f"export {path}")
+    exporter = load_exporter()
+    with tempfile.TemporaryDirectory(prefix="rlplat-serve-") as scratch:
+        report = exporter.export(
+            path,
+            exporter.ExportOptions(out=Path(scratch) / "export", episodes=options.episodes,
+                                   last=options.last),
+            say=say,
+        )
+        served = _from_export(report.directory, f"checkpoint {report.checkpoint}")
+    if options.backend == "torch":
+        served.graphs = dict(report.graphs)
+    return served
+
+
+def _from_export(directory: Path, source: str) -> ServedPolicy:
+    try:
+        manifest = runtime.read_manifest(directory)
+    except runtime.ExportError as exc:
+        raise UserError(f"cannot serve {directory}: {exc}.") from None
+    graphs = {}
+    for pid, spec in manifest["policies"].items():
+        if spec["kind"] == "onnx":
+            file = directory / spec["file"]
+            if not file.is_file():
+                raise UserError(f"the export {directory} is incomplete: {spec['file']} is missing.")
+            graphs[pid] = file.read_bytes()
+    parity_file = directory / "parity.json"
+    parity = json.loads(parity_file.read_text()) if parity_file.is_file() else {"verified": False}
+    summary = {key: parity[key] for key in PARITY_SUMMARY if key in parity}
+    return ServedPolicy(manifest, graphs, {"parity": summary}, source)
+
+
+def check_placement(checked: Checked, nodes: list[Node]) -> list[str]:
+    """Refuse replicas the cluster can never hold; the node of each replica on an empty one."""
+    bundles = [LabelledBundle("replica", "--replica-resources", checked.bundle)] * (
+        checked.min_replicas
+    )
+    plan = make_plan(bundles, "SPREAD", nodes, 1, None)
+    if plan.problems:
+        described = "; ".join(f"{node.label} {format_bundle(node.total)}" for node in nodes)
+        raise UserError(
+            f"--replica-resources: {checked.min_replicas} replica(s) cannot run on this Ray "
+            f"cluster: " + "; ".join(plan.problems) + f". The cluster's nodes: {described}. "
+            "Ask for less (cpus, gpus, custom), run fewer replicas, or join a cluster that has it "
+            "with --address (see docs/cluster.md)."
+        )
+    return [nodes[index].label for index in plan.placement or []]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def public_url(host: str, port: int) -> str:
+    shown = socket.gethostname() if host in ("0.0.0.0", "::") else host
+    return f"http://{shown}:{port}"
+
+
+def wait_healthy(url: str, timeout_s: float = READY_TIMEOUT_S) -> None:
+    """``GET /healthz`` until it answers 200 (the proxy can lag the application by a moment)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise UserError(f"the application was deployed but {url}/healthz did not answer "
+                            f"within {timeout_s:.0f} s; see Ray's logs (--verbose).")
+        time.sleep(0.2)
+
+
+def curl_line(url: str, view: PolicyView, token_env: str | None) -> str:
+    auth = f' -H "Authorization: Bearer ${token_env}"' if token_env else ""
+    body = json.dumps(view.example(), separators=(", ", ": "))
+    return f"curl -s {url}/v1/act{auth} -d {shlex.quote(body)}"
+
+
+def summary_lines(served: ServedPolicy, options: ServeOptions, checked: Checked,
+                  placement: list[str], url: str) -> list[str]:
+    manifest = served.manifest
+    experiment = manifest.get("experiment") or {}
+    view = PolicyView.of(manifest)
+    parity = served.about["parity"]
+    verified = (
+        f"parity verified over {parity.get('episodes')} episode(s), actions agree on "
+        f"{parity.get('agreement', 0):.2%}" if parity.get("verified") and parity.get("passed", True)
+        else "NOT verified against its checkpoint (exported with --no-verify or failed)"
+    )
+    if manifest["multi_agent"]:
+        acting = ", ".join(f"{agent} -> {pid}" for agent, pid in manifest["agents"].items())
+    else:
+        acting = "one policy"
+    size = (f"{checked.replicas['num_replicas']} replica(s)" if "num_replicas" in checked.replicas
+            else "autoscaling {min_replicas}..{max_replicas} replicas".format(
+                **checked.replicas["autoscaling_config"]))
+    lines = [
+        f"Serving {experiment.get('name')} ({experiment.get('algorithm')} on "
+        f"{manifest['env']['label']}) from the {served.source}",
+        f"  policy: {acting}; {verified}",
+        f"  {size} x {format_bundle(checked.bundle)} with the {options.backend} backend, "
+        f"batches of up to {options.max_batch_size} (waiting {options.batch_wait_ms:g} ms)"
+        + (f"; on {', '.join(sorted(set(placement)))}" if placement else ""),
+    ]
+    if view.stateful:
+        lines.append("  recurrent: send a 'session' id with each step and 'reset': true with an "
+                     f"episode's first; sessions expire after {options.session_ttl_s:g} s")
+    lines += [
+        f"URL: {url}   (GET /healthz, GET /v1/policy, POST /v1/act)",
+        f"Try: {curl_line(url, view, options.token_env)}",
+    ]
+    return lines
+
+
+def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
+    """Deploy the policy and, embedded, serve it until Ctrl-C (or SIGTERM)."""
+    checked = check_options(path, options)
+    serve = require_serve()
+    embedded = not (options.address or os.environ.get("RAY_ADDRESS"))
+    if embedded:
+        placement = check_placement(checked, local_machine())
+        if not port_is_free(options.host, options.port):
+            raise UserError(f"port {options.port} on {options.host} is in use (another rlplat "
+                            "serve or Ray Serve?): pick another with --port.")
+    served = served_policy(path, options, say)
+    start_ray(options.address, options.verbose)
+    quiet_serve_logs(options.verbose)
+    if not embedded:
+        placement = check_placement(checked, cluster_nodes())
+    # Imported here: Ray Serve's deployments load with the optional serve extra only.
+    from rlplat.serve.app import build_app  # noqa: PLC0415
+
+    app = build_app(
+        served.manifest,
+        served.graphs,
+        {**served.about, "backend": options.backend},
+        backend=options.backend,
+        replicas=checked.replicas,
+        actor_options=checked.actor_options,
+        max_batch_size=options.max_batch_size,
+        batch_wait_s=options.batch_wait_ms / 1000,
+        token=checked.token,
+        max_body=options.max_body,
+        max_sessions=options.max_sessions,
+        session_ttl_s=options.session_ttl_s,
+    )
+    logging_config = {"enable_access_log": options.verbose,
+                      "log_level": "INFO" if options.verbose else "WARNING"}
+    try:
+        serve.start(http_options={"host": options.host, "port": options.port},
+                    logging_config=logging_config)
+        serve.run(app, name=options.name, route_prefix="/", logging_config=logging_config)
+        quiet_serve_logs(options.verbose)
+        local = f"http://{'127.0.0.1' if options.host in ('0.0.0.0', '::') else options.host}"
+        wait_healthy(f"{local}:{options.port}")
+        for line in summary_lines(served, options, checked, placement,
+                                  public_url(options.host, options.port)):
+            say(line)
+        if not embedded:
+            say(f"The application {options.name!r} runs on the cluster until: rlplat serve "
+                f"--stop --name {options.name} --address {options.address or '$RAY_ADDRESS'}")
+            return
+        say("Serving until Ctrl-C.")
+        _wait_for_interrupt()
+        say("Stopping...")
+    finally:
+        if embedded:
+            serve.shutdown()
+            import ray  # noqa: PLC0415 - loaded with Serve already
+
+            ray.shutdown()
+    say("Stopped.")
+
+
+def quiet_serve_logs(verbose: bool) -> None:
+    """Serve's own log lines (started, deployed, ready) only with ``--verbose``."""
+    logging.getLogger("ray.serve").setLevel(logging.INFO if verbose else logging.ERROR)
+
+
+def _wait_for_interrupt() -> None:
+    # Ctrl-C, and kill <pid>, stop cleanly (also when started where SIGINT is ignored, as
+    # background jobs of a non-interactive shell are).
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, signal.default_int_handler)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return
+
+
+def stop_application(options: ServeOptions, say: Any) -> None:
+    """Remove the application ``options.name`` from the running cluster."""
+    if not (options.address or os.environ.get("RAY_ADDRESS")):
+        raise UserError(
+            "--stop removes an application that rlplat serve --address deployed onto a running "
+            "Ray cluster: give that --address (auto, or host:port). An embedded rlplat serve "
+            "stops with Ctrl-C."
+        )
+    serve = require_serve()
+    start_ray(options.address, options.verbose)
+    try:
+        applications = list(serve.status().applications)
+    except Exception as exc:  # noqa: BLE001 - Serve raises various errors when it is not running
+        raise UserError(f"Ray Serve does not answer on that cluster: {exc}") from None
+    if options.name not in applications:
+        known = ", ".join(applications) or "none"
+        raise UserError(f"no Serve application named {options.name!r} on the cluster"
+                        f"{did_you_mean(options.name, applications)} (applications: {known}).")
+    serve.delete(options.name)
+    say(f"Removed the application {options.name!r} from the cluster.")

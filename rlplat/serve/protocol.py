@@ -1,0 +1,298 @@
+"""The HTTP contract of ``rlplat serve``: requests checked against the policy, answers shaped.
+
+Everything a request carries is JSON: numbers and lists become numpy arrays after their shape,
+type and finiteness are checked against the export's manifest; nothing is unpickled or imported.
+This module needs numpy and ``rlplat.runtime`` only, so the HTTP-facing replicas load no torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlplat.runtime import ACTION_MASK, Query
+
+ONE, MANY, AGENTS = "one", "many", "agents"  # the three forms of an act request
+REQUEST_KEYS = ("observation", "observations", "action_mask", "explore", "session", "reset")
+MAX_SESSION_ID = 128
+SINGLE_AGENT = ""  # the key of a single-agent policy's memory in a session
+
+
+class HttpError(Exception):
+    """A request the server answers with ``status`` and ``{"error": message}``."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+@dataclass
+class ActRequest:
+    """A checked ``POST /v1/act``: the observations to act on, in the request's order."""
+
+    form: str  # ONE, MANY or AGENTS
+    queries: list[Query]
+    session: str | None
+    reset: bool
+
+
+@dataclass
+class PolicyView:
+    """What checking a request needs from the export's manifest: per agent (single-agent: the
+    key ``SINGLE_AGENT``) the policy spec, its inputs and whether it carries memory."""
+
+    multi_agent: bool
+    specs: dict[str, dict[str, Any]]
+
+    @classmethod
+    def of(cls, manifest: dict[str, Any]) -> PolicyView:
+        policies = manifest["policies"]
+        if manifest["multi_agent"]:
+            specs = {agent: policies[pid] for agent, pid in manifest["agents"].items()}
+        else:
+            (spec,) = policies.values()
+            specs = {SINGLE_AGENT: spec}
+        return cls(bool(manifest["multi_agent"]), specs)
+
+    @property
+    def stateful(self) -> bool:
+        return any(_stateful(spec) for spec in self.specs.values())
+
+    def example(self) -> dict[str, Any]:
+        """A request body that fits the policy (zeros), for the printed curl line."""
+        if not self.multi_agent:
+            return {"observation": _zeros(self.specs[SINGLE_AGENT])}
+        return {"observations": {agent: _zeros(spec) for agent, spec in self.specs.items()}}
+
+
+def _stateful(spec: dict[str, Any]) -> bool:
+    return bool(spec.get("state")) or bool(spec.get("frame_stack"))
+
+
+def _observation_inputs(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [entry for entry in spec.get("inputs", []) if entry["path"] is not None]
+
+
+def _expected_shape(spec: dict[str, Any], entry: dict[str, Any]) -> tuple[int, ...]:
+    """The shape of one observation part as the env gives it (stacked frames: one frame)."""
+    shape = [int(d) for d in entry["shape"][1:]]
+    frames = int((spec.get("frame_stack") or {}).get("num_frames", 0))
+    if frames:
+        shape[-1] //= frames
+    return tuple(shape)
+
+
+def _zeros(spec: dict[str, Any]) -> Any:
+    if spec["kind"] != "onnx":
+        return None
+    observation: Any = None
+    for entry in _observation_inputs(spec):
+        zeros = np.zeros(_expected_shape(spec, entry), dtype=int).tolist()
+        if not entry["path"]:
+            return zeros
+        observation = observation if isinstance(observation, dict) else {}
+        _put(observation, entry["path"], zeros)
+    return observation
+
+
+def parse_body(body: bytes) -> dict[str, Any]:
+    """The JSON object of a request body (400 when it is not one)."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise HttpError(400, f"the body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise HttpError(400, f"the body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def parse_act(data: dict[str, Any], view: PolicyView) -> ActRequest:
+    """Check an act request against the policy; 422 naming the field that does not fit."""
+    for key in data:
+        if key not in REQUEST_KEYS:
+            raise HttpError(422, f"unknown field {key!r}{_did_you_mean(key, REQUEST_KEYS)}; "
+                                 f"fields: {', '.join(REQUEST_KEYS)}")
+    explore = _flag(data, "explore")
+    reset = _flag(data, "reset")
+    session = data.get("session")
+    if session is not None and not (
+        isinstance(session, str) and 0 < len(session) <= MAX_SESSION_ID
+    ):
+        raise HttpError(422, f"'session' must be a string of 1 to {MAX_SESSION_ID} characters")
+    if ("observation" in data) == ("observations" in data):
+        raise HttpError(422, "give exactly one of 'observation' (one) and 'observations' (a list, "
+                             "or a mapping by agent for a multi-agent policy)")
+    masks = data.get("action_mask")
+    if view.multi_agent:
+        if "observation" in data:
+            raise HttpError(422, "this policy is multi-agent (agents: "
+                                 f"{', '.join(view.specs)}): send 'observations' as a mapping "
+                                 "by agent, such as {\"observations\": {\"agent_0\": ...}}")
+        form, pairs = AGENTS, _by_agent(data["observations"], masks, view)
+    elif "observation" in data:
+        form, pairs = ONE, [(SINGLE_AGENT, data["observation"], masks, "observation",
+                             "action_mask")]
+    else:
+        form, pairs = MANY, _listed(data["observations"], masks)
+    queries = [
+        _query(view, agent, obs, mask, field, mask_field, explore)
+        for agent, obs, mask, field, mask_field in pairs
+    ]
+    if any(_stateful(view.specs[q.agent or SINGLE_AGENT]) for q in queries):
+        if form == MANY:
+            raise HttpError(422, "this policy carries memory between steps (recurrent state or "
+                                 "stacked frames): send one 'observation' per request with a "
+                                 "'session'")
+        if session is None:
+            raise HttpError(422, "'session' is required: this policy carries memory between "
+                                 "steps (recurrent state or stacked frames); send the same "
+                                 "'session' id with every step of an episode and 'reset': true "
+                                 "with its first")
+    return ActRequest(form, queries, session, reset)
+
+
+def _flag(data: dict[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise HttpError(422, f"{key!r} must be true or false, got {json.dumps(value)}")
+    return value
+
+
+def _did_you_mean(key: str, options: Any) -> str:
+    close = difflib.get_close_matches(key, list(options), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _by_agent(observations: Any, masks: Any, view: PolicyView) -> list[tuple]:
+    if not isinstance(observations, dict) or not observations:
+        raise HttpError(422, "'observations' must map agents to observations, such as "
+                             f"{{\"{next(iter(view.specs))}\": ...}}")
+    if masks is not None and not isinstance(masks, dict):
+        raise HttpError(422, "'action_mask' must map agents to masks, like 'observations'")
+    pairs = []
+    for agent, obs in observations.items():
+        if agent not in view.specs:
+            raise HttpError(422, f"'observations' has no agent {agent!r} in this policy"
+                                 f"{_did_you_mean(agent, view.specs)}; its agents: "
+                                 f"{', '.join(view.specs)}")
+        mask = None if masks is None else masks.get(agent)
+        pairs.append((agent, obs, mask, f"observations.{agent}", f"action_mask.{agent}"))
+    for agent in masks or {}:
+        if agent not in observations:
+            raise HttpError(422, f"'action_mask' has agent {agent!r}, which has no observation")
+    return pairs
+
+
+def _listed(observations: Any, masks: Any) -> list[tuple]:
+    if not isinstance(observations, list) or not observations:
+        raise HttpError(422, "'observations' must be a non-empty list of observations")
+    if masks is not None and not (isinstance(masks, list) and len(masks) == len(observations)):
+        raise HttpError(422, "'action_mask' must be a list with one mask per observation")
+    return [
+        (SINGLE_AGENT, obs, None if masks is None else masks[i], f"observations[{i}]",
+         f"action_mask[{i}]")
+        for i, obs in enumerate(observations)
+    ]
+
+
+def _query(
+    view: PolicyView, agent: str, obs: Any, mask: Any, field: str, mask_field: str, explore: bool
+) -> Query:
+    spec = view.specs[agent]
+    if explore and not (spec["kind"] == "random" or spec.get("exploration") == "categorical"):
+        raise HttpError(422, f"'explore' is not available for {field}: its policy's graph gives "
+                             "the greedy action only (explore samples categorical action "
+                             "distributions: PPO-like policies on discrete actions)")
+    observation = _checked_observation(spec, obs, field) if spec["kind"] == "onnx" else obs
+    if mask is not None:
+        mask = _checked_mask(spec, mask, mask_field)
+    return Query(observation, agent or None, mask, None, explore)
+
+
+def _checked_observation(spec: dict[str, Any], obs: Any, field: str) -> Any:
+    """The observation with every part the graph reads as a checked numpy array."""
+    checked: Any = None
+    for entry in _observation_inputs(spec):
+        leaf, where = obs, field
+        for key in entry["path"]:
+            try:
+                leaf = leaf[key]
+            except (KeyError, IndexError, TypeError):
+                raise HttpError(422, f"{where} has no entry {key!r} (the policy reads "
+                                     f"{field}.{'.'.join(map(str, entry['path']))})") from None
+            where = f"{where}.{key}"
+        array = _array(leaf, where, _expected_shape(spec, entry), entry.get("observation_dtype"))
+        if not entry["path"]:
+            return array
+        checked = checked if isinstance(checked, dict) else {}
+        _put(checked, entry["path"], array)
+    return checked
+
+
+def _checked_mask(spec: dict[str, Any], mask: Any, field: str) -> np.ndarray:
+    entry = next((e for e in spec.get("inputs", []) if e["name"] == ACTION_MASK), None)
+    if entry is None and spec["kind"] == "onnx":
+        raise HttpError(422, f"{field}: this policy takes no action mask")
+    n = spec["action"].get("n")
+    shape = tuple(int(d) for d in entry["shape"][1:]) if entry else (int(n),)
+    return _array(mask, field, shape, "int8")
+
+
+def _array(value: Any, field: str, shape: tuple[int, ...], dtype: str | None) -> np.ndarray:
+    expected = f"expected shape {list(shape)} of {dtype or 'numbers'}"
+    try:
+        array = np.asarray(value)
+    except ValueError:  # ragged lists
+        raise HttpError(422, f"{field}: not a regular array of numbers; {expected}") from None
+    integer = dtype is not None and np.issubdtype(np.dtype(dtype), np.integer)
+    if array.dtype.kind not in "iuf" and not (array.dtype.kind == "b" and integer):
+        raise HttpError(422, f"{field}: not numbers ({_what(value)}); {expected}")
+    if array.shape != shape:
+        raise HttpError(422, f"{field}: got shape {list(array.shape)}, {expected}")
+    if array.dtype.kind == "f":
+        if not np.all(np.isfinite(array)):
+            raise HttpError(422, f"{field}: holds NaN or infinite values; {expected}")
+        if integer and not np.all(array == np.round(array)):
+            raise HttpError(422, f"{field}: holds fractions; {expected}")
+    return array.astype(np.float32)
+
+
+def _what(value: Any) -> str:
+    return f"a {type(value).__name__}" if not isinstance(value, list) else "a list with "\
+        "non-numbers"
+
+
+def _put(target: dict, path: list, value: Any) -> None:
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = value
+
+
+def to_json(action: Any) -> Any:
+    """An action as JSON: an int, or a (nested) list of numbers."""
+    if isinstance(action, np.ndarray):
+        return action.tolist()
+    if isinstance(action, np.generic):
+        return action.item()
+    return action
+
+
+def answer(request: ActRequest, actions: list[Any], step: int | None) -> dict[str, Any]:
+    """The response body, in the request's form."""
+    if request.form == ONE:
+        body: dict[str, Any] = {"action": to_json(actions[0])}
+    elif request.form == MANY:
+        body = {"actions": [to_json(a) for a in actions]}
+    else:
+        body = {"actions": {q.agent: to_json(a) for q, a in zip(request.queries, actions,
+                                                               strict=True)}}
+    if request.session is not None:
+        body["session"] = request.session
+        body["step"] = step
+    return body
