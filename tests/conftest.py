@@ -169,3 +169,70 @@ def off_policy_runs(ray_session, tmp_path_factory):
         return runs[name]
 
     return run
+
+
+SPREAD = """\
+name: tiny-spread
+algorithm: PPO
+seed: 1
+env:
+  pettingzoo: mpe2.simple_spread_v3
+  kwargs: {N: 3, max_cycles: 25}
+multi_agent:
+  policies: shared
+training:
+  train_batch_size_per_learner: 200
+  minibatch_size: 100
+  num_epochs: 1
+resources:
+  env_runners: {count: 0}
+stop:
+  iterations: 1
+checkpoint: {every: 1}
+output_dir: OUTPUT
+"""
+
+
+def train_yaml(text: str, tmp_path: Path, *overrides: str):
+    """Train the experiment ``text`` (its OUTPUT: tmp_path/out); the run summary."""
+    from rich.console import Console
+
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(text.replace("OUTPUT", str(tmp_path / "out")))
+    summary = train(load_experiment(path, list(overrides)), console=Console(quiet=True))
+    assert summary.trials[0].status == "finished", summary.trials[0].error
+    return summary
+
+
+@pytest.fixture(scope="session")
+def spread_run(ray_session, tmp_path_factory):
+    """A shared-policy PPO on simple_spread, one tiny iteration."""
+    return train_yaml(SPREAD, tmp_path_factory.mktemp("spread"))
+
+
+@pytest.fixture(scope="session")
+def spread_qmix_run(ray_session, tmp_path_factory):
+    """The shipped simple_spread QMIX experiment, two small iterations on one env runner."""
+    from rich.console import Console
+
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
+
+    out = tmp_path_factory.mktemp("spread-qmix")
+    loaded = load_experiment(
+        EXPERIMENTS / "simple_spread_qmix.yaml",
+        [
+            f"output_dir={out}",
+            "stop.iterations=2",
+            "training.batch_episodes=8",
+            "training.learning_starts_episodes=8",
+            "resources.env_runners.count=1",
+            "checkpoint.every=1",
+        ],
+    )
+    summary = train(loaded, console=Console(quiet=True))
+    assert summary.trials[0].status == "finished", summary.trials[0].error
+    return summary

@@ -9,30 +9,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from tests.conftest import SPREAD, train_yaml
 from tests.test_config_errors import assert_rejected, replace
 from tests.test_eval import eval_json
 from tests.test_train import read_scalars
-
-SPREAD = """\
-name: tiny-spread
-algorithm: PPO
-seed: 1
-env:
-  pettingzoo: mpe2.simple_spread_v3
-  kwargs: {N: 3, max_cycles: 25}
-multi_agent:
-  policies: shared
-training:
-  train_batch_size_per_learner: 200
-  minibatch_size: 100
-  num_epochs: 1
-resources:
-  env_runners: {count: 0}
-stop:
-  iterations: 1
-checkpoint: {every: 1}
-output_dir: OUTPUT
-"""
 
 ADVERSARY = """\
 name: tiny-adversary
@@ -78,17 +58,6 @@ stop:
 checkpoint: {every: 1}
 output_dir: OUTPUT
 """
-
-
-def train_yaml(text: str, tmp_path: Path, *overrides: str):
-    from rlplat.experiment.load import load_experiment
-    from rlplat.run.launch import train
-
-    path = tmp_path / "exp.yaml"
-    path.write_text(text.replace("OUTPUT", str(tmp_path / "out")))
-    summary = train(load_experiment(path, list(overrides)), console=Console(quiet=True))
-    assert summary.trials[0].status == "finished", summary.trials[0].error
-    return summary
 
 
 # --- bad input: caught while loading, before Ray starts --------------------------------------
@@ -196,11 +165,6 @@ def test_bad_multi_agent_input_exits_2(case, tmp_path, capsys):
 
 
 # --- training and evaluation -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def spread_run(ray_session, tmp_path_factory):
-    return train_yaml(SPREAD, tmp_path_factory.mktemp("spread"))
 
 
 def test_shared_policy_eval_reports_every_agent(spread_run, tmp_path, capsys):

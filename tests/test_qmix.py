@@ -357,30 +357,6 @@ def test_tune_grid_over_mixers_qmix_finds_8_vdn_settles_for_7(ray_session, tmp_p
     assert greedy["qmix"].agent_returns == {"agent_0": 8.0, "agent_1": 8.0}
 
 
-@pytest.fixture(scope="module")
-def spread_qmix_run(ray_session, tmp_path_factory):
-    from rich.console import Console
-
-    from rlplat.experiment.load import load_experiment
-    from rlplat.run.launch import train
-
-    out = tmp_path_factory.mktemp("spread-qmix")
-    loaded = load_experiment(
-        EXPERIMENTS / "simple_spread_qmix.yaml",
-        [
-            f"output_dir={out}",
-            "stop.iterations=2",
-            "training.batch_episodes=8",
-            "training.learning_starts_episodes=8",
-            "resources.env_runners.count=1",
-            "checkpoint.every=1",
-        ],
-    )
-    summary = train(loaded, console=Console(quiet=True))
-    assert summary.trials[0].status == "finished", summary.trials[0].error
-    return summary
-
-
 def test_simple_spread_qmix_trains_on_env_runners_and_evaluates(spread_qmix_run, tmp_path, capsys):
     trial = spread_qmix_run.trials[0]
     assert trial.env_steps == 2000

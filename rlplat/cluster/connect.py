@@ -54,8 +54,8 @@ def start_ray(
     try:
         if address:
             ray.init(address=address, **kwargs)
-        else:
-            ray.init(include_dashboard=False, **kwargs)
+        else:  # "local": a new instance, even where `ray start` left one to find
+            ray.init(address="local", include_dashboard=False, **kwargs)
     except ConnectionError as exc:
         raise UserError(
             f"cannot connect to the Ray cluster at {address!r}: {exc}. Start one with "

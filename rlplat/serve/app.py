@@ -22,6 +22,7 @@ from ray import serve
 from ray.exceptions import RayActorError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 from ray.serve.handle import DeploymentHandle
+from ray.serve.metrics import Counter
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -182,6 +183,15 @@ class Ingress:
         self.policy_document = {**manifest, **about}
         self.token = token
         self.max_body = max_body
+        # Next to Serve's own metrics (requests, errors, latency, batch sizes).
+        self.retries = Counter(
+            "rlplat_serve_worker_retries",
+            description="Requests asked again because the policy replica answering them died.",
+        )
+        self.unavailable = Counter(
+            "rlplat_serve_unavailable",
+            description="Requests answered 503: no policy replica could answer.",
+        )
 
     async def __call__(self, request: Request) -> JSONResponse:
         try:
@@ -256,11 +266,13 @@ class Ingress:
             try:
                 result: Answer = await self.worker.act.remote(queries)
             except UNAVAILABLE:
+                self.retries.inc()
                 await asyncio.sleep(0.05 * 2**attempt)
                 continue
             if result.error is not None:
                 raise HttpError(422, result.error)
             return result
+        self.unavailable.inc()
         raise HttpError(503, "no policy replica could answer (one stopped and is being "
                              "replaced); retry shortly", {"Retry-After": "1"})
 

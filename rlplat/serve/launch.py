@@ -10,12 +10,15 @@ cluster until ``rlplat serve --stop``.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import os
 import shlex
 import signal
 import socket
+import sys
 import tempfile
 import time
 import urllib.error
@@ -381,11 +384,19 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
         say("Stopping...")
     finally:
         if embedded:
-            serve.shutdown()
-            import ray  # noqa: PLC0415 - loaded with Serve already
-
-            ray.shutdown()
+            _shut_down(serve, options.verbose)
     say("Stopped.")
+
+
+def _shut_down(serve: Any, verbose: bool) -> None:
+    """Drain and stop Serve, then the local Ray. Ray's driver prints the internal errors of its
+    own teardown (a controller task retried as it is killed): only --verbose shows them."""
+    import ray  # noqa: PLC0415 - loaded with Serve already
+
+    quiet = contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
+    with quiet, contextlib.redirect_stderr(sys.stderr if verbose else io.StringIO()):
+        serve.shutdown()
+        ray.shutdown()
 
 
 def quiet_serve_logs(verbose: bool) -> None:
