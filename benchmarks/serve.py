@@ -9,6 +9,8 @@ Each configuration gets closed-loop load from an httpx async client over loopbac
 concurrency 1, 16 and 64 (each client sends its next request when the last is answered, one
 observation per request), for ``--seconds`` or ``--max-requests`` per level after a short warm-up.
 The load generator runs on the same machine, so its CPU use counts against the server's.
+A first row measures Ray Serve's own floor on this machine: one deployment that reads the body and
+answers a constant, through the same proxy and client.
 
 Writes benchmarks/results/serve.json and prints a Markdown table.
 """
@@ -43,6 +45,21 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def echo_app() -> object:
+    """The floor: Serve's proxy and one replica that answers without looking at the request."""
+    from ray import serve
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    @serve.deployment(ray_actor_options={"num_cpus": 1}, max_ongoing_requests=1000)
+    class Echo:
+        async def __call__(self, request: Request) -> JSONResponse:
+            await request.body()
+            return JSONResponse({"action": 0})
+
+    return Echo.bind()
 
 
 def cartpole_run(given: str | None) -> Path:
@@ -115,9 +132,18 @@ def main() -> None:
     start_ray(None)
     address = ray.get_runtime_context().gcs_address
     port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.start(http_options={"host": "127.0.0.1", "port": port},
+                logging_config={"enable_access_log": False, "log_level": "WARNING"})
     observations = np.random.default_rng(0).normal(0, 0.3, (256, 4)).tolist()
     rows = []
+    logging_config = {"enable_access_log": False, "log_level": "WARNING"}
+    serve.run(echo_app(), name="rlplat", route_prefix="/", logging_config=logging_config)
+    for concurrency in CONCURRENCY:
+        result = asyncio.run(load(f"http://127.0.0.1:{port}", concurrency, args.seconds,
+                                  args.max_requests, observations))
+        rows.append({"backend": "echo (Serve's floor)", "replicas": 1, "batching": False,
+                     "concurrency": concurrency, **result})
+        print(json.dumps(rows[-1]), flush=True)
     for config in CONFIGS:
         serve.delete("rlplat")
         options = ServeOptions(

@@ -241,6 +241,28 @@ CASES = [
         setup=_env_gone,
     ),
     Case("eval --explore of an ONNX export", ["eval", "exported", "--explore"], setup=_exported),
+    Case("serve on all interfaces without a token", ["serve", "checkpoint", "--host", "0.0.0.0"],
+         setup=_copy),
+    Case(
+        "serve --token-env naming an unset variable",
+        ["serve", "checkpoint", "--token-env", "RLPLAT_NO_SUCH_TOKEN"],
+        setup=_copy,
+    ),
+    Case(
+        "serve --replica-resources with an unknown key",
+        ["serve", "checkpoint", "--replica-resources", "{cpu: 1}"],
+        setup=_copy,
+    ),
+    Case(
+        "serve replicas asking for a resource no node has",
+        ["serve", "checkpoint", "--replica-resources", "{custom: {npu: 1}}"],
+        setup=_copy,
+    ),
+    Case("serve --autoscale that is not MIN:MAX", ["serve", "checkpoint", "--autoscale", "4"],
+         setup=_copy),
+    Case("serve --backend torch of an ONNX export", ["serve", "exported", "--backend", "torch"],
+         setup=_exported),
+    Case("serve --stop without a cluster", ["serve", "--stop"]),
     Case(
         "Checkpoint from another Ray version",
         ["eval", "old_checkpoint", "-n", "1"],

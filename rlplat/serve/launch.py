@@ -375,6 +375,9 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
         for line in summary_lines(served, options, checked, placement,
                                   public_url(options.host, options.port)):
             say(line)
+        metrics = metrics_url()
+        if metrics:
+            say(f"Metrics (Prometheus, this node): {metrics} (ray_serve_*, ray_rlplat_serve_*)")
         if not embedded:
             say(f"The application {options.name!r} runs on the cluster until: rlplat serve "
                 f"--stop --name {options.name} --address {options.address or '$RAY_ADDRESS'}")
@@ -402,6 +405,17 @@ def _shut_down(serve: Any, verbose: bool) -> None:
 def quiet_serve_logs(verbose: bool) -> None:
     """Serve's own log lines (started, deployed, ready) only with ``--verbose``."""
     logging.getLogger("ray.serve").setLevel(logging.INFO if verbose else logging.ERROR)
+
+
+def metrics_url() -> str | None:
+    """This node's Prometheus endpoint, where Ray exports Serve's metrics (None: not known)."""
+    import ray  # noqa: PLC0415 - loaded with Serve already
+
+    here = ray.util.get_node_ip_address()
+    for node in ray.nodes():
+        if node["Alive"] and node["NodeManagerAddress"] == here and node.get("MetricsExportPort"):
+            return f"http://{here}:{node['MetricsExportPort']}/metrics"
+    return None
 
 
 def _wait_for_interrupt() -> None:
