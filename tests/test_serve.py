@@ -250,6 +250,16 @@ def test_every_error_status_and_the_server_answers_after(served, off_policy_runs
         assert client.get("/healthz").json() == {"status": "ok"}
         assert client.post("/v1/act", json=good).json()["action"] in (0, 1)
 
+    from rlplat.errors import UserError
+    from rlplat.serve.launch import ServeOptions, stop_application
+
+    lines: list[str] = []
+    stop_application(ServeOptions(address=served.address), lines.append)
+    assert lines == ["Removed the application 'rlplat' from the cluster."]
+    assert httpx.get(f"{url}/healthz", timeout=30).status_code == 404  # Serve's proxy: no app
+    with pytest.raises(UserError, match="no Serve application named 'rlplat'"):
+        stop_application(ServeOptions(address=served.address), lines.append)
+
 
 def test_served_multi_agent_policy_acts_like_eval(served, spread_run):
     url = served.deploy(spread_run.run_dir)

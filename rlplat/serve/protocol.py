@@ -252,7 +252,8 @@ def _array(value: Any, field: str, shape: tuple[int, ...], dtype: str | None) ->
         raise HttpError(422, f"{field}: not a regular array of numbers; {expected}") from None
     integer = dtype is not None and np.issubdtype(np.dtype(dtype), np.integer)
     if array.dtype.kind not in "iuf" and not (array.dtype.kind == "b" and integer):
-        raise HttpError(422, f"{field}: not numbers ({_what(value)}); {expected}")
+        got = "a list holding non-numbers" if isinstance(value, list) else type(value).__name__
+        raise HttpError(422, f"{field}: not numbers (got {got}); {expected}")
     if array.shape != shape:
         raise HttpError(422, f"{field}: got shape {list(array.shape)}, {expected}")
     if array.dtype.kind == "f":
@@ -261,11 +262,6 @@ def _array(value: Any, field: str, shape: tuple[int, ...], dtype: str | None) ->
         if integer and not np.all(array == np.round(array)):
             raise HttpError(422, f"{field}: holds fractions; {expected}")
     return array.astype(np.float32)
-
-
-def _what(value: Any) -> str:
-    return f"a {type(value).__name__}" if not isinstance(value, list) else "a list with "\
-        "non-numbers"
 
 
 def _put(target: dict, path: list, value: Any) -> None:
