@@ -7,8 +7,10 @@
 The ingress checks every request (auth, size, JSON, observation shapes) before any policy code
 sees it, so a bad request cannot take down a worker; it also turns a worker that dies mid-request
 into a retry on another replica, then into 503, where Serve's own proxy would answer 500.
-Workers run the export's graphs through onnxruntime or, with the torch backend, the same graphs
-as torch modules; ``@serve.batch`` groups concurrent requests into one graph run.
+``@serve.batch`` in the ingress gathers concurrent requests into one call to a worker, which
+answers them with one graph run per policy: a batch costs one hop, not one per request. Workers
+run the export's graphs through onnxruntime or, with the torch backend, the same graphs as torch
+modules.
 """
 
 from __future__ import annotations
@@ -94,15 +96,8 @@ def _onnx_runner(model: bytes, threads: int) -> Any:
 class PolicyWorker:
     """Runs the policy for batches of requests; one replica per ``--replicas``."""
 
-    def __init__(
-        self,
-        manifest: dict[str, Any],
-        graphs: dict[str, Any],
-        backend: str,
-        max_batch_size: int,
-        batch_wait_s: float,
-        threads: int,
-    ):
+    def __init__(self, manifest: dict[str, Any], graphs: dict[str, Any], backend: str,
+                 threads: int):
         if backend == "torch":
             import torch  # noqa: PLC0415
 
@@ -113,12 +108,9 @@ class PolicyWorker:
         else:
             runners = {pid: _onnx_runner(model, threads) for pid, model in graphs.items()}
         self.policy = runtime.from_manifest(manifest, sessions=runners)
-        self.act.set_max_batch_size(max_batch_size)
-        self.act.set_batch_wait_timeout_s(batch_wait_s)
 
-    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.002)
     async def act(self, requests: list[list[runtime.Query]]) -> list[Answer]:
-        """One graph run per policy for all the requests of the batch."""
+        """One graph run per policy for all the requests of a batch."""
         try:
             return self._answer(requests)
         except runtime.ExportError:  # find which request it was; the others are answered
@@ -176,6 +168,8 @@ class Ingress:
         about: dict[str, Any],
         token: str | None,
         max_body: int,
+        max_batch_size: int,
+        batch_wait_s: float,
     ):
         self.worker = worker
         self.sessions = sessions
@@ -192,6 +186,8 @@ class Ingress:
             "rlplat_serve_unavailable",
             description="Requests answered 503: no policy replica could answer.",
         )
+        self._ask.set_max_batch_size(max_batch_size)
+        self._ask.set_batch_wait_timeout_s(batch_wait_s)
 
     async def __call__(self, request: Request) -> JSONResponse:
         try:
@@ -248,7 +244,9 @@ class Ingress:
             memories = await self.sessions.get.remote(session) or {}
         for query in request.queries:
             query.memory = memories.get(query.agent or SINGLE_AGENT)
-        result = await self._ask(request.queries)
+        result: Answer = await self._ask(request.queries)
+        if result.error is not None:
+            raise HttpError(422, result.error)
         step = None
         if session is not None:
             for query, memory in zip(request.queries, result.memories, strict=True):
@@ -259,20 +257,17 @@ class Ingress:
             request.session = None
         return answer(request, result.actions, step)
 
-    async def _ask(self, queries: list[runtime.Query]) -> Answer:
-        """The worker's answer; a replica that dies first is replaced by another (the request
-        is answered from the same memories, so asking again is safe)."""
+    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.002)
+    async def _ask(self, requests: list[list[runtime.Query]]) -> list[Answer]:
+        """The worker's answers to a batch of requests; a replica that dies first is replaced by
+        another (the requests are answered from the same memories, so asking again is safe)."""
         for attempt in range(WORKER_RETRIES):
             try:
-                result: Answer = await self.worker.act.remote(queries)
+                return await self.worker.act.remote(requests)
             except UNAVAILABLE:
-                self.retries.inc()
+                self.retries.inc(len(requests))
                 await asyncio.sleep(0.05 * 2**attempt)
-                continue
-            if result.error is not None:
-                raise HttpError(422, result.error)
-            return result
-        self.unavailable.inc()
+        self.unavailable.inc(len(requests))
         raise HttpError(503, "no policy replica could answer (one stopped and is being "
                              "replaced); retry shortly", {"Retry-After": "1"})
 
@@ -299,7 +294,7 @@ def build_app(
         **replicas,
         ray_actor_options=actor_options,
         max_ongoing_requests=max(100, 2 * max_batch_size),
-    ).bind(manifest, graphs, backend, max_batch_size, batch_wait_s, threads)
+    ).bind(manifest, graphs, backend, threads)
     sessions = None
     if PolicyView.of(manifest).stateful:
         sessions = Sessions.options(num_replicas=1, ray_actor_options={"num_cpus": 0}).bind(
@@ -307,5 +302,5 @@ def build_app(
         )
     return Ingress.options(
         **replicas, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000
-    ).bind(worker, sessions, manifest, about, token, max_body)
+    ).bind(worker, sessions, manifest, about, token, max_body, max_batch_size, batch_wait_s)
 
