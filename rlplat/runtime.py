@@ -60,7 +60,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
 class Network:
     """One ONNX graph and what its inputs are made of (shared by the agents of a policy).
 
-    ``session`` runs the graph: anything with onnxruntime's ``run(output_names, feed)``; by
+    ``runner`` runs the graph: anything with onnxruntime's ``run(output_names, feed)``; by
     default an onnxruntime session on the graph's file.
     """
 
@@ -69,10 +69,10 @@ class Network:
         directory: Path | None,
         spec: dict[str, Any],
         providers: list[str] | None,
-        session: Any = None,
+        runner: Any = None,
     ):
         self.spec = spec
-        self.session = session or _onnx_session(directory, spec, providers)
+        self.runner = runner if runner is not None else _onnx_runner(directory, spec, providers)
         self.inputs: list[dict[str, Any]] = spec["inputs"]
         self.output_names = [output["name"] for output in spec["outputs"]]
         self.state_size = int((spec.get("state") or {}).get("size", 0))
@@ -100,10 +100,12 @@ class Network:
                 feed[name] = np.stack(
                     [_leaf(obs, entry["path"], name) for obs in observations]
                 ).astype(np.float32, copy=False)
-        return dict(zip(self.output_names, self.session.run(self.output_names, feed), strict=True))
+        return dict(zip(self.output_names, self.runner.run(self.output_names, feed), strict=True))
 
 
-def _onnx_session(directory: Path, spec: dict[str, Any], providers: list[str] | None) -> Any:
+def _onnx_runner(directory: Path | None, spec: dict[str, Any], providers: list[str] | None) -> Any:
+    if directory is None:
+        raise ExportError(f"no directory to read {spec['file']} from, and no runner given")
     try:
         # Imported here: this module also serves rlplat itself, where onnxruntime is the
         # optional export extra.
@@ -133,6 +135,17 @@ def _leaf(observation: Any, path: list[str | int], name: str) -> Any:
     return observation
 
 
+def carries_memory(spec: dict[str, Any]) -> bool:
+    """A policy that remembers between steps: recurrent state or stacked frames."""
+    return bool(spec.get("state")) or bool(spec.get("frame_stack"))
+
+
+def can_sample(spec: dict[str, Any]) -> bool:
+    """``explore`` can sample: a random policy, or a graph whose ``action_dist_inputs`` are a
+    categorical distribution's logits (PPO and its kin on discrete actions)."""
+    return spec["kind"] == "random" or spec.get("exploration") == "categorical"
+
+
 class Memory:
     """What a stateful policy carries from one step of an episode to the next: the recurrent
     state (QMIX's GRU) and the last frames (frame stacking). Stateless policies carry nothing."""
@@ -147,7 +160,7 @@ class Memory:
         """The observation with the frames before it, as the graph takes it."""
         if not self.num_frames:
             return obs
-        frame = np.asarray(obs, dtype=np.float32)
+        frame = np.asarray(obs)  # in the env's dtype: a session keeps uint8 frames as uint8
         if not self.frames:  # RLlib fills the frames before the first with zeros
             for _ in range(self.num_frames - 1):
                 self.frames.append(np.zeros_like(frame))
@@ -178,13 +191,12 @@ class ExportedPolicy:
     @property
     def stateless(self) -> bool:
         """A graph with no recurrent state and no stacked frames (batches across agents)."""
-        return self.kind == "onnx" and not self.network.state_size and not self.num_frames
+        return self.kind == "onnx" and not carries_memory(self.spec)
 
     @property
-    def samples(self) -> bool:
-        """``explore`` can sample: the graph's ``action_dist_inputs`` are a categorical
-        distribution's logits (PPO and its kin on discrete actions)."""
-        return self.kind == "random" or self.spec.get("exploration") == "categorical"
+    def needs_memory(self) -> bool:
+        """Each observation needs its episode's :class:`Memory`."""
+        return self.kind == "onnx" and carries_memory(self.spec)
 
     def seed(self, seed: int | None) -> None:
         """Seed the random choices (``random`` policies, explored actions)."""
@@ -235,13 +247,22 @@ class ExportedPolicy:
         """Actions for a batch of observations, each with its episode's memory (advanced in
         place; stateless policies need none). ``last_outputs`` holds the graph's outputs for the
         last observation of the batch."""
+        return self._step(observations, action_masks, memories, explore)[0]
+
+    def _step(
+        self,
+        observations: list[Any],
+        action_masks: list[Any] | None,
+        memories: list[Memory] | None,
+        explore: list[bool] | None,
+    ) -> tuple[list[Any], dict[str, np.ndarray]]:
         if action_masks is not None and not self.network.has_mask:
             raise ExportError("this policy takes no action mask (its graph has no such input)")
         if memories is None:
-            if not self.stateless and self.kind == "onnx":
+            if self.needs_memory:
                 raise ExportError("a stateful policy needs a memory per observation")
             memories = [Memory(None, 0) for _ in observations]
-        if any(explore or []) and not self.samples:
+        if any(explore or []) and not can_sample(self.spec):
             raise ExportError(
                 "this policy's graph gives its greedy action only: explore samples from "
                 "categorical action distributions (PPO-like policies on discrete actions)"
@@ -259,7 +280,7 @@ class ExportedPolicy:
             if explore and explore[index] and self.kind == "onnx":
                 chosen[index] = self._sample(outputs[ACTION_DIST_INPUTS][index])
         self.last_outputs = {name: value[-1] for name, value in outputs.items()}
-        return [self._single(action) for action in chosen]
+        return [self._single(action) for action in chosen], outputs
 
     def forward(
         self,
@@ -355,7 +376,7 @@ class MultiAgentPolicy:
             Query(obs, agent, memory=self.policy_for(agent).memory, explore=explore)
             for agent, obs in observations.items()
         ]
-        return dict(zip(observations, answer(self, queries), strict=True))
+        return dict(zip(observations, act_batch(self, queries), strict=True))
 
 
 @dataclass
@@ -370,52 +391,56 @@ class Query:
     explore: bool = False
 
 
-def answer(policy: ExportedPolicy | MultiAgentPolicy, queries: list[Query]) -> list[Any]:
+def act_batch(policy: ExportedPolicy | MultiAgentPolicy, queries: list[Query]) -> list[Any]:
     """The actions for queries from any number of episodes and agents, in order. Queries whose
-    agents share a graph go through it in one batch; memories advance in place."""
+    agents share a graph go through it in one batch; memories advance in place, and each agent's
+    policy keeps its own row of the graph's outputs in ``last_outputs``."""
+    def acting(query: Query) -> ExportedPolicy:
+        return policy.policy_for(query.agent) if isinstance(policy, MultiAgentPolicy) else policy
+
     groups: dict[tuple[int, bool], list[int]] = {}
     for index, query in enumerate(queries):
-        acting = policy.policy_for(query.agent) if isinstance(policy, MultiAgentPolicy) else policy
-        shared = acting.network if acting.kind == "onnx" else acting
+        own = acting(query)
+        shared = own.network if own.kind == "onnx" else own
         groups.setdefault((id(shared), query.action_mask is not None), []).append(index)
     actions: list[Any] = [None] * len(queries)
     for (_, masked), indices in groups.items():
         group = [queries[index] for index in indices]
-        first = group[0]
-        acting = policy.policy_for(first.agent) if isinstance(policy, MultiAgentPolicy) else policy
-        chosen = acting.step(
+        first = acting(group[0])
+        chosen, outputs = first._step(
             [query.observation for query in group],
             [query.action_mask for query in group] if masked else None,
-            None if acting.stateless or acting.kind != "onnx" else [q.memory for q in group],
+            [query.memory for query in group] if first.needs_memory else None,
             [query.explore for query in group],
         )
-        for index, action in zip(indices, chosen, strict=True):
+        for row, (index, action) in enumerate(zip(indices, chosen, strict=True)):
             actions[index] = action
+            acting(queries[index]).last_outputs = {n: v[row] for n, v in outputs.items()}
     return actions
 
 
 def load(
-    path: str | Path, providers: list[str] | None = None, sessions: dict[str, Any] | None = None
+    path: str | Path, providers: list[str] | None = None, runners: dict[str, Any] | None = None
 ) -> ExportedPolicy | MultiAgentPolicy:
     """The policy exported into ``path`` (a directory with ``policy.json``).
 
-    ``providers``: onnxruntime execution providers, CPU by default. ``sessions``: what runs each
+    ``providers``: onnxruntime execution providers, CPU by default. ``runners``: what runs each
     policy's graph instead of onnxruntime (by policy id; see :class:`Network`).
     """
     directory = Path(path)
-    return from_manifest(read_manifest(directory), directory, providers, sessions)
+    return from_manifest(read_manifest(directory), directory, providers, runners)
 
 
 def from_manifest(
     manifest: dict[str, Any],
     directory: Path | None = None,
     providers: list[str] | None = None,
-    sessions: dict[str, Any] | None = None,
+    runners: dict[str, Any] | None = None,
 ) -> ExportedPolicy | MultiAgentPolicy:
     """The policy a manifest describes; its graphs are read from ``directory`` unless
-    ``sessions`` gives every graph's runner."""
+    ``runners`` gives every graph's runner."""
     networks: dict[str, Any] = {
-        policy_id: Network(directory, spec, providers, (sessions or {}).get(policy_id))
+        policy_id: Network(directory, spec, providers, (runners or {}).get(policy_id))
         if spec["kind"] == "onnx"
         else _RandomNetwork()
         for policy_id, spec in manifest["policies"].items()

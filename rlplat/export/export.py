@@ -332,6 +332,7 @@ def _write_onnx(parts: GraphParts, path: Path) -> dict[str, Any]:
                 **_value_info(v),
                 "path": declared[v.name].path,
                 "observation_dtype": declared[v.name].observation_dtype,
+                "observation_range": declared[v.name].observation_range,
             }
             for v in model.graph.input
         ],

@@ -64,6 +64,7 @@ class Input:
     path: list[str | int] | None  # None: not part of the observation (an argument of act)
     shape: tuple[int, ...]
     observation_dtype: str = "float32"  # the env's dtype for this part of the observation
+    observation_range: tuple[int, int] | None = None  # Discrete parts: their first and last value
 
 
 @dataclass
@@ -99,7 +100,7 @@ def observation_inputs(space: gym.Space) -> list[Input]:
                 walk(child, [*path, index])
         else:
             name = ".".join(["obs", *map(str, path)])
-            leaves.append(Input(name, path, _shape(sub), _dtype(sub)))
+            leaves.append(Input(name, path, _shape(sub), _dtype(sub), _range(sub)))
 
     walk(space, [])
     return leaves
@@ -115,6 +116,12 @@ def _shape(space: gym.Space) -> tuple[int, ...]:
 
 def _dtype(space: gym.Space) -> str:
     return np.dtype(space.dtype).name
+
+
+def _range(space: gym.Space) -> tuple[int, int] | None:
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.start), int(space.start + space.n - 1)
+    return None
 
 
 def rebuild_observation(

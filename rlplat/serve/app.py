@@ -16,7 +16,9 @@ modules.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hmac
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,11 +36,13 @@ from rlplat.serve.protocol import (
     ActRequest,
     HttpError,
     PolicyView,
-    answer,
     parse_act,
     parse_body,
+    response_body,
 )
 from rlplat.serve.sessions import SessionStore
+
+logger = logging.getLogger(__name__)
 
 ROUTES = {"/v1/policy": "GET", "/v1/act": "POST"}
 HEALTH = "/healthz"
@@ -47,8 +51,9 @@ UNAVAILABLE = (RayActorError, DeploymentUnavailableError, BackPressureError)
 
 
 @dataclass
-class Answer:
-    """A worker's answer to one request: the actions and the memories after the step."""
+class WorkerReply:
+    """A worker's reply to one request: the actions and the memories after the step, or why
+    the policy could not act on it."""
 
     actions: list[Any] = field(default_factory=list)
     memories: list[runtime.Memory | None] = field(default_factory=list)
@@ -107,34 +112,36 @@ class PolicyWorker:
             }
         else:
             runners = {pid: _onnx_runner(model, threads) for pid, model in graphs.items()}
-        self.policy = runtime.from_manifest(manifest, sessions=runners)
+        self.policy = runtime.from_manifest(manifest, runners=runners)
 
-    async def act(self, requests: list[list[runtime.Query]]) -> list[Answer]:
-        """One graph run per policy for all the requests of a batch."""
+    async def act(self, requests: list[list[runtime.Query]]) -> list[WorkerReply]:
+        """One graph run per policy for all the requests of a batch. A request the policy
+        cannot act on gets its error; the others of its batch are answered."""
+        pristine = copy.deepcopy(requests)  # memories advance in place
         try:
-            return self._answer(requests)
-        except runtime.ExportError:  # find which request it was; the others are answered
-            answers = []
-            for queries in requests:
+            return self._act(requests)
+        except Exception:  # noqa: BLE001 - find which request it was, one at a time
+            replies = []
+            for queries in pristine:
                 try:
-                    answers.extend(self._answer([queries]))
-                except runtime.ExportError as exc:
-                    answers.append(Answer(error=str(exc)))
-            return answers
+                    replies.extend(self._act([queries]))
+                except Exception as exc:  # noqa: BLE001 - reported to that request only
+                    replies.append(WorkerReply(error=f"{type(exc).__name__}: {exc}"))
+            return replies
 
-    def _answer(self, requests: list[list[runtime.Query]]) -> list[Answer]:
+    def _act(self, requests: list[list[runtime.Query]]) -> list[WorkerReply]:
         queries = [query for request in requests for query in request]
         for query in queries:
             acting = self._acting(query.agent)
-            if query.memory is None and not acting.stateless and acting.kind == "onnx":
+            if query.memory is None and acting.needs_memory:
                 query.memory = acting.new_memory()
-        actions = runtime.answer(self.policy, queries)
-        answers, start = [], 0
+        actions = runtime.act_batch(self.policy, queries)
+        replies, start = [], 0
         for request in requests:
             end = start + len(request)
-            answers.append(Answer(actions[start:end], [q.memory for q in request]))
+            replies.append(WorkerReply(actions[start:end], [q.memory for q in request]))
             start = end
-        return answers
+        return replies
 
     def _acting(self, agent: str | None) -> runtime.ExportedPolicy:
         if isinstance(self.policy, runtime.MultiAgentPolicy):
@@ -149,11 +156,11 @@ class Sessions:
     def __init__(self, max_sessions: int, ttl_s: float):
         self.store = SessionStore(max_sessions, ttl_s)
 
-    def get(self, session: str) -> dict[str, runtime.Memory] | None:
+    def get(self, session: str) -> tuple[int, dict[str, runtime.Memory] | None]:
         return self.store.get(session)
 
-    def put(self, session: str, memories: dict[str, runtime.Memory]) -> None:
-        self.store.put(session, memories)
+    def put(self, session: str, memories: dict[str, runtime.Memory], version: int) -> bool:
+        return self.store.put(session, memories, version)
 
 
 @serve.deployment
@@ -194,6 +201,9 @@ class Ingress:
             body = await self._handle(request)
         except HttpError as exc:
             return JSONResponse({"error": exc.message}, exc.status, headers=exc.headers)
+        except Exception:  # noqa: BLE001 - a bug: logged with its traceback, answered 500
+            logger.exception("rlplat serve: unexpected error answering %s", request.url.path)
+            return JSONResponse({"error": "internal error (see the replica's log)"}, 500)
         return JSONResponse(body)
 
     async def _handle(self, request: Request) -> dict[str, Any]:
@@ -239,26 +249,38 @@ class Ingress:
 
     async def _act(self, request: ActRequest) -> dict[str, Any]:
         session = request.session if self.view.stateful else None
-        memories: dict[str, runtime.Memory] = {}
-        if session is not None and not request.reset:
-            memories = await self.sessions.get.remote(session) or {}
+        memories: dict[str, runtime.Memory | None] = {}
+        version = 0
+        if session is not None:
+            version, stored = await self._sessions("get", session)
+            if stored is not None and not request.reset:
+                memories = stored
         for query in request.queries:
             query.memory = memories.get(query.agent or SINGLE_AGENT)
-        result: Answer = await self._ask(request.queries)
-        if result.error is not None:
-            raise HttpError(422, result.error)
+        reply: WorkerReply = await self._ask(request.queries)
+        if reply.error is not None:
+            raise HttpError(422, f"the policy cannot act on this request: {reply.error}")
         step = None
         if session is not None:
-            for query, memory in zip(request.queries, result.memories, strict=True):
+            for query, memory in zip(request.queries, reply.memories, strict=True):
                 memories[query.agent or SINGLE_AGENT] = memory
-            await self.sessions.put.remote(session, memories)
-            step = max(memory.steps for memory in result.memories if memory is not None)
+            if not await self._sessions("put", session, memories, version):
+                raise HttpError(409, f"session {session!r} took another step while this one was "
+                                     "answered: send one request at a time per session")
+            step = max((m.steps for m in reply.memories if m is not None), default=0)
         else:
             request.session = None
-        return answer(request, result.actions, step)
+        return response_body(request, reply.actions, step)
+
+    async def _sessions(self, method: str, *args: Any) -> Any:
+        try:
+            return await getattr(self.sessions, method).remote(*args)
+        except UNAVAILABLE:
+            raise HttpError(503, "the session store is restarting; retry shortly",
+                            {"Retry-After": "1"}) from None
 
     @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.002)
-    async def _ask(self, requests: list[list[runtime.Query]]) -> list[Answer]:
+    async def _ask(self, requests: list[list[runtime.Query]]) -> list[WorkerReply]:
         """The worker's answers to a batch of requests; a replica that dies first is replaced by
         another (the requests are answered from the same memories, so asking again is safe)."""
         for attempt in range(WORKER_RETRIES):

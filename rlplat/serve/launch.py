@@ -268,9 +268,25 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
-def public_url(host: str, port: int) -> str:
-    shown = socket.gethostname() if host in ("0.0.0.0", "::") else host
-    return f"http://{shown}:{port}"
+def url_of(host: str, port: int, *, public: bool) -> str:
+    """Where clients reach the proxy: this machine's name (public) or loopback (local) for a
+    wildcard host; IPv6 literals in brackets."""
+    if host in ("0.0.0.0", "::"):
+        host = socket.gethostname() if public else "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def proxy_address(serve: Any, options: ServeOptions) -> tuple[str, int]:
+    """The host and port Serve's proxies listen on: a Serve that already ran on the cluster
+    keeps its own, whatever this command asked for."""
+    try:
+        # Private: Serve's public API does not say which http options a running Serve has.
+        from ray.serve.context import _get_global_client  # noqa: PLC0415
+
+        config = _get_global_client().http_config
+        return str(config.host), int(config.port)
+    except Exception:  # noqa: BLE001 - a private API: the options asked for then
+        return options.host, options.port
 
 
 def wait_healthy(url: str, timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -368,12 +384,15 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
     try:
         serve.start(http_options={"host": options.host, "port": options.port},
                     logging_config=logging_config)
-        serve.run(app, name=options.name, route_prefix="/", logging_config=logging_config)
+        host, port = proxy_address(serve, options)
+        if (host, port) != (options.host, options.port):
+            say(f"Ray Serve already runs on this cluster with its proxies on {host}:{port}; the "
+                "application goes there (--host and --port apply when Serve starts).")
+        _run_application(serve, app, options.name, logging_config)
         quiet_serve_logs(options.verbose)
-        local = f"http://{'127.0.0.1' if options.host in ('0.0.0.0', '::') else options.host}"
-        wait_healthy(f"{local}:{options.port}")
+        wait_healthy(url_of(host, port, public=False))
         for line in summary_lines(served, options, checked, placement,
-                                  public_url(options.host, options.port)):
+                                  url_of(host, port, public=True)):
             say(line)
         metrics = metrics_url()
         if metrics:
@@ -400,6 +419,20 @@ def _shut_down(serve: Any, verbose: bool) -> None:
     with quiet, contextlib.redirect_stderr(sys.stderr if verbose else io.StringIO()):
         serve.shutdown()
         ray.shutdown()
+
+
+def _run_application(serve: Any, app: Any, name: str, logging_config: dict[str, Any]) -> None:
+    """Deploy (or update) the application ``name`` at the route prefix /."""
+    from ray.serve.exceptions import RayServeException  # noqa: PLC0415
+
+    try:
+        serve.run(app, name=name, route_prefix="/", logging_config=logging_config)
+    except RayServeException as exc:
+        raise UserError(
+            f"Ray Serve refused the application {name!r}: {exc}. Another application on this "
+            "cluster may hold the route prefix / (rlplat serve --stop --name <it> removes one "
+            "that rlplat deployed)."
+        ) from None
 
 
 def quiet_serve_logs(verbose: bool) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rlplat.runtime import ACTION_MASK, Query
+from rlplat.runtime import ACTION_MASK, Query, can_sample, carries_memory
 
 ONE, MANY, AGENTS = "one", "many", "agents"  # the three forms of an act request
 REQUEST_KEYS = ("observation", "observations", "action_mask", "explore", "session", "reset")
@@ -62,17 +62,13 @@ class PolicyView:
 
     @property
     def stateful(self) -> bool:
-        return any(_stateful(spec) for spec in self.specs.values())
+        return any(carries_memory(spec) for spec in self.specs.values())
 
     def example(self) -> dict[str, Any]:
         """A request body that fits the policy (zeros), for the printed curl line."""
         if not self.multi_agent:
             return {"observation": _zeros(self.specs[SINGLE_AGENT])}
         return {"observations": {agent: _zeros(spec) for agent, spec in self.specs.items()}}
-
-
-def _stateful(spec: dict[str, Any]) -> bool:
-    return bool(spec.get("state")) or bool(spec.get("frame_stack"))
 
 
 def _observation_inputs(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -107,6 +103,8 @@ def parse_body(body: bytes) -> dict[str, Any]:
         data = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise HttpError(400, f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise HttpError(400, "the body is JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise HttpError(400, f"the body must be a JSON object, got {type(data).__name__}")
     return data
@@ -144,7 +142,7 @@ def parse_act(data: dict[str, Any], view: PolicyView) -> ActRequest:
         _query(view, agent, obs, mask, field, mask_field, explore)
         for agent, obs, mask, field, mask_field in pairs
     ]
-    if any(_stateful(view.specs[q.agent or SINGLE_AGENT]) for q in queries):
+    if any(carries_memory(view.specs[q.agent or SINGLE_AGENT]) for q in queries):
         if form == MANY:
             raise HttpError(422, "this policy carries memory between steps (recurrent state or "
                                  "stacked frames): send one 'observation' per request with a "
@@ -205,20 +203,33 @@ def _query(
     view: PolicyView, agent: str, obs: Any, mask: Any, field: str, mask_field: str, explore: bool
 ) -> Query:
     spec = view.specs[agent]
-    if explore and not (spec["kind"] == "random" or spec.get("exploration") == "categorical"):
+    if explore and not can_sample(spec):
         raise HttpError(422, f"'explore' is not available for {field}: its policy's graph gives "
                              "the greedy action only (explore samples categorical action "
                              "distributions: PPO-like policies on discrete actions)")
-    observation = _checked_observation(spec, obs, field) if spec["kind"] == "onnx" else obs
     if mask is not None:
         mask = _checked_mask(spec, mask, mask_field)
+    if spec["kind"] == "onnx":
+        observation = _checked_observation(spec, obs, field, skip_mask=mask is not None)
+    elif mask is None and ACTION_MASK in (spec.get("observation_keys") or []):
+        # A random policy draws among the legal actions the observation lists.
+        if not isinstance(obs, dict) or ACTION_MASK not in obs:
+            raise HttpError(422, f"{field} must be an object with an {ACTION_MASK!r} (the random "
+                                 f"policy draws among its legal actions), or give {mask_field}")
+        observation = {ACTION_MASK: _checked_mask(spec, obs[ACTION_MASK],
+                                                  f"{field}.{ACTION_MASK}")}
+    else:
+        observation = obs
     return Query(observation, agent or None, mask, None, explore)
 
 
-def _checked_observation(spec: dict[str, Any], obs: Any, field: str) -> Any:
-    """The observation with every part the graph reads as a checked numpy array."""
+def _checked_observation(spec: dict[str, Any], obs: Any, field: str, skip_mask: bool) -> Any:
+    """The observation with every part the graph reads as a checked numpy array (its mask
+    left out when the request gives one apart)."""
     checked: Any = None
     for entry in _observation_inputs(spec):
+        if skip_mask and entry["name"] == ACTION_MASK:
+            continue
         leaf, where = obs, field
         for key in entry["path"]:
             try:
@@ -228,6 +239,12 @@ def _checked_observation(spec: dict[str, Any], obs: Any, field: str) -> Any:
                                      f"{field}.{'.'.join(map(str, entry['path']))})") from None
             where = f"{where}.{key}"
         array = _array(leaf, where, _expected_shape(spec, entry), entry.get("observation_dtype"))
+        if entry["name"] == ACTION_MASK:
+            _legal_mask(array, where)
+        if entry.get("observation_range") is not None:
+            low, high = entry["observation_range"]
+            if np.any(array < low) or np.any(array > high):
+                raise HttpError(422, f"{where}: outside {low}..{high}, the values of its space")
         if not entry["path"]:
             return array
         checked = checked if isinstance(checked, dict) else {}
@@ -239,9 +256,16 @@ def _checked_mask(spec: dict[str, Any], mask: Any, field: str) -> np.ndarray:
     entry = next((e for e in spec.get("inputs", []) if e["name"] == ACTION_MASK), None)
     if entry is None and spec["kind"] == "onnx":
         raise HttpError(422, f"{field}: this policy takes no action mask")
-    n = spec["action"].get("n")
-    shape = tuple(int(d) for d in entry["shape"][1:]) if entry else (int(n),)
-    return _array(mask, field, shape, "int8")
+    shape = tuple(int(d) for d in entry["shape"][1:]) if entry else (int(spec["action"]["n"]),)
+    return _legal_mask(_array(mask, field, shape, "int8"), field)
+
+
+def _legal_mask(mask: np.ndarray, field: str) -> np.ndarray:
+    if not np.all((mask == 0) | (mask == 1)):
+        raise HttpError(422, f"{field}: a mask holds 1 (legal) and 0 (illegal) only")
+    if not mask.any():
+        raise HttpError(422, f"{field}: no legal action (the mask is all 0)")
+    return mask
 
 
 def _array(value: Any, field: str, shape: tuple[int, ...], dtype: str | None) -> np.ndarray:
@@ -256,12 +280,18 @@ def _array(value: Any, field: str, shape: tuple[int, ...], dtype: str | None) ->
         raise HttpError(422, f"{field}: not numbers (got {got}); {expected}")
     if array.shape != shape:
         raise HttpError(422, f"{field}: got shape {list(array.shape)}, {expected}")
-    if array.dtype.kind == "f":
-        if not np.all(np.isfinite(array)):
-            raise HttpError(422, f"{field}: holds NaN or infinite values; {expected}")
-        if integer and not np.all(array == np.round(array)):
-            raise HttpError(422, f"{field}: holds fractions; {expected}")
-    return array.astype(np.float32)
+    with np.errstate(over="ignore"):
+        as_float = array.astype(np.float32)  # what the graph computes with
+    if not np.all(np.isfinite(as_float)):
+        raise HttpError(422, f"{field}: holds NaN, infinite or too large values; {expected}")
+    if not integer:
+        return as_float
+    if not np.all(array == np.round(array)):
+        raise HttpError(422, f"{field}: holds fractions; {expected}")
+    limits = np.iinfo(np.dtype(dtype))
+    if np.any(array < limits.min) or np.any(array > limits.max):
+        raise HttpError(422, f"{field}: outside the range of {dtype}; {expected}")
+    return array.astype(dtype)  # the env's own type: stacked frames stay small
 
 
 def _put(target: dict, path: list, value: Any) -> None:
@@ -279,7 +309,7 @@ def to_json(action: Any) -> Any:
     return action
 
 
-def answer(request: ActRequest, actions: list[Any], step: int | None) -> dict[str, Any]:
+def response_body(request: ActRequest, actions: list[Any], step: int | None) -> dict[str, Any]:
     """The response body, in the request's form."""
     if request.form == ONE:
         body: dict[str, Any] = {"action": to_json(actions[0])}

@@ -1,7 +1,9 @@
 """Episode memories of recurrent (and frame-stacking) policies between HTTP requests.
 
 A session is one episode of one client: the memory of each of its agents (recurrent state,
-stacked frames) after its last step. The store is bounded (least recently used sessions go
+stacked frames) after its last step, and a version that each step advances: a step computed from
+a version that another step has since replaced is refused, so two requests at once on one
+session cannot silently lose one of the steps. The store is bounded (least recently used sessions go
 first) and sessions expire after a time without requests, so clients that vanish cost nothing.
 """
 
@@ -28,31 +30,38 @@ class SessionStore:
         self.max_sessions = max_sessions
         self.ttl_s = ttl_s
         self._clock = clock
-        self._entries: OrderedDict[str, tuple[float, Any]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[float, int, Any]] = OrderedDict()
 
-    def get(self, session: str) -> Any:
-        """The session's memories, or None if it is new, expired or was evicted."""
+    def get(self, session: str) -> tuple[int, Any]:
+        """The session's version and memories; (0, None) if it is new, expired or evicted."""
         self._expire()
         entry = self._entries.get(session)
         if entry is None:
-            return None
-        self.put(session, entry[1])  # used now: the newest, the last to expire
-        return entry[1]
+            return 0, None
+        _, version, memories = entry
+        self._keep(session, version, memories)  # used now: the last to expire
+        return version, memories
 
-    def put(self, session: str, memories: Any) -> None:
-        self._entries[session] = (self._clock(), memories)
+    def put(self, session: str, memories: Any, version: int) -> bool:
+        """Store the memories after a step computed from ``version``; False (and nothing
+        stored) if the session has moved on since."""
+        self._expire()
+        current = self._entries.get(session)
+        if (current[1] if current else 0) != version:
+            return False
+        self._keep(session, version + 1, memories)
+        return True
+
+    def _keep(self, session: str, version: int, memories: Any) -> None:
+        self._entries[session] = (self._clock(), version, memories)
         self._entries.move_to_end(session)
         while len(self._entries) > self.max_sessions:
             self._entries.popitem(last=False)
 
-    def __len__(self) -> int:
-        self._expire()
-        return len(self._entries)
-
     def _expire(self) -> None:
         deadline = self._clock() - self.ttl_s
         while self._entries:
-            session, (last_used, _) = next(iter(self._entries.items()))
+            session, (last_used, _, _) = next(iter(self._entries.items()))
             if last_used >= deadline:
                 break
             del self._entries[session]
