@@ -313,7 +313,7 @@ def build_app(
     {...}}``; ``actor_options`` the workers' Ray resources."""
     threads = max(1, int(actor_options.get("num_cpus") or 1))
     worker = PolicyWorker.options(
-        **replicas,
+        **_scaled(replicas, target=1),  # each call is a whole batch: one in flight is busy
         ray_actor_options=actor_options,
         max_ongoing_requests=max(100, 2 * max_batch_size),
     ).bind(manifest, graphs, backend, threads)
@@ -323,6 +323,16 @@ def build_app(
             max_sessions, session_ttl_s
         )
     return Ingress.options(
-        **replicas, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000
+        **_scaled(replicas, target=max_batch_size),  # waiting requests cost it little
+        ray_actor_options={"num_cpus": 0},
+        max_ongoing_requests=1000,
     ).bind(worker, sessions, manifest, about, token, max_body, max_batch_size, batch_wait_s)
 
+
+def _scaled(replicas: dict[str, Any], target: int) -> dict[str, Any]:
+    """The replica options with Serve's autoscaling aimed at ``target`` ongoing requests per
+    replica (the default, 2, suits a deployment that answers one request per call)."""
+    if "autoscaling_config" not in replicas:
+        return replicas
+    return {"autoscaling_config": {**replicas["autoscaling_config"],
+                                   "target_ongoing_requests": target}}
