@@ -393,8 +393,9 @@ class Query:
 
 def act_batch(policy: ExportedPolicy | MultiAgentPolicy, queries: list[Query]) -> list[Any]:
     """The actions for queries from any number of episodes and agents, in order. Queries whose
-    agents share a graph go through it in one batch; memories advance in place, and each agent's
-    policy keeps its own row of the graph's outputs in ``last_outputs``."""
+    agents share a graph go through it in one batch; memories advance in place (a query of a
+    stateful policy without one gets a new episode's), and each agent's policy keeps its own row
+    of the graph's outputs in ``last_outputs``."""
     def acting(query: Query) -> ExportedPolicy:
         return policy.policy_for(query.agent) if isinstance(policy, MultiAgentPolicy) else policy
 
@@ -407,6 +408,10 @@ def act_batch(policy: ExportedPolicy | MultiAgentPolicy, queries: list[Query]) -
     for (_, masked), indices in groups.items():
         group = [queries[index] for index in indices]
         first = acting(group[0])
+        if first.needs_memory:
+            for query in group:
+                if query.memory is None:
+                    query.memory = acting(query).new_memory()
         chosen, outputs = first._step(
             [query.observation for query in group],
             [query.action_mask for query in group] if masked else None,

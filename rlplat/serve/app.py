@@ -113,11 +113,13 @@ class PolicyWorker:
         else:
             runners = {pid: _onnx_runner(model, threads) for pid, model in graphs.items()}
         self.policy = runtime.from_manifest(manifest, runners=runners)
+        self.remembers = any(runtime.carries_memory(s) for s in manifest["policies"].values())
 
     async def act(self, requests: list[list[runtime.Query]]) -> list[WorkerReply]:
         """One graph run per policy for all the requests of a batch. A request the policy
         cannot act on gets its error; the others of its batch are answered."""
-        pristine = copy.deepcopy(requests)  # memories advance in place
+        # Memories advance in place: answering again one by one starts from copies.
+        pristine = copy.deepcopy(requests) if self.remembers else requests
         try:
             return self._act(requests)
         except Exception:  # noqa: BLE001 - find which request it was, one at a time
@@ -130,23 +132,13 @@ class PolicyWorker:
             return replies
 
     def _act(self, requests: list[list[runtime.Query]]) -> list[WorkerReply]:
-        queries = [query for request in requests for query in request]
-        for query in queries:
-            acting = self._acting(query.agent)
-            if query.memory is None and acting.needs_memory:
-                query.memory = acting.new_memory()
-        actions = runtime.act_batch(self.policy, queries)
+        actions = runtime.act_batch(self.policy, [q for request in requests for q in request])
         replies, start = [], 0
         for request in requests:
             end = start + len(request)
             replies.append(WorkerReply(actions[start:end], [q.memory for q in request]))
             start = end
         return replies
-
-    def _acting(self, agent: str | None) -> runtime.ExportedPolicy:
-        if isinstance(self.policy, runtime.MultiAgentPolicy):
-            return self.policy.policy_for(agent)
-        return self.policy
 
 
 @serve.deployment
