@@ -337,7 +337,7 @@ def test_every_error_status_and_the_server_answers_after(served, off_policy_runs
                json={"observation": ["a", "b", "c", "d"]})
         expect(client, 422, ["observations[1]", "NaN"],
                content=b'{"observations": [[0, 0, 0, 0], [0, NaN, 0, 0]]}')
-        expect(client, 422, ["'observaton'", "did you mean 'observation'"],
+        expect(client, 422, ["'observaton'", "Did you mean 'observation'?"],
                json={"observaton": [0.0] * 4})
         expect(client, 422, ["'explore'", "greedy action only"], json={**good, "explore": True})
         expect(client, 422, ["action mask"], json={**good, "action_mask": [1, 1]})
@@ -363,7 +363,7 @@ def test_served_multi_agent_policy_acts_like_eval(served, spread_run):
         print(f"simple_spread over HTTP: returns {returns}, {compared} joint actions equal")
         assert compared == 2 * 25
         expect(client, 422, ["multi-agent", "agent_0"], json={"observation": [0.0] * 18})
-        expect(client, 422, ["'agent_9'", "its agents: agent_0, agent_1, agent_2"],
+        expect(client, 422, ["'agent_9'", "Its agents: agent_0, agent_1, agent_2"],
                json={"observations": {"agent_9": [0.0] * 18}})
 
 

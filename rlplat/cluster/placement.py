@@ -250,6 +250,11 @@ def format_bundle(bundle: Bundle) -> str:
     return "{" + ", ".join(f"{name}: {amount:g}" for name, amount in bundle.items()) + "}"
 
 
+def describe_nodes(nodes: list[Node]) -> str:
+    """Each node and its total resources, for a message saying what the cluster has."""
+    return "; ".join(f"{node.label} {format_bundle(node.total)}" for node in nodes)
+
+
 def missing_resources(bundle: Bundle, nodes: list[Node]) -> list[str]:
     """The resources of ``bundle`` that no node has enough of on its own."""
     return [

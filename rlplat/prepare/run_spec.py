@@ -22,7 +22,14 @@ from rich.console import Console
 from rich.table import Table
 
 from rlplat.algorithms.registry import canonical_name, get_algorithm_class, is_team_algorithm
-from rlplat.cluster.placement import Node, Plan, format_bundle, make_plan, trial_bundles
+from rlplat.cluster.placement import (
+    Node,
+    Plan,
+    describe_nodes,
+    format_bundle,
+    make_plan,
+    trial_bundles,
+)
 from rlplat.cluster.preferences import PREFERENCE_GROUPS, ResourceChoice, resolve_preferences
 from rlplat.environments.connectors import check_connectors
 from rlplat.environments.make import EnvInfo, check_env
@@ -252,7 +259,7 @@ def refuse_if_impossible(run: PreparedRun) -> None:
     plan = run.plan
     if plan.fits:
         return
-    nodes = "; ".join(f"{node.label} {format_bundle(node.total)}" for node in plan.nodes)
+    nodes = describe_nodes(plan.nodes)
     raise UserError(
         f"{run.locate('resources')}: no trial can start on this Ray cluster: "
         + "; ".join(plan.problems)

@@ -260,9 +260,7 @@ class Ingress:
                 raise HttpError(409, f"session {session!r} took another step while this one was "
                                      "answered: send one request at a time per session")
             step = max((m.steps for m in reply.memories if m is not None), default=0)
-        else:
-            request.session = None
-        return response_body(request, reply.actions, step)
+        return response_body(request, reply.actions, session, step)
 
     async def _sessions(self, method: str, *args: Any) -> Any:
         try:

@@ -35,6 +35,7 @@ from rlplat.cluster.placement import (
     LabelledBundle,
     Node,
     cluster_nodes,
+    describe_nodes,
     format_bundle,
     local_machine,
     make_plan,
@@ -247,10 +248,10 @@ def check_placement(checked: Checked, nodes: list[Node]) -> list[str]:
     )
     plan = make_plan(bundles, "SPREAD", nodes, 1, None)
     if plan.problems:
-        described = "; ".join(f"{node.label} {format_bundle(node.total)}" for node in nodes)
         raise UserError(
             f"--replica-resources: {checked.min_replicas} replica(s) cannot run on this Ray "
-            f"cluster: " + "; ".join(plan.problems) + f". The cluster's nodes: {described}. "
+            f"cluster: " + "; ".join(plan.problems) + f". The cluster's nodes: "
+            f"{describe_nodes(nodes)}. "
             "Ask for less (cpus, gpus, custom), run fewer replicas, or join a cluster that has it "
             "with --address (see docs/cluster.md)."
         )

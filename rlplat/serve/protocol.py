@@ -7,13 +7,13 @@ This module needs numpy and ``rlplat.runtime`` only, so the HTTP-facing replicas
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from rlplat.errors import did_you_mean
 from rlplat.runtime import ACTION_MASK, Query, can_sample, carries_memory
 
 ONE, MANY, AGENTS = "one", "many", "agents"  # the three forms of an act request
@@ -114,8 +114,8 @@ def parse_act(data: dict[str, Any], view: PolicyView) -> ActRequest:
     """Check an act request against the policy; 422 naming the field that does not fit."""
     for key in data:
         if key not in REQUEST_KEYS:
-            raise HttpError(422, f"unknown field {key!r}{_did_you_mean(key, REQUEST_KEYS)}; "
-                                 f"fields: {', '.join(REQUEST_KEYS)}")
+            raise HttpError(422, f"unknown field {key!r}.{did_you_mean(key, REQUEST_KEYS)} "
+                                 f"Fields: {', '.join(REQUEST_KEYS)}.")
     explore = _flag(data, "explore")
     reset = _flag(data, "reset")
     session = data.get("session")
@@ -162,11 +162,6 @@ def _flag(data: dict[str, Any], key: str) -> bool:
     return value
 
 
-def _did_you_mean(key: str, options: Any) -> str:
-    close = difflib.get_close_matches(key, list(options), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _by_agent(observations: Any, masks: Any, view: PolicyView) -> list[tuple]:
     if not isinstance(observations, dict) or not observations:
         raise HttpError(422, "'observations' must map agents to observations, such as "
@@ -176,9 +171,9 @@ def _by_agent(observations: Any, masks: Any, view: PolicyView) -> list[tuple]:
     pairs = []
     for agent, obs in observations.items():
         if agent not in view.specs:
-            raise HttpError(422, f"'observations' has no agent {agent!r} in this policy"
-                                 f"{_did_you_mean(agent, view.specs)}; its agents: "
-                                 f"{', '.join(view.specs)}")
+            raise HttpError(422, f"'observations' has no agent {agent!r} in this policy."
+                                 f"{did_you_mean(agent, view.specs)} Its agents: "
+                                 f"{', '.join(view.specs)}.")
         mask = None if masks is None else masks.get(agent)
         pairs.append((agent, obs, mask, f"observations.{agent}", f"action_mask.{agent}"))
     for agent in masks or {}:
@@ -309,8 +304,11 @@ def to_json(action: Any) -> Any:
     return action
 
 
-def response_body(request: ActRequest, actions: list[Any], step: int | None) -> dict[str, Any]:
-    """The response body, in the request's form."""
+def response_body(
+    request: ActRequest, actions: list[Any], session: str | None, step: int | None
+) -> dict[str, Any]:
+    """The response body, in the request's form; ``session`` and its ``step`` for policies
+    that keep memories (None: stateless, the request's session is ignored)."""
     if request.form == ONE:
         body: dict[str, Any] = {"action": to_json(actions[0])}
     elif request.form == MANY:
@@ -318,7 +316,7 @@ def response_body(request: ActRequest, actions: list[Any], step: int | None) -> 
     else:
         body = {"actions": {q.agent: to_json(a) for q, a in zip(request.queries, actions,
                                                                strict=True)}}
-    if request.session is not None:
-        body["session"] = request.session
+    if session is not None:
+        body["session"] = session
         body["step"] = step
     return body
