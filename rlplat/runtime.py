@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 MANIFEST = "policy.json"
+PARITY = "parity.json"  # the certificate next to the manifest
 FORMAT = "rlplat-export/1"
 ACTION = "action"
 ACTION_DIST_INPUTS = "action_dist_inputs"

@@ -45,13 +45,12 @@ from rlplat.policy.rollout import Stats
 from rlplat.rllib.env_creator import rebuild_env
 from rlplat.rllib.modules import UniformRandomModule
 from rlplat.rllib.multi_agent import PolicyMapping, mapping_for
-from rlplat.runtime import FORMAT, MANIFEST
+from rlplat.runtime import FORMAT, MANIFEST, PARITY
 from rlplat.util.atomic import write_atomic
 from rlplat.util.paths import new_path
 from rlplat.util.versions import versions
 
 OPSET = 17
-PARITY = "parity.json"
 DEFAULT_TOLERANCE = 1e-4
 
 

@@ -235,7 +235,7 @@ def _from_export(directory: Path, source: str) -> ServedPolicy:
             if not file.is_file():
                 raise UserError(f"the export {directory} is incomplete: {spec['file']} is missing.")
             graphs[pid] = file.read_bytes()
-    parity_file = directory / "parity.json"
+    parity_file = directory / runtime.PARITY
     parity = json.loads(parity_file.read_text()) if parity_file.is_file() else {"verified": False}
     summary = {key: parity[key] for key in PARITY_SUMMARY if key in parity}
     return ServedPolicy(manifest, graphs, {"parity": summary}, source)
