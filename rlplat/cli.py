@@ -82,11 +82,15 @@ def train(
             "best): sets init.checkpoint. init.optimizer=true also takes the optimizer state.",
         ),
     ] = None,
+    seeds: Annotated[
+        int | None,
+        typer.Option(
+            help="Run each configuration on N seeds (seed, seed+1, ...): the override seeds=N.",
+        ),
+    ] = None,
     retry_errored: Annotated[
         bool,
-        typer.Option(
-            "--retry-errored", help="With --resume: also continue trials that failed."
-        ),
+        typer.Option("--retry-errored", help="With --resume: also continue trials that failed."),
     ] = False,
     address: Annotated[
         str | None,
@@ -116,11 +120,11 @@ def train(
     if not verbose:
         warnings.filterwarnings("ignore")
     if resume is not None:
-        if experiment is not None or overrides or dry_run or from_checkpoint:
+        if experiment is not None or overrides or dry_run or from_checkpoint or seeds:
             raise UserError(
                 "--resume continues a run with the experiment it started with: give only the run "
                 "directory (rlplat train --resume <run dir>), no experiment file, overrides, "
-                "--from or --dry-run."
+                "--from, --seeds or --dry-run."
             )
         use_project_paths(project_paths(resume))
         summary = resume_run(
@@ -134,6 +138,8 @@ def train(
             )
         if from_checkpoint is not None:
             overrides = [*(overrides or []), f"init.checkpoint={from_checkpoint}"]
+        if seeds is not None:
+            overrides = [*(overrides or []), f"seeds={seeds}"]
         use_project_paths(project_paths(experiment))
         loaded = load_experiment(experiment, overrides or [])
         if dry_run:

@@ -76,28 +76,54 @@ class TrialRow:
     params: dict[str, Any]
     experiment: dict[str, Any] = field(repr=False)
     best_checkpoint: str | None = None
-    rank: int | None = None
+    rank: int | None = None  # the configuration's rank (its seeds share it)
+    seed: int | None = None
+    config_mean: float | None = None  # the configuration's final metric, mean over its seeds
+
+
+def configuration_key(experiment: dict[str, Any]) -> str:
+    """Trials whose experiments differ only in their seed run one configuration."""
+    return json.dumps({k: v for k, v in experiment.items() if k != "seed"}, sort_keys=True)
 
 
 def rank_rows(rows: list[TrialRow], mode: str, target_reached: str | None = None) -> list[TrialRow]:
-    """Best first, by the final metric (``mode``), ties to fewer env steps; no metric: last.
+    """Configurations best first, by their final metric (``mode``) averaged over their seeds,
+    ties to fewer env steps; no metric: last. A configuration's trials follow each other.
 
     ``target_reached``: the stop reason of trials that reached the metric's own target (the
-    return in ``stop.episode_return_mean``). They rank first, by how few env steps it took:
-    past the target, a higher final return only means the last iteration overshot it.
+    return in ``stop.episode_return_mean``). Configurations whose every seed reached it rank
+    first, by how few env steps it took: past the target, a higher final return only means the
+    last iteration overshot it.
     """
     sign = 1.0 if mode == "max" else -1.0
+    groups: dict[str, list[TrialRow]] = {}
+    for row in rows:
+        groups.setdefault(configuration_key(row.experiment), []).append(row)
 
-    def key(row: TrialRow) -> tuple[int, float, float]:
-        if target_reached is not None and row.stop_reason == target_reached:
-            return (0, 0.0, row.env_steps or 0)
-        final = -math.inf if row.final is None else sign * row.final
-        return (1, -final, row.env_steps or 0)
+    def key(group: list[TrialRow]) -> tuple[int, float, float]:
+        steps = sum(row.env_steps or 0 for row in group) / len(group)
+        if target_reached is not None and all(r.stop_reason == target_reached for r in group):
+            return (0, 0.0, steps)
+        mean = _mean([row.final for row in group])
+        return (1, math.inf if mean is None else -sign * mean, steps)
 
-    ranked = sorted(rows, key=key)
-    for index, row in enumerate(ranked, start=1):
-        row.rank = index
+    ranked: list[TrialRow] = []
+    for rank, group in enumerate(sorted(groups.values(), key=key), start=1):
+        mean = _mean([row.final for row in group])
+        for row in sorted(group, key=lambda r: (r.seed is None, r.seed or 0, r.name)):
+            row.rank, row.config_mean = rank, mean
+            ranked.append(row)
     return ranked
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return sum(known) / len(known) if known else None
+
+
+def seeded(rows: list[TrialRow]) -> bool:
+    """True when some configuration ran on several seeds."""
+    return len({row.rank for row in rows}) < len(rows)
 
 
 def new_table(title: str, left: list[str], right: list[str]) -> Table:
@@ -118,15 +144,23 @@ def print_table(console: Console, table: Table) -> None:
 
 
 def ranked_table(rows: list[TrialRow], metric: str, title: str) -> Table:
+    """One line per trial; with seeds, each configuration's trials together, its mean over
+    seeds on its first line."""
+    with_seeds = seeded(rows)
+    seed_column = ["seed"] if with_seeds else []
     table = new_table(
         title,
-        ["rank", "trial", "status", "stopped by", *_param_names(rows)],
-        ["iter", "env steps", f"{metric} final", "best"],
+        ["rank", "trial", *seed_column, "status", "stopped by", *_param_names(rows)],
+        ["iter", "env steps", f"{metric} final", "best"]
+        + (["mean over seeds"] if with_seeds else []),
     )
+    previous_rank = None
     for row in rows:
+        mean = _number(row.config_mean) if row.rank != previous_rank else ""
         table.add_row(
             str(row.rank),
             row.name,
+            *([str(row.seed)] if with_seeds else []),
             row.status,
             row.stop_reason,
             *(format_value(row.params.get(name)) for name in _param_names(rows)),
@@ -134,7 +168,9 @@ def ranked_table(rows: list[TrialRow], metric: str, title: str) -> Table:
             f"{row.env_steps or 0:,}",
             _number(row.final),
             _number(row.best),
+            *([mean] if with_seeds else []),
         )
+        previous_rank = row.rank
     return table
 
 
@@ -147,19 +183,24 @@ def _number(value: float | None) -> str:
 
 
 def write_results_csv(run_dir: Path, rows: list[TrialRow], metric: str) -> Path:
+    """One row per trial; with seeds also each trial's seed and its configuration's mean over
+    seeds (``rank`` ranks configurations by it)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     params = _param_names(rows)
+    with_seeds = seeded(rows)
     writer.writerow(
         [
             "rank",
             "trial",
+            *(["seed"] if with_seeds else []),
             "status",
             "stop_reason",
             "iterations",
             "env_steps",
             f"{metric}_final",
             f"{metric}_best",
+            *([f"{metric}_final_mean_over_seeds"] if with_seeds else []),
             "time_s",
             *params,
             "best_checkpoint",
@@ -170,12 +211,14 @@ def write_results_csv(run_dir: Path, rows: list[TrialRow], metric: str) -> Path:
             [
                 row.rank,
                 row.name,
+                *([row.seed] if with_seeds else []),
                 row.status,
                 row.stop_reason,
                 row.iterations,
                 row.env_steps,
                 row.final,
                 row.best,
+                *([row.config_mean] if with_seeds else []),
                 None if row.time_s is None else round(row.time_s, 1),
                 *(_csv_value(row.params.get(name)) for name in params),
                 row.best_checkpoint,
@@ -190,15 +233,27 @@ def _csv_value(value: Any) -> Any:
     return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
-def write_best_yaml(run_dir: Path, best: TrialRow, metric: str, population: bool) -> Path:
-    """The winner's experiment as a file that ``rlplat train`` runs as one trial."""
+def write_best_yaml(
+    run_dir: Path, best: TrialRow, metric: str, population: bool, seeds: list[int] | None
+) -> Path:
+    """The winner's experiment as a file that ``rlplat train`` runs as one trial (with
+    ``seeds``: the winning configuration, run again on the same seeds)."""
     searched = ", ".join(f"{k}={format_value(v)}" for k, v in best.params.items()) or "none"
-    header = [
-        f"# Best trial of the search in {run_dir}: {best.name}, {metric} {_number(best.final)} "
-        f"(best {_number(best.best)}) after {best.env_steps or 0:,} env steps.",
-        f"# Searched values: {searched}.",
-        "# Run it again as a single trial: rlplat train <this file>",
-    ]
+    if seeds:
+        header = [
+            f"# Best configuration of the search in {run_dir}: {metric} {_number(best.config_mean)}"
+            f" (final, mean over {len(seeds)} seeds).",
+            f"# Searched values: {searched}.",
+            "# Run it again on the same seeds: rlplat train <this file>",
+        ]
+    else:
+        header = [
+            f"# Best trial of the search in {run_dir}: {best.name}, {metric} "
+            f"{_number(best.final)} (best {_number(best.best)}) after {best.env_steps or 0:,} "
+            "env steps.",
+            f"# Searched values: {searched}.",
+            "# Run it again as a single trial: rlplat train <this file>",
+        ]
     if population:
         header.append(
             "# These are the trial's final hyperparameters; population-based training changed "
@@ -206,6 +261,8 @@ def write_best_yaml(run_dir: Path, best: TrialRow, metric: str, population: bool
         )
     experiment = dict(best.experiment)
     experiment["name"] = f"{experiment['name']}-best"
+    if seeds:
+        experiment["seed"], experiment["seeds"] = seeds[0], list(seeds)
     path = run_dir / BEST_YAML
     write_atomic(path, "\n".join(header) + "\n" + dump_yaml(experiment))
     return path

@@ -208,6 +208,11 @@ def _plain(value: Any) -> Any:
 
 
 def trial_experiment(config: dict[str, Any]) -> dict[str, Any]:
-    """The experiment in a trial's config: plain YAML data, without Tune's own ``__`` keys."""
-    data = {key: value for key, value in config.items() if not str(key).startswith("__")}
+    """The experiment in a trial's config: plain YAML data, without Tune's own ``__`` keys, and
+    without ``seeds``: a trial is one seed's run (its ``seed``)."""
+    data = {
+        key: value
+        for key, value in config.items()
+        if not str(key).startswith("__") and key != "seeds"
+    }
     return json.loads(json.dumps(data, default=_plain))

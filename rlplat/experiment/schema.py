@@ -444,6 +444,12 @@ class Experiment(Section):
     name: str = Field(description="Run directory name: <output_dir>/<name>/<timestamp>/.")
     algorithm: str = Field(description="PPO, DQN, SAC, or any registered algorithm.")
     seed: int | None = Field(0, description="Seed for RLlib, the envs and torch (null: random).")
+    seeds: int | list[int] | None = Field(
+        None,
+        description="Run every configuration once per seed: N (seeds seed, seed+1, ..., "
+        "seed+N-1) or a list of seeds. Searches rank configurations by the mean over seeds. "
+        "Absent: one trial with seed.",
+    )
     env: EnvSpec
     stop: StopSpec
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
@@ -491,6 +497,29 @@ class Experiment(Section):
                 f"got {value!r}"
             )
         return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _seed_count_or_list(cls, value: int | list[int] | None) -> int | list[int] | None:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("seeds is a number of seeds (at least 1) or a list of seeds")
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("seeds lists at least one seed")
+            repeated = sorted({seed for seed in value if value.count(seed) > 1})
+            if repeated:
+                raise ValueError(f"seeds lists {repeated[0]} more than once; each seed runs once")
+        return value
+
+    def seed_list(self) -> list[int] | None:
+        """The trials' seeds (``seeds: N`` counts up from ``seed``); None without ``seeds``."""
+        if self.seeds is None:
+            return None
+        if isinstance(self.seeds, list):
+            return list(self.seeds)
+        if self.seed is None:
+            raise ValueError("seeds: N counts up from seed, which is null (random) here")
+        return [self.seed + index for index in range(self.seeds)]
 
     @field_validator("connectors")
     @classmethod

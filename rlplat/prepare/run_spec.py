@@ -103,6 +103,8 @@ def prepare(
     experiment = _named(loaded.experiment, locate)
     if experiment.seed is None:  # record the seed actually used, so the run can be repeated
         experiment = experiment.model_copy(update={"seed": random.randrange(2**31)})
+    if experiment.seeds is not None:  # the seeds themselves, as the run's experiment.yaml keeps
+        experiment = experiment.model_copy(update={"seeds": experiment.seed_list()})
     env = check_env(
         experiment.env, locate, needs_frames=experiment.video.every > 0, contract=step_env
     )
@@ -128,9 +130,7 @@ def prepare(
         bundles, strategy = trial_bundles(algo_config, get_algorithm_class(experiment.algorithm))
         trials = trial_count(experiment, loaded.spaces)
         plan = make_plan(bundles, strategy, nodes, trials, tune_spec.max_concurrent)
-    return PreparedRun(
-        experiment, locate, loaded.spaces, env, algo_config, search, choices, plan
-    )
+    return PreparedRun(experiment, locate, loaded.spaces, env, algo_config, search, choices, plan)
 
 
 def _has_preferences(experiment: Experiment) -> bool:
@@ -237,10 +237,11 @@ def trial_algorithm_config(config: dict[str, Any]) -> AlgorithmConfig:
 
 
 def trial_count(experiment: Experiment, spaces: list[Space]) -> int:
-    """Trials the experiment runs in all: num_samples for each point of its grid."""
+    """Trials the experiment runs in all: num_samples for each point of its grid, each on every
+    seed of ``seeds``."""
     tune_spec = experiment.tune or TuneSpec()
     grid = math.prod(len(space.args) for space in spaces if space.kind == "grid")
-    return tune_spec.num_samples * grid
+    return tune_spec.num_samples * grid * len(experiment.seed_list() or [None])
 
 
 def storage_note(run: PreparedRun) -> str | None:

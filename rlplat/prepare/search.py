@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ray.tune.search import ConcurrencyLimiter
+from ray import tune
+from ray.tune.search import ConcurrencyLimiter, Repeater
+from ray.tune.search.repeater import TRIAL_INDEX
 
 from rlplat.errors import ConfigError, not_among
 from rlplat.experiment.schema import Experiment, TuneSpec, entry_parts
@@ -69,6 +71,23 @@ class SearchSetup:
     searcher: Any
     scheduler: Any
     spaces: list[Space]
+    num_samples: int  # Tune's num_samples: with a searcher and seeds, configurations x seeds
+
+
+class SeedRepeater(Repeater):
+    """Tune's Repeater with seeds: each configuration the searcher suggests runs once per seed,
+    and the searcher learns the configuration's mean over them."""
+
+    def __init__(self, searcher: Any, seeds: list[int]):
+        super().__init__(searcher, repeat=len(seeds), set_index=True)
+        self.seeds = list(seeds)
+
+    def suggest(self, trial_id: str) -> dict | None:
+        config = super().suggest(trial_id)
+        if isinstance(config, dict) and TRIAL_INDEX in config:
+            config = dict(config)
+            config["seed"] = self.seeds[config.pop(TRIAL_INDEX)]
+        return config
 
 
 def _require(packages: tuple[str, ...], what: str, key: str, locate: Callable[[str], str]) -> None:
@@ -119,15 +138,18 @@ def _nested(spaces: list[Space], value: Callable[[Space], Any]) -> dict[str, Any
     return tree
 
 
-def _make_searcher(tune_spec: TuneSpec, spaces: list[Space], seed: int | None, locate) -> Any:
+def _make_searcher(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], locate) -> Any:
     name, options = entry_parts(tune_spec.searcher)
     path, packages, seed_option = SEARCHER_CLASSES[name]
     _require(packages, f"searcher {name}", "tune.searcher", locate)
     cls = import_object(path)
     kwargs = _options(cls, options, name, "tune.searcher", locate)
-    if seed is not None and seed_option:
-        kwargs[seed_option] = seed
+    if exp.seed is not None and seed_option:
+        kwargs[seed_option] = exp.seed
     if name == "random":
+        if exp.seeds:
+            # seed is a grid over the seeds: every sampled value is kept for all of them.
+            kwargs["constant_grid_search"] = True
         return cls(max_concurrent=tune_spec.max_concurrent or 0, **kwargs)
     grids = [s.dotted for s in spaces if s.kind == "grid"]
     if grids:
@@ -153,6 +175,8 @@ def _make_searcher(tune_spec: TuneSpec, spaces: list[Space], seed: int | None, l
             location=locate("tune.searcher"),
             key="tune.searcher",
         ) from None
+    if exp.seeds:
+        searcher = SeedRepeater(searcher, exp.seeds)
     if tune_spec.max_concurrent:
         searcher = ConcurrencyLimiter(searcher, max_concurrent=tune_spec.max_concurrent)
     return searcher
@@ -238,18 +262,59 @@ def _make_scheduler(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], l
         ) from None
 
 
+def _check_seeds(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], locate) -> None:
+    """``seeds`` runs each configuration once per seed: the seed is not also searched, and no
+    scheduler judges one seed's trial apart from its configuration's others."""
+    if any(space.path == ("seed",) for space in spaces):
+        raise ConfigError(
+            "seed is a search space and seeds is given: seeds already runs every configuration "
+            "on each seed. Remove one of them.",
+            location=locate("seeds"),
+            key="seeds",
+        )
+    scheduler = scheduler_entry(tune_spec)[0]
+    if len(exp.seeds or []) < 2 or scheduler == "fifo":
+        return
+    why = (
+        "population-based training copies weights between trials, so the seeds of one "
+        "configuration would not stay independent runs"
+        if scheduler in POPULATION_SCHEDULERS
+        else "an early-stopping scheduler judges each seed's trial alone, so a configuration's "
+        "seeds would stop after different budgets and their mean would compare unequal runs"
+    )
+    raise ConfigError(
+        f"seeds ({len(exp.seeds or [])}) cannot run with scheduler {scheduler}: {why}. Search "
+        "with one seed (leave out seeds), then run the winner's best.yaml with --seeds N; or use "
+        "scheduler fifo.",
+        location=locate("seeds"),
+        key="seeds",
+    )
+
+
 def search_setup(
     exp: Experiment, resolved: dict[str, Any], spaces: list[Space], locate
 ) -> SearchSetup:
-    """Searcher, scheduler and the param space (the resolved experiment with Tune domains)."""
+    """Searcher, scheduler and the param space (the resolved experiment with Tune domains).
+
+    With ``seeds``, the random searcher gets ``seed`` as a grid over the seeds; other searchers
+    are wrapped in a :class:`SeedRepeater`, and Tune draws configurations x seeds trials.
+    """
     tune_spec = exp.tune or TuneSpec()
+    _check_seeds(exp, tune_spec, spaces, locate)
     param_space = substitute(
         {k: v for k, v in resolved.items() if k != "tune"},
         {space.path: space.to_tune() for space in spaces},
     )
+    num_samples = tune_spec.num_samples
+    if exp.seeds:
+        if entry_parts(tune_spec.searcher)[0] == "random":
+            param_space["seed"] = tune.grid_search(list(exp.seeds))
+        else:
+            num_samples *= len(exp.seeds)
     return SearchSetup(
         param_space=param_space,
-        searcher=_make_searcher(tune_spec, spaces, exp.seed, locate),
+        searcher=_make_searcher(exp, tune_spec, spaces, locate),
         scheduler=_make_scheduler(exp, tune_spec, spaces, locate),
         spaces=spaces,
+        num_samples=num_samples,
     )

@@ -89,7 +89,7 @@ def train(
             mode=tune_spec.mode,
             search_alg=run.search.searcher,
             scheduler=run.search.scheduler,
-            num_samples=tune_spec.num_samples,
+            num_samples=run.search.num_samples,
             trial_name_creator=trial_dirname,
             trial_dirname_creator=trial_dirname,
         ),

@@ -19,6 +19,7 @@ from rlplat.callbacks.search_report import (
     print_table,
     rank_rows,
     ranked_table,
+    seeded,
     stop_reason,
     write_best_yaml,
     write_results_csv,
@@ -134,6 +135,7 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
                 params={s.dotted: value_at(experiment, s.path) for s in run.spaces},
                 experiment=experiment,
                 best_checkpoint=summary.trials[-1].best_checkpoint,
+                seed=experiment.get("seed") if exp.seeds else None,
             )
         )
     summary.trials.sort(key=lambda t: t.name)
@@ -181,25 +183,33 @@ def _extreme(values: list[float], mode: str) -> float | None:
     return max(values) if mode == "max" else min(values)
 
 
-def report_search(
-    summary: RunSummary, run: PreparedRun, run_dir: Path, console: Console
-) -> None:
-    """The ranked table, results.csv and best.yaml of a search."""
+def report_search(summary: RunSummary, run: PreparedRun, run_dir: Path, console: Console) -> None:
+    """The ranked table, results.csv and best.yaml of a search (a run of one configuration on
+    several seeds gets the table and results.csv)."""
     exp = run.experiment
     tune_spec = exp.tune or TuneSpec()
     rows = summary.search or []
-    print_table(console, ranked_table(rows, tune_spec.metric, "Trials, best first"))
+    title = "Configurations, best first" if seeded(rows) else "Trials, best first"
+    print_table(console, ranked_table(rows, tune_spec.metric, title))
     csv_path = write_results_csv(run_dir, rows, tune_spec.metric)
     console.print(f"All trials: {csv_path}", highlight=False)
     winner = next((row for row in rows if row.status != "error" and row.final is not None), None)
-    if winner is not None:
+    if winner is not None and len({row.rank for row in rows}) > 1:
         population = scheduler_name(exp) in POPULATION_SCHEDULERS
-        best = write_best_yaml(run_dir, winner, tune_spec.metric, population)
+        best = write_best_yaml(run_dir, winner, tune_spec.metric, population, exp.seeds)
         summary.best_yaml = str(best)
-        console.print(
-            f"Best trial {winner.name}: {best} (rlplat train {best} runs it as one trial)",
-            highlight=False,
-        )
+        if exp.seeds:
+            trials = ", ".join(row.name for row in rows if row.rank == winner.rank)
+            console.print(
+                f"Best configuration ({trials}): {best} (rlplat train {best} runs it again on "
+                "the same seeds)",
+                highlight=False,
+            )
+        else:
+            console.print(
+                f"Best trial {winner.name}: {best} (rlplat train {best} runs it as one trial)",
+                highlight=False,
+            )
 
 
 RLPLAT_ERROR = re.compile(r"rlplat\.errors\.(\w+): (.+)")
@@ -233,9 +243,9 @@ def print_summary(summary: RunSummary, console: Console) -> None:
         highlight=False,
     )
     shown = summary.trials
-    if summary.search is not None:
-        winner = summary.search[0].name if summary.search else None
-        shown = [t for t in summary.trials if t.error or t.name == winner]
+    if summary.search is not None and len({row.rank for row in summary.search}) > 1:
+        winners = {row.name for row in summary.search if row.rank == 1}
+        shown = [t for t in summary.trials if t.error or t.name in winners]
     for trial in shown:
         if trial.error:
             report = Path(trial.path) / "error.txt"
@@ -256,9 +266,7 @@ def print_summary(summary: RunSummary, console: Console) -> None:
             if values:
                 console.print(f"    final {label}: {values}", highlight=False)
         if trial.env_runner_restarts:
-            console.print(
-                f"    env runner restarts: {trial.env_runner_restarts}", highlight=False
-            )
+            console.print(f"    env runner restarts: {trial.env_runner_restarts}", highlight=False)
         if trial.env_crashes:
             console.print(
                 f"    env crashes (episodes dropped): {trial.env_crashes}", highlight=False
@@ -278,9 +286,7 @@ def print_summary(summary: RunSummary, console: Console) -> None:
                 highlight=False,
             )
     if summary.best_yaml:
-        console.print(
-            f"  rlplat train {summary.best_yaml}   # the best trial again", highlight=False
-        )
+        console.print(f"  rlplat train {summary.best_yaml}   # the best again", highlight=False)
     console.print(f"  tensorboard --logdir {run_dir.parent}", highlight=False)
 
 
