@@ -28,6 +28,10 @@ RLLIB_MARKER = "rllib_checkpoint.json"
 CHECKPOINT_INFO = "rlplat_checkpoint.json"
 # The resolved experiment, in every run, trial and checkpoint directory.
 RESOLVED_EXPERIMENT = "experiment.yaml"
+# A run directory's record of how it started (versions, nodes, the driver processes) and, once
+# its driver ends, what each trial did.
+RUN_INFO = "run.json"
+SUMMARY = "summary.json"
 # Where an RLlib checkpoint keeps the learner (weights and optimizer) and the RLModules in it.
 LEARNER = "learner_group/learner"
 RL_MODULE = f"{LEARNER}/rl_module"

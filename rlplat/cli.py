@@ -444,6 +444,114 @@ def serve(
     serve_policy(path, options, say)
 
 
+@app.command()
+def report(
+    runs: Annotated[
+        list[Path],
+        typer.Argument(help="Run directories of rlplat train (experiment directory: its newest)."),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Output directory (default reports/<names>-<time>; never overwritten)."),
+    ] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(
+            help="What to report: episode_return_mean (team return), policy_return_mean/<p>, "
+            "agent_return_mean/<a>, or any logged result (default: the runs' tune.metric)."
+        ),
+    ] = None,
+    x: Annotated[str, typer.Option(help="Curves against env_steps or time_s.")] = "env_steps",
+    eval_episodes: Annotated[
+        int, typer.Option(help="Greedy episodes that score each seed's checkpoint.")
+    ] = 20,
+    eval_seed: Annotated[int, typer.Option(help="Seed of the first scoring episode.")] = 0,
+    checkpoint: Annotated[
+        str, typer.Option(help="last, or best (by the run's own checkpoint.score).")
+    ] = "last",
+    score: Annotated[
+        str,
+        typer.Option(help="eval (greedy episodes) or training (the run's last windowed value)."),
+    ] = "eval",
+    target: Annotated[
+        float | None,
+        typer.Option(help="Score for the optimality gap and time to target (default: stop's)."),
+    ] = None,
+    bootstrap_seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
+    marl_eval: Annotated[
+        bool, typer.Option("--marl-eval", help="Also write marl_eval.json (marl-eval's layout).")
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print report.json on stdout.")
+    ] = False,
+    verbose: Verbose = False,
+    debug: Debug = False,
+) -> None:
+    """Compare runs over seeds: IQM, mean, median and optimality gap with 95% bootstrap
+    intervals, probability of improvement, learning curves (report.md, report.json, PNG/SVG)."""
+    import json  # noqa: PLC0415 - only --json needs it
+
+    # Imported per command: scipy, matplotlib and the policy code load only for rlplat report.
+    from rlplat.report.report import ReportOptions, make_report  # noqa: PLC0415
+
+    quiet_ray_logs(verbose)
+    if not verbose:
+        warnings.filterwarnings("ignore")
+    report_console = err_console if json_output else console
+    for run in runs:
+        use_project_paths(project_paths(run))
+    options = ReportOptions(
+        out=out,
+        metric=metric,
+        x=x,
+        eval_episodes=eval_episodes,
+        eval_seed=eval_seed,
+        checkpoint=checkpoint,
+        score=score,
+        target=target,
+        bootstrap_seed=bootstrap_seed,
+        marl_eval=marl_eval,
+    )
+    result = make_report(
+        runs, options, say=lambda line: report_console.print(line, highlight=False)
+    )
+    if json_output:
+        print(json.dumps(result, indent=2))
+        return
+    for entry in result["experiments"]:
+        iqm = entry["aggregates"]["iqm"]
+        ci = iqm["ci"]
+        interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+        console.print(
+            f"{entry['label']}: IQM {iqm['estimate']:.2f}{interval} over "
+            f"{len(entry['seeds'])} seed(s)",
+            highlight=False,
+        )
+    console.print(f"Report: {result['directory']}/report.md", highlight=False)
+
+
+@app.command("runs")
+def runs_(
+    directory: Annotated[
+        Path, typer.Argument(help="Where runs are (default checkpoints/; or an experiment dir).")
+    ] = Path("checkpoints"),
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the runs as JSON on stdout.")
+    ] = False,
+    debug: Debug = False,
+) -> None:
+    """List the runs under a directory, the newest first: status, trials, best score, steps."""
+    import json  # noqa: PLC0415 - only --json needs it
+
+    from rlplat.report.runs import list_runs, print_runs  # noqa: PLC0415
+
+    records = list_runs(directory)
+    if json_output:
+        print(json.dumps([record.to_json() for record in records], indent=2))
+    else:
+        print_runs(records, directory, console)
+
+
 def fix_hash_seed() -> None:
     """Restart this command once with ``PYTHONHASHSEED`` set, unless the user set it.
 

@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rlplat.checkpoints import RESOLVED_EXPERIMENT
+from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
-from rlplat.run.run_dir import RUN_INFO, SUMMARY
 
 
 def read_results(trial_dir: Path) -> list[dict]:

@@ -31,7 +31,7 @@ from rlplat.metrics import metric_path
 from rlplat.prepare import PreparedRun, prepare
 from rlplat.prepare.run_spec import refuse_if_impossible, storage_note
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
-from rlplat.run.run_dir import create_run_dir, write_run_files, write_summary
+from rlplat.run.run_dir import create_run_dir, record_driver, write_run_files, write_summary
 from rlplat.run.storage import atomic_filesystem, storage_failed, storage_reason
 from rlplat.run.summary import RunSummary, report_search, summarize, unfinished_trials
 from rlplat.run.trainable import trainable_for
@@ -135,6 +135,7 @@ def resume(
     start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
     run = prepare_on_cluster(loaded, console, cluster_nodes())
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
+    record_driver(run_dir)
     _quiet_tune_output(run.experiment)
     remove_partial_files(run_dir)
     drop_stale_decisions(run_dir)

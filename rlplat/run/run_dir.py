@@ -10,15 +10,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rlplat.checkpoints import RESOLVED_EXPERIMENT
+from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY
 from rlplat.errors import UserError
 from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.util.atomic import write_atomic
 from rlplat.util.paths import new_path
+from rlplat.util.process import this_process
 from rlplat.util.versions import versions
 
-RUN_INFO = "run.json"
-SUMMARY = "summary.json"
 
 def create_run_dir(experiment_dir: Path) -> Path:
     """Make ``experiment_dir/<timestamp>[-N]``, a name no run had before."""
@@ -55,8 +54,25 @@ def write_run_files(
         "host": platform.node(),
         "versions": versions(),
         "cluster": cluster,
+        "drivers": [_driver()],
     }
     write_atomic(run_dir / RUN_INFO, json.dumps(info, indent=2) + "\n")
+
+
+def _driver() -> dict[str, Any]:
+    return {**this_process(), "command": sys.argv, "started_unix": time.time()}
+
+
+def record_driver(run_dir: Path) -> None:
+    """Add this process to the run's drivers (``rlplat train --resume``): ``rlplat runs`` says
+    a run is running while its newest driver is."""
+    path = run_dir / RUN_INFO
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    info["drivers"] = [*info.get("drivers", []), _driver()]
+    write_atomic(path, json.dumps(info, indent=2) + "\n")
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:

@@ -1,0 +1,138 @@
+"""The report's figures with matplotlib's object API on the Agg canvas (no display, no pyplot
+state): learning curves with bootstrap bands, and aggregate estimates with their intervals."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
+
+COLOURS = [  # matplotlib's tab10, one per experiment
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+]
+AGGREGATE_TITLES = {
+    "iqm": "IQM",
+    "median": "Median",
+    "mean": "Mean",
+    "optimality_gap": "Optimality gap (lower is better)",
+}
+
+
+def colour(index: int) -> str:
+    return COLOURS[index % len(COLOURS)]
+
+
+def wrapped(label: str, width: int = 42) -> str:
+    """A long label (name plus differing keys) over several lines, broken after commas."""
+    return "\n".join(textwrap.wrap(label, width, break_on_hyphens=False)) or label
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One experiment's curve: the aggregate over seeds on a grid, its band, each seed's run."""
+
+    label: str
+    x: np.ndarray
+    centre: np.ndarray
+    low: np.ndarray | None
+    high: np.ndarray | None
+    seeds: list[tuple[np.ndarray, np.ndarray]]
+
+
+def _legend_right(figure: Figure, axes) -> None:
+    """The legend beside the axes, never over the data."""
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, fontsize=9)
+
+
+def _save(figure: Figure, stem: Path, formats: tuple[str, ...]) -> list[Path]:
+    paths = []
+    for suffix in formats:
+        path = stem.with_suffix(f".{suffix}")
+        figure.savefig(path, dpi=150, bbox_inches="tight")
+        paths.append(path)
+    return paths
+
+
+def curves_figure(
+    curves: list[Curve], x_label: str, y_label: str, title: str, stem: Path
+) -> list[Path]:
+    """``stem.png`` and ``stem.svg``: each experiment's aggregate curve with its 95% band and
+    its seeds' own curves, thin."""
+    figure = Figure(figsize=(9.0, 4.8))
+    axes = figure.add_subplot()
+    for index, curve in enumerate(curves):
+        c = colour(index)
+        for seed_x, seed_y in curve.seeds:
+            axes.plot(seed_x, seed_y, color=c, alpha=0.25, linewidth=0.7)
+        if curve.low is not None and curve.high is not None:
+            axes.fill_between(curve.x, curve.low, curve.high, color=c, alpha=0.2, linewidth=0)
+        axes.plot(curve.x, curve.centre, color=c, linewidth=2.0, label=wrapped(curve.label))
+    axes.xaxis.set_major_formatter(EngFormatter(sep=""))
+    axes.set_xlabel(x_label)
+    axes.set_ylabel(y_label)
+    axes.set_title(title, fontsize=10, loc="left")
+    axes.grid(alpha=0.3)
+    axes.set_xlim(left=0)
+    _legend_right(figure, axes)
+    return _save(figure, stem, ("png", "svg"))
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float | None
+    high: float | None
+
+
+def final_figure(
+    labels: list[str],
+    aggregates: dict[str, list[Interval]],
+    scores: list[list[float]],
+    metric: str,
+    stem: Path,
+) -> list[Path]:
+    """``stem.png``: one panel per aggregate, each experiment's point estimate with its 95%
+    interval as a bar, and the seeds' own scores as dots."""
+    names = list(aggregates)
+    labels = [wrapped(label) for label in labels]
+    lines = max(label.count("\n") + 1 for label in labels)
+    height = 1.2 + (0.3 + 0.17 * lines) * len(labels)
+    figure = Figure(figsize=(3.0 * len(names) + 0.07 * min(42, max(map(len, labels))), height))
+    rows = np.arange(len(labels))[::-1]
+    for panel, name in enumerate(names):
+        axes = figure.add_subplot(1, len(names), panel + 1)
+        for index, (row, interval) in enumerate(zip(rows, aggregates[name], strict=True)):
+            c = colour(index)
+            if interval.low is not None and interval.high is not None:
+                axes.barh(
+                    row,
+                    interval.high - interval.low,
+                    left=interval.low,
+                    height=0.6,
+                    color=c,
+                    alpha=0.35,
+                )
+            axes.plot([interval.estimate], [row], marker="|", markersize=18, color=c, mew=2.5)
+            if name != "optimality_gap":
+                axes.plot(scores[index], [row] * len(scores[index]), "o", color=c, ms=3.5)
+        axes.set_yticks(rows, labels if panel == 0 else [""] * len(labels), fontsize=8)
+        axes.set_title(AGGREGATE_TITLES.get(name, name), fontsize=10)
+        axes.grid(axis="x", alpha=0.3)
+        axes.set_ylim(-0.6, len(labels) - 0.4)
+        axes.tick_params(axis="x", labelsize=8)
+    figure.supxlabel(f"{metric} (95% bootstrap CI; dots: seeds)", fontsize=9)
+    figure.tight_layout()
+    return _save(figure, stem, ("png",))

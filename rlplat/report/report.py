@@ -1,0 +1,655 @@
+"""``rlplat report``: runs over seeds -> per-seed final scores, aggregates with bootstrap
+intervals, probability of improvement, learning curves; written as report.json, report.md and
+figures.
+
+An *experiment* is one configuration of one run: a run of ``seeds: 3`` is one experiment with
+three seeds, a search with seeds one experiment per configuration. Experiments are labelled by
+their name plus the keys whose values differ between them (``simple-spread-qmix
+(training.mixer=vdn)``).
+
+A seed's final score is by default the mean return of greedy episodes of its last checkpoint,
+played by ``rlplat eval``'s code (no Ray); ``score="training"`` takes the run's own last windowed
+value of the metric instead.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlplat.callbacks.search_report import configuration_key, format_value
+from rlplat.checkpoints import best_and_last
+from rlplat.errors import UserError, allowed_list, did_you_mean
+from rlplat.metrics import (
+    AGENT_RETURNS,
+    ENV_STEPS,
+    METRIC_ALIASES,
+    POLICY_RETURNS,
+    RETURN_MEAN,
+    TIME_TOTAL,
+    metric_path,
+)
+from rlplat.policy.evaluate import EvalOptions, EvalReport, evaluate
+from rlplat.report import plots, stats
+from rlplat.report.runs import (
+    Trial,
+    column,
+    env_label,
+    logged_paths,
+    read_results,
+    resolve_run,
+    run_experiment,
+    run_trials,
+)
+from rlplat.util.paths import new_path
+from rlplat.util.versions import versions
+
+X_AXES = {
+    "env_steps": (ENV_STEPS, "environment steps"),
+    "time_s": (TIME_TOTAL, "training time (s)"),
+}
+CHECKPOINTS = ("last", "best")
+SCORES = ("eval", "training")
+GRID_POINTS = 100
+# Keys that never tell experiments apart in a label: where and how a run was kept or searched.
+UNLABELLED = ("name", "seed", "seeds", "output_dir", "tune", "watchdog_s", "video", "export")
+REPORT_FILES = ("report.json", "report.md", "curves.png", "curves.svg", "final.png")
+MARL_EVAL_FILE = "marl_eval.json"
+MEMBER_PATHS = (POLICY_RETURNS + "/", AGENT_RETURNS + "/")
+
+
+@dataclass
+class ReportOptions:
+    out: Path | None = None
+    metric: str | None = None  # default: the runs' own tune.metric (episode_return_mean)
+    x: str = "env_steps"
+    eval_episodes: int = 20
+    eval_seed: int = 0
+    checkpoint: str = "last"
+    score: str = "eval"
+    target: float | None = None  # default: stop.episode_return_mean, when the runs share it
+    bootstrap_seed: int = 0
+    marl_eval: bool = False
+
+
+@dataclass
+class SeedResult:
+    trial: Trial
+    results: list[dict[str, Any]]
+    final: float | None = None
+    checkpoint: str | None = None
+    episodes: list[float] = field(default_factory=list)  # per-episode scores of the evaluation
+
+
+@dataclass
+class Experiment:
+    label: str
+    run_dir: Path
+    experiment: dict[str, Any]
+    differs: dict[str, Any]
+    seeds: list[SeedResult]
+
+
+def check_options(options: ReportOptions) -> None:
+    for name, value, allowed in (
+        ("--x", options.x, list(X_AXES)),
+        ("--checkpoint", options.checkpoint, list(CHECKPOINTS)),
+        ("--score", options.score, list(SCORES)),
+    ):
+        if value not in allowed:
+            raise UserError(
+                f"{name} {value!r} is not one of {', '.join(allowed)}."
+                + did_you_mean(value, allowed)
+            )
+    if options.eval_episodes < 1:
+        raise UserError(f"--eval-episodes must be at least 1, got {options.eval_episodes}.")
+
+
+def make_report(
+    paths: list[Path], options: ReportOptions, say: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Read the runs, score every seed, compute the statistics, write the report; returns
+    report.json's content (with ``directory``, where it was written)."""
+    check_options(options)
+    experiments = _experiments(paths, say)
+    metric = _metric(experiments, options.metric)
+    warnings = _check_metric_and_envs(experiments, metric, say)
+    if options.score == "eval":
+        _check_checkpoints(experiments, metric, options)
+        _score_by_evaluation(experiments, metric, options, say)
+    else:
+        _score_by_training(experiments, metric)
+    target = _target(experiments, metric, options.target)
+    report = _statistics(experiments, metric, target, options)
+    report["warnings"] = warnings
+    curves = _curves(experiments, metric, options)
+    for entry, curve in zip(report["experiments"], curves, strict=True):
+        entry["curve"] = {
+            "x": curve.x.tolist(),
+            "centre": curve.centre.tolist(),
+            "low": None if curve.low is None else curve.low.tolist(),
+            "high": None if curve.high is None else curve.high.tolist(),
+        }
+    report["directory"] = str(_write(report, experiments, curves, options))
+    return report
+
+
+# -- which experiments -------------------------------------------------------------------------
+
+
+def _experiments(paths: list[Path], say: Callable[[str], None]) -> list[Experiment]:
+    runs: list[Path] = []
+    for path in paths:
+        run_dir, note = resolve_run(path)
+        if note:
+            say(f"Run: {note}")
+        if run_dir in runs:
+            raise UserError(f"{run_dir} is given twice; give each run once.")
+        runs.append(run_dir)
+    experiments = []
+    for run_dir in runs:
+        trials = run_trials(run_dir)
+        if not trials:
+            raise UserError(
+                f"{run_dir} has no trials (no trial_*/params.json): the run stopped before Tune "
+                "started one. Leave it out of the report."
+            )
+        groups: dict[str, list[Trial]] = {}
+        for trial in trials:
+            groups.setdefault(configuration_key(trial.experiment), []).append(trial)
+        for group in groups.values():
+            group.sort(key=lambda t: (t.seed is None, t.seed or 0))
+            experiment = dict(group[0].experiment)
+            seeds = [SeedResult(trial, read_results(trial.path)) for trial in group]
+            experiments.append(Experiment("", run_dir, experiment, {}, seeds))
+    _label(experiments)
+    return experiments
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix: data}
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if not prefix and key in UNLABELLED:
+            continue
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _label(experiments: list[Experiment]) -> None:
+    """name (key=value, ...) with the keys whose values differ between the experiments."""
+    flats = [_flatten(e.experiment) for e in experiments]
+    keys = sorted({key for flat in flats for key in flat})
+    differing = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flats}) > 1]
+    for experiment, flat in zip(experiments, flats, strict=True):
+        experiment.differs = {key: flat.get(key) for key in differing}
+        shown = ", ".join(f"{k}={format_value(v)}" for k, v in experiment.differs.items())
+        experiment.label = experiment.experiment.get("name", "?") + (f" ({shown})" if shown else "")
+    labels = [e.label for e in experiments]
+    for experiment in experiments:
+        if labels.count(experiment.label) > 1:
+            experiment.label += f" [{experiment.run_dir.name}]"
+
+
+# -- which metric, checked ---------------------------------------------------------------------
+
+
+def _metric(experiments: list[Experiment], given: str | None) -> str:
+    if given is not None:
+        return given
+    metrics = {
+        (e.run_dir.name, (run_experiment(e.run_dir).get("tune") or {}).get("metric"))
+        for e in experiments
+    }
+    names = {name or "episode_return_mean" for _, name in metrics}
+    if len(names) > 1:
+        listed = "; ".join(f"{run}: {name or 'episode_return_mean'}" for run, name in metrics)
+        raise UserError(
+            f"the runs rank by different metrics ({listed}), so their scores do not compare. "
+            "Choose the one to report with --metric."
+        )
+    return names.pop()
+
+
+def _check_metric_and_envs(
+    experiments: list[Experiment], metric: str, say: Callable[[str], None]
+) -> list[str]:
+    path = metric_path(metric)
+    for experiment in experiments:
+        for seed in experiment.seeds:
+            if np.isfinite(column(seed.results, path)).any():
+                continue
+            logged = logged_paths(seed.results)
+            if not seed.results:
+                raise UserError(
+                    f"{seed.trial.path} has no results (result.json is empty): the trial "
+                    "stopped before its first iteration. Leave its run out of the report."
+                )
+            shorts = [alias for alias, full in METRIC_ALIASES.items() if full in logged]
+            members = [p.removeprefix("window/") for p in logged if p.startswith(MEMBER_PATHS)]
+            readable = shorts + members
+            shown = f" ({path})" if path != metric else ""
+            raise UserError(
+                f"metric {metric!r}{shown} was never logged by {seed.trial.path}."
+                + did_you_mean(metric, readable + logged)
+                + f" It logged {allowed_list(readable or logged, limit=12)}"
+                + (f" and {len(logged)} result paths such as {logged[0]}." if readable else ".")
+            )
+    warnings = []
+    envs = sorted({env_label(e.experiment) for e in experiments})
+    if len(envs) > 1:
+        warnings.append(
+            f"the experiments ran on different environments ({', '.join(envs)}): their scores "
+            "are on different scales, compare them with care."
+        )
+        say(f"warning: {warnings[-1]}")
+    return warnings
+
+
+# -- final scores ------------------------------------------------------------------------------
+
+
+def _check_checkpoints(experiments: list[Experiment], metric: str, options: ReportOptions) -> None:
+    path = metric_path(metric)
+    if path != RETURN_MEAN and not path.startswith(MEMBER_PATHS):
+        raise UserError(
+            f"--score eval plays episodes and measures returns; {metric!r} is not a return "
+            "(episode_return_mean, policy_return_mean/<policy> or agent_return_mean/<agent>). "
+            "Use --score training to report the run's own value of it."
+        )
+    missing = [
+        str(seed.trial.path)
+        for experiment in experiments
+        for seed in experiment.seeds
+        if best_and_last(seed.trial.path)[0] is None
+    ]
+    if missing:
+        raise UserError(
+            f"{len(missing)} trial(s) have no checkpoint to evaluate: {', '.join(missing[:3])}"
+            + (" ..." if len(missing) > 3 else "")
+            + ". Use --score training to score seeds by the run's own last metric value, or "
+            "leave those runs out."
+        )
+
+
+def _episode_scores(report: EvalReport, path: str) -> tuple[float, list[float]]:
+    """The evaluation's mean score for the metric and each episode's (team, policy or agent)."""
+    if path == RETURN_MEAN:
+        return report.returns.mean, [episode["return"] for episode in report.per_episode]
+    group, _, member = path.removeprefix("window/").partition("/")
+    table = report.policy_returns if group == "policy_return_mean" else report.agent_returns
+    if member not in table:
+        raise UserError(
+            f"the evaluation of {report.checkpoint} has no {group} {member!r}; it has: "
+            f"{', '.join(table) or 'none'}." + did_you_mean(member, list(table))
+        )
+    per_episode = [episode.get("agent_returns", {}).get(member) for episode in report.per_episode]
+    if group == "agent_return_mean" and None not in per_episode:
+        return table[member].mean, per_episode
+    return table[member].mean, []
+
+
+def _score_by_evaluation(
+    experiments: list[Experiment], metric: str, options: ReportOptions, say: Callable
+) -> None:
+    path = metric_path(metric)
+    last = options.checkpoint == "last"
+    for experiment in experiments:
+        for seed in experiment.seeds:
+            report = evaluate(
+                seed.trial.path,
+                EvalOptions(episodes=options.eval_episodes, seed=options.eval_seed, last=last),
+                say=lambda _line: None,
+            )
+            seed.final, seed.episodes = _episode_scores(report, path)
+            seed.checkpoint = report.checkpoint
+            say(
+                f"  {experiment.label}, seed {seed.trial.seed}: {seed.final:.2f} over "
+                f"{options.eval_episodes} greedy episodes of {Path(report.checkpoint).name}"
+            )
+
+
+def _score_by_training(experiments: list[Experiment], metric: str) -> None:
+    path = metric_path(metric)
+    for experiment in experiments:
+        for seed in experiment.seeds:
+            values = column(seed.results, path)
+            seed.final = float(values[np.isfinite(values)][-1])
+
+
+def _target(experiments: list[Experiment], metric: str, given: float | None) -> float | None:
+    """The score the optimality gap and time to target measure against."""
+    if given is not None or metric_path(metric) != RETURN_MEAN:
+        return given
+    targets = {(e.experiment.get("stop") or {}).get("episode_return_mean") for e in experiments}
+    return targets.pop() if len(targets) == 1 else None
+
+
+# -- statistics --------------------------------------------------------------------------------
+
+
+def _first_reaching(xs: np.ndarray, ys: np.ndarray, target: float) -> float | None:
+    reached = np.flatnonzero(np.isfinite(ys) & (ys >= target))
+    return float(xs[reached[0]]) if reached.size else None
+
+
+def _statistics(
+    experiments: list[Experiment], metric: str, target: float | None, options: ReportOptions
+) -> dict[str, Any]:
+    functions = stats.aggregate_functions(target)
+    seed = options.bootstrap_seed
+    entries = []
+    for experiment in experiments:
+        scores = [s.final for s in experiment.seeds]
+        trials = []
+        for s in experiment.seeds:
+            steps = column(s.results, ENV_STEPS)
+            times = column(s.results, TIME_TOTAL)
+            values = column(s.results, metric_path(metric))
+            trial: dict[str, Any] = {
+                "trial": s.trial.name,
+                "seed": s.trial.seed,
+                "path": str(s.trial.path),
+                "final_score": s.final,
+                "checkpoint": s.checkpoint,
+                "env_steps": int(np.nanmax(steps)) if np.isfinite(steps).any() else None,
+                "time_s": float(np.nanmax(times)) if np.isfinite(times).any() else None,
+            }
+            if s.episodes:
+                trial["episode_scores"] = s.episodes
+            if target is not None:
+                trial["to_target"] = {
+                    "env_steps": _first_reaching(steps, values, target),
+                    "time_s": _first_reaching(times, values, target),
+                }
+            trials.append(trial)
+        entries.append(
+            {
+                "label": experiment.label,
+                "name": experiment.experiment.get("name"),
+                "algorithm": experiment.experiment.get("algorithm"),
+                "env": env_label(experiment.experiment),
+                "run_dir": str(experiment.run_dir),
+                "differs": experiment.differs,
+                "seeds": [s.trial.seed for s in experiment.seeds],
+                "final_scores": scores,
+                "trials": trials,
+                "aggregates": {
+                    name: stats.bootstrap_estimate(scores, function, seed).to_json()
+                    for name, function in functions.items()
+                },
+            }
+        )
+    improvement = [
+        {
+            "x": a.label,
+            "y": b.label,
+            **stats.improvement(
+                [s.final for s in a.seeds], [s.final for s in b.seeds], seed
+            ).to_json(),
+        }
+        for a in experiments
+        for b in experiments
+        if a is not b
+    ]
+    return {
+        "created": datetime.now().isoformat(timespec="seconds"),
+        "command": ["rlplat", *sys.argv[1:]],
+        "versions": versions(),
+        "metric": metric,
+        "metric_path": metric_path(metric),
+        "x": options.x,
+        "score": options.score,
+        "checkpoint": options.checkpoint if options.score == "eval" else None,
+        "eval_episodes": options.eval_episodes if options.score == "eval" else None,
+        "eval_seeds": (
+            [options.eval_seed, options.eval_seed + options.eval_episodes - 1]
+            if options.score == "eval"
+            else None
+        ),
+        "target": target,
+        "bootstrap": {
+            "method": stats.METHOD,
+            "resamples": stats.RESAMPLES,
+            "confidence": stats.CONFIDENCE,
+            "seed": seed,
+            "stratified_by": "experiment (each experiment's seeds resampled on their own)",
+        },
+        "experiments": entries,
+        "probability_of_improvement": improvement,
+    }
+
+
+def _curves(
+    experiments: list[Experiment], metric: str, options: ReportOptions
+) -> list[plots.Curve]:
+    """Each experiment's seeds resampled (linearly) on a common grid of x values from the
+    latest first point to the earliest last point of its seeds, then IQM across seeds."""
+    x_path = X_AXES[options.x][0]
+    curves = []
+    for experiment in experiments:
+        seeds = []
+        for s in experiment.seeds:
+            xs = column(s.results, x_path)
+            ys = column(s.results, metric_path(metric))
+            keep = np.isfinite(xs) & np.isfinite(ys)
+            seeds.append((xs[keep], ys[keep]))
+        start = max(xs[0] for xs, _ in seeds)
+        end = min(xs[-1] for xs, _ in seeds)
+        grid = np.linspace(start, end, GRID_POINTS) if end > start else np.array([end])
+        values = np.stack([np.interp(grid, xs, ys) for xs, ys in seeds])
+        centre, low, high = stats.curve_band(values, stats.iqm, options.bootstrap_seed)
+        curves.append(plots.Curve(experiment.label, grid, centre, low, high, seeds))
+    return curves
+
+
+# -- files -------------------------------------------------------------------------------------
+
+
+def _write(
+    report: dict[str, Any],
+    experiments: list[Experiment],
+    curves: list[plots.Curve],
+    options: ReportOptions,
+) -> Path:
+    """Everything into a temporary directory beside the destination, renamed into place once
+    complete: a report directory is whole or absent, and an existing one is never touched."""
+    out = options.out or Path("reports") / _default_name(experiments)
+    out = out.expanduser().resolve()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    except OSError as exc:
+        raise UserError(f"cannot write the report under {out.parent}: {exc.strerror}.") from None
+    try:
+        _files(staging, report, experiments, curves, options)
+        destination = new_path(out.parent, out.name)
+        report["directory"] = str(destination)
+        (staging / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        staging.chmod(0o755)  # mkdtemp's 0o700 is for the half-written state only
+        staging.rename(destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return destination
+
+
+def _default_name(experiments: list[Experiment]) -> str:
+    names = list(dict.fromkeys(str(e.experiment.get("name", "report")) for e in experiments))
+    return "-vs-".join(names[:3]) + "-" + datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def _files(
+    directory: Path,
+    report: dict[str, Any],
+    experiments: list[Experiment],
+    curves: list[plots.Curve],
+    options: ReportOptions,
+) -> None:
+    metric = report["metric"]
+    x_label = X_AXES[options.x][1]
+    seeds = {len(e.seeds) for e in experiments}
+    how = "IQM" + (f" over {seeds.pop()} seeds" if len(seeds) == 1 else " over seeds")
+    plots.curves_figure(
+        curves,
+        x_label,
+        metric,
+        f"{metric} during training: {how}, 95% bootstrap band; thin lines: each seed",
+        directory / "curves",
+    )
+    names = list(report["experiments"][0]["aggregates"])
+    intervals = {
+        name: [
+            plots.Interval(
+                entry["aggregates"][name]["estimate"],
+                *(entry["aggregates"][name]["ci"] or (None, None)),
+            )
+            for entry in report["experiments"]
+        ]
+        for name in names
+    }
+    plots.final_figure(
+        [e.label for e in experiments],
+        intervals,
+        [e["final_scores"] for e in report["experiments"]],
+        _score_words(report),
+        directory / "final",
+    )
+    (directory / "report.md").write_text(markdown(report))
+    if options.marl_eval:
+        (directory / MARL_EVAL_FILE).write_text(json.dumps(marl_eval(report, experiments)) + "\n")
+
+
+def _score_words(report: dict[str, Any]) -> str:
+    if report["score"] == "training":
+        return f"final {report['metric']} (training window)"
+    return (
+        f"greedy return of the {report['checkpoint']} checkpoint "
+        f"({report['eval_episodes']} episodes)"
+    )
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def _estimate(entry: dict[str, Any]) -> str:
+    ci = entry["ci"]
+    interval = f" [{_number(ci[0])}, {_number(ci[1])}]" if ci else ""
+    return f"{_number(entry['estimate'])}{interval}"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """report.md: how the scores were made, the aggregates, improvement, time to target."""
+    entries = report["experiments"]
+    names = list(entries[0]["aggregates"])
+    lines = [
+        "# rlplat report",
+        "",
+        f"Command: `{' '.join(report['command'])}`",
+        "",
+        f"Score of a seed: {_score_words(report)}"
+        + (
+            f", episode seeds {report['eval_seeds'][0]}..{report['eval_seeds'][1]}"
+            if report["eval_seeds"]
+            else ""
+        )
+        + f". Aggregates over seeds with 95% percentile bootstrap intervals "
+        f"({report['bootstrap']['resamples']:,} resamples, seed {report['bootstrap']['seed']})"
+        + (f"; optimality gap to {report['target']:g}" if report["target"] is not None else "")
+        + ".",
+        "",
+    ]
+    lines += [f"> warning: {warning}" for warning in report["warnings"]]
+    header = ["experiment", "seeds", "scores per seed"] + [
+        plots.AGGREGATE_TITLES[name].split(" (")[0] for name in names
+    ]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for entry in entries:
+        scores = ", ".join(_number(score) for score in entry["final_scores"])
+        cells = [entry["label"], str(len(entry["seeds"])), scores]
+        cells += [_estimate(entry["aggregates"][name]) for name in names]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "![final scores](final.png)", ""]
+    if len(entries) > 1:
+        labels = [entry["label"] for entry in entries]
+        lines += [
+            "Probability of improvement, P(row > column): the chance that a seed of the row "
+            "scores higher than a seed of the column (ties count one half), 95% interval.",
+            "",
+            "| | " + " | ".join(labels) + " |",
+            "|---|" + "---|" * len(labels),
+        ]
+        pairs = {(p["x"], p["y"]): p for p in report["probability_of_improvement"]}
+        for row in labels:
+            cells = [_estimate(pairs[row, col]) if row != col else "" for col in labels]
+            lines.append(f"| {row} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if report["target"] is not None:
+        lines += _target_table(report)
+    lines += [f"![learning curves](curves.png) ({report['x']}; also curves.svg)", ""]
+    return "\n".join(lines)
+
+
+def _target_table(report: dict[str, Any]) -> list[str]:
+    lines = [
+        f"Time to target ({report['metric']} >= {report['target']:g} during training):",
+        "",
+        "| experiment | seeds reaching it | env steps (median) | training s (median) "
+        "| env steps per seed |",
+        "|---|---|---|---|---|",
+    ]
+    for entry in report["experiments"]:
+        reached = [t["to_target"] for t in entry["trials"] if t["to_target"]["env_steps"]]
+        steps = [r["env_steps"] for r in reached]
+        times = [r["time_s"] for r in reached]
+        per_seed = ", ".join(
+            _number(t["to_target"]["env_steps"]).removesuffix(".00") for t in entry["trials"]
+        )
+        lines.append(
+            f"| {entry['label']} | {len(reached)}/{len(entry['trials'])} | "
+            f"{_number(float(np.median(steps)) if steps else None).removesuffix('.00')} | "
+            f"{_number(float(np.median(times)) if times else None)} | {per_seed} |"
+        )
+    return [*lines, ""]
+
+
+def marl_eval(report: dict[str, Any], experiments: list[Experiment]) -> dict[str, Any]:
+    """The layout of marl-eval (used by BenchMARL): env -> task -> algorithm -> seed_i ->
+    step_j {step_count, return: [values]} and absolute_metrics {return: [episode returns]}.
+
+    rlplat does not evaluate during training: each step holds the run's windowed training value
+    of the metric at that iteration; absolute_metrics holds the final evaluation's episodes
+    (or the final windowed value with score=training).
+    """
+    data: dict[str, Any] = {}
+    path = report["metric_path"]
+    for entry, experiment in zip(report["experiments"], experiments, strict=True):
+        env = experiment.experiment.get("env") or {}
+        family = "pettingzoo" if env.get("pettingzoo") else "gymnasium"
+        runs = data.setdefault(family, {}).setdefault(entry["env"], {})
+        algorithm = runs.setdefault(entry["label"], {})
+        for s in experiment.seeds:
+            steps = column(s.results, ENV_STEPS)
+            values = column(s.results, path)
+            keep = np.flatnonzero(np.isfinite(steps) & np.isfinite(values))
+            run: dict[str, Any] = {
+                f"step_{j}": {"step_count": int(steps[i]), "return": [float(values[i])]}
+                for j, i in enumerate(keep)
+            }
+            run["absolute_metrics"] = {"return": s.episodes or [s.final]}
+            algorithm[f"seed_{s.trial.seed}"] = run
+    return data

@@ -1,0 +1,271 @@
+"""Run directories as ``rlplat report`` and ``rlplat runs`` read them: which runs there are, how
+each ended, and what each trial logged.
+
+A run is running while its newest driver process (``run.json``: ``drivers``, one per ``rlplat
+train`` or ``--resume``) is alive; once that driver ended, ``summary.json`` written after it
+started says finished, interrupted (a trial did not finish: Ctrl-C, SIGTERM) or failed (a trial
+raised); without such a summary the driver was killed (interrupted: ``--resume`` continues it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlplat.callbacks.search_report import new_table, print_table
+from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY
+from rlplat.errors import UserError
+from rlplat.experiment.load import trial_experiment
+from rlplat.experiment.yaml_io import parse_yaml
+from rlplat.metrics import ENV_STEPS, finite, lookup, metric_path
+from rlplat.util.process import still_running
+
+TRIAL_PARAMS = "params.json"  # Tune's copy of the trial's config: the trial's experiment
+TRIAL_RESULTS = "result.json"  # one JSON result per line, one line per iteration
+STATUSES = ("running", "finished", "interrupted", "failed", "unknown")
+
+
+def is_run(path: Path) -> bool:
+    return (path / RUN_INFO).is_file() and (path / RESOLVED_EXPERIMENT).is_file()
+
+
+def find_runs(directory: Path) -> list[Path]:
+    """The run directories at ``directory`` or up to two levels below it
+    (``<output_dir>/<name>/<timestamp>``)."""
+    found: list[Path] = []
+    level = [directory]
+    for _ in range(3):
+        found += [path for path in level if is_run(path)]
+        level = [
+            child
+            for path in level
+            if path.is_dir() and not is_run(path)
+            for child in sorted(path.iterdir())
+            if child.is_dir()
+        ]
+    return found
+
+
+def resolve_run(path: Path) -> tuple[Path, str | None]:
+    """The run directory ``path`` names, or the newest run of an experiment directory (then
+    with a note saying so)."""
+    path = path.expanduser().resolve()
+    if is_run(path):
+        return path, None
+    if path.is_dir():
+        runs = [child for child in sorted(path.iterdir()) if is_run(child)]
+        if runs:
+            return runs[-1], f"{path}: its newest run, {runs[-1].name}"
+    what = "does not exist" if not path.exists() else "is not a run directory"
+    raise UserError(
+        f"{path} {what}: give a run directory of rlplat train (<output_dir>/<name>/<timestamp>, "
+        f"holding {RUN_INFO} and {RESOLVED_EXPERIMENT}) or the experiment directory above it "
+        "(its newest run). rlplat runs lists them."
+    )
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def run_experiment(run_dir: Path) -> dict[str, Any]:
+    """The run's resolved experiment as plain data (not validated: older runs still read)."""
+    try:
+        data, _ = parse_yaml((run_dir / RESOLVED_EXPERIMENT).read_text(), str(run_dir))
+    except Exception:  # noqa: BLE001 - an unreadable file is reported as an empty experiment
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial directory and the experiment it ran (its own seed)."""
+
+    name: str
+    path: Path
+    experiment: dict[str, Any]
+
+    @property
+    def seed(self) -> int | None:
+        return self.experiment.get("seed")
+
+
+def run_trials(run_dir: Path) -> list[Trial]:
+    trials = []
+    for path in sorted(run_dir.glob("trial_*")):
+        params = read_json(path / TRIAL_PARAMS)
+        if path.is_dir() and params is not None:
+            trials.append(Trial(path.name, path, trial_experiment(params)))
+    return trials
+
+
+def read_results(trial_dir: Path) -> list[dict[str, Any]]:
+    """Every result the trial reported, oldest first (a cut-off last line is skipped)."""
+    results = []
+    try:
+        lines = (trial_dir / TRIAL_RESULTS).read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            results.append(json.loads(line))
+        except ValueError:
+            continue
+    return results
+
+
+def column(results: list[dict[str, Any]], path: str) -> np.ndarray:
+    """One result path over the iterations (NaN where it was not logged or not finite)."""
+    values = [finite(lookup(result, path)) for result in results]
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def logged_paths(results: list[dict[str, Any]]) -> list[str]:
+    """The numeric result paths a trial logged (``config`` left out), for "did you mean"."""
+    paths: set[str] = set()
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, dict):
+                if path != "config":
+                    walk(value, path + "/")
+            elif finite(value) is not None:
+                paths.add(path)
+
+    for result in results[-1:]:
+        walk(result, "")
+    return sorted(paths)
+
+
+def env_label(experiment: dict[str, Any]) -> str:
+    env = experiment.get("env") or {}
+    return str(env.get("id") or env.get("pettingzoo") or env.get("factory") or "?")
+
+
+@dataclass
+class RunRecord:
+    """One line of ``rlplat runs``."""
+
+    name: str
+    algorithm: str
+    env: str
+    status: str
+    trials: int
+    seeds: int
+    metric: str
+    best_score: float | None
+    env_steps: int | None
+    started: str | None
+    path: str
+    started_unix: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_status(run_dir: Path, info: dict[str, Any], summary: dict[str, Any] | None) -> str:
+    drivers = info.get("drivers") or []
+    newest = drivers[-1] if drivers else {}
+    alive = still_running(newest) if newest else False
+    if alive:
+        return "running"
+    summary_time = (run_dir / SUMMARY).stat().st_mtime if summary is not None else None
+    if summary_time is not None and summary_time >= newest.get("started_unix", 0.0):
+        statuses = {trial.get("status") for trial in summary.get("trials", [])}
+        if "error" in statuses:
+            return "failed"
+        return "interrupted" if statuses - {"finished"} or not statuses else "finished"
+    return "unknown" if alive is None else "interrupted"
+
+
+def run_record(run_dir: Path) -> RunRecord:
+    info = read_json(run_dir / RUN_INFO) or {}
+    summary = read_json(run_dir / SUMMARY)
+    experiment = run_experiment(run_dir)
+    tune = experiment.get("tune") or {}
+    metric, mode = tune.get("metric", "episode_return_mean"), tune.get("mode", "max")
+    steps_done: list[float] = []
+    bests: list[float] = []
+    trials = run_trials(run_dir)
+    for trial in trials:
+        results = read_results(trial.path)
+        steps = column(results, ENV_STEPS)
+        scores = column(results, metric_path(metric))
+        steps_done += [float(np.nanmax(steps))] if np.isfinite(steps).any() else []
+        if np.isfinite(scores).any():
+            bests.append(float(np.nanmax(scores) if mode == "max" else np.nanmin(scores)))
+    best = (max(bests) if mode == "max" else min(bests)) if bests else None
+    seeds = experiment.get("seeds")
+    started_unix = float(info.get("started_unix") or run_dir.stat().st_mtime)
+    return RunRecord(
+        name=str(experiment.get("name", run_dir.parent.name)),
+        algorithm=str(experiment.get("algorithm", "?")),
+        env=env_label(experiment),
+        status=run_status(run_dir, info, summary),
+        trials=len(trials),
+        seeds=len(seeds) if isinstance(seeds, list) else 1,
+        metric=metric,
+        best_score=best,
+        env_steps=int(sum(steps_done)) if steps_done else None,
+        started=info.get("started") or datetime.fromtimestamp(started_unix).isoformat(),
+        path=str(run_dir),
+        started_unix=started_unix,
+    )
+
+
+def list_runs(directory: Path) -> list[RunRecord]:
+    """Every run under ``directory``, the newest first."""
+    directory = directory.expanduser().resolve()
+    if not directory.is_dir():
+        raise UserError(
+            f"{directory} is not a directory: give the output_dir of your experiments "
+            "(default checkpoints/), an experiment directory or a run directory."
+        )
+    records = [run_record(run) for run in find_runs(directory)]
+    return sorted(records, key=lambda record: record.started_unix, reverse=True)
+
+
+def print_runs(records: list[RunRecord], directory: Path, console: Any) -> None:
+    """The runs as a table (paths relative to the current directory where they can be)."""
+    if not records:
+        console.print(f"No runs under {directory}.", highlight=False)
+        return
+    table = new_table(
+        f"{len(records)} run(s) under {directory}, newest first",
+        ["name", "algorithm", "env", "status"],
+        ["trials", "seeds", "best score", "env steps"],
+    )
+    for name in ("started", "path"):
+        table.add_column(name, no_wrap=True)
+    for record in records:
+        best = "-" if record.best_score is None else f"{record.best_score:.2f}"
+        table.add_row(
+            record.name,
+            record.algorithm,
+            record.env,
+            record.status,
+            str(record.trials),
+            str(record.seeds),
+            best,
+            f"{record.env_steps:,}" if record.env_steps is not None else "-",
+            (record.started or "-").replace("T", " "),
+            _relative(record.path),
+        )
+    print_table(console, table)
+
+
+def _relative(path: str) -> str:
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path

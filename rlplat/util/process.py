@@ -1,0 +1,42 @@
+"""Which process wrote a file, and whether it still runs: ``rlplat runs`` tells a running run
+from one whose driver was killed."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time since boot (Linux ``/proc``), which a reused PID does not share."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[19])
+
+
+def this_process() -> dict[str, Any]:
+    """This process: its PID, host and start time, to be checked later with ``still_running``."""
+    pid = os.getpid()
+    return {"pid": pid, "host": platform.node(), "start_ticks": _start_ticks(pid)}
+
+
+def still_running(record: dict[str, Any]) -> bool | None:
+    """Whether the process ``this_process`` described is alive; None when it ran on another host
+    (this one cannot tell)."""
+    if record.get("host") != platform.node():
+        return None
+    pid = record.get("pid")
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        pass
+    recorded = record.get("start_ticks")
+    return recorded is None or _start_ticks(pid) == recorded
