@@ -138,6 +138,8 @@ def new_table(title: str, left: list[str], right: list[str]) -> Table:
 
 def print_table(console: Console, table: Table) -> None:
     """Off a terminal (a log file, a pipe) rich assumes 80 columns: give the table its own width."""
+    if console.quiet:
+        return
     if not console.is_terminal:
         console = Console(file=console.file, width=400, no_color=console.no_color)
     console.print(table, highlight=False)

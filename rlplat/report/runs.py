@@ -1,10 +1,11 @@
 """Run directories as ``rlplat report`` and ``rlplat runs`` read them: which runs there are, how
 each ended, and what each trial logged.
 
-A run is running while its newest driver process (``run.json``: ``drivers``, one per ``rlplat
-train`` or ``--resume``) is alive; once that driver ended, ``summary.json`` written after it
-started says finished, interrupted (a trial did not finish: Ctrl-C, SIGTERM) or failed (a trial
-raised); without such a summary the driver was killed (interrupted: ``--resume`` continues it).
+Each ``rlplat train`` or ``--resume`` of a run is a driver process (``run.json``: ``drivers``).
+Once the newest driver has written ``summary.json``, that says finished, interrupted (a trial
+did not finish: Ctrl-C, SIGTERM) or failed (a trial raised). Before that, the run is running
+while the driver's process is alive, else interrupted (the driver was killed: ``--resume``
+continues it), and unknown when the driver ran on another host.
 """
 
 from __future__ import annotations
@@ -176,16 +177,17 @@ class RunRecord:
 def run_status(run_dir: Path, info: dict[str, Any], summary: dict[str, Any] | None) -> str:
     drivers = info.get("drivers") or []
     newest = drivers[-1] if drivers else {}
-    alive = still_running(newest) if newest else False
-    if alive:
-        return "running"
     summary_time = (run_dir / SUMMARY).stat().st_mtime if summary is not None else None
     if summary_time is not None and summary_time >= newest.get("started_unix", 0.0):
+        # The newest driver finished its part (its process may live on: a notebook, a test).
         statuses = {trial.get("status") for trial in summary.get("trials", [])}
         if "error" in statuses:
             return "failed"
         return "interrupted" if statuses - {"finished"} or not statuses else "finished"
-    return "unknown" if alive is None else "interrupted"
+    alive = still_running(newest) if newest else False
+    if alive is None:
+        return "unknown"  # its driver runs on another host
+    return "running" if alive else "interrupted"
 
 
 def run_record(run_dir: Path) -> RunRecord:

@@ -1,0 +1,319 @@
+"""Seeds, ``rlplat report`` and ``rlplat runs``: one trial per seed, statistics that an
+independent scipy computation reproduces, figures, and the status of every kind of run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import TINY_PPO, train_yaml
+from PIL import Image
+from scipy import stats as scipy_stats
+from test_config_errors import replace
+from test_eval import run_cli
+from test_resume import launch, read_until_iteration
+
+from rlplat.callbacks.search_report import BEST_YAML, RESULTS_CSV
+from rlplat.checkpoints import RESOLVED_EXPERIMENT
+from rlplat.experiment.yaml_io import parse_yaml
+from rlplat.report import stats
+
+
+def report_json(capsys, *args) -> dict:
+    code, out, err = run_cli(capsys, "report", *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def yaml_file(path: Path) -> dict:
+    return parse_yaml(path.read_text(), str(path))[0]
+
+
+# -- seeds -------------------------------------------------------------------------------------
+
+
+def test_seeds_run_one_trial_per_seed(seeded_cartpole):
+    run_dir = Path(seeded_cartpole.run_dir)
+    assert yaml_file(run_dir / RESOLVED_EXPERIMENT)["seeds"] == [0, 1, 2]
+    assert [t.status for t in seeded_cartpole.trials] == ["finished"] * 3
+    seeds = []
+    for trial in seeded_cartpole.trials:
+        # Each trial's checkpoint keeps a one-seed experiment: rlplat train on it reruns that seed.
+        experiment = yaml_file(Path(trial.last_checkpoint) / RESOLVED_EXPERIMENT)
+        assert "seeds" not in experiment
+        seeds.append(experiment["seed"])
+        assert trial.final_return >= 475
+    assert sorted(seeds) == [0, 1, 2]
+    # Different seeds sample different episodes: the three runs differ.
+    assert len({trial.env_steps for trial in seeded_cartpole.trials}) > 1
+    with open(run_dir / RESULTS_CSV) as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted(int(row["seed"]) for row in rows) == [0, 1, 2]
+    finals = [float(row["episode_return_mean_final"]) for row in rows]
+    assert {row["rank"] for row in rows} == {"1"}  # one configuration
+    mean = float(rows[0]["episode_return_mean_final_mean_over_seeds"])
+    assert mean == pytest.approx(np.mean(finals))
+    assert not (run_dir / BEST_YAML).exists()  # nothing to choose between
+
+
+def test_search_with_seeds_ranks_configurations_by_their_mean(ray_session, tmp_path):
+    """A grid of two learning rates on two seeds: four trials, the learning rate the same on
+    both seeds of a configuration; best.yaml is the winning configuration with its seeds."""
+    text = replace(TINY_PPO, "seed: 3\n", "seed: 3\nseeds: [5, 9]\n")
+    summary = train_yaml(text, tmp_path, "training.lr={grid: [0.0001, 0.003]}")
+    run_dir = Path(summary.run_dir)
+    with open(run_dir / RESULTS_CSV) as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 4
+    by_config: dict[str, list[dict]] = {}
+    for row in rows:
+        by_config.setdefault(row["rank"], []).append(row)
+    assert sorted(by_config) == ["1", "2"]
+    means = {}
+    for rank, group in by_config.items():
+        assert sorted(int(row["seed"]) for row in group) == [5, 9]
+        assert len({row["training.lr"] for row in group}) == 1
+        finals = [float(row["episode_return_mean_final"]) for row in group]
+        means[rank] = float(group[0]["episode_return_mean_final_mean_over_seeds"])
+        assert means[rank] == pytest.approx(np.mean(finals))
+    assert means["1"] >= means["2"]
+    best = yaml_file(run_dir / BEST_YAML)
+    assert best["seeds"] == [5, 9]
+    assert best["training"]["lr"] == float(by_config["1"][0]["training.lr"])
+
+
+def test_seeds_refuse_early_stopping_schedulers_and_a_searched_seed(capsys, tmp_path):
+    experiment = Path(__file__).parents[1] / "experiments/cartpole_ppo_asha.yaml"
+    code, _, err = run_cli(capsys, "train", experiment, "--seeds", "3", f"output_dir={tmp_path}")
+    message = " ".join(err.split())
+    assert code == 2 and "cannot run with scheduler asha" in message, err
+    assert "best.yaml with --seeds N" in message
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        experiment,
+        "--seeds",
+        "2",
+        "seed={choice: [1, 2]}",
+        "tune.scheduler=fifo",
+        f"output_dir={tmp_path}",
+    )
+    assert code == 2 and "seed is a search space and seeds is given" in " ".join(err.split())
+    assert not any(tmp_path.iterdir())
+
+
+# -- rlplat report -----------------------------------------------------------------------------
+
+
+def test_report_statistics_equal_scipy_on_the_per_seed_scores(seeded_cartpole, capsys, tmp_path):
+    """--score training: the seeds' own final windowed returns. IQM and its interval are
+    recomputed here with scipy from report.json's per-seed scores and the same bootstrap seed."""
+    run_dir = Path(seeded_cartpole.run_dir)
+    report = report_json(
+        capsys, run_dir, "--score", "training", "--out", tmp_path / "r", "--bootstrap-seed", "7"
+    )
+    [entry] = report["experiments"]
+    finals = {t.name: t.final_return for t in seeded_cartpole.trials}
+    assert entry["final_scores"] == [finals[t["trial"]] for t in entry["trials"]]
+    scores = np.array(entry["final_scores"])
+    expected = scipy_stats.bootstrap(
+        (scores,),
+        lambda x, axis: scipy_stats.trim_mean(x, 0.25, axis=axis),
+        n_resamples=10_000,
+        method="percentile",
+        random_state=np.random.default_rng(7),
+    )
+    iqm = entry["aggregates"]["iqm"]
+    assert iqm["estimate"] == pytest.approx(scipy_stats.trim_mean(scores, 0.25))
+    assert iqm["ci"] == pytest.approx(list(expected.confidence_interval))
+    assert iqm["ci"][0] < iqm["ci"][1]
+    assert entry["aggregates"]["median"]["estimate"] == pytest.approx(np.median(scores))
+    # The target is the experiment's stop.episode_return_mean; every seed reached it.
+    assert report["target"] == 475
+    assert all(t["to_target"]["env_steps"] <= t["env_steps"] for t in entry["trials"])
+    assert entry["aggregates"]["optimality_gap"]["estimate"] == pytest.approx(
+        np.mean(np.maximum(475 - scores, 0))
+    )
+
+
+def band_pixels(image: np.ndarray, colour: str) -> int:
+    """Pixels of a band: ``colour`` at 20% opacity over white (matplotlib's fill_between)."""
+    rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)], dtype=float)
+    band = 0.2 * rgb + 0.8 * 255
+    return int((np.abs(image[..., :3].astype(float) - band).max(axis=-1) <= 3).sum())
+
+
+def test_report_scores_seeds_by_greedy_episodes_of_their_last_checkpoint(
+    seeded_cartpole, capsys, tmp_path
+):
+    """The default score: 20 greedy episodes of each seed's last checkpoint, the same numbers
+    rlplat eval gives; report.md, curves (PNG, SVG) and final.png are written."""
+    from rlplat.report.plots import COLOURS
+
+    report = report_json(capsys, seeded_cartpole.run_dir, "--out", tmp_path / "r")
+    directory = Path(report["directory"])
+    assert directory == tmp_path / "r"
+    [entry] = report["experiments"]
+    first = entry["trials"][0]
+    code, out, err = run_cli(capsys, "eval", Path(first["path"]), "--last", "-n", "20", "--json")
+    assert code == 0, err
+    assert first["final_score"] == pytest.approx(json.loads(out)["returns"]["mean"])
+    assert first["checkpoint"] == json.loads(out)["checkpoint"]
+    assert all(score >= 475 for score in entry["final_scores"])  # solved: greedy 500
+    for name in ("report.md", "report.json", "curves.png", "curves.svg", "final.png"):
+        assert (directory / name).stat().st_size > 0
+    assert "| cartpole-ppo | 3 |" in (directory / "report.md").read_text()
+    image = np.asarray(Image.open(directory / "curves.png").convert("RGB"))
+    assert image.std() > 10  # not blank
+    assert band_pixels(image, COLOURS[0]) > 2000  # one experiment's band ...
+    assert band_pixels(image, COLOURS[1]) == 0  # ... and no other
+    # A second report never overwrites the first.
+    again = report_json(
+        capsys, seeded_cartpole.run_dir, "--out", tmp_path / "r", "--score", "training"
+    )
+    assert Path(again["directory"]) == tmp_path / "r-1"
+
+
+def test_report_compares_configurations_with_probability_of_improvement(
+    ray_session, capsys, tmp_path
+):
+    """Two runs of one experiment with different learning rates, two seeds each: labelled by
+    the key that differs, P(a > b) as counted over the seed pairs, and --marl-eval's layout."""
+    runs = []
+    for lr in ("0.0001", "0.003"):
+        text = replace(TINY_PPO, "seed: 3\n", "seed: 3\nseeds: 2\n")
+        (tmp_path / lr).mkdir()
+        runs.append(train_yaml(text, tmp_path / lr, f"training.lr={lr}").run_dir)
+    report = report_json(
+        capsys, *runs, "--score", "training", "--marl-eval", "--out", tmp_path / "r"
+    )
+    labels = [entry["label"] for entry in report["experiments"]]
+    assert labels == ["tiny-ppo (training.lr=0.0001)", "tiny-ppo (training.lr=0.003)"]
+    a, b = (entry["final_scores"] for entry in report["experiments"])
+    pairs = {(p["x"], p["y"]): p for p in report["probability_of_improvement"]}
+    counted = np.mean([(x > y) + 0.5 * (x == y) for x in a for y in b])
+    assert pairs[labels[0], labels[1]]["estimate"] == pytest.approx(counted)
+    assert pairs[labels[1], labels[0]]["estimate"] == pytest.approx(1 - counted)
+    marl = json.loads((Path(report["directory"]) / "marl_eval.json").read_text())
+    seeds = marl["gymnasium"]["CartPole-v1"][labels[0]]
+    assert sorted(seeds) == ["seed_3", "seed_4"]
+    assert seeds["seed_3"]["step_2"]["step_count"] > seeds["seed_3"]["step_0"]["step_count"]
+
+
+def test_report_refuses_bad_input_and_writes_nothing(seeded_cartpole, spread_run, capsys, tmp_path):
+    out = tmp_path / "r"
+
+    def refused(*args: str | Path) -> str:
+        code, _, err = run_cli(capsys, "report", *args, "--out", out)
+        assert code == 2, err
+        assert "Traceback" not in err
+        assert not out.exists()
+        return " ".join(err.split())
+
+    run_dir = Path(seeded_cartpole.run_dir)
+    assert "is not a run directory" in refused(tmp_path)
+    assert "Did you mean 'episode_return_mean'?" in refused(
+        run_dir, "--metric", "episode_retrun_mean"
+    )
+    assert "is not a return" in refused(run_dir, "--metric", "episode_len_mean")
+    assert "--x 'steps' is not one of env_steps, time_s" in refused(run_dir, "--x", "steps")
+    # The same run ranked by another metric: scores that do not compare.
+    other = tmp_path / "other" / run_dir.name
+    shutil.copytree(run_dir, other)
+    text = (other / RESOLVED_EXPERIMENT).read_text()
+    (other / RESOLVED_EXPERIMENT).write_text(text + "tune: {metric: episode_len_mean}\n")
+    assert "rank by different metrics" in refused(run_dir, other)
+    # A run without checkpoints cannot be scored by evaluation.
+    for checkpoint in other.glob("trial_*/checkpoint_*"):
+        shutil.rmtree(checkpoint)
+    message = refused(other, "--metric", "episode_return_mean")
+    assert "have no checkpoint to evaluate" in message and "--score training" in message
+    # Different environments: allowed, with a warning line.
+    code, said, err = run_cli(
+        capsys, "report", run_dir, spread_run.run_dir, "--score", "training", "--out", out
+    )
+    assert code == 0, err
+    assert "warning: the experiments ran on different environments" in " ".join(said.split())
+
+
+def test_stats_by_hand():
+    scores = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 100.0]
+    # IQM: the middle half (3, 4, 5, 6) after cutting two from each end.
+    assert stats.bootstrap_estimate(scores, stats.iqm, 0).estimate == pytest.approx(4.5)
+    assert stats.optimality_gap(5.0)(np.array(scores)) == pytest.approx((4 + 3 + 2 + 1) / 8)
+    one = stats.bootstrap_estimate([3.0], stats.mean, 0)
+    assert one.estimate == 3.0 and one.ci is None  # no interval from one seed
+    assert stats.improvement([2.0, 3.0], [1.0, 3.0], 0).estimate == pytest.approx(
+        (1 + 0 + 1 + 0.5) / 4  # 2>1, 2<3, 3>1, 3=3
+    )
+
+
+# -- rlplat runs -------------------------------------------------------------------------------
+
+
+def runs_json(capsys, directory: Path) -> dict[str, str]:
+    code, out, err = run_cli(capsys, "runs", directory, "--json")
+    assert code == 0, err
+    return {record["name"]: record["status"] for record in json.loads(out)}
+
+
+def test_runs_lists_finished_running_interrupted_and_failed_runs(ray_session, capsys, tmp_path):
+    out = tmp_path / "out"
+    train_yaml(replace(TINY_PPO, "name: tiny-ppo", "name: done"), tmp_path)
+    crashing = replace(
+        TINY_PPO,
+        "  id: CartPole-v1\n",
+        "  factory: envs.flaky:FlakyCartPole\n  kwargs: {crash_in_ray_actors: true}\n",
+    )
+    from rich.console import Console
+
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
+
+    path = tmp_path / "crash.yaml"
+    path.write_text(
+        replace(crashing, "name: tiny-ppo", "name: crashed").replace("OUTPUT", str(out))
+    )
+    failed = train(load_experiment(path), console=Console(quiet=True))
+    assert failed.trials[0].status == "error"
+    long_run = replace(TINY_PPO, "iterations: 3", "iterations: 1000")
+    path = tmp_path / "stopped.yaml"
+    path.write_text(
+        replace(long_run, "name: tiny-ppo", "name: stopped").replace("OUTPUT", str(out))
+    )
+    process = launch([str(path)], ray_session)
+    read_until_iteration(process, 2)
+    assert runs_json(capsys, out)["stopped"] == "running"
+    os.killpg(process.pid, signal.SIGINT)
+    process.communicate(timeout=120)
+    assert process.returncode == 130
+    statuses = runs_json(capsys, out)
+    assert statuses == {"stopped": "interrupted", "crashed": "failed", "done": "finished"}
+    code, table, _ = run_cli(capsys, "runs", out)
+    assert code == 0
+    lines = [
+        line
+        for line in table.splitlines()
+        if line.strip().startswith(("done", "crashed", "stopped"))
+    ]
+    assert [line.split()[0] for line in lines] == ["stopped", "crashed", "done"]  # newest first
+
+
+def test_runs_says_a_killed_driver_left_its_run_interrupted(ray_session, capsys, tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        replace(TINY_PPO, "iterations: 3", "iterations: 1000").replace("OUTPUT", str(tmp_path))
+    )
+    process = launch([str(path)], ray_session)
+    read_until_iteration(process, 1)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert runs_json(capsys, tmp_path) == {"tiny-ppo": "interrupted"}
+    code, _, err = run_cli(capsys, "runs", tmp_path / "missing")
+    assert code == 2 and "is not a directory" in err
