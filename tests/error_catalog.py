@@ -105,6 +105,17 @@ def _env_gone(scratch: Path, checkpoint: Path) -> None:
     experiment.write_text(experiment.read_text().replace("CartPole-v1", "LabMaze-v3"))
 
 
+def _run(scratch: Path, checkpoint: Path) -> None:
+    """The trained checkpoint's whole run directory, as ``run``."""
+    shutil.copytree(checkpoint.parents[1], scratch / "run")
+
+
+def _run_without_checkpoints(scratch: Path, checkpoint: Path) -> None:
+    _run(scratch, checkpoint)
+    for kept in (scratch / "run").glob("trial_*/checkpoint_*"):
+        shutil.rmtree(kept)
+
+
 def _exported(scratch: Path, checkpoint: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "rlplat.cli", "export", str(checkpoint), "--out", "exported",
@@ -263,6 +274,24 @@ CASES = [
     Case("serve --backend torch of an ONNX export", ["serve", "exported", "--backend", "torch"],
          setup=_exported),
     Case("serve --stop without a cluster", ["serve", "--stop"]),
+    Case(
+        "seeds with an early-stopping scheduler",
+        ["train", "exp.yaml", "--seeds", "3"],
+        _edit("stop: {iterations: 2}", "stop: {iterations: 2}\ntune: {scheduler: asha}"),
+    ),
+    Case("seeds listing a seed twice", ["train", "exp.yaml", "seeds=[1, 1]"]),
+    Case("report of a path that is not a run", ["report", "empty"], setup=_empty_dir),
+    Case(
+        "report of a metric the run never logged",
+        ["report", "run", "--metric", "episode_retrun_mean"],
+        setup=_run,
+    ),
+    Case(
+        "report scoring by evaluation a run without checkpoints",
+        ["report", "run"],
+        setup=_run_without_checkpoints,
+    ),
+    Case("runs of a directory that does not exist", ["runs", "nowhere"]),
     Case(
         "Checkpoint from another Ray version",
         ["eval", "old_checkpoint", "-n", "1"],

@@ -242,6 +242,42 @@ def test_report_refuses_bad_input_and_writes_nothing(seeded_cartpole, spread_run
     assert "warning: the experiments ran on different environments" in " ".join(said.split())
 
 
+def test_report_scores_an_agent_of_a_multi_agent_run(spread_run, capsys, tmp_path):
+    """--metric agent_return_mean/<agent>: each seed's score is that agent's greedy return, as
+    rlplat eval reports it; the curves follow the run's windowed return of the agent."""
+    report = report_json(
+        capsys,
+        spread_run.run_dir,
+        "--metric",
+        "agent_return_mean/agent_1",
+        "--eval-episodes",
+        "3",
+        "--out",
+        tmp_path / "r",
+    )
+    [entry] = report["experiments"]
+    code, out, err = run_cli(capsys, "eval", spread_run.run_dir, "--last", "-n", "3", "--json")
+    assert code == 0, err
+    evaluation = json.loads(out)
+    assert entry["final_scores"] == [evaluation["agent_returns"]["agent_1"]["mean"]]
+    assert entry["trials"][0]["episode_scores"] == [
+        episode["agent_returns"]["agent_1"] for episode in evaluation["per_episode"]
+    ]
+    assert report["metric_path"] == "window/agent_return_mean/agent_1"
+    message = " ".join(
+        run_cli(
+            capsys,
+            "report",
+            spread_run.run_dir,
+            "--metric",
+            "agent_return_mean/agent_9",
+            "--out",
+            tmp_path / "x",
+        )[2].split()
+    )
+    assert "Did you mean 'agent_return_mean/agent_" in message, message
+
+
 def test_stats_by_hand():
     scores = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 100.0]
     # IQM: the middle half (3, 4, 5, 6) after cutting two from each end.

@@ -4,8 +4,8 @@ figures.
 
 An *experiment* is one configuration of one run: a run of ``seeds: 3`` is one experiment with
 three seeds, a search with seeds one experiment per configuration. Experiments are labelled by
-their name plus the keys whose values differ between them (``simple-spread-qmix
-(training.mixer=vdn)``).
+their name, plus, where several share a name, the keys whose values differ between those
+(``simple-spread-qmix (training.mixer=vdn)``).
 
 A seed's final score is by default the mean return of greedy episodes of its last checkpoint,
 played by ``rlplat eval``'s code (no Ray); ``score="training"`` takes the run's own last windowed
@@ -190,14 +190,21 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _label(experiments: list[Experiment]) -> None:
-    """name (key=value, ...) with the keys whose values differ between the experiments."""
-    flats = [_flatten(e.experiment) for e in experiments]
-    keys = sorted({key for flat in flats for key in flat})
-    differing = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flats}) > 1]
-    for experiment, flat in zip(experiments, flats, strict=True):
-        experiment.differs = {key: flat.get(key) for key in differing}
-        shown = ", ".join(f"{k}={format_value(v)}" for k, v in experiment.differs.items())
-        experiment.label = experiment.experiment.get("name", "?") + (f" ({shown})" if shown else "")
+    """The experiment's name, and where several share a name, the keys whose values differ
+    between those (``name (key=value, ...)``)."""
+    by_name: dict[str, list[Experiment]] = {}
+    for experiment in experiments:
+        by_name.setdefault(str(experiment.experiment.get("name", "?")), []).append(experiment)
+    for name, group in by_name.items():
+        flats = [_flatten(e.experiment) for e in group]
+        keys = sorted({key for flat in flats for key in flat})
+        differing = [
+            key for key in keys if len({json.dumps(f.get(key), sort_keys=True) for f in flats}) > 1
+        ]
+        for experiment, flat in zip(group, flats, strict=True):
+            experiment.differs = {key: flat.get(key) for key in differing}
+            shown = ", ".join(f"{k}={format_value(v)}" for k, v in experiment.differs.items())
+            experiment.label = name + (f" ({shown})" if shown else "")
     labels = [e.label for e in experiments]
     for experiment in experiments:
         if labels.count(experiment.label) > 1:

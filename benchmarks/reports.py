@@ -1,0 +1,113 @@
+"""The README's tables over seeds, made with rlplat's own commands: each shipped experiment
+trained with ``rlplat train <file> --seeds 3``, then compared with ``rlplat report``.
+
+    python benchmarks/reports.py [--only qmix cartpole pendulum spread connect_four] [--runs DIR]
+
+One training command at a time. The CartPole and Pendulum runs, whose training seconds to the
+target are reported, run one seed at a time (``tune.max_concurrent=1``): their seconds are those
+of a training alone on the machine. A finished run of the same command already under ``--runs``
+(its run.json records the command) is reused instead of trained again. Each group's report goes
+to benchmarks/results/reports/<group>/ (report.json, report.md, the figures), and its
+curves.png and final.png are copied to docs/img/<group>-curves.png and docs/img/<group>-final.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks/results/reports"
+IMAGES = REPO / "docs/img"
+SEEDS = "3"
+ALONE = "tune.max_concurrent=1"
+QMIX_BUDGET = ("stop.env_steps=100000", "stop.time_s=null")
+
+# group -> (experiment files with their overrides, rlplat report options)
+GROUPS: dict[str, tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {
+    "qmix": (
+        [
+            ("experiments/simple_spread_qmix.yaml", (f"training.mixer={mixer}", *QMIX_BUDGET))
+            for mixer in ("qmix", "vdn", "none")
+        ],
+        ["--eval-episodes", "100"],
+    ),
+    "cartpole": (
+        [
+            ("experiments/cartpole_ppo.yaml", (ALONE,)),
+            ("experiments/cartpole_dqn.yaml", (ALONE,)),
+            ("benchmarks/plain_ppo_cartpole.yaml", (ALONE,)),
+        ],
+        ["--eval-episodes", "100"],
+    ),
+    "pendulum": ([("experiments/pendulum_sac.yaml", (ALONE,))], ["--eval-episodes", "100"]),
+    "spread": ([("experiments/simple_spread_ppo.yaml", ())], ["--eval-episodes", "100"]),
+    "connect_four": (
+        [("experiments/connect_four_ppo.yaml", ())],
+        ["--eval-episodes", "100", "--metric", "policy_return_mean/learner"],
+    ),
+}
+
+
+def rlplat(*args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlplat.cli", *args], capture_output=True, text=True, cwd=REPO
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"rlplat {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def finished_run(runs: Path, experiment: str, overrides: tuple[str, ...]) -> Path | None:
+    """The newest finished run under ``runs`` whose command was this training's."""
+    listed = json.loads(rlplat("runs", str(runs), "--json")) if runs.is_dir() else []
+    for record in listed:
+        command = json.loads((Path(record["path"]) / "run.json").read_text())["command"]
+        wanted = [Path(experiment).name, "--seeds", SEEDS, *overrides]
+        if record["status"] == "finished" and all(
+            any(part == arg or arg.endswith("/" + part) for arg in command) for part in wanted
+        ):
+            return Path(record["path"])
+    return None
+
+
+def seeded_run(runs: Path, experiment: str, overrides: tuple[str, ...]) -> Path:
+    found = finished_run(runs, experiment, overrides)
+    if found is not None:
+        print(f"reusing {found}", flush=True)
+        return found
+    print(f"rlplat train {experiment} --seeds {SEEDS} {' '.join(overrides)}", flush=True)
+    rlplat("train", experiment, "--seeds", SEEDS, *overrides, f"output_dir={runs}")
+    found = finished_run(runs, experiment, overrides)
+    if found is None:
+        raise SystemExit(f"no finished run of {experiment} under {runs}")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", choices=list(GROUPS), default=list(GROUPS))
+    parser.add_argument("--runs", type=Path, default=REPO / "checkpoints/benchmarks")
+    args = parser.parse_args()
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    for group in args.only:
+        experiments, options = GROUPS[group]
+        runs = [str(seeded_run(args.runs.resolve(), e, o)) for e, o in experiments]
+        out = RESULTS / group
+        if out.exists():
+            shutil.rmtree(out)  # the previous report of this group, replaced
+        report = json.loads(rlplat("report", *runs, *options, "--out", str(out), "--json"))
+        for figure in ("curves", "final"):
+            shutil.copy(out / f"{figure}.png", IMAGES / f"{group}-{figure}.png")
+        print((out / "report.md").read_text(), flush=True)
+        for entry in report["experiments"]:
+            iqm = entry["aggregates"]["iqm"]
+            print(f"{group}: {entry['label']}: IQM {iqm['estimate']:.2f} {iqm['ci']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
