@@ -98,7 +98,9 @@ def rank_rows(rows: list[TrialRow], mode: str, target_reached: str | None = None
     sign = 1.0 if mode == "max" else -1.0
     groups: dict[str, list[TrialRow]] = {}
     for row in rows:
-        groups.setdefault(configuration_key(row.experiment), []).append(row)
+        # Without seeds every trial stands alone, even if a searcher drew the same values twice.
+        key = row.name if row.seed is None else configuration_key(row.experiment)
+        groups.setdefault(key, []).append(row)
 
     def key(group: list[TrialRow]) -> tuple[int, float, float]:
         steps = sum(row.env_steps or 0 for row in group) / len(group)

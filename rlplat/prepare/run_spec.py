@@ -210,8 +210,9 @@ def _resolved(
     experiment: Experiment, algo_config: AlgorithmConfig, spaces: list[Space]
 ) -> dict[str, Any]:
     resolved = experiment.model_dump(mode="json")
-    if resolved.get("tune") is None:
-        resolved.pop("tune", None)
+    for optional in ("tune", "seeds"):  # absent: one trial, one seed
+        if resolved.get(optional) is None:
+            resolved.pop(optional, None)
     merge_into(resolved, effective_settings(algo_config))
     return substitute(resolved, {s.path: s.to_yaml() for s in spaces})
 
