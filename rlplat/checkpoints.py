@@ -32,6 +32,8 @@ RESOLVED_EXPERIMENT = "experiment.yaml"
 # its driver ends, what each trial did.
 RUN_INFO = "run.json"
 SUMMARY = "summary.json"
+# A trial directory's results, one JSON line per iteration (Tune's JSON logger).
+RESULTS_JSON = "result.json"
 # Where an RLlib checkpoint keeps the learner (weights and optimizer) and the RLModules in it.
 LEARNER = "learner_group/learner"
 RL_MODULE = f"{LEARNER}/rl_module"

@@ -105,7 +105,89 @@ def test_seeds_refuse_early_stopping_schedulers_and_a_searched_seed(capsys, tmp_
         f"output_dir={tmp_path}",
     )
     assert code == 2 and "seed is a search space and seeds is given" in " ".join(err.split())
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        experiment,
+        "--seeds",
+        "2",
+        "tune.searcher=bohb",
+        "tune.scheduler=null",
+        f"output_dir={tmp_path}",
+    )
+    assert code == 2 and "cannot run with searcher bohb" in " ".join(err.split()), err
     assert not any(tmp_path.iterdir())
+
+
+def test_seed_repeater_runs_each_suggestion_on_every_seed():
+    """Optuna and HyperOpt get Tune's Repeater: a configuration per suggestion, one trial per
+    seed with the seed set (no trial index left), the searcher told the mean over seeds."""
+    from ray.tune.search import Searcher
+
+    from rlplat.prepare.search import SeedRepeater
+
+    class Counting(Searcher):
+        def __init__(self):
+            super().__init__(metric="score", mode="max")
+            self.suggested, self.completed = 0, []
+
+        def suggest(self, trial_id):
+            self.suggested += 1
+            return {"training": {"lr": self.suggested / 10}, "seed": 0}
+
+        def on_trial_complete(self, trial_id, result=None, error=False):
+            self.completed.append((trial_id, result))
+
+    inner = Counting()
+    repeater = SeedRepeater(inner, [5, 9])
+    configs = [repeater.suggest(f"t{i}") for i in range(4)]
+    assert [c["seed"] for c in configs] == [5, 9, 5, 9]
+    assert [c["training"]["lr"] for c in configs] == [0.1, 0.1, 0.2, 0.2]
+    assert all("__trial_index__" not in c for c in configs)
+    repeater.on_trial_complete("t0", {"score": 1.0})
+    repeater.on_trial_complete("t1", {"score": 3.0})
+    assert inner.completed == [("t0", {"score": 2.0})]
+
+
+def test_ranking_with_seeds_judges_a_configuration_by_all_its_seeds():
+    """Configurations rank by their mean over seeds; one whose seed failed has no mean and goes
+    last, however well its surviving seed did."""
+    from rlplat.callbacks.search_report import TrialRow, rank_rows
+
+    def row(name, lr, seed, final):
+        experiment = {"training": {"lr": lr}, "seed": seed}
+        return TrialRow(
+            name,
+            "finished",
+            "stop.iterations",
+            1,
+            100,
+            final,
+            final,
+            1.0,
+            {"training.lr": lr},
+            experiment,
+            seed=seed,
+        )
+
+    rows = [
+        row("a0", 0.1, 0, 10.0),
+        row("a1", 0.1, 1, 30.0),  # mean 20
+        row("b0", 0.2, 0, 25.0),
+        row("b1", 0.2, 1, 25.0),  # mean 25
+        row("c0", 0.3, 0, 90.0),
+        row("c1", 0.3, 1, None),  # a seed without a value
+    ]
+    ranked = rank_rows(rows, "max")
+    assert [(r.name, r.rank) for r in ranked] == [
+        ("b0", 1),
+        ("b1", 1),
+        ("a0", 2),
+        ("a1", 2),
+        ("c0", 3),
+        ("c1", 3),
+    ]
+    assert ranked[0].config_mean == 25.0 and ranked[-1].config_mean is None
 
 
 # -- rlplat report -----------------------------------------------------------------------------

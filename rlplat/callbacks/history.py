@@ -23,10 +23,10 @@ from tensorboard.backend.event_processing.event_file_loader import RawEventFileL
 from tensorboardX.proto.event_pb2 import Event
 from tensorboardX.record_writer import RecordWriter
 
+from rlplat.checkpoints import RESULTS_JSON
 from rlplat.metrics import ENV_STEPS, ITERATION, finite, lookup
 from rlplat.util.atomic import write_atomic
 
-RESULTS_JSON = "result.json"
 PROGRESS_CSV = "progress.csv"
 EVENTS_GLOB = "events.out.tfevents.*"
 

@@ -2,8 +2,10 @@
 
 ``results.csv`` has one row per trial: rank, status, why it stopped (a stop condition, early
 stopping by the scheduler, an error), iterations, env steps, the final and best value of the
-ranking metric, and every searched value. ``best.yaml`` is the winning trial's complete experiment,
-which ``rlplat train best.yaml`` runs as one trial.
+ranking metric, and every searched value (with seeds: each trial's seed and its configuration's
+mean over seeds, by which configurations rank). ``best.yaml`` is the winning trial's complete
+experiment, which ``rlplat train best.yaml`` runs as one trial (with seeds: the winning
+configuration, run again on its seeds).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -28,6 +29,7 @@ from rlplat.experiment.spaces import Space, value_at
 from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.metrics import ENV_STEPS, ITERATION, RETURN_MEAN, TIME_TOTAL, finite, lookup
 from rlplat.util.atomic import write_atomic
+from rlplat.util.tables import new_table, print_table
 
 RESULTS_CSV = "results.csv"
 BEST_YAML = "best.yaml"
@@ -119,32 +121,20 @@ def rank_rows(rows: list[TrialRow], mode: str, target_reached: str | None = None
 
 
 def _mean(values: list[float | None]) -> float | None:
-    known = [value for value in values if value is not None]
-    return sum(known) / len(known) if known else None
+    """The mean of every seed's value; None when a seed has none (it failed, or never finished
+    an episode): a configuration is not judged by its surviving seeds."""
+    if not values or any(value is None for value in values):
+        return None
+    return sum(values) / len(values)
+
+
+def configuration_count(rows: list[TrialRow]) -> int:
+    return len({row.rank for row in rows})
 
 
 def seeded(rows: list[TrialRow]) -> bool:
     """True when some configuration ran on several seeds."""
-    return len({row.rank for row in rows}) < len(rows)
-
-
-def new_table(title: str, left: list[str], right: list[str]) -> Table:
-    """A compact table whose cells never wrap (a log file keeps one line per trial)."""
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in left:
-        table.add_column(column, no_wrap=True)
-    for column in right:
-        table.add_column(column, justify="right", no_wrap=True)
-    return table
-
-
-def print_table(console: Console, table: Table) -> None:
-    """Off a terminal (a log file, a pipe) rich assumes 80 columns: give the table its own width."""
-    if console.quiet:
-        return
-    if not console.is_terminal:
-        console = Console(file=console.file, width=400, no_color=console.no_color)
-    console.print(table, highlight=False)
+    return configuration_count(rows) < len(rows)
 
 
 def ranked_table(rows: list[TrialRow], metric: str, title: str) -> Table:

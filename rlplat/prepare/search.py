@@ -272,8 +272,26 @@ def _check_seeds(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], loca
             location=locate("seeds"),
             key="seeds",
         )
+    if len(exp.seeds or []) < 2:
+        return
+    searcher, options = entry_parts(tune_spec.searcher)
+    if searcher == "bohb":
+        raise ConfigError(
+            f"seeds ({len(exp.seeds or [])}) cannot run with searcher bohb: BOHB's own HyperBand "
+            "stops each seed's trial on its own, so a configuration's seeds would stop after "
+            "different budgets. Use searcher optuna or hyperopt with seeds.",
+            location=locate("seeds"),
+            key="seeds",
+        )
+    if searcher == "random" and "constant_grid_search" in options:
+        raise ConfigError(
+            "with seeds, rlplat keeps every sampled value the same on all seeds "
+            "(constant_grid_search: true): leave the option out.",
+            location=locate("tune.searcher"),
+            key="tune.searcher",
+        )
     scheduler = scheduler_entry(tune_spec)[0]
-    if len(exp.seeds or []) < 2 or scheduler == "fifo":
+    if scheduler == "fifo":
         return
     why = (
         "population-based training copies weights between trials, so the seeds of one "

@@ -36,6 +36,7 @@ from rlplat.metrics import (
     POLICY_RETURNS,
     RETURN_MEAN,
     TIME_TOTAL,
+    lookup,
     metric_path,
 )
 from rlplat.policy.evaluate import EvalOptions, EvalReport, evaluate
@@ -215,20 +216,25 @@ def _label(experiments: list[Experiment]) -> None:
 
 
 def _metric(experiments: list[Experiment], given: str | None) -> str:
+    """``--metric``, else the metric the runs rank by (they must agree, and maximise it)."""
+    tunes = {e.run_dir: run_experiment(e.run_dir).get("tune") or {} for e in experiments}
     if given is not None:
         return given
-    metrics = {
-        (e.run_dir.name, (run_experiment(e.run_dir).get("tune") or {}).get("metric"))
-        for e in experiments
-    }
-    names = {name or "episode_return_mean" for _, name in metrics}
-    if len(names) > 1:
-        listed = "; ".join(f"{run}: {name or 'episode_return_mean'}" for run, name in metrics)
+    names = {run.name: tune.get("metric", "episode_return_mean") for run, tune in tunes.items()}
+    if len(set(names.values())) > 1:
+        listed = "; ".join(f"{run}: {name}" for run, name in names.items())
         raise UserError(
             f"the runs rank by different metrics ({listed}), so their scores do not compare. "
             "Choose the one to report with --metric."
         )
-    return names.pop()
+    minimised = [run.name for run, tune in tunes.items() if tune.get("mode") == "min"]
+    if minimised:
+        raise UserError(
+            f"run {minimised[0]} minimises its metric (tune.mode: min); rlplat report treats "
+            "higher scores as better (IQM, optimality gap, probability of improvement). Report a "
+            "metric to maximise with --metric, e.g. episode_return_mean."
+        )
+    return next(iter(names.values()))
 
 
 def _check_metric_and_envs(
@@ -244,6 +250,12 @@ def _check_metric_and_envs(
                 raise UserError(
                     f"{seed.trial.path} has no results (result.json is empty): the trial "
                     "stopped before its first iteration. Leave its run out of the report."
+                )
+            if any(lookup(result, path) is not None for result in seed.results):
+                raise UserError(
+                    f"{seed.trial.path} logged {metric!r} but never a finite value: the trial "
+                    "stopped (or failed) before its first episode ended, so this seed has no "
+                    "score. Leave its run out of the report, or run that seed again."
                 )
             shorts = [alias for alias, full in METRIC_ALIASES.items() if full in logged]
             members = [p.removeprefix("window/") for p in logged if p.startswith(MEMBER_PATHS)]
@@ -453,10 +465,13 @@ def _curves(
             xs = column(s.results, x_path)
             ys = column(s.results, metric_path(metric))
             keep = np.isfinite(xs) & np.isfinite(ys)
-            seeds.append((xs[keep], ys[keep]))
+            xs, ys = xs[keep], ys[keep]
+            # x only grows (a PBT exploit restarts a trial's clock): keep each new maximum.
+            rising = np.concatenate(([True], xs[1:] > np.maximum.accumulate(xs)[:-1]))
+            seeds.append((xs[rising], ys[rising]))
         start = max(xs[0] for xs, _ in seeds)
         end = min(xs[-1] for xs, _ in seeds)
-        grid = np.linspace(start, end, GRID_POINTS) if end > start else np.array([end])
+        grid = np.linspace(start, end, GRID_POINTS) if end > start else np.array([start])
         values = np.stack([np.interp(grid, xs, ys) for xs, ys in seeds])
         centre, low, high = stats.curve_band(values, stats.iqm, options.bootstrap_seed)
         curves.append(plots.Curve(experiment.label, grid, centre, low, high, seeds))
@@ -514,7 +529,8 @@ def _files(
         curves,
         x_label,
         metric,
-        f"{metric} during training: {how}, 95% bootstrap band; thin lines: each seed",
+        f"{metric} during training: {how} (up to the shortest seed), 95% bootstrap band; "
+        "thin lines: each seed",
         directory / "curves",
     )
     names = list(report["experiments"][0]["aggregates"])
@@ -658,5 +674,6 @@ def marl_eval(report: dict[str, Any], experiments: list[Experiment]) -> dict[str
                 for j, i in enumerate(keep)
             }
             run["absolute_metrics"] = {"return": s.episodes or [s.final]}
-            algorithm[f"seed_{s.trial.seed}"] = run
+            key = f"seed_{s.trial.seed}"
+            algorithm[key if key not in algorithm else f"{key}_{s.trial.name}"] = run
     return data

@@ -18,16 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from rlplat.callbacks.search_report import new_table, print_table
-from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY
+from rlplat.checkpoints import RESOLVED_EXPERIMENT, RESULTS_JSON, RUN_INFO, SUMMARY
 from rlplat.errors import UserError
 from rlplat.experiment.load import trial_experiment
+from rlplat.experiment.schema import EnvSpec
 from rlplat.experiment.yaml_io import parse_yaml
 from rlplat.metrics import ENV_STEPS, finite, lookup, metric_path
 from rlplat.util.process import still_running
+from rlplat.util.tables import new_table, print_table
 
 TRIAL_PARAMS = "params.json"  # Tune's copy of the trial's config: the trial's experiment
-TRIAL_RESULTS = "result.json"  # one JSON result per line, one line per iteration
 STATUSES = ("running", "finished", "interrupted", "failed", "unknown")
 
 
@@ -113,7 +113,7 @@ def read_results(trial_dir: Path) -> list[dict[str, Any]]:
     """Every result the trial reported, oldest first (a cut-off last line is skipped)."""
     results = []
     try:
-        lines = (trial_dir / TRIAL_RESULTS).read_text().splitlines()
+        lines = (trial_dir / RESULTS_JSON).read_text().splitlines()
     except OSError:
         return []
     for line in lines:
@@ -149,8 +149,11 @@ def logged_paths(results: list[dict[str, Any]]) -> list[str]:
 
 
 def env_label(experiment: dict[str, Any]) -> str:
-    env = experiment.get("env") or {}
-    return str(env.get("id") or env.get("pettingzoo") or env.get("factory") or "?")
+    """The env as the experiment names it; "?" for an env section this rlplat cannot read."""
+    try:
+        return EnvSpec.model_validate(experiment.get("env") or {}).label
+    except ValueError:
+        return "?"
 
 
 @dataclass
@@ -184,9 +187,9 @@ def run_status(run_dir: Path, info: dict[str, Any], summary: dict[str, Any] | No
         if "error" in statuses:
             return "failed"
         return "interrupted" if statuses - {"finished"} or not statuses else "finished"
-    alive = still_running(newest) if newest else False
+    alive = still_running(newest) if newest else None
     if alive is None:
-        return "unknown"  # its driver runs on another host
+        return "unknown"  # its driver ran on another host, or the run predates driver records
     return "running" if alive else "interrupted"
 
 

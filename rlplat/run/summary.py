@@ -16,7 +16,7 @@ from rlplat.callbacks.progress import format_duration
 from rlplat.callbacks.search_report import (
     TARGET_REACHED,
     TrialRow,
-    print_table,
+    configuration_count,
     rank_rows,
     ranked_table,
     seeded,
@@ -45,6 +45,7 @@ from rlplat.prepare import PreparedRun
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
 from rlplat.run.storage import storage_failed, storage_reason
 from rlplat.tune_state import failed_in_this_process
+from rlplat.util.tables import print_table
 
 
 @dataclass
@@ -193,8 +194,12 @@ def report_search(summary: RunSummary, run: PreparedRun, run_dir: Path, console:
     print_table(console, ranked_table(rows, tune_spec.metric, title))
     csv_path = write_results_csv(run_dir, rows, tune_spec.metric)
     console.print(f"All trials: {csv_path}", highlight=False)
-    winner = next((row for row in rows if row.status != "error" and row.final is not None), None)
-    if winner is not None and len({row.rank for row in rows}) > 1:
+    if exp.seeds:  # the best configuration whose every seed has a final value
+        winner = next((row for row in rows if row.config_mean is not None), None)
+    else:
+        winner = next((r for r in rows if r.status != "error" and r.final is not None), None)
+    one_configuration = bool(exp.seeds) and configuration_count(rows) == 1
+    if winner is not None and not one_configuration:
         population = scheduler_name(exp) in POPULATION_SCHEDULERS
         best = write_best_yaml(run_dir, winner, tune_spec.metric, population, exp.seeds)
         summary.best_yaml = str(best)
@@ -243,7 +248,7 @@ def print_summary(summary: RunSummary, console: Console) -> None:
         highlight=False,
     )
     shown = summary.trials
-    if summary.search is not None and len({row.rank for row in summary.search}) > 1:
+    if summary.search is not None and configuration_count(summary.search) > 1:
         winners = {row.name for row in summary.search if row.rank == 1}
         shown = [t for t in summary.trials if t.error or t.name in winners]
     for trial in shown:
