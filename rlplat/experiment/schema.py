@@ -512,14 +512,11 @@ class Experiment(Section):
         return value
 
     def seed_list(self) -> list[int] | None:
-        """The trials' seeds (``seeds: N`` counts up from ``seed``); None without ``seeds``."""
-        if self.seeds is None:
-            return None
-        if isinstance(self.seeds, list):
-            return list(self.seeds)
-        if self.seed is None:
-            raise ValueError("seeds: N counts up from seed, which is null (random) here")
-        return [self.seed + index for index in range(self.seeds)]
+        """The trials' seeds (``seeds: N`` counts up from ``seed``, which ``prepare`` has drawn
+        when it was null); None without ``seeds``."""
+        if self.seeds is None or isinstance(self.seeds, list):
+            return self.seeds
+        return [(self.seed or 0) + index for index in range(self.seeds)]
 
     @field_validator("connectors")
     @classmethod

@@ -132,6 +132,7 @@ def final_figure(
         axes.set_title(AGGREGATE_TITLES.get(name, name), fontsize=10)
         axes.grid(axis="x", alpha=0.3)
         axes.set_ylim(-0.6, len(labels) - 0.4)
+        axes.margins(x=0.12)
         axes.tick_params(axis="x", labelsize=8)
     figure.supxlabel(f"{metric} (95% bootstrap CI; dots: seeds)", fontsize=9)
     figure.tight_layout()
