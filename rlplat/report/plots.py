@@ -97,6 +97,16 @@ class Interval:
     high: float | None
 
 
+def _padded(intervals: list[Interval], scores: list[list[float]]) -> tuple[float, float]:
+    """x limits around every estimate, interval end and seed score, with room at both ends
+    (bars' sticky edges would otherwise pin the axis to them)."""
+    values = [v for i in intervals for v in (i.estimate, i.low, i.high) if v is not None]
+    values += [v for seed_scores in scores for v in seed_scores]
+    low, high = min(values), max(values)
+    pad = 0.08 * (high - low) or 0.05 * abs(high) or 1.0
+    return low - pad, high + pad
+
+
 def final_figure(
     labels: list[str],
     aggregates: dict[str, list[Interval]],
@@ -132,7 +142,7 @@ def final_figure(
         axes.set_title(AGGREGATE_TITLES.get(name, name), fontsize=10)
         axes.grid(axis="x", alpha=0.3)
         axes.set_ylim(-0.6, len(labels) - 0.4)
-        axes.margins(x=0.12)
+        axes.set_xlim(*_padded(aggregates[name], scores if name != "optimality_gap" else []))
         axes.tick_params(axis="x", labelsize=8)
     figure.supxlabel(f"{metric} (95% bootstrap CI; dots: seeds)", fontsize=9)
     figure.tight_layout()
