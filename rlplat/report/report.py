@@ -220,14 +220,14 @@ def _metric(experiments: list[Experiment], given: str | None) -> str:
     tunes = {e.run_dir: run_experiment(e.run_dir).get("tune") or {} for e in experiments}
     if given is not None:
         return given
-    names = {run.name: tune.get("metric", "episode_return_mean") for run, tune in tunes.items()}
+    names = {str(run): tune.get("metric", "episode_return_mean") for run, tune in tunes.items()}
     if len(set(names.values())) > 1:
         listed = "; ".join(f"{run}: {name}" for run, name in names.items())
         raise UserError(
             f"the runs rank by different metrics ({listed}), so their scores do not compare. "
             "Choose the one to report with --metric."
         )
-    minimised = [run.name for run, tune in tunes.items() if tune.get("mode") == "min"]
+    minimised = [str(run) for run, tune in tunes.items() if tune.get("mode") == "min"]
     if minimised:
         raise UserError(
             f"run {minimised[0]} minimises its metric (tune.mode: min); rlplat report treats "
