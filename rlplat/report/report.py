@@ -63,7 +63,6 @@ SCORES = ("eval", "training")
 GRID_POINTS = 100
 # Keys that never tell experiments apart in a label: where and how a run was kept or searched.
 UNLABELLED = ("name", "seed", "seeds", "output_dir", "tune", "watchdog_s", "video", "export")
-REPORT_FILES = ("report.json", "report.md", "curves.png", "curves.svg", "final.png")
 MARL_EVAL_FILE = "marl_eval.json"
 MEMBER_PATHS = (POLICY_RETURNS + "/", AGENT_RETURNS + "/")
 

@@ -28,7 +28,6 @@ from rlplat.util.process import still_running
 from rlplat.util.tables import new_table, print_table
 
 TRIAL_PARAMS = "params.json"  # Tune's copy of the trial's config: the trial's experiment
-STATUSES = ("running", "finished", "interrupted", "failed", "unknown")
 
 
 def is_run(path: Path) -> bool:
