@@ -175,6 +175,32 @@ def test_ranking_with_seeds_judges_a_configuration_by_all_its_seeds():
     assert ranked[0].config_mean == 25.0 and ranked[-1].config_mean is None
 
 
+def test_live_table_shows_each_trials_seed(capsys):
+    """While a seeded search runs, the trial table says which seed each trial is."""
+    from rich.console import Console
+
+    from rlplat.callbacks.search_report import LiveTrialTable
+    from rlplat.experiment.spaces import Space
+
+    class Trial:  # what the table reads of Tune's Trial
+        status, last_result = "RUNNING", {}
+
+        def __init__(self, seed: int):
+            self.config = {"seed": seed, "seeds": [5, 9], "training": {"lr": 0.1}}
+
+        def __str__(self) -> str:
+            return f"trial_{self.config['seed']}"
+
+    space = Space(("training", "lr"), "choice", (0.1, 0.2))
+    trials = [Trial(5), Trial(9)]
+    console = Console(width=200)
+    console.print(LiveTrialTable([space], console, seeded=True).table(trials))
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if "status" in line)
+    assert header.split()[:4] == ["trial", "status", "seed", "training.lr"]
+    assert [line.split()[2] for line in lines if "running" in line] == ["5", "9"]
+
+
 # -- rlplat report -----------------------------------------------------------------------------
 
 

@@ -263,7 +263,8 @@ def write_best_yaml(
 
 
 class LiveTrialTable(ConsoleCallback):
-    """Every ``interval_s``, a table of all trials: status, searched values, progress, return."""
+    """Every ``interval_s``, a table of all trials: status, seed (with seeds), searched values,
+    progress, return."""
 
     STATUS = {
         "RUNNING": "running",
@@ -273,16 +274,19 @@ class LiveTrialTable(ConsoleCallback):
         "ERROR": "error",
     }
 
-    def __init__(self, spaces: list[Space], console: Console, interval_s: float = 30.0):
+    def __init__(
+        self, spaces: list[Space], console: Console, interval_s: float = 30.0, seeded: bool = False
+    ):
         self.spaces = spaces
         self.console = console
         self.interval_s = interval_s
+        self.paths = [("seed",)] * seeded + [space.path for space in spaces]
         self._printed_at = time.monotonic()
 
     def table(self, trials: list) -> Table:
         table = new_table(
             f"{len(trials)} trial(s)",
-            ["trial", "status", *(space.dotted for space in self.spaces)],
+            ["trial", "status", *(".".join(path) for path in self.paths)],
             ["iter", "env steps", "return"],
         )
         for trial in trials:
@@ -291,7 +295,7 @@ class LiveTrialTable(ConsoleCallback):
             table.add_row(
                 str(trial),
                 self.STATUS.get(trial.status, trial.status.lower()),
-                *(format_value(value_at(config, s.path)) for s in self.spaces),
+                *(format_value(value_at(config, path)) for path in self.paths),
                 str(result.get(ITERATION, 0)),
                 f"{int(finite(lookup(result, ENV_STEPS)) or 0):,}",
                 _number(finite(lookup(result, RETURN_MEAN))),

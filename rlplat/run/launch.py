@@ -186,7 +186,7 @@ def _callbacks(run: PreparedRun, run_dir: Path, console: Console) -> list:
     if exp.video.every:
         callbacks.append(TrainingVideos(exp.video, tensorboard))
     if search:
-        callbacks.append(LiveTrialTable(run.spaces, console))
+        callbacks.append(LiveTrialTable(run.spaces, console, seeded=bool(exp.seeds)))
     if population:
         callbacks.append(PopulationLog(run_dir, run.spaces, console))
     return callbacks
