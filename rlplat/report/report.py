@@ -216,7 +216,8 @@ def _label(experiments: list[Experiment]) -> None:
 
 def _metric(experiments: list[Experiment], given: str | None) -> str:
     """``--metric``, else the metric the runs rank by (they must agree, and maximise it)."""
-    tunes = {e.run_dir: run_experiment(e.run_dir).get("tune") or {} for e in experiments}
+    runs = dict.fromkeys(e.run_dir for e in experiments)  # a search's configurations share one
+    tunes = {run: run_experiment(run).get("tune") or {} for run in runs}
     if given is not None:
         return given
     names = {str(run): tune.get("metric", "episode_return_mean") for run, tune in tunes.items()}
