@@ -6,7 +6,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -17,6 +17,11 @@ from rlplat.cluster.connect import FIXED_HASH_SEED, quiet_ray_logs, start_ray
 from rlplat.errors import Interrupted, RlplatError, UserError
 from rlplat.util.project import project_code, project_paths, use_project_paths
 from rlplat.util.versions import versions
+
+if TYPE_CHECKING:
+    from rlplat.experiment.load import LoadedExperiment
+    from rlplat.run.summary import RunSummary
+    from rlplat.util.timings import StageClock
 
 app = typer.Typer(
     add_completion=False,
@@ -101,6 +106,14 @@ def train(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Validate and print the resolved experiment only.")
     ] = False,
+    timings: Annotated[
+        bool,
+        typer.Option(
+            "--timings",
+            help="Print the seconds of each stage (imports, validation, Ray's start, the trial's "
+            "start, training, shutdown) at the end; run.json records them either way.",
+        ),
+    ] = False,
     verbose: Verbose = False,
     debug: Debug = False,
 ) -> None:
@@ -108,17 +121,14 @@ def train(
 
     With a tune: section or search spaces in the file, runs a hyperparameter search.
     """
-    # Imported per command: `rlplat eval` and `--help` start without loading Ray Tune and RLlib.
+    from rlplat.cluster.connect import RayStarting, embedded  # noqa: PLC0415
     from rlplat.experiment.load import load_experiment  # noqa: PLC0415
-    from rlplat.experiment.yaml_io import dump_yaml  # noqa: PLC0415
-    from rlplat.prepare import prepare  # noqa: PLC0415
-    from rlplat.run.launch import resume as resume_run  # noqa: PLC0415
-    from rlplat.run.launch import train as run_training  # noqa: PLC0415
-    from rlplat.run.summary import print_summary, raise_if_failed  # noqa: PLC0415
+    from rlplat.util.timings import StageClock  # noqa: PLC0415
 
-    quiet_ray_logs(verbose)
+    clock = StageClock()
     if not verbose:
         warnings.filterwarnings("ignore")
+    starting = None
     if resume is not None:
         if experiment is not None or overrides or dry_run or from_checkpoint or seeds:
             raise UserError(
@@ -127,9 +137,6 @@ def train(
                 "--from, --seeds or --dry-run."
             )
         use_project_paths(project_paths(resume))
-        summary = resume_run(
-            resume, retry_errored=retry_errored, address=address, verbose=verbose, console=console
-        )
     else:
         if experiment is None:
             raise UserError(
@@ -141,18 +148,77 @@ def train(
         if seeds is not None:
             overrides = [*(overrides or []), f"seeds={seeds}"]
         use_project_paths(project_paths(experiment))
-        loaded = load_experiment(experiment, overrides or [])
-        if dry_run:
-            console.print(dump_yaml(prepare(loaded).resolved()), highlight=False, end="")
-            stepped = "built and stepped" if loaded.experiment.env.check else "built"
-            console.print(
-                f"# {experiment} is valid: every key checked, the env {stepped}, the RLlib "
-                "config built. Nothing was run.",
-                highlight=False,
-            )
-            return
-        summary = run_training(loaded, address=address, verbose=verbose, console=console)
+        loaded = load_experiment(experiment, overrides or [])  # the schema: no RLlib needed yet
+        if not dry_run and embedded(address):
+            # Ray starts while RLlib is imported and the env and RLlib config are built.
+            starting = RayStarting(verbose, project_code(loaded.experiment.env.user_modules))
+    started_here = starting is not None or (resume is not None and embedded(address))
+    try:
+        # Imported per command: `rlplat eval` and `--help` start without loading Tune and RLlib.
+        from rlplat.run.launch import resume as resume_run  # noqa: PLC0415
+        from rlplat.run.launch import train as run_training  # noqa: PLC0415
+
+        quiet_ray_logs(verbose)
+    except BaseException:
+        if starting is not None:
+            starting.cancel()
+        raise
+    clock.lap("imports")
+    if resume is not None:
+        summary = resume_run(
+            resume,
+            retry_errored=retry_errored,
+            address=address,
+            verbose=verbose,
+            console=console,
+            clock=clock,
+        )
+    elif dry_run:
+        _print_dry_run(loaded, experiment)
+        return
+    else:
+        summary = run_training(
+            loaded,
+            address=address,
+            verbose=verbose,
+            console=console,
+            starting=starting,
+            clock=clock,
+        )
+    _finish_training(summary, clock, shutdown_ray=started_here, show_timings=timings)
+
+
+def _print_dry_run(loaded: LoadedExperiment, experiment: Path) -> None:
+    from rlplat.experiment.yaml_io import dump_yaml  # noqa: PLC0415
+    from rlplat.prepare import prepare  # noqa: PLC0415
+
+    console.print(dump_yaml(prepare(loaded).resolved()), highlight=False, end="")
+    stepped = "built and stepped" if loaded.experiment.env.check else "built"
+    console.print(
+        f"# {experiment} is valid: every key checked, the env {stepped}, the RLlib "
+        "config built. Nothing was run.",
+        highlight=False,
+    )
+
+
+def _finish_training(
+    summary: RunSummary, clock: StageClock, *, shutdown_ray: bool, show_timings: bool
+) -> None:
+    """The summary, Ray's shutdown (when this command started it), the stage timings in
+    run.json (and on the terminal with --timings), then the exit status."""
+    import ray  # noqa: PLC0415
+
+    from rlplat.run.run_dir import record_timings  # noqa: PLC0415
+    from rlplat.run.summary import print_summary, print_timings, raise_if_failed  # noqa: PLC0415
+
     print_summary(summary, console)
+    if shutdown_ray:
+        ray.shutdown()
+    clock.lap("shutdown")
+    record = clock.record()
+    record_timings(Path(summary.run_dir), record)
+    if show_timings:
+        print_timings(record, console)
     raise_if_failed(summary)
 
 

@@ -18,9 +18,10 @@ from rlplat.callbacks.interrupt import GracefulStop
 from rlplat.callbacks.progress import ProgressPrinter
 from rlplat.callbacks.search_report import LiveTrialTable, PopulationLog
 from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
+from rlplat.callbacks.timing import TrainingClock, reset_training_window, training_window
 from rlplat.callbacks.videos import TrainingVideos
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
-from rlplat.cluster.connect import start_ray
+from rlplat.cluster.connect import RayStarting, embedded, start_ray
 from rlplat.cluster.placement import Node, cluster_nodes, local_machine
 from rlplat.errors import RlplatError, UserError
 from rlplat.experiment.load import LoadedExperiment, load_experiment
@@ -38,6 +39,7 @@ from rlplat.run.trainable import trainable_for
 from rlplat.tune_state import drop_stale_decisions
 from rlplat.util.atomic import remove_partial_files
 from rlplat.util.project import project_code
+from rlplat.util.timings import StageClock
 
 STATE_PERIOD_VARIABLE = "TUNE_GLOBAL_CHECKPOINT_S"
 USER_STATE_PERIOD = os.environ.get(STATE_PERIOD_VARIABLE)
@@ -57,19 +59,36 @@ def train(
     address: str | None = None,
     verbose: bool = False,
     console: Console | None = None,
+    starting: RayStarting | None = None,
+    clock: StageClock | None = None,
 ) -> RunSummary:
     """Run the experiment through Ray Tune (one trial, or the search its ``tune`` section and
-    spaces declare) and summarise it."""
+    spaces declare) and summarise it.
+
+    ``starting``: the embedded Ray the command began to start (else one starts here when no
+    cluster is named); ``clock`` gets the stages' seconds."""
     console = console or Console()
+    clock = clock or StageClock()
     code = project_code(loaded.experiment.env.user_modules)
-    if address is None and "RAY_ADDRESS" not in os.environ and not ray.is_initialized():
-        # An embedded Ray takes this machine as it is: plan on it (and refuse what cannot run
-        # there) before paying for Ray's start.
-        run = prepare_on_cluster(loaded, console, local_machine())
-        start_ray(None, verbose, code)
+    if starting is None and embedded(address):
+        starting = RayStarting(verbose, code)
+    if starting is not None:
+        starting.wait()
+        clock.lap("ray_start")
+        clock.overlapped["ray_start"] = starting.seconds
+        # An embedded Ray takes this machine as it is: plan on it. (Preparing registers the env
+        # with Tune, which must not race Ray's start.)
+        try:
+            run = prepare_on_cluster(loaded, console, local_machine())
+        except BaseException:
+            ray.shutdown()
+            raise
+        clock.lap("validation")
     else:
         start_ray(address, verbose, code)
+        clock.lap("ray_start")
         run = prepare_on_cluster(loaded, console, cluster_nodes())
+        clock.lap("validation")
     exp = run.experiment
     tune_spec = exp.tune or TuneSpec()
     run_dir = create_run_dir(Path(exp.output_dir).resolve() / exp.name)
@@ -109,7 +128,7 @@ def train(
             verbose=0,
         ),
     )
-    return _fit(tuner, run, run_dir, console)
+    return _fit(tuner, run, run_dir, console, clock)
 
 
 def resume(
@@ -119,10 +138,12 @@ def resume(
     address: str | None = None,
     verbose: bool = False,
     console: Console | None = None,
+    clock: StageClock | None = None,
 ) -> RunSummary:
     """Continue an interrupted run in its own directory: finished trials are kept, unfinished
     ones continue from their last checkpoint, errored ones too with ``retry_errored``."""
     console = console or Console()
+    clock = clock or StageClock()
     run_dir = run_dir.expanduser().resolve()
     if not (run_dir / RESOLVED_EXPERIMENT).is_file() or not tune.Tuner.can_restore(str(run_dir)):
         raise UserError(
@@ -133,7 +154,9 @@ def resume(
         )
     loaded = load_experiment(run_dir / RESOLVED_EXPERIMENT)
     start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
+    clock.lap("ray_start")
     run = prepare_on_cluster(loaded, console, cluster_nodes())
+    clock.lap("validation")
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     record_driver(run_dir)
     _quiet_tune_output(run.experiment)
@@ -146,7 +169,7 @@ def resume(
         resume_errored=retry_errored,
         storage_filesystem=atomic_filesystem(),
     )
-    return _fit(tuner, run, run_dir, console)
+    return _fit(tuner, run, run_dir, console, clock)
 
 
 def prepare_on_cluster(
@@ -173,6 +196,7 @@ def _callbacks(run: PreparedRun, run_dir: Path, console: Console) -> list:
     trimming = [TrimHistoryOnRestart(), TrimmingJsonLogger(), TrimmingCSVLogger()]
     callbacks = [] if population else trimming
     callbacks += [
+        TrainingClock(),
         GracefulStop(console, exp.watchdog_s),
         progress,
         tensorboard,
@@ -227,10 +251,17 @@ def export_at_end(run_dir: Path, episodes: int, console: Console) -> dict[str, A
     }
 
 
-def _fit(tuner: Any, run: PreparedRun, run_dir: Path, console: Console) -> RunSummary:
+def _fit(
+    tuner: Any, run: PreparedRun, run_dir: Path, console: Console, clock: StageClock
+) -> RunSummary:
     started = time.monotonic()
+    reset_training_window()
     try:
         grid = tuner.fit()
+        window = training_window()
+        if window.first_iteration_started is not None:
+            clock.lap("trial_start", window.first_iteration_started)
+            clock.lap("training", window.last_result)
         prune_checkpoints(run_dir, run.experiment.checkpoint.keep)
         summary = summarize(grid, run, run_dir, time.monotonic() - started)
         if summary.search is not None:

@@ -77,3 +77,16 @@ def record_driver(run_dir: Path) -> None:
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     write_atomic(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+
+
+def record_timings(run_dir: Path, timings: dict[str, Any]) -> None:
+    """Add this command's stage timings (``rlplat.util.timings``) to its driver in run.json."""
+    path = run_dir / RUN_INFO
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    drivers = info.get("drivers") or [{}]
+    drivers[-1]["timings"] = timings
+    info["drivers"] = drivers
+    write_atomic(path, json.dumps(info, indent=2) + "\n")

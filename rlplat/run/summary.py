@@ -45,7 +45,7 @@ from rlplat.prepare import PreparedRun
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
 from rlplat.run.storage import storage_failed, storage_reason
 from rlplat.tune_state import failed_in_this_process
-from rlplat.util.tables import print_table
+from rlplat.util.tables import new_table, print_table
 
 
 @dataclass
@@ -306,6 +306,24 @@ def describe_export(export: dict[str, Any]) -> str:
         f"{export['directory']} (parity passed: actions agree on {export['agreement']:.2%} of "
         f"{export['compared_actions']} observations)"
     )
+
+
+def print_timings(record: dict[str, Any], console: Console) -> None:
+    """``rlplat train --timings``: each stage's seconds and share of the command's wall time."""
+    total = record["total_s"] or 1.0
+    table = new_table("Where the command's time went", ["stage"], ["seconds", "share"])
+    for stage, seconds in record["stages_s"].items():
+        table.add_row(stage.replace("_", " "), f"{seconds:.2f}", f"{100 * seconds / total:.0f} %")
+    table.add_row("total", f"{record['total_s']:.2f}", "")
+    print_table(console, table)
+    ray_start = record["overlapped_s"].get("ray_start")
+    if ray_start is not None:
+        hidden = ray_start - record["stages_s"]["ray_start"]
+        console.print(
+            f"Ray took {ray_start:.2f} s to start; {max(hidden, 0.0):.2f} s of it ran beside the "
+            "imports and validation.",
+            highlight=False,
+        )
 
 
 def raise_if_failed(summary: RunSummary) -> None:
