@@ -29,6 +29,7 @@ from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
 from rlplat.rllib.modules import MaskedPPOModule, UniformRandomModule
 from rlplat.rllib.multi_agent import check_multi_agent
+from rlplat.rllib.replay import TRANSITION_SAMPLER, transition_sampler_requested
 
 # resources.<key path> -> (RLlib builder method, its keyword)
 RESOURCE_KEYS: dict[str, tuple[str, str]] = {
@@ -230,6 +231,7 @@ def build_algorithm_config(
             calls["learners"]["learner_connector"] = learner_side
     if env.multi_agent and not team:
         _multi_agent_calls(exp, env, config, calls, locate)
+    _transition_replay(calls, env.multi_agent and not team, locate)
     for path, (section, keyword) in RESOURCE_KEYS.items():
         value = resource_value(exp, path)
         if value not in (None, {}):
@@ -262,6 +264,26 @@ def build_algorithm_config(
             location=locate(""),
         ) from None
     return config
+
+
+def _transition_replay(
+    calls: dict[str, dict[str, Any]], multi_agent: bool, locate: Callable[[str], str]
+) -> None:
+    """``replay_buffer_config.type: TransitionEpisodeReplayBuffer``: RLlib's validation accepts
+    only its own buffer names, so the config names RLlib's EpisodeReplayBuffer and the trial
+    builds rlplat's sampler in its place (``rlplat.run.trainable``). Single-agent only: RLlib's
+    multi-agent buffers sample per agent through their own episode types."""
+    buffer = calls["training"].get("replay_buffer_config") or {}
+    if not transition_sampler_requested(buffer):
+        return
+    if multi_agent:
+        raise ConfigError(
+            f"{TRANSITION_SAMPLER} samples single-agent episodes; for a multi-agent env use "
+            "EpisodeReplayBuffer (rlplat turns it into RLlib's MultiAgentEpisodeReplayBuffer).",
+            location=locate("training.replay_buffer_config.type"),
+            key="training.replay_buffer_config.type",
+        )
+    calls["training"]["replay_buffer_config"] = {**buffer, "type": "EpisodeReplayBuffer"}
 
 
 def team_state_source(exp: Experiment, locate: Callable[[str], str]) -> str:

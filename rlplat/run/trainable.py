@@ -26,6 +26,7 @@ from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.metrics import REPLAY_STEPS, RESTORED_REPLAY_STEPS, RUNNER_RESTARTS
 from rlplat.prepare import trial_algorithm_config
 from rlplat.rllib.episode_stats import episode_window
+from rlplat.rllib.replay import TransitionEpisodeReplayBuffer, transition_sampler_requested
 from rlplat.run.finetune import start_from_checkpoint
 from rlplat.util.atomic import write_atomic
 
@@ -69,6 +70,14 @@ class ExperimentTrial:
         if init.get("checkpoint"):
             # A resumed trial restores its own checkpoint afterwards, over these weights.
             start_from_checkpoint(self, init["checkpoint"], bool(init.get("optimizer")))
+
+    def _create_local_replay_buffer_if_necessary(self, config: Any) -> Any:
+        training = self._experiment.get("training") or {}
+        if not transition_sampler_requested(training.get("replay_buffer_config")):
+            return super()._create_local_replay_buffer_if_necessary(config)
+        settings = {k: v for k, v in config["replay_buffer_config"].items() if k != "type"}
+        settings["metrics_num_episodes_for_smoothing"] = config.metrics_num_episodes_for_smoothing
+        return TransitionEpisodeReplayBuffer(**settings)
 
     def get_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         state = super().get_state(*args, **kwargs)
