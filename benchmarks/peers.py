@@ -203,7 +203,7 @@ def rlplat_train(task: str, seed: int, out: Path) -> dict[str, Any]:
         "train_s_to_target": round(hit["time_total_s"], 2) if hit else None,
         "env_steps_total": int(rows[-1]["num_env_steps_sampled_lifetime"]),
         "command_wall_s": wall,
-        "stages_s": driver.get("timings"),
+        "timings": driver.get("timings"),
         "run_dir": str(run_dir),
     }
 

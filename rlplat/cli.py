@@ -121,14 +121,19 @@ def train(
 
     With a tune: section or search spaces in the file, runs a hyperparameter search.
     """
-    from rlplat.cluster.connect import RayStarting, embedded  # noqa: PLC0415
+    # Imported per command: `rlplat eval` and `--help` start without loading Ray Tune and RLlib.
+    from rlplat.cluster.connect import embedded  # noqa: PLC0415
     from rlplat.experiment.load import load_experiment  # noqa: PLC0415
+    from rlplat.run.launch import resume as resume_run  # noqa: PLC0415
+    from rlplat.run.launch import train as run_training  # noqa: PLC0415
     from rlplat.util.timings import StageClock  # noqa: PLC0415
 
-    clock = StageClock()
+    clock = StageClock()  # counts from the process's start
+    quiet_ray_logs(verbose)
     if not verbose:
         warnings.filterwarnings("ignore")
-    starting = None
+    clock.lap("imports")
+    started_here = embedded(address)
     if resume is not None:
         if experiment is not None or overrides or dry_run or from_checkpoint or seeds:
             raise UserError(
@@ -137,6 +142,14 @@ def train(
                 "--from, --seeds or --dry-run."
             )
         use_project_paths(project_paths(resume))
+        summary = resume_run(
+            resume,
+            retry_errored=retry_errored,
+            address=address,
+            verbose=verbose,
+            console=console,
+            clock=clock,
+        )
     else:
         if experiment is None:
             raise UserError(
@@ -148,42 +161,12 @@ def train(
         if seeds is not None:
             overrides = [*(overrides or []), f"seeds={seeds}"]
         use_project_paths(project_paths(experiment))
-        loaded = load_experiment(experiment, overrides or [])  # the schema: no RLlib needed yet
-        if not dry_run and embedded(address):
-            # Ray starts while RLlib is imported and the env and RLlib config are built.
-            starting = RayStarting(verbose, project_code(loaded.experiment.env.user_modules))
-    started_here = starting is not None or (resume is not None and embedded(address))
-    try:
-        # Imported per command: `rlplat eval` and `--help` start without loading Tune and RLlib.
-        from rlplat.run.launch import resume as resume_run  # noqa: PLC0415
-        from rlplat.run.launch import train as run_training  # noqa: PLC0415
-
-        quiet_ray_logs(verbose)
-    except BaseException:
-        if starting is not None:
-            starting.cancel()
-        raise
-    clock.lap("imports")
-    if resume is not None:
-        summary = resume_run(
-            resume,
-            retry_errored=retry_errored,
-            address=address,
-            verbose=verbose,
-            console=console,
-            clock=clock,
-        )
-    elif dry_run:
-        _print_dry_run(loaded, experiment)
-        return
-    else:
+        loaded = load_experiment(experiment, overrides or [])
+        if dry_run:
+            _print_dry_run(loaded, experiment)
+            return
         summary = run_training(
-            loaded,
-            address=address,
-            verbose=verbose,
-            console=console,
-            starting=starting,
-            clock=clock,
+            loaded, address=address, verbose=verbose, console=console, clock=clock
         )
     _finish_training(summary, clock, shutdown_ray=started_here, show_timings=timings)
 

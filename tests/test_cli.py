@@ -64,10 +64,9 @@ def test_cli_train_end_to_end(cli_run):
     assert timings["stages_s"]["training"] > 0 and timings["stages_s"]["trial_start"] > 0
 
 
-def test_embedded_train_starts_ray_beside_its_imports_and_reports_its_stages(tmp_path):
-    """Without --address the command starts its own Ray while it imports RLlib, trains on it
-    and shuts it down; --timings prints each stage, run.json keeps them, and they add up to
-    the command's time."""
+def test_embedded_train_reports_where_its_time_went(tmp_path):
+    """Without --address the command starts its own Ray, trains on it and shuts it down;
+    --timings prints each stage, run.json keeps them, and they add up to the command's time."""
     path = tmp_path / "exp.yaml"
     path.write_text(TINY_PPO.replace("OUTPUT", str(tmp_path / "out")))
     started = time.time()
@@ -76,16 +75,14 @@ def test_embedded_train_starts_ray_beside_its_imports_and_reports_its_stages(tmp
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "trial_00000 | iter    2 |" in proc.stdout
     assert "Where the command's time went" in proc.stdout
-    assert "ran beside the imports and validation" in proc.stdout
     [run_dir] = list((tmp_path / "out" / "tiny-ppo").iterdir())
     timings = json.loads((run_dir / "run.json").read_text())["drivers"][-1]["timings"]
     stages = timings["stages_s"]
     assert list(stages) == list(STAGES)
-    assert all(stages[stage] > 0 for stage in ("imports", "trial_start", "training", "shutdown"))
+    assert all(stages[stage] > 0 for stage in ("imports", "ray_start", "trial_start", "training"))
+    assert stages["shutdown"] > 0.3, "Ray's own shutdown is part of the command"
     assert sum(stages.values()) == pytest.approx(timings["total_s"], abs=0.05)
     assert timings["total_s"] <= wall + 0.5, "the stages fit in the command's wall time"
-    # Ray's start ran beside the imports: the command waited for less than all of it.
-    assert timings["overlapped_s"]["ray_start"] > stages["ray_start"]
 
 
 def test_cli_bad_input_exit_code_in_a_subprocess(write_yaml):

@@ -185,6 +185,18 @@ CASES = {
         [],
         ["validate() rejected", "minibatch_size"],
     ),
+    "transition sampler on a multi-agent env": (
+        lambda t: replace(
+            replace(t, "algorithm: PPO", "algorithm: DQN"),
+            "env:\n  id: CartPole-v1",
+            "env:\n  pettingzoo: mpe2.simple_spread_v3\n  kwargs: {N: 2, max_cycles: 10}",
+        ).replace(
+            "  minibatch_size: 64\n  num_epochs: 2\n",
+            "  replay_buffer_config: {type: TransitionEpisodeReplayBuffer}\n",
+        ),
+        [],
+        ["training.replay_buffer_config.type", "single-agent", "EpisodeReplayBuffer"],
+    ),
 }
 
 

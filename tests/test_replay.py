@@ -8,6 +8,7 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
 from rlplat.rllib.replay import TransitionEpisodeReplayBuffer
+from tests.conftest import EXPERIMENTS
 
 N_STEP = 3
 GAMMA = 0.9
@@ -79,11 +80,35 @@ def test_transition_sampler_draws_rllibs_items_and_ends_n_step_returns_at_episod
         assert mine.is_terminated == (source.is_terminated and left <= N_STEP)
         if left >= N_STEP:  # a full n-step window: exactly RLlib's transition
             assert mine.get_rewards(0) == theirs.get_rewards(0)
-            np.testing.assert_array_equal(
-                mine.get_observations(-1), theirs.get_observations(-1)
-            )
+            np.testing.assert_array_equal(mine.get_observations(-1), theirs.get_observations(-1))
             assert mine.is_terminated == theirs.is_terminated
             assert mine.extra_model_outputs["n_step"][0] == theirs.extra_model_outputs["n_step"][0]
         else:
             near_end += 1
     assert near_end > 0, "the sample covers transitions within n steps of an episode's end"
+
+
+def test_a_trial_that_asks_for_the_transition_sampler_replays_with_it(ray_session):
+    """RLlib validates its own buffer name; the trial builds rlplat's sampler in its place and
+    learns with it."""
+    from rlplat.experiment.load import load_experiment
+    from rlplat.prepare import prepare
+    from rlplat.run.trainable import trainable_for
+
+    loaded = load_experiment(
+        EXPERIMENTS / "cartpole_dqn.yaml",
+        [
+            "training.num_steps_sampled_before_learning_starts=100",
+            "reporting.min_sample_timesteps_per_iteration=200",
+        ],
+    )
+    run = prepare(loaded, step_env=False)
+    assert run.algo_config.replay_buffer_config["type"] == "EpisodeReplayBuffer"
+    algo = trainable_for("DQN")(config=run.resolved())
+    try:
+        assert type(algo.local_replay_buffer) is TransitionEpisodeReplayBuffer
+        result = algo.train()
+        trained = result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
+        assert trained > 0, "updates ran on batches the transition sampler drew"
+    finally:
+        algo.stop()

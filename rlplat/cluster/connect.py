@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import sys
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +28,9 @@ def quiet_ray_logs(verbose: bool) -> None:
         logging.getLogger("ray.tune").setLevel(logging.CRITICAL)
 
 
-def start_ray(address: str | None, verbose: bool = False, code: Sequence[Path] = ()) -> None:
+def start_ray(
+    address: str | None, verbose: bool = False, code: Sequence[Path] = ()
+) -> None:
     """``ray.init`` on the local machine (address None) or on a running cluster.
 
     Resources are never fixed here: a local instance takes what the machine has, a cluster what its
@@ -44,26 +42,14 @@ def start_ray(address: str | None, verbose: bool = False, code: Sequence[Path] =
     quiet_ray_logs(verbose)
     if ray.is_initialized():
         return
-    _init(address or os.environ.get("RAY_ADDRESS"), verbose, code)
-    quiet_ray_logs(verbose)  # ray.init sets up Ray's loggers again
-
-
-def _init(address: str | None, verbose: bool, code: Sequence[Path]) -> None:
-    import ray  # noqa: PLC0415 - loads on use, as in quiet_ray_logs
-
-    runtime_env: dict[str, Any] = {}
-    # The workers of an embedded Ray inherit this process's environment, a cluster's do not. No
-    # runtime_env at all lets Ray hand a trial a worker it started with itself; with one, Ray
-    # starts a new worker for it.
-    if address or "PYTHONHASHSEED" not in os.environ:
-        hash_seed = os.environ.get("PYTHONHASHSEED", FIXED_HASH_SEED)
-        runtime_env["env_vars"] = {"PYTHONHASHSEED": hash_seed}
-    if code:
-        runtime_env["py_modules"] = [str(path) for path in code]
+    address = address or os.environ.get("RAY_ADDRESS")
     kwargs = {
         "logging_level": logging.INFO if verbose else logging.ERROR,
         "log_to_driver": verbose,
-        "runtime_env": runtime_env or None,
+        "runtime_env": {
+            "env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", FIXED_HASH_SEED)},
+            **({"py_modules": [str(path) for path in code]} if code else {}),
+        },
     }
     try:
         if address:
@@ -76,6 +62,7 @@ def _init(address: str | None, verbose: bool, code: Sequence[Path]) -> None:
             "'ray start --head' (and RAY_AUTH_MODE=token if the cluster uses token auth), or drop "
             "--address to run on an embedded local Ray."
         ) from None
+    quiet_ray_logs(verbose)  # ray.init sets up Ray's loggers again
 
 
 def embedded(address: str | None) -> bool:
@@ -84,56 +71,6 @@ def embedded(address: str | None) -> bool:
     import ray  # noqa: PLC0415 - loads on use, as in quiet_ray_logs
 
     return address is None and "RAY_ADDRESS" not in os.environ and not ray.is_initialized()
-
-
-class RayStarting:
-    """An embedded Ray starting on a thread while the command imports RLlib and validates the
-    experiment: ``ray.init`` mostly waits for Ray's processes to come up, and the command's own
-    work takes that time instead. ``wait()`` returns once Ray runs (or raises why it could not).
-
-    The thread stays alive (asleep) until the process ends: Ray binds its head processes'
-    lifetime to their parent with Linux's parent-death signal, which fires when the *thread*
-    that started them exits.
-    """
-
-    def __init__(self, verbose: bool = False, code: Sequence[Path] = ()) -> None:
-        self._verbose = verbose
-        self._error: BaseException | None = None
-        self._ready = threading.Event()
-        self.seconds = 0.0  # how long ray.init took
-        # Until quiet_ray_logs can run (it imports RLlib), keep Ray's start quiet directly.
-        logging.getLogger("ray").setLevel(logging.INFO if verbose else logging.ERROR)
-        thread = threading.Thread(
-            target=self._start, args=(code,), name="rlplat-ray-start", daemon=True
-        )
-        thread.start()
-
-    def _start(self, code: Sequence[Path]) -> None:
-        started = time.monotonic()
-        try:
-            _init(None, self._verbose, code)
-        except BaseException as exc:  # noqa: BLE001 - re-raised by wait() on the main thread
-            self._error = exc
-        self.seconds = time.monotonic() - started
-        self._ready.set()
-        if self._error is None:
-            threading.Event().wait()  # keep Ray's head processes alive with this thread
-
-    def wait(self) -> None:
-        self._ready.wait()
-        if self._error is not None:
-            raise self._error
-        quiet_ray_logs(self._verbose)
-        # ray.init sets this handler only when called on the main thread: a SIGTERM outside
-        # Tune's loop exits through Python, so Ray's own shutdown runs.
-        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
-
-    def cancel(self) -> None:
-        """Stop the Ray that was starting (the command failed before it used it)."""
-        import ray  # noqa: PLC0415 - loads on use, as in quiet_ray_logs
-
-        self._ready.wait()
-        ray.shutdown()
 
 
 def env_runner_restarts(env_runner_group: Any) -> int:

@@ -8,7 +8,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import ray
 from ray import tune
 from rich.console import Console
 
@@ -21,7 +20,7 @@ from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
 from rlplat.callbacks.timing import TrainingClock, reset_training_window, training_window
 from rlplat.callbacks.videos import TrainingVideos
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
-from rlplat.cluster.connect import RayStarting, embedded, start_ray
+from rlplat.cluster.connect import embedded, start_ray
 from rlplat.cluster.placement import Node, cluster_nodes, local_machine
 from rlplat.errors import RlplatError, UserError
 from rlplat.experiment.load import LoadedExperiment, load_experiment
@@ -59,31 +58,20 @@ def train(
     address: str | None = None,
     verbose: bool = False,
     console: Console | None = None,
-    starting: RayStarting | None = None,
     clock: StageClock | None = None,
 ) -> RunSummary:
     """Run the experiment through Ray Tune (one trial, or the search its ``tune`` section and
-    spaces declare) and summarise it.
-
-    ``starting``: the embedded Ray the command began to start (else one starts here when no
-    cluster is named); ``clock`` gets the stages' seconds."""
+    spaces declare) and summarise it. ``clock`` gets the seconds of the command's stages."""
     console = console or Console()
     clock = clock or StageClock()
     code = project_code(loaded.experiment.env.user_modules)
-    if starting is None and embedded(address):
-        starting = RayStarting(verbose, code)
-    if starting is not None:
-        starting.wait()
-        clock.lap("ray_start")
-        clock.overlapped["ray_start"] = starting.seconds
-        # An embedded Ray takes this machine as it is: plan on it. (Preparing registers the env
-        # with Tune, which must not race Ray's start.)
-        try:
-            run = prepare_on_cluster(loaded, console, local_machine())
-        except BaseException:
-            ray.shutdown()
-            raise
+    if embedded(address):
+        # An embedded Ray takes this machine as it is: plan on it (and refuse what cannot run
+        # there) before paying for Ray's start.
+        run = prepare_on_cluster(loaded, console, local_machine())
         clock.lap("validation")
+        start_ray(None, verbose, code)
+        clock.lap("ray_start")
     else:
         start_ray(address, verbose, code)
         clock.lap("ray_start")

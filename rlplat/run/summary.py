@@ -316,14 +316,6 @@ def print_timings(record: dict[str, Any], console: Console) -> None:
         table.add_row(stage.replace("_", " "), f"{seconds:.2f}", f"{100 * seconds / total:.0f} %")
     table.add_row("total", f"{record['total_s']:.2f}", "")
     print_table(console, table)
-    ray_start = record["overlapped_s"].get("ray_start")
-    if ray_start is not None:
-        hidden = ray_start - record["stages_s"]["ray_start"]
-        console.print(
-            f"Ray took {ray_start:.2f} s to start; {max(hidden, 0.0):.2f} s of it ran beside the "
-            "imports and validation.",
-            highlight=False,
-        )
 
 
 def raise_if_failed(summary: RunSummary) -> None:

@@ -1,12 +1,12 @@
 """Where the seconds of one ``rlplat train`` command go: its stages, one after another.
 
 ``imports`` runs from the interpreter's start (the process's start time, so Python's own start
-and the hash-seed restart count) until the command's modules are loaded; ``validation`` builds the
-env and the RLlib config; ``ray_start`` is the wait for Ray beyond what ran while it started;
-``trial_start`` lasts until the first trial's first training iteration begins (Tune, the trial's
-process, the algorithm's build); ``training`` until the last result arrives; ``shutdown`` until
-the command is done (summary, final checkpoints, Ray's shutdown). The stages add up to the
-command's wall time.
+and the hash-seed restart count) until the command's modules are loaded; ``validation`` builds
+the env and the RLlib config; ``ray_start`` starts the embedded Ray or joins the cluster (a
+cluster is joined before validation, which plans on its nodes); ``trial_start`` lasts until the
+first trial's first training iteration begins (Tune, the trial's process, the algorithm's
+build); ``training`` until the last result arrives; ``shutdown`` until the command is done
+(summary, final checkpoints, Ray's shutdown). The stages add up to the command's wall time.
 """
 
 from __future__ import annotations
@@ -34,17 +34,12 @@ def process_started_at() -> float | None:
 
 
 class StageClock:
-    """Wall-clock seconds per stage of one command; ``lap(stage)`` ends ``stage`` now.
-
-    ``overlapped`` holds work that ran beside the stages (Ray starting while the command
-    imported and validated), which the stages do not count twice.
-    """
+    """Wall-clock seconds per stage of one command; ``lap(stage)`` ends ``stage`` now."""
 
     def __init__(self, started: float | None = None) -> None:
         self.started = started if started is not None else (process_started_at() or time.time())
         self._last = self.started
         self.seconds: dict[str, float] = {}
-        self.overlapped: dict[str, float] = {}
 
     def lap(self, stage: str, at: float | None = None) -> None:
         """End ``stage`` at ``at`` (now by default); it began where the previous stage ended."""
@@ -52,14 +47,7 @@ class StageClock:
         self.seconds[stage] = self.seconds.get(stage, 0.0) + max(now - self._last, 0.0)
         self._last = max(now, self._last)
 
-    def total(self) -> float:
-        return self._last - self.started
-
     def record(self) -> dict[str, object]:
-        """The stages in order (missing ones 0), the total and the overlapped work, rounded."""
+        """The stages in order (missing ones 0) and their total, rounded."""
         stages = {stage: round(self.seconds.get(stage, 0.0), 2) for stage in STAGES}
-        return {
-            "stages_s": stages,
-            "total_s": round(self.total(), 2),
-            "overlapped_s": {key: round(value, 2) for key, value in self.overlapped.items()},
-        }
+        return {"stages_s": stages, "total_s": round(self._last - self.started, 2)}
