@@ -76,6 +76,8 @@ def sb3_model(task: str, seed: int) -> Any:
     from stable_baselines3.common.env_util import make_vec_env
 
     spec = TASKS[task]
+    # The same target window as rlplat's; CPU, as rlplat's trials here.
+    common = {"stats_window_size": spec.window, "seed": seed, "device": "cpu"}
     if task == "ppo_cartpole":  # RL Zoo: tuned, n_timesteps 1e5
         env = make_vec_env(spec.env_id, n_envs=8, seed=seed)
         return PPO(
@@ -89,9 +91,7 @@ def sb3_model(task: str, seed: int) -> Any:
             ent_coef=0.0,
             learning_rate=zoo_linear(1e-3, 1e5, spec.budget),
             clip_range=zoo_linear(0.2, 1e5, spec.budget),
-            stats_window_size=spec.window,
-            seed=seed,
-            device="cpu",
+            **common,
         )
     if task == "dqn_cartpole":  # RL Zoo: n_timesteps 5e4, exploration over its first 16 %
         env = make_vec_env(spec.env_id, n_envs=1, seed=seed)
@@ -109,9 +109,7 @@ def sb3_model(task: str, seed: int) -> Any:
             exploration_fraction=0.16 * 5e4 / spec.budget,
             exploration_final_eps=0.04,
             policy_kwargs={"net_arch": [256, 256]},
-            stats_window_size=spec.window,
-            seed=seed,
-            device="cpu",
+            **common,
         )
     if task == "sac_pendulum":  # RL Zoo: SB3's defaults with learning_rate 1e-3
         env = gym.make(spec.env_id)
@@ -120,9 +118,7 @@ def sb3_model(task: str, seed: int) -> Any:
             "MlpPolicy",
             env,
             learning_rate=1e-3,
-            stats_window_size=spec.window,
-            seed=seed,
-            device="cpu",
+            **common,
         )
     raise ValueError(task)
 

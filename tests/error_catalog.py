@@ -222,6 +222,16 @@ CASES = [
         "Impossible resources on this machine (refused before the embedded Ray starts)",
         ["train", "exp.yaml", "resources.learners.count=1", "resources.learners.gpus=1"],
     ),
+    Case(
+        "rlplat's transition replay sampler on a multi-agent env",
+        [
+            "train",
+            "exp.yaml",
+            "algorithm=DQN",
+            "env={pettingzoo: mpe2.simple_spread_v3}",
+            "training={replay_buffer_config: {type: TransitionEpisodeReplayBuffer}}",
+        ],
+    ),
     Case("Unknown command", ["trian", "exp.yaml"]),
     Case("Unknown option", ["train", "exp.yaml", "--bogus"]),
     Case("Option value of the wrong type", ["eval", ".", "-n", "abc"]),

@@ -2,9 +2,9 @@
 
 RLlib's ``EpisodeReplayBuffer`` samples an n-step transition by slicing its episode into a new
 episode (every column, a lookback buffer each), hashing the item for a metric, and building a
-second one-step episode from the slice: about 0.15 ms per item, most of an update's cost on a
-small network. ``TransitionEpisodeReplayBuffer`` stores episodes exactly as RLlib does and draws the
-same items with the same random numbers, but reads each transition's few values directly.
+second one-step episode from the slice: 9.5 ms of a 30 ms DQN update on 128 items here.
+``TransitionEpisodeReplayBuffer`` stores episodes exactly as RLlib does and draws the same items
+with the same random numbers, but reads each transition's few values directly.
 
 It also ends n-step transitions correctly at an episode's end. RLlib marks a transition
 terminated only when ``t + n`` lands exactly on the episode's last step, so the last ``n - 1``

@@ -18,6 +18,18 @@ def _start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+def started_at() -> float | None:
+    """This process's start in Unix seconds (Linux ``/proc``, 10 ms resolution); None elsewhere.
+    ``os.execv`` keeps the process, so a restarted interpreter counts from the first start."""
+    ticks = _start_ticks(os.getpid())
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+        boot = next(float(line.split()[1]) for line in lines if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return None if ticks is None else boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def this_process() -> dict[str, Any]:
     """This process: its PID, host and start time, to be checked later with ``still_running``."""
     pid = os.getpid()

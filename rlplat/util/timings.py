@@ -11,33 +11,18 @@ build); ``training`` until the last result arrives; ``shutdown`` until the comma
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
+
+from rlplat.util.process import started_at
 
 STAGES = ("imports", "validation", "ray_start", "trial_start", "training", "shutdown")
-
-
-def process_started_at() -> float | None:
-    """This process's start (Unix seconds) from Linux's /proc, 10 ms resolution; None elsewhere.
-    ``os.execv`` keeps the process, so a restarted interpreter counts from the first start."""
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        boot = next(
-            float(line.split()[1])
-            for line in Path("/proc/stat").read_text().splitlines()
-            if line.startswith("btime ")
-        )
-        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
 
 
 class StageClock:
     """Wall-clock seconds per stage of one command; ``lap(stage)`` ends ``stage`` now."""
 
     def __init__(self, started: float | None = None) -> None:
-        self.started = started if started is not None else (process_started_at() or time.time())
+        self.started = started if started is not None else (started_at() or time.time())
         self._last = self.started
         self.seconds: dict[str, float] = {}
 
