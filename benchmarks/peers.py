@@ -15,7 +15,9 @@ to the target. ``eval_cartpole`` times ``rlplat eval <run> -n 1`` against an SB3
 the saved model and plays one greedy episode, using the models the ``ppo_cartpole`` pairs saved.
 
 One process runs at a time (never two trainings on the CPU at once). Results go to
-benchmarks/results/peers.json; the Markdown table printed at the end is README's.
+benchmarks/results/peers.json; the Markdown table printed at the end has README's numbers. A side
+that never reached the target has no time to it: its whole-command seconds are only its budget,
+so the table gives no ratio then.
 """
 
 from __future__ import annotations
@@ -294,6 +296,7 @@ def table(results: dict[str, list[dict]]) -> str:
             )
             continue
         hits = [sum(bool(r[side].get("reached")) for r in rows) for side in ("rlplat", "sb3")]
+        whole = [w if hit else None for w, hit in zip(whole, hits, strict=True)]
         train = [median_of(rows, side, "train_s_to_target") for side in ("rlplat", "sb3")]
         steps = [median_of(rows, side, "env_steps_to_target") for side in ("rlplat", "sb3")]
         lines.append(
@@ -324,6 +327,9 @@ def main() -> None:
         parser.error(f"unknown tasks {sorted(unknown)}; choose from {[*TASKS, EVAL_TASK]}")
     with tempfile.TemporaryDirectory(prefix="rlplat-peers-") as scratch:
         results = run_pairs(args.tasks, args.seeds, Path(scratch))
+    for rows in results.values():  # the run directories were scratch
+        for row in rows:
+            row.get("rlplat", {}).pop("run_dir", None)
     saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     # A run of some tasks updates those and keeps the others' earlier results.
     for task, rows in results.items():

@@ -26,11 +26,13 @@ _window = TrainingWindow()
 
 
 def reset_training_window() -> None:
+    """Forget the previous fit's times (one command runs one fit)."""
     global _window
     _window = TrainingWindow()
 
 
 def training_window() -> TrainingWindow:
+    """The times the ``TrainingClock`` callbacks noted in this process since the last reset."""
     return _window
 
 

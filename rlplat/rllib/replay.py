@@ -11,7 +11,9 @@ terminated only when ``t + n`` lands exactly on the episode's last step, so the 
 transitions of a terminated episode bootstrap from its terminal observation; and a transition
 cut short by the end of the stored data is discounted as if it had all ``n`` rewards. Here a
 transition whose n steps reach a terminated episode's end is terminated, and ``n_step`` (the
-exponent of the bootstrap's discount) is the number of rewards it summed.
+exponent of the bootstrap's discount) is the number of rewards it summed. Extra model outputs
+(``include_extra_model_outputs``) are those of step ``t``; RLlib's sampler returns the
+episode's first step's for every item.
 
 Select it with ``training.replay_buffer_config.type: TransitionEpisodeReplayBuffer`` (single-agent
 DQN and SAC); sequence sampling (``batch_length_T``, stateful modules) and random n-step ranges
@@ -70,6 +72,7 @@ class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
                 min_batch_length_T=min_batch_length_T,
                 **kwargs,
             )
+        assert num_items is None or batch_size_B is None, "give num_items or batch_size_B"
         batch_size_B = num_items or batch_size_B or self.batch_size_B
         self._last_sampled_indices = []
         sampled: list[SingleAgentEpisode] = []
@@ -86,25 +89,27 @@ class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
             )
             steps.add((episode.id_, t))
             episode_indices.add(episode_idx)
-            # RLlib's count of items, kept so that the same draws give the same batch.
-            end = min(t + n_step - 1, len(episode))
-            count += (end - t - (n_step - 1) + 1) or 1
+            # RLlib's item count, kept as it is so that the same draws give the same batch
+            # (near an episode's end it can add 0 or less, so a batch may hold a few more items).
+            window_end = min(t + n_step - 1, len(episode))
+            count += (window_end - t - (n_step - 1) + 1) or 1
         self.sampled_timesteps += batch_size_B
+        mean_n_step = float(np.mean([item.extra_model_outputs["n_step"][0] for item in sampled]))
         self._update_sample_metrics(
             num_env_steps_sampled=batch_size_B,
             num_episodes_per_sample=len(episode_indices),
             num_env_steps_per_sample=len(steps),
-            sampled_n_step=float(n_step),
+            sampled_n_step=mean_n_step,
             num_resamples=0,
             agent_to_num_steps_sampled={DEFAULT_AGENT_ID: batch_size_B},
             agent_to_num_episodes_per_sample={DEFAULT_AGENT_ID: len(episode_indices)},
             agent_to_num_steps_per_sample={DEFAULT_AGENT_ID: len(steps)},
-            agent_to_sampled_n_step={DEFAULT_AGENT_ID: float(n_step)},
+            agent_to_sampled_n_step={DEFAULT_AGENT_ID: mean_n_step},
             agent_to_num_resamples={DEFAULT_AGENT_ID: 0},
             module_to_num_steps_sampled={DEFAULT_MODULE_ID: batch_size_B},
             module_to_num_episodes_per_sample={DEFAULT_MODULE_ID: len(episode_indices)},
             module_to_num_steps_per_sample={DEFAULT_MODULE_ID: len(steps)},
-            module_to_sampled_n_step={DEFAULT_MODULE_ID: float(n_step)},
+            module_to_sampled_n_step={DEFAULT_MODULE_ID: mean_n_step},
             module_to_num_resamples={DEFAULT_MODULE_ID: 0},
         )
         return sampled

@@ -250,6 +250,8 @@ def _fit(
         if window.first_iteration_started is not None:
             clock.lap("trial_start", window.first_iteration_started)
             clock.lap("training", window.last_result)
+        else:  # no trial reported a result (all failed to start, or all had finished)
+            clock.lap("trial_start")
         prune_checkpoints(run_dir, run.experiment.checkpoint.keep)
         summary = summarize(grid, run, run_dir, time.monotonic() - started)
         if summary.search is not None:

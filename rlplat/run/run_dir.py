@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -66,13 +68,9 @@ def _driver() -> dict[str, Any]:
 def record_driver(run_dir: Path) -> None:
     """Add this process to the run's drivers (``rlplat train --resume``): ``rlplat runs`` says
     a run is running while its newest driver is."""
-    path = run_dir / RUN_INFO
-    try:
-        info = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return
-    info["drivers"] = [*info.get("drivers", []), _driver()]
-    write_atomic(path, json.dumps(info, indent=2) + "\n")
+    _update_run_info(
+        run_dir, lambda info: info.update(drivers=[*info.get("drivers", []), _driver()])
+    )
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
@@ -81,12 +79,22 @@ def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
 
 def record_timings(run_dir: Path, timings: dict[str, Any]) -> None:
     """Add this command's stage timings (``rlplat.util.timings``) to its driver in run.json."""
+    pid = os.getpid()
+
+    def add(info: dict[str, Any]) -> None:
+        for driver in reversed(info.get("drivers", [])):
+            if driver.get("pid") == pid:
+                driver["timings"] = timings
+                return
+
+    _update_run_info(run_dir, add)
+
+
+def _update_run_info(run_dir: Path, change: Callable[[dict[str, Any]], None]) -> None:
     path = run_dir / RUN_INFO
     try:
         info = json.loads(path.read_text())
     except (OSError, ValueError):
         return
-    drivers = info.get("drivers") or [{}]
-    drivers[-1]["timings"] = timings
-    info["drivers"] = drivers
+    change(info)
     write_atomic(path, json.dumps(info, indent=2) + "\n")

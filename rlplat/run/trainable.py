@@ -71,11 +71,16 @@ class ExperimentTrial:
             # A resumed trial restores its own checkpoint afterwards, over these weights.
             start_from_checkpoint(self, init["checkpoint"], bool(init.get("optimizer")))
 
-    def _create_local_replay_buffer_if_necessary(self, config: Any) -> Any:
+    def _create_local_replay_buffer_if_necessary(self, config: Any) -> Any | None:
+        """RLlib's replay buffer, or rlplat's transition sampler where the experiment asks for
+        it (the RLlib config names RLlib's EpisodeReplayBuffer: see rlplat.rllib.replay)."""
         training = self._experiment.get("training") or {}
+        buffer = config.get("replay_buffer_config")
         if not transition_sampler_requested(training.get("replay_buffer_config")):
             return super()._create_local_replay_buffer_if_necessary(config)
-        settings = {k: v for k, v in config["replay_buffer_config"].items() if k != "type"}
+        if not buffer or buffer.get("no_local_replay_buffer"):
+            return None
+        settings = {k: v for k, v in buffer.items() if k != "type"}
         settings["metrics_num_episodes_for_smoothing"] = config.metrics_num_episodes_for_smoothing
         return TransitionEpisodeReplayBuffer(**settings)
 

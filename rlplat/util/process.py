@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,12 @@ def started_at() -> float | None:
     """This process's start in Unix seconds (Linux ``/proc``, 10 ms resolution); None elsewhere.
     ``os.execv`` keeps the process, so a restarted interpreter counts from the first start."""
     ticks = _start_ticks(os.getpid())
-    try:
-        lines = Path("/proc/stat").read_text().splitlines()
-        boot = next(float(line.split()[1]) for line in lines if line.startswith("btime "))
-    except (OSError, ValueError, IndexError, StopIteration):
+    if ticks is None:
         return None
-    return None if ticks is None else boot + ticks / os.sysconf("SC_CLK_TCK")
+    # Seconds since boot now, less the process's start since boot (/proc/stat's btime is whole
+    # seconds, too coarse for this).
+    age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    return time.time() - age
 
 
 def this_process() -> dict[str, Any]:

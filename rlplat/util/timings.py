@@ -5,13 +5,15 @@ and the hash-seed restart count) until the command's modules are loaded; ``valid
 the env and the RLlib config; ``ray_start`` starts the embedded Ray or joins the cluster (a
 cluster is joined before validation, which plans on its nodes); ``trial_start`` lasts until the
 first trial's first training iteration begins (Tune, the trial's process, the algorithm's
-build); ``training`` until the last result arrives; ``shutdown`` until the command is done
-(summary, final checkpoints, Ray's shutdown). The stages add up to the command's wall time.
+build); ``training`` until the last result arrives; ``shutdown`` until the timings are written
+(final checkpoints, the summary, a search's report, ``export.at_end``, Ray's shutdown). The
+stages add up to the command's time up to that point; the interpreter's exit follows.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from rlplat.util.process import started_at
 
@@ -32,7 +34,7 @@ class StageClock:
         self.seconds[stage] = self.seconds.get(stage, 0.0) + max(now - self._last, 0.0)
         self._last = max(now, self._last)
 
-    def record(self) -> dict[str, object]:
+    def record(self) -> dict[str, Any]:
         """The stages in order (missing ones 0) and their total, rounded."""
         stages = {stage: round(self.seconds.get(stage, 0.0), 2) for stage in STAGES}
         return {"stages_s": stages, "total_s": round(self._last - self.started, 2)}
