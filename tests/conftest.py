@@ -98,7 +98,7 @@ def tiny_run(ray_session, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def solved_cartpole(ray_session, tmp_path_factory):
-    """The shipped CartPole PPO experiment trained to its target (about 100k env steps)."""
+    """The shipped CartPole PPO experiment trained to its target (about 60k env steps)."""
     from rich.console import Console
 
     from rlplat.experiment.load import load_experiment
