@@ -26,10 +26,11 @@ import sys
 import time
 from pathlib import Path
 
+from peers import RLPLAT, timed  # benchmarks/peers.py, beside this script
+
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / "benchmarks/.epymarl-venv"
 RESULTS = REPO / "benchmarks/results/epymarl.json"
-RLPLAT = Path(sys.executable).with_name("rlplat")
 EPYMARL_NEEDS = [
     "setuptools<81",  # sacred imports pkg_resources
     "numpy<2.3",
@@ -74,13 +75,11 @@ def run_epymarl(src: Path, steps: int, out: Path) -> dict:
         "use_cuda=False",
         f"local_results_path={out}",
     ]
-    started = time.monotonic()
-    proc = subprocess.run(command, cwd=src, capture_output=True, text=True)
-    wall = time.monotonic() - started
+    proc, wall = timed(command, cwd=src)
     if proc.returncode != 0:
-        return {"error": (proc.stdout + proc.stderr)[-2000:], "command_wall_s": round(wall, 2)}
+        return {"error": (proc.stdout + proc.stderr)[-2000:], "command_wall_s": wall}
     return {
-        "command_wall_s": round(wall, 2),
+        "command_wall_s": wall,
         "env_steps": steps,
         "env_steps_per_s": round(steps / wall, 1),
     }
@@ -95,18 +94,16 @@ def run_rlplat(steps: int, out: Path) -> dict:
         "stop.time_s=null",
         f"output_dir={out}",
     ]
-    started = time.monotonic()
-    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
-    wall = time.monotonic() - started
+    proc, wall = timed(command)
     if proc.returncode != 0:
-        return {"error": proc.stderr[-2000:], "command_wall_s": round(wall, 2)}
+        return {"error": proc.stderr[-2000:], "command_wall_s": wall}
     [run_dir] = out.glob("*/*/")
     timings = json.loads((run_dir / "run.json").read_text())["drivers"][-1]["timings"]
     rows = [json.loads(line) for line in next(run_dir.glob("trial_*/result.json")).open()]
     env_steps = int(rows[-1]["num_env_steps_sampled_lifetime"])
     training = timings["stages_s"]["training"]
     return {
-        "command_wall_s": round(wall, 2),
+        "command_wall_s": wall,
         "env_steps": env_steps,
         "env_steps_per_s": round(env_steps / wall, 1),
         "training_s": training,

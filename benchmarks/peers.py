@@ -206,9 +206,10 @@ def rlplat_train(task: str, seed: int, out: Path) -> dict[str, Any]:
     }
 
 
-def timed(command: list[str]) -> tuple[subprocess.CompletedProcess, float]:
+def timed(command: list[str], cwd: Path = REPO) -> tuple[subprocess.CompletedProcess, float]:
+    """Run a whole process, output captured; its wall seconds."""
     started = time.monotonic()
-    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
     return proc, round(time.monotonic() - started, 2)
 
 
