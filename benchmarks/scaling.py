@@ -79,7 +79,11 @@ def main() -> None:
     parser.add_argument("--steps-per-runner", type=int, default=250)
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--learner-gpus", type=float, default=0.0)
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/scaling.json")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="also write the rows here (benchmarks/results/scaling.json keeps each day's run)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     results = []
@@ -89,8 +93,9 @@ def main() -> None:
         base = results[0]["sampling_env_steps_per_s"] / results[0]["runners"]
         row["efficiency"] = row["sampling_env_steps_per_s"] / row["runners"] / base
         print(json.dumps(row), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":
