@@ -1,6 +1,6 @@
 """rlplat's QMIX against EPyMARL's, side by side: env steps per second on mpe simple_spread.
 
-    python benchmarks/epymarl.py --epymarl-src DIR [--steps 20000] [--pairs 2]
+    python benchmarks/epymarl.py --epymarl-src DIR [--steps 20000] [--rounds 3]
 
 DIR is a checkout of uoe-agents/epymarl (its ``src/`` is run as it is; nothing of it is imported
 into rlplat). EPyMARL runs in its own virtual environment, benchmarks/.epymarl-venv, made on first
@@ -9,12 +9,18 @@ PettingZoo needs at run time. PettingZoo is held below 1.25 there: EPyMARL impor
 ``pettingzoo.mpe``, which later PettingZoo releases moved out into mpe2; and an empty stand-in
 ``smaclite`` module is added, which EPyMARL imports unconditionally (simple_spread never uses it).
 
-Each pair runs, alternating which goes first: EPyMARL's default ``qmix`` config on its gymma
-wrapper (``env_args.key=pz-mpe-simple-spread-v3``, ``time_limit=25``, CPU) for ``--steps`` env
-steps, and ``rlplat train experiments/simple_spread_qmix.yaml stop.env_steps=<steps>`` (QMIX with
-pymarl's settings: 32-episode batches, a 5000-episode buffer, epsilon 1 -> 0.05 over 50k steps).
-Recorded: whole-process seconds, env steps per second over the whole process, and rlplat's
-training seconds. Results go to benchmarks/results/epymarl.json.
+Each round runs three processes, rotating which goes first, each for ``--steps`` env steps:
+
+- ``epymarl``: EPyMARL's default ``qmix`` config on its gymma wrapper
+  (``env_args.key=pz-mpe-simple-spread-v3``, ``time_limit=25``, CPU);
+- ``rlplat``: ``rlplat train experiments/simple_spread_qmix.yaml`` with EPyMARL's agent settings
+  (``EPYMARL_QMIX``: a feed-forward agent without the last action as input, standardised
+  rewards), so both learn the same thing per env step;
+- ``rlplat_shipped``: the shipped file as it is (pymarl's GRU agent with the last action).
+
+All three use 32-episode batches, a 5000-episode buffer, epsilon 1 -> 0.05 over 50k steps and a
+target update every 200 updates. Recorded: whole-process seconds, env steps per second over the
+whole process, and rlplat's training seconds. Results go to benchmarks/results/epymarl.json.
 """
 
 from __future__ import annotations
@@ -31,6 +37,12 @@ from peers import RLPLAT, timed  # benchmarks/peers.py, beside this script
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / "benchmarks/.epymarl-venv"
 RESULTS = REPO / "benchmarks/results/epymarl.json"
+# EPyMARL's qmix.yaml and default.yaml where they differ from rlplat's QMIX defaults.
+EPYMARL_QMIX = [
+    "training.recurrent=false",  # use_rnn: False
+    "training.obs_last_action=false",  # obs_last_action: False
+    "training.standardise_rewards=true",  # standardise_rewards: True
+]
 EPYMARL_NEEDS = [
     "setuptools<81",  # sacred imports pkg_resources
     "numpy<2.3",
@@ -85,7 +97,7 @@ def run_epymarl(src: Path, steps: int, out: Path) -> dict:
     }
 
 
-def run_rlplat(steps: int, out: Path) -> dict:
+def run_rlplat(steps: int, out: Path, overrides: list[str]) -> dict:
     command = [
         str(RLPLAT),
         "train",
@@ -93,6 +105,7 @@ def run_rlplat(steps: int, out: Path) -> dict:
         f"stop.env_steps={steps}",
         "stop.time_s=null",
         f"output_dir={out}",
+        *overrides,
     ]
     proc, wall = timed(command)
     if proc.returncode != 0:
@@ -117,27 +130,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epymarl-src", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=20_000)
-    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    pairs = []
+    rounds = []
     with tempfile.TemporaryDirectory(prefix="rlplat-epymarl-") as scratch:
-        for pair in range(args.pairs):
-            order = ["rlplat", "epymarl"] if pair % 2 == 0 else ["epymarl", "rlplat"]
-            row: dict = {"pair": pair, "first": order[0]}
+        sides = ["rlplat", "epymarl", "rlplat_shipped"]
+        for round_ in range(args.rounds):
+            order = sides[round_ % 3 :] + sides[: round_ % 3]
+            row: dict = {"round": round_, "first": order[0]}
             for side in order:
-                out = Path(scratch) / f"{side}-{pair}"
-                if side == "rlplat":
-                    row[side] = run_rlplat(args.steps, out)
-                else:
+                out = Path(scratch) / f"{side}-{round_}"
+                if side == "epymarl":
                     row[side] = run_epymarl(args.epymarl_src.resolve(), args.steps, out)
+                else:
+                    overrides = EPYMARL_QMIX if side == "rlplat" else []
+                    row[side] = run_rlplat(args.steps, out, overrides)
             print(json.dumps(row), flush=True)
-            pairs.append(row)
+            rounds.append(row)
     RESULTS.write_text(
         json.dumps(
             {
                 "command": " ".join(["python", "benchmarks/epymarl.py", *sys.argv[1:]]),
                 "date": time.strftime("%Y-%m-%d %H:%M"),
-                "pairs": pairs,
+                "rounds": rounds,
             },
             indent=2,
         )

@@ -18,6 +18,14 @@ from typing import Any, Literal
 
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.connectors.env_to_module import (
+    AddObservationsFromEpisodesToBatch,
+    AddStatesFromEpisodesToBatch,
+    AddTimeDimToBatchAndZeroPad,
+    BatchIndividualItems,
+    NumpyToTensor,
+)
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
@@ -29,6 +37,7 @@ from ray.rllib.utils.metrics import (
     REPLAY_BUFFER_RESULTS,
 )
 
+from rlplat.algorithms.qmix.connectors import TeamActionsToEnv, TeamObservationsToModule
 from rlplat.algorithms.qmix.env_runner import EpisodeEnvRunner
 from rlplat.algorithms.qmix.episode_store import EpisodeStore
 from rlplat.algorithms.qmix.learner import QMIXTorchLearner
@@ -169,6 +178,35 @@ class QMIXConfig(AlgorithmConfig):
     @property
     def _model_config_auto_includes(self) -> dict[str, Any]:
         return super()._model_config_auto_includes | {k: getattr(self, k) for k in MODULE_KEYS}
+
+    def build_env_to_module_connector(
+        self, env: Any = None, spaces: Any = None, device: Any = None
+    ) -> ConnectorV2:
+        """RLlib's pipeline with its default pieces replaced by one team piece (see
+        ``connectors.py``); pieces from the experiment's ``connectors:`` stay in front."""
+        pipeline = super().build_env_to_module_connector(env, spaces, device)
+        if self.add_default_connectors_to_env_to_module_pipeline:
+            for piece in (
+                AddObservationsFromEpisodesToBatch,
+                AddTimeDimToBatchAndZeroPad,
+                AddStatesFromEpisodesToBatch,
+                BatchIndividualItems,
+                NumpyToTensor,
+            ):
+                pipeline.remove(piece)
+            pipeline.append(TeamObservationsToModule(device=device))
+        return pipeline
+
+    def build_module_to_env_connector(self, env: Any = None, spaces: Any = None) -> ConnectorV2:
+        """One team piece instead of RLlib's defaults, unless custom pieces were configured."""
+        pipeline = super().build_module_to_env_connector(env, spaces)
+        if self.add_default_connectors_to_module_to_env_pipeline and (
+            self._module_to_env_connector is None
+        ):
+            for piece in list(pipeline.connectors):
+                pipeline.remove(type(piece))
+            pipeline.append(TeamActionsToEnv())
+        return pipeline
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         return RLModuleSpec(module_class=QMIXModule)

@@ -163,9 +163,20 @@ class QMIXModule(TorchRLModule, TargetNetworkAPI):
             return {Columns.ACTIONS: actions}
         return {Columns.ACTIONS: actions[:, None], Columns.STATE_OUT: {HIDDEN: hidden}}
 
+    # Acting runs once per env step. TorchRLModule's forward_* switch the module to eval mode and
+    # back around each call, which walks every submodule twice per step; nothing here (no dropout,
+    # no batch norm) behaves differently in either mode, so acting skips the switch.
+    def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self._forward_inference(batch, **kwargs)
+
+    def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self._forward_exploration(batch, **kwargs)
+
+    @torch.no_grad()
     def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return self._act(batch, 0.0)
 
+    @torch.no_grad()
     def _forward_exploration(
         self, batch: dict[str, Any], t: int | None = None, **kwargs: Any
     ) -> dict[str, Any]:
