@@ -198,6 +198,77 @@ def test_hidden_state_starts_from_zero_at_every_episode_start():
     )
 
 
+@pytest.mark.parametrize("recurrent", [True, False])
+def test_team_connectors_match_rllibs_default_pipelines(recurrent):
+    """QMIX's one-piece connectors hand the module the same batch, and the env the same actions
+    and per-episode states, as RLlib's default pipelines, for a new and a running episode."""
+    import tree
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    env = spread_team_env()
+    torch.manual_seed(0)
+    module = make_module(env, recurrent=recurrent)
+    config = QMIXConfig().environment(
+        observation_space=env.observation_space, action_space=env.action_space
+    )
+    spaces = {
+        "__env__": (env.observation_space, env.action_space),
+        "__env_single__": (env.observation_space, env.action_space),
+    }
+    pipelines = {
+        "team": (
+            config.build_env_to_module_connector(spaces=spaces),
+            config.build_module_to_env_connector(spaces=spaces),
+        ),
+        "rllib": (
+            AlgorithmConfig.build_env_to_module_connector(config, spaces=spaces),
+            AlgorithmConfig.build_module_to_env_connector(config, spaces=spaces),
+        ),
+    }
+    assert len(pipelines["team"][0]) == len(pipelines["team"][1]) == 1
+
+    running, fresh = (
+        SingleAgentEpisode(observation_space=env.observation_space, action_space=env.action_space)
+        for _ in range(2)
+    )
+    running.add_env_reset(observation=env.reset(seed=0)[0])
+    fresh.add_env_reset(observation=env.reset(seed=1)[0])
+    for step in range(3):
+        episodes = [running, fresh] if step == 2 else [running]
+        outputs = {}
+        for name, (to_module, to_env) in pipelines.items():
+            common = {"episodes": episodes, "explore": False, "shared_data": {}}
+            batch = to_module(rl_module=module, batch={}, **common)
+            out = to_env(rl_module=module, batch=module.forward_inference(batch), **common)
+            outputs[name] = (batch, out)
+        (team_batch, team_out), (rllib_batch, rllib_out) = outputs["team"], outputs["rllib"]
+        tree.assert_same_structure(team_batch, rllib_batch)
+        for mine, theirs in zip(tree.flatten(team_batch), tree.flatten(rllib_batch), strict=True):
+            assert mine.dtype == theirs.dtype and torch.equal(mine, theirs)
+        np.testing.assert_array_equal(team_out[Columns.ACTIONS], rllib_out[Columns.ACTIONS])
+        assert team_out[Columns.ACTIONS].dtype == rllib_out[Columns.ACTIONS].dtype
+        if recurrent:
+            for mine, theirs in zip(
+                team_out[Columns.STATE_OUT], rllib_out[Columns.STATE_OUT], strict=True
+            ):
+                np.testing.assert_array_equal(mine["h"], theirs["h"])
+        else:
+            assert Columns.STATE_OUT not in team_out
+        action = team_out[Columns.ACTIONS][0]
+        observation, reward, terminated, truncated, _ = env.step(action)
+        extra = {Columns.STATE_OUT: team_out[Columns.STATE_OUT][0]} if recurrent else {}
+        running.add_env_step(
+            observation,
+            action,
+            reward,
+            terminated=terminated,
+            truncated=truncated,
+            extra_model_outputs=extra,
+        )
+
+
 # --- targets and episode store ------------------------------------------------------------------
 
 
