@@ -29,10 +29,11 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from peers import RLPLAT, timed  # benchmarks/peers.py, beside this script
+from peers import rlplat_run, timed  # benchmarks/peers.py, beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / "benchmarks/.epymarl-venv"
@@ -98,35 +99,22 @@ def run_epymarl(src: Path, steps: int, out: Path) -> dict:
 
 
 def run_rlplat(steps: int, out: Path, overrides: list[str]) -> dict:
-    command = [
-        str(RLPLAT),
-        "train",
-        "experiments/simple_spread_qmix.yaml",
-        f"stop.env_steps={steps}",
-        "stop.time_s=null",
-        f"output_dir={out}",
-        *overrides,
-    ]
-    proc, wall = timed(command)
-    if proc.returncode != 0:
-        return {"error": proc.stderr[-2000:], "command_wall_s": wall}
-    [run_dir] = out.glob("*/*/")
-    timings = json.loads((run_dir / "run.json").read_text())["drivers"][-1]["timings"]
-    rows = [json.loads(line) for line in next(run_dir.glob("trial_*/result.json")).open()]
-    env_steps = int(rows[-1]["num_env_steps_sampled_lifetime"])
-    training = timings["stages_s"]["training"]
+    arguments = ["experiments/simple_spread_qmix.yaml", f"stop.env_steps={steps}"]
+    run = rlplat_run([*arguments, "stop.time_s=null", *overrides], out)
+    if run.error:
+        return {"error": run.error, "command_wall_s": run.wall}
+    env_steps = int(run.rows[-1]["num_env_steps_sampled_lifetime"])
+    training = run.driver["timings"]["stages_s"]["training"]
     return {
-        "command_wall_s": wall,
+        "command_wall_s": run.wall,
         "env_steps": env_steps,
-        "env_steps_per_s": round(env_steps / wall, 1),
+        "env_steps_per_s": round(env_steps / run.wall, 1),
         "training_s": training,
         "training_env_steps_per_s": round(env_steps / training, 1),
     }
 
 
 def main() -> None:
-    import tempfile
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epymarl-src", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=20_000)
@@ -136,7 +124,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rlplat-epymarl-") as scratch:
         sides = ["rlplat", "epymarl", "rlplat_shipped"]
         for round_ in range(args.rounds):
-            order = sides[round_ % 3 :] + sides[: round_ % 3]
+            order = sides[round_ % len(sides) :] + sides[: round_ % len(sides)]
             row: dict = {"round": round_, "first": order[0]}
             for side in order:
                 out = Path(scratch) / f"{side}-{round_}"

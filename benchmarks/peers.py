@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -178,31 +178,49 @@ def sb3_eval(model_path: str) -> dict[str, Any]:
 # --- rlplat side -------------------------------------------------------------------------------
 
 
-def rlplat_train(task: str, seed: int, out: Path) -> dict[str, Any]:
-    spec = TASKS[task]
-    command = [str(RLPLAT), "train", spec.experiment, f"seed={seed}", f"output_dir={out}"]
-    proc, wall = timed(command)
+@dataclass
+class RlplatRun:
+    """One `rlplat train` process: its wall seconds, and (if it succeeded) its results."""
+
+    wall: float
+    error: str | None = None
+    run_dir: Path | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)  # the trial's result.json
+    driver: dict[str, Any] = field(default_factory=dict)  # this process's entry in run.json
+
+
+def rlplat_run(arguments: list[str], out: Path) -> RlplatRun:
+    """`rlplat train <arguments> output_dir=<out>` as a whole process, and its one trial."""
+    proc, wall = timed([str(RLPLAT), "train", *arguments, f"output_dir={out}"])
     if proc.returncode != 0:
-        return {"error": proc.stderr[-2000:], "command_wall_s": wall}
+        return RlplatRun(wall, error=proc.stderr[-2000:])
     [run_dir] = out.glob("*/*/")
     rows = [json.loads(line) for line in next(run_dir.glob("trial_*/result.json")).open()]
+    driver = json.loads((run_dir / "run.json").read_text())["drivers"][-1]
+    return RlplatRun(wall, run_dir=run_dir, rows=rows, driver=driver)
+
+
+def rlplat_train(task: str, seed: int, out: Path) -> dict[str, Any]:
+    spec = TASKS[task]
+    run = rlplat_run([spec.experiment, f"seed={seed}"], out)
+    if run.error:
+        return {"error": run.error, "command_wall_s": run.wall}
     hit = next(
         (
             r
-            for r in rows
+            for r in run.rows
             if (r.get("window") or {}).get("episode_return_mean", -1e9) >= spec.target
         ),
         None,
     )
-    driver = json.loads((run_dir / "run.json").read_text())["drivers"][-1]
     return {
         "reached": hit is not None,
         "env_steps_to_target": int(hit["num_env_steps_sampled_lifetime"]) if hit else None,
         "train_s_to_target": round(hit["time_total_s"], 2) if hit else None,
-        "env_steps_total": int(rows[-1]["num_env_steps_sampled_lifetime"]),
-        "command_wall_s": wall,
-        "timings": driver.get("timings"),
-        "run_dir": str(run_dir),
+        "env_steps_total": int(run.rows[-1]["num_env_steps_sampled_lifetime"]),
+        "command_wall_s": run.wall,
+        "timings": run.driver.get("timings"),
+        "run_dir": str(run.run_dir),
     }
 
 
