@@ -273,6 +273,13 @@ def eval_(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the results as JSON on stdout.")
     ] = False,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the episodes to this new directory as a dataset for offline training "
+            "(RLlib's Parquet columns plus dataset.json)."
+        ),
+    ] = None,
     verbose: Verbose = False,
     debug: Debug = False,
 ) -> None:
@@ -299,6 +306,7 @@ def eval_(
         one_file=one_file,
         last=last,
         max_steps=max_steps,
+        record=record,
     )
     report = evaluate(
         path,

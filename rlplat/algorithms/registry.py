@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 _CUSTOM: dict[str, str] = {}
 _TEAM: set[str] = set()
+# RLlib's algorithms that learn from recorded data (offline_data) and never sample for training.
+OFFLINE = ("BC", "MARWIL", "CQL", "IQL")
+# Of those, the ones whose RLModule needs a continuous (Box) action space.
+OFFLINE_CONTINUOUS_ONLY = ("CQL", "IQL")
 
 
 def register_algorithm(name: str, import_path: str, *, team: bool = False) -> None:
@@ -34,6 +38,11 @@ def register_algorithm(name: str, import_path: str, *, team: bool = False) -> No
 def is_team_algorithm(name: str) -> bool:
     """Whether ``name`` (a canonical name) learns over a multi-agent env seen as one team."""
     return name in _TEAM
+
+
+def is_offline_algorithm(name: str) -> bool:
+    """Whether ``name`` (a canonical name) trains from datasets (``offline:``)."""
+    return name in OFFLINE
 
 
 def _rllib_names() -> list[str]:

@@ -13,6 +13,8 @@ from typing import Any
 
 import ray
 
+from rlplat.rllib.build import with_data_pipeline
+
 Bundle = dict[str, float]
 
 # Ray's bookkeeping resources: not something a bundle asks for.
@@ -192,16 +194,18 @@ class Plan:
 
 def trial_bundles(config: Any, algo_cls: type) -> tuple[list[LabelledBundle], str]:
     """The placement group bundles RLlib asks Tune for, each labelled with its YAML key."""
-    request = algo_cls.default_resource_request(config)
+    request = with_data_pipeline(algo_cls.default_resource_request(config), config)
     bundles = [_schedulable(bundle) for bundle in request.bundles]
     runners = config.num_env_runners
     learners = config.num_learners
+    data = [("offline data pipeline", "offline_data.map_batches_kwargs")] * config.is_offline
     roles = (
         [("driver", "resources.driver")]
         + [("env runner", "resources.env_runners")] * runners
         + [("evaluation env runner", "evaluation.evaluation_num_env_runners")]
-        * (len(bundles) - 1 - runners - learners)
+        * (len(bundles) - 1 - runners - learners - len(data))
         + [("learner", "resources.learners")] * learners
+        + data
     )
     labelled = [
         LabelledBundle(role, key, {name: amount for name, amount in bundle.items() if amount})

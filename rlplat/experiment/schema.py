@@ -323,6 +323,19 @@ class ExportSpec(Section):
         return at_end
 
 
+class OfflineSpec(Section):
+    """Learn from recorded experience instead of sampling the env (BC, MARWIL, CQL, IQL)."""
+
+    input: str | list[str] = Field(
+        description="A dataset directory (rlplat eval --record, rlplat dataset) or a list of "
+        "them. The env section still names the env: its spaces must match the data's, and "
+        "evaluation episodes in it give the run its returns."
+    )
+
+    def inputs(self) -> list[str]:
+        return [self.input] if isinstance(self.input, str) else list(self.input)
+
+
 class MultiAgentSpec(Section):
     """Which policy acts for which agent, which policies learn, and their own settings."""
 
@@ -456,6 +469,11 @@ class Experiment(Section):
     init: InitSpec = Field(default_factory=InitSpec)
     multi_agent: MultiAgentSpec | None = Field(
         None, description="Policies for a PettingZoo env (default: one shared policy)."
+    )
+    offline: OfflineSpec | None = Field(
+        None,
+        description="Train from datasets instead of the env (offline algorithms); RLlib's own "
+        "settings for reading them go in offline_data.",
     )
     connectors: list[NamedEntry] = Field(
         default_factory=list,

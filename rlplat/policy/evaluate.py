@@ -15,6 +15,7 @@ from typing import Any
 from rich.table import Table
 
 from rlplat.checkpoints import find_checkpoint
+from rlplat.datasets.dataset import DatasetInfo, DatasetWriter, Step
 from rlplat.environments.make import build_env, render_modes
 from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.experiment.load import load_experiment
@@ -45,6 +46,7 @@ class EvalOptions:
     one_file: bool = False
     last: bool = False
     max_steps: int | None = None
+    record: Path | None = None  # write the episodes as a dataset here
 
 
 @dataclass
@@ -60,6 +62,7 @@ class EvalReport:
     per_episode: list[dict[str, Any]]
     reported: dict[str, Any] | None
     videos: list[str] = field(default_factory=list)
+    dataset: str | None = None  # --record: the dataset directory written
     # Multi-agent: the return of each agent, and of each policy (summed over its agents).
     agent_returns: dict[str, Stats] = field(default_factory=dict)
     policy_returns: dict[str, Stats] = field(default_factory=dict)
@@ -93,6 +96,7 @@ def evaluate(
         raise UserError(unsupported_render(options.render, experiment.env, render_modes(env)))
     actor = source.actor(experiment, env)
     actions = "sampled" if options.explore else "greedy"
+    recorder = _recorder(options, source, experiment, env, actor) if options.record else None
     last_seed = options.seed + options.episodes - 1
     say(
         f"Environment: {experiment.env.label}; {options.episodes} "
@@ -113,10 +117,10 @@ def evaluate(
                 max_steps=options.max_steps,
             )
             results.append(result)
+            if recorder is not None:
+                recorder.add_episode(str(result.seed), episode_steps(actor.episode))
             cut = " (truncated)" if result.truncated else ""
-            agents = (
-                f" ({member_returns(result.agent_returns)})" if result.agent_returns else ""
-            )
+            agents = f" ({member_returns(result.agent_returns)})" if result.agent_returns else ""
             say(
                 f"  episode {index + 1:>3}  seed {result.seed}: return "
                 f"{result.episode_return:.2f}{agents}, length {result.length}{cut}"
@@ -137,6 +141,9 @@ def evaluate(
             videos.append(_save(pending_frames, options.out, stem, video_format, env.metadata))
     finally:
         env.close()
+    dataset = str(recorder.write()) if recorder is not None else None
+    if dataset:
+        say(f"Dataset: {dataset} ({recorder.info.env_steps:,} env steps)")
     return EvalReport(
         checkpoint=str(source.path),
         picked=source.why,
@@ -160,7 +167,62 @@ def evaluate(
         ],
         reported=source.reported,
         videos=videos,
+        dataset=dataset,
     )
+
+
+def _recorder(
+    options: EvalOptions, source: _Source, experiment: Any, env: Any, actor: Actor
+) -> DatasetWriter:
+    """A writer for ``--record``, or a UserError where the episodes cannot be a dataset."""
+    from ray.rllib.utils.serialization import gym_space_to_dict  # noqa: PLC0415
+
+    refusal = None
+    if source.kind != "Checkpoint":
+        refusal = "an ONNX export plays without RLlib's episodes; record from its checkpoint"
+    elif actor.multi_agent or hasattr(env, "members"):
+        refusal = (
+            f"{experiment.env.label} is multi-agent, and datasets hold one agent's episodes "
+            "(RLlib's offline algorithms learn single-agent policies)"
+        )
+    elif experiment.connectors:
+        refusal = (
+            "the experiment's connectors change observations inside the policy, and a "
+            "dataset holds what the env returned; record a policy trained without them"
+        )
+    if refusal:
+        raise UserError(f"--record {options.record}: {refusal}. Nothing was written.")
+    info = DatasetInfo(
+        env=experiment.model_dump(mode="json")["env"],
+        observation_space=gym_space_to_dict(env.observation_space),
+        action_space=gym_space_to_dict(env.action_space),
+        source={
+            "kind": "policy",
+            "checkpoint": str(source.path),
+            "actions": "sampled" if options.explore else "greedy",
+            "seeds": [options.seed, options.seed + options.episodes - 1],
+            "max_steps": options.max_steps,
+        },
+    )
+    return DatasetWriter(options.record, info)
+
+
+def episode_steps(episode: Any) -> list[Step]:
+    """The steps of a finished single-agent RLlib episode, actions as the module chose them."""
+    observations = episode.get_observations()
+    actions, rewards = episode.get_actions(), episode.get_rewards()
+    last = len(episode) - 1
+    return [
+        Step(
+            obs=observations[t],
+            action=actions[t],
+            reward=rewards[t],
+            next_obs=observations[t + 1],
+            terminated=episode.is_terminated and t == last,
+            truncated=episode.is_truncated and t == last,
+        )
+        for t in range(len(episode))
+    ]
 
 
 @dataclass
@@ -270,6 +332,11 @@ def check_options(options: EvalOptions) -> None:
         raise UserError(
             f"--render {options.render!r} is not a render choice; use one of "
             f"{', '.join(RENDER_CHOICES)}." + did_you_mean(options.render, RENDER_CHOICES)
+        )
+    if options.record is not None and options.record.exists():
+        raise UserError(
+            f"--record {options.record} already exists; rlplat never overwrites a dataset. "
+            "Choose a new directory."
         )
     if options.episodes < 1:
         raise UserError(f"--episodes must be at least 1, got {options.episodes}.")

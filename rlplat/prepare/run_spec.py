@@ -45,6 +45,7 @@ from rlplat.experiment.load import (
 from rlplat.experiment.schema import Experiment, TuneSpec
 from rlplat.experiment.spaces import Space, substitute
 from rlplat.prepare.init_checkpoint import resolve_init_checkpoint
+from rlplat.prepare.offline import check_offline
 from rlplat.prepare.search import SearchSetup, search_setup
 from rlplat.rllib.build import (
     build_algorithm_config,
@@ -109,6 +110,7 @@ def prepare(
         experiment.env, locate, needs_frames=experiment.video.every > 0, contract=step_env
     )
     _check_env_fits(experiment, env, locate)
+    experiment = check_offline(experiment, env, locate)
     if is_team_algorithm(experiment.algorithm):
         training = {**experiment.training, "global_state": team_state_source(experiment, locate)}
         experiment = experiment.model_copy(update={"training": training})

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.registry import register_env
 
 from rlplat.algorithms.registry import get_algorithm_class, is_team_algorithm
+from rlplat.datasets.dataset import data_path
 from rlplat.environments.connectors import ConnectorFactory
 from rlplat.environments.guard import GuardedCreator
 from rlplat.environments.make import EnvInfo
@@ -30,6 +33,57 @@ from rlplat.rllib.episode_stats import WindowedEpisodeStats
 from rlplat.rllib.modules import MaskedPPOModule, UniformRandomModule
 from rlplat.rllib.multi_agent import check_multi_agent
 from rlplat.rllib.replay import TRANSITION_SAMPLER, transition_sampler_requested
+
+# Offline runs learn without playing: greedy evaluation episodes after every iteration, in the
+# algorithm's own process, give their returns (the evaluation section overrides each).
+OFFLINE_EVALUATION = {
+    "evaluation_interval": 1,
+    "evaluation_duration": 10,
+    "evaluation_duration_unit": "episodes",
+    "evaluation_num_env_runners": 0,
+}
+
+# Ray Data runs an offline run's data pipeline (Parquet reads, then RLlib's OfflinePreLearner in
+# an actor pool) inside the trial's placement group, where Tune puts a trial's child tasks. RLlib
+# asks Tune for no resources for it and starts two one-CPU actors by default, so a trial waits
+# forever on a small machine. rlplat starts one half-CPU actor and half-CPU reads, and adds a
+# bundle of their CPUs to the trial (``data_pipeline_cpus``); offline_data overrides either.
+OFFLINE_MAP_BATCHES = {"concurrency": 1, "num_cpus": 0.5}
+OFFLINE_READ_CPUS = 0.5
+
+
+def _offline_data_defaults(offline_data: dict[str, Any]) -> None:
+    offline_data["map_batches_kwargs"] = {
+        **OFFLINE_MAP_BATCHES,
+        **(offline_data.get("map_batches_kwargs") or {}),
+    }
+    read = dict(offline_data.get("input_read_method_kwargs") or {})
+    read["ray_remote_args"] = {"num_cpus": OFFLINE_READ_CPUS, **read.get("ray_remote_args", {})}
+    offline_data["input_read_method_kwargs"] = read
+    # RLlib requires it with a learner in the algorithm's process (learners.count 0).
+    offline_data.setdefault("dataset_num_iters_per_learner", 1)
+
+
+def with_data_pipeline(request: PlacementGroupFactory, config: AlgorithmConfig) -> Any:
+    """RLlib's resource request for a trial, plus a bundle for an offline run's data pipeline
+    (which Ray Data runs inside the trial's placement group)."""
+    cpus = data_pipeline_cpus(config)
+    if not cpus:
+        return request
+    return PlacementGroupFactory([*request.bundles, {"CPU": cpus}], strategy=request.strategy)
+
+
+def data_pipeline_cpus(config: AlgorithmConfig) -> float:
+    """CPUs an offline run's Ray Data pipeline needs at once: its map actors and a read."""
+    if not config.is_offline:
+        return 0.0
+    kwargs = config.map_batches_kwargs or {}
+    concurrency = kwargs.get("concurrency", 1)
+    if isinstance(concurrency, (tuple, list)):  # Ray Data's (min, max) actor pool size
+        concurrency = concurrency[-1]
+    remote = (config.input_read_method_kwargs or {}).get("ray_remote_args", {})
+    return float(concurrency) * float(kwargs.get("num_cpus", 1)) + float(remote.get("num_cpus", 1))
+
 
 # resources.<key path> -> (RLlib builder method, its keyword)
 RESOURCE_KEYS: dict[str, tuple[str, str]] = {
@@ -232,6 +286,10 @@ def build_algorithm_config(
     if env.multi_agent and not team:
         _multi_agent_calls(exp, env, config, calls, locate)
     _transition_replay(calls, env.multi_agent and not team, locate)
+    if exp.offline is not None:
+        calls["offline_data"]["input_"] = [str(data_path(Path(p))) for p in exp.offline.inputs()]
+        calls["evaluation"] = {**OFFLINE_EVALUATION, **calls["evaluation"]}
+        _offline_data_defaults(calls["offline_data"])
     for path, (section, keyword) in RESOURCE_KEYS.items():
         value = resource_value(exp, path)
         if value not in (None, {}):
@@ -311,9 +369,7 @@ def _multi_agent_calls(
     """Policies, mapping, trained policies, per-policy overrides, module classes, and the
     multi-agent variant of an off-policy algorithm's episode replay buffer."""
     spec = exp.multi_agent or MultiAgentSpec()
-    setup = check_multi_agent(
-        spec, env, list(builder_parameters(type(config), "training")), locate
-    )
+    setup = check_multi_agent(spec, env, list(builder_parameters(type(config), "training")), locate)
     needs_own_modules = [p for p in setup.policies if p in setup.random or p in setup.masked]
     if needs_own_modules and exp.algorithm not in MASKABLE_ALGORITHMS:
         what = "random policies" if setup.random else "action masks (Dict observations)"
@@ -341,9 +397,7 @@ def _multi_agent_calls(
         calls["rl_module"]["rl_module_spec"] = MultiRLModuleSpec(
             rl_module_specs={
                 policy: RLModuleSpec(
-                    module_class=UniformRandomModule
-                    if policy in setup.random
-                    else MaskedPPOModule
+                    module_class=UniformRandomModule if policy in setup.random else MaskedPPOModule
                 )
                 for policy in needs_own_modules
             }

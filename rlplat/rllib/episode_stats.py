@@ -5,7 +5,8 @@ the current iteration only (often one to five for CartPole), so a stop condition
 lucky iteration. ``WindowedEpisodeStats`` adds ``window/episode_return_mean`` and
 ``window/episode_len_mean``: the mean over the last ``metrics_num_episodes_for_smoothing`` finished
 episodes (RLlib's own smoothing setting, default 100), which is what ``stop.episode_return_mean``
-and checkpoint ranking use.
+and checkpoint ranking use. Offline runs (BC, MARWIL, CQL, IQL) play episodes only in evaluation:
+their window is over the evaluation episodes.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class WindowedEpisodeStats(RLlibCallback):
     def on_train_result(self, *, algorithm: Any, result: dict, **kwargs: Any) -> None:
         window = int(algorithm.config.metrics_num_episodes_for_smoothing)
         runners = result.get("env_runners") or {}
+        if algorithm.config.is_offline:
+            # Offline algorithms sample nothing to train on: their episodes are the evaluation's.
+            runners = (result.get("evaluation") or {}).get("env_runners") or {}
         count = int(finite(runners.get("num_episodes")) or 0)
         means = iteration_means(runners)
         if count > 0 and all(key in means for key in WINDOWED):
@@ -94,9 +98,7 @@ class WindowedEpisodeStats(RLlibCallback):
             return
         # The oldest iteration may overfill the window: count only the episodes that fit.
         excess = max(total - window, 0)
-        weighted = [
-            (c - (excess if i == 0 else 0), m) for i, (c, m) in enumerate(self._recent)
-        ]
+        weighted = [(c - (excess if i == 0 else 0), m) for i, (c, m) in enumerate(self._recent)]
         stats: dict[str, Any] = {"num_episodes": sum(w for w, _ in weighted)}
         for key in dict.fromkeys(k for _, m in weighted for k in m):
             pairs = [(w, m[key]) for w, m in weighted if key in m]

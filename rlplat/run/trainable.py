@@ -25,6 +25,7 @@ from rlplat.experiment.schema import CheckpointSpec
 from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.metrics import REPLAY_STEPS, RESTORED_REPLAY_STEPS, RUNNER_RESTARTS
 from rlplat.prepare import trial_algorithm_config
+from rlplat.rllib.build import with_data_pipeline
 from rlplat.rllib.episode_stats import episode_window
 from rlplat.rllib.replay import TransitionEpisodeReplayBuffer, transition_sampler_requested
 from rlplat.run.finetune import start_from_checkpoint
@@ -159,7 +160,10 @@ class ExperimentTrial:
     def default_resource_request(cls, config: Any) -> Any:
         built = algorithm_config(config)
         # Tune used to hand RLlib the config as a dict: keep that path.
-        return super().default_resource_request(built.to_dict() if built is not config else config)
+        request = super().default_resource_request(
+            built.to_dict() if built is not config else config
+        )
+        return with_data_pipeline(request, built)
 
 
 LOSS_KEYS = ("total_loss", "policy_loss", "vf_loss", "qf_loss", "critic_loss", "actor_loss")

@@ -1,0 +1,1 @@
+"""Datasets of recorded experience for offline training (see ``dataset.py``)."""

@@ -1,0 +1,90 @@
+"""Checks of an experiment's ``offline:`` section against its algorithm, env and datasets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+
+from rlplat.algorithms.registry import OFFLINE, OFFLINE_CONTINUOUS_ONLY, is_offline_algorithm
+from rlplat.datasets.dataset import read_info
+from rlplat.environments.make import EnvInfo
+from rlplat.errors import ConfigError, UserError
+from rlplat.experiment.load import Locator
+from rlplat.experiment.schema import Experiment
+
+RECORD_HINT = "record one with `rlplat eval <checkpoint> -n 50 --record DIR`"
+
+
+def check_offline(experiment: Experiment, env: EnvInfo, locate: Locator) -> Experiment:
+    """The algorithm is an offline one exactly when ``offline:`` is given, and every dataset
+    exists, holds env steps and has the env's observation and action spaces. Returns the
+    experiment with absolute dataset paths (trials run in other working directories)."""
+    name, offline = experiment.algorithm, experiment.offline
+    continuous = isinstance(env.action_space, gym.spaces.Box)
+    fitting = [a for a in OFFLINE if continuous or a not in OFFLINE_CONTINUOUS_ONLY]
+    if offline is None:
+        if is_offline_algorithm(name):
+            raise ConfigError(
+                f"{name} learns from recorded experience, and the experiment names no data: "
+                f"add `offline: {{input: DIR}}` with a dataset directory ({RECORD_HINT}).",
+                location=locate("algorithm"),
+                key="offline",
+            )
+        return experiment
+    if not is_offline_algorithm(name):
+        raise ConfigError(
+            f"offline.input gives datasets, but {name} learns by sampling its env. Train from "
+            f"datasets with an offline algorithm: {', '.join(fitting)} (did you mean "
+            f"algorithm: {fitting[0]}?), or remove the offline section.",
+            location=locate("offline"),
+            key="algorithm",
+        )
+    if env.multi_agent:
+        raise ConfigError(
+            f"{experiment.env.label!r} is multi-agent; RLlib's offline algorithms learn "
+            "single-agent policies from single-agent datasets.",
+            location=locate("offline"),
+            key="offline",
+        )
+    if name in OFFLINE_CONTINUOUS_ONLY and not continuous:
+        raise ConfigError(
+            f"{name} needs a continuous (Box) action space; {experiment.env.label!r} has "
+            f"{env.action_space}. For discrete actions use {' or '.join(fitting)}.",
+            location=locate("algorithm"),
+            key="algorithm",
+        )
+    if experiment.offline_data.get("input_") is not None:
+        raise ConfigError(
+            "offline_data.input_ is set by rlplat from offline.input (datasets are checked "
+            "before the run); give the dataset directories there. Did you mean offline.input?",
+            location=locate("offline_data.input_"),
+            key="offline_data.input_",
+        )
+    for index, given in enumerate(offline.inputs()):
+        key = "offline.input" if isinstance(offline.input, str) else f"offline.input[{index}]"
+        try:
+            info = read_info(Path(given))
+        except UserError as exc:
+            raise ConfigError(str(exc), location=locate(key), key=key) from None
+        if info.env_steps == 0:
+            raise ConfigError(
+                f"the dataset {given} holds no env steps; {RECORD_HINT}.",
+                location=locate(key),
+                key=key,
+            )
+        observation_space, action_space = info.spaces()
+        for what, theirs, ours in (
+            ("observation", observation_space, env.observation_space),
+            ("action", action_space, env.action_space),
+        ):
+            if theirs != ours:
+                raise ConfigError(
+                    f"the dataset {given} was recorded with {what} space {theirs}, but "
+                    f"{experiment.env.label!r} has {ours}; train on data from the same env "
+                    "(its dataset.json names the env it came from).",
+                    location=locate(key),
+                    key=key,
+                )
+    absolute = [str(Path(given).resolve()) for given in offline.inputs()]
+    return experiment.model_copy(update={"offline": offline.model_copy(update={"input": absolute})})
