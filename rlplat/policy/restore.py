@@ -24,6 +24,7 @@ from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.core import (
     COMPONENT_ENV_RUNNER,
     COMPONENT_ENV_TO_MODULE_CONNECTOR,
+    COMPONENT_EVAL_ENV_RUNNER,
     COMPONENT_LEARNER,
     COMPONENT_LEARNER_GROUP,
     COMPONENT_MODULE_TO_ENV_CONNECTOR,
@@ -39,7 +40,14 @@ from rlplat.checkpoints import RLLIB_MARKER
 from rlplat.errors import UserError
 
 MODULES_DIR = Path(COMPONENT_LEARNER_GROUP, COMPONENT_LEARNER, COMPONENT_RL_MODULE)
-ENV_RUNNER_STATE = Path(COMPONENT_ENV_RUNNER, "state.pkl")
+
+
+def env_runner_dir(checkpoint: Path) -> Path:
+    """The env runner whose connectors acting uses: the training one, or for offline runs
+    (BC, MARWIL, CQL, IQL: no training env runner) the evaluation one."""
+    training = checkpoint / COMPONENT_ENV_RUNNER
+    evaluation = checkpoint / COMPONENT_EVAL_ENV_RUNNER
+    return evaluation if evaluation.is_dir() and not training.is_dir() else training
 
 
 @dataclass
@@ -82,10 +90,11 @@ class Policy:
         for single in module.values() if mapping is not None else [module]:
             if isinstance(single, torch.nn.Module):  # random policies have no network
                 single.eval()
+        runner = env_runner_dir(checkpoint)
         env_to_module = _restore(
             ConnectorPipelineV2,
             checkpoint,
-            checkpoint / COMPONENT_ENV_RUNNER / COMPONENT_ENV_TO_MODULE_CONNECTOR,
+            runner / COMPONENT_ENV_TO_MODULE_CONNECTOR,
             "env-to-module connectors",
         )
         _freeze_statistics(env_to_module)
@@ -95,7 +104,7 @@ class Policy:
             module_to_env=_restore(
                 ConnectorPipelineV2,
                 checkpoint,
-                checkpoint / COMPONENT_ENV_RUNNER / COMPONENT_MODULE_TO_ENV_CONNECTOR,
+                runner / COMPONENT_MODULE_TO_ENV_CONNECTOR,
                 "module-to-env connectors",
             ),
             env_steps_trained=_env_steps_trained(checkpoint),
@@ -303,7 +312,7 @@ def _written_ray_version(checkpoint: Path) -> str:
 
 def _env_steps_trained(checkpoint: Path) -> int:
     try:
-        with open(checkpoint / ENV_RUNNER_STATE, "rb") as handle:
+        with open(env_runner_dir(checkpoint) / "state.pkl", "rb") as handle:
             return int(pickle.load(handle).get("num_env_steps_sampled_lifetime", 0))
     except Exception:  # noqa: BLE001 - only used for exploration schedules; 0 is a safe default
         return 0

@@ -43,13 +43,15 @@ OFFLINE_EVALUATION = {
     "evaluation_num_env_runners": 0,
 }
 
-# Ray Data runs an offline run's data pipeline (Parquet reads, then RLlib's OfflinePreLearner in
-# an actor pool) inside the trial's placement group, where Tune puts a trial's child tasks. RLlib
-# asks Tune for no resources for it and starts two one-CPU actors by default, so a trial waits
-# forever on a small machine. rlplat starts one half-CPU actor and half-CPU reads, and adds a
-# bundle of their CPUs to the trial (``data_pipeline_cpus``); offline_data overrides either.
+# An offline run's data pipeline runs in the trial's placement group (see
+# rlplat.run.trainable.keep_ray_data_in_the_trial): Ray Data samples a Parquet file in a one-CPU
+# task, then reads it and runs RLlib's OfflinePreLearner in an actor pool. RLlib asks Tune for no
+# resources for it and starts two one-CPU actors by default. rlplat starts one half-CPU actor and
+# half-CPU reads, and adds a bundle to the trial (``data_pipeline_cpus``); offline_data overrides
+# either.
 OFFLINE_MAP_BATCHES = {"concurrency": 1, "num_cpus": 0.5}
 OFFLINE_READ_CPUS = 0.5
+PARQUET_SAMPLING_CPUS = 1.0
 
 
 def _offline_data_defaults(offline_data: dict[str, Any]) -> None:
@@ -74,7 +76,8 @@ def with_data_pipeline(request: PlacementGroupFactory, config: AlgorithmConfig) 
 
 
 def data_pipeline_cpus(config: AlgorithmConfig) -> float:
-    """CPUs an offline run's Ray Data pipeline needs at once: its map actors and a read."""
+    """CPUs an offline run's Ray Data pipeline needs at once: its map actors and a read, or the
+    Parquet sampling task that runs before them."""
     if not config.is_offline:
         return 0.0
     kwargs = config.map_batches_kwargs or {}
@@ -82,7 +85,9 @@ def data_pipeline_cpus(config: AlgorithmConfig) -> float:
     if isinstance(concurrency, (tuple, list)):  # Ray Data's (min, max) actor pool size
         concurrency = concurrency[-1]
     remote = (config.input_read_method_kwargs or {}).get("ray_remote_args", {})
-    return float(concurrency) * float(kwargs.get("num_cpus", 1)) + float(remote.get("num_cpus", 1))
+    actors = float(concurrency) * float(kwargs.get("num_cpus", 1))
+    reading = actors + float(remote.get("num_cpus", 1))
+    return max(PARQUET_SAMPLING_CPUS, reading)
 
 
 # resources.<key path> -> (RLlib builder method, its keyword)

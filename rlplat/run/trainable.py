@@ -12,8 +12,14 @@ classes on first access, so they unpickle by name in every Ray worker.
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any
+
+import ray
+from ray.data import DataContext
+from ray.util.annotations import RayDeprecationWarning
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rlplat.algorithms.registry import get_algorithm_class
 from rlplat.checkpoints import RESOLVED_EXPERIMENT, checkpoint_info_from_result
@@ -55,6 +61,24 @@ def replay_memory(algo: Any) -> Any | None:
     return None
 
 
+def keep_ray_data_in_the_trial() -> None:
+    """Ray Data starts its tasks and actors with the SPREAD strategy, outside the trial's
+    placement group, where Tune reserved nothing for them: a trial that fills the cluster (two
+    CPUs here) waits forever. In the group they use the bundle rlplat adds for them
+    (``rlplat.rllib.build.data_pipeline_cpus``). Parquet goes through Ray Data's first
+    datasource, because the second lists files with footer-reading actors that always SPREAD."""
+    context = DataContext.get_current()
+    context.use_datasource_v2 = False
+    group = ray.util.get_current_placement_group()
+    if group is None:
+        return
+    strategy = PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RayDeprecationWarning)
+        context.scheduling_strategy = strategy
+        context.scheduling_strategy_large_args = strategy
+
+
 class ExperimentTrial:
     """Mixed in before the algorithm class: turns the experiment dict into its RLlib config,
     and adds what RLlib's new-stack checkpoints leave out: rlplat's episode-return window and
@@ -66,6 +90,8 @@ class ExperimentTrial:
         self._checkpoint_spec = CheckpointSpec.model_validate(experiment.get("checkpoint", {}))
         self._restored_replay_steps: int | None = None
         self._previous_result: dict[str, Any] = {}
+        if experiment.get("offline"):
+            keep_ray_data_in_the_trial()
         super().__init__(config=algorithm_config(config), **kwargs)
         init = experiment.get("init") or {}
         if init.get("checkpoint"):
