@@ -28,6 +28,9 @@ RLLIB_MARKER = "rllib_checkpoint.json"
 CHECKPOINT_INFO = "rlplat_checkpoint.json"
 # The resolved experiment, in every run, trial and checkpoint directory.
 RESOLVED_EXPERIMENT = "experiment.yaml"
+# Where rlplat keeps the replay memory (DQN, SAC, QMIX) in a checkpoint's algorithm_state.pkl.
+ALGORITHM_STATE = "algorithm_state.pkl"
+REPLAY_STATE = "rlplat_replay_memory"
 # A run directory's record of how it started (versions, nodes, the driver processes) and, once
 # its driver ends, what each trial did.
 RUN_INFO = "run.json"

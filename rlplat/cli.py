@@ -432,9 +432,8 @@ def serve(
         str | None,
         typer.Option(help="Environment variable holding the bearer token requests must carry."),
     ] = None,
-    max_body: Annotated[
-        int, typer.Option(help="Largest request body in bytes (larger: 413).")
-    ] = 1 << 20,
+    max_body: Annotated[int, typer.Option(help="Largest request body in bytes (larger: 413).")] = 1
+    << 20,
     max_sessions: Annotated[
         int, typer.Option(help="Recurrent policies: episode sessions kept at most.")
     ] = 10_000,
@@ -585,6 +584,55 @@ def report(
             highlight=False,
         )
     console.print(f"Report: {result['directory']}/report.md", highlight=False)
+
+
+@app.command()
+def dataset(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A checkpoint, or a trial/run/experiment directory (newest checkpoint)."
+        ),
+    ],
+    out: Annotated[Path, typer.Option(help="New dataset directory (never overwritten).")],
+    from_replay: Annotated[
+        bool,
+        typer.Option(
+            "--from-replay",
+            help="Write the run's replay memory (DQN, SAC): every transition it kept. To record a "
+            "policy's episodes use rlplat eval --record.",
+        ),
+    ] = False,
+    best: Annotated[
+        bool, typer.Option("--best", help="The best checkpoint of a trial instead of the newest.")
+    ] = False,
+    debug: Debug = False,
+) -> None:
+    """Write a dataset for offline training (BC, MARWIL, CQL, IQL) from a run's replay memory."""
+    from rlplat.policy.replay_dataset import export_replay  # noqa: PLC0415
+
+    if not from_replay:
+        raise UserError(
+            "rlplat dataset: say where the data comes from: --from-replay (the run's replay "
+            "memory). To record a policy's episodes use `rlplat eval <checkpoint> --record DIR`."
+        )
+    quiet_ray_logs(False)
+    warnings.filterwarnings("ignore")
+    use_project_paths(project_paths(path))
+    writer = export_replay(path, out, best=best)
+    info = writer.info
+    returns = info.returns
+    console.print(
+        f"Dataset: {out} ({info.episodes} episode(s), {info.env_steps:,} env steps) from "
+        f"{info.source['checkpoint']}",
+        highlight=False,
+    )
+    if returns:
+        console.print(
+            f"  returns of its {returns['episodes']} complete episode(s): mean "
+            f"{returns['mean']:.2f}, min {returns['min']:.2f}, max {returns['max']:.2f}",
+            highlight=False,
+        )
 
 
 @app.command("runs")

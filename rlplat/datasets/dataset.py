@@ -147,6 +147,24 @@ class DatasetWriter:
         return self.out
 
 
+def episode_steps(episode: Any) -> list[Step]:
+    """The steps of a finished single-agent RLlib episode, actions as the module chose them."""
+    observations = episode.get_observations()
+    actions, rewards = episode.get_actions(), episode.get_rewards()
+    last = len(episode) - 1
+    return [
+        Step(
+            obs=observations[t],
+            action=actions[t],
+            reward=rewards[t],
+            next_obs=observations[t + 1],
+            terminated=episode.is_terminated and t == last,
+            truncated=episode.is_truncated and t == last,
+        )
+        for t in range(len(episode))
+    ]
+
+
 def _plain(action: Any) -> Any:
     """An action as a Parquet cell: an int for Discrete, a float32 list for Box."""
     array = np.asarray(action)

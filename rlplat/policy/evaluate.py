@@ -15,7 +15,7 @@ from typing import Any
 from rich.table import Table
 
 from rlplat.checkpoints import find_checkpoint
-from rlplat.datasets.dataset import DatasetInfo, DatasetWriter, Step
+from rlplat.datasets.dataset import DatasetInfo, DatasetWriter, episode_steps
 from rlplat.environments.make import build_env, render_modes
 from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.experiment.load import load_experiment
@@ -165,10 +165,18 @@ def evaluate(
             }
             for r in results
         ],
-        reported=source.reported,
+        reported=_with_episode_kind(source.reported, experiment),
         videos=videos,
         dataset=dataset,
     )
+
+
+def _with_episode_kind(reported: dict[str, Any] | None, experiment: Any) -> dict[str, Any] | None:
+    """Training's own numbers, and whether they come from an offline run (whose episodes are
+    greedy evaluation episodes)."""
+    if reported is None:
+        return None
+    return {**reported, "offline": getattr(experiment, "offline", None) is not None}
 
 
 def _recorder(
@@ -205,24 +213,6 @@ def _recorder(
         },
     )
     return DatasetWriter(options.record, info)
-
-
-def episode_steps(episode: Any) -> list[Step]:
-    """The steps of a finished single-agent RLlib episode, actions as the module chose them."""
-    observations = episode.get_observations()
-    actions, rewards = episode.get_actions(), episode.get_rewards()
-    last = len(episode) - 1
-    return [
-        Step(
-            obs=observations[t],
-            action=actions[t],
-            reward=rewards[t],
-            next_obs=observations[t + 1],
-            terminated=episode.is_terminated and t == last,
-            truncated=episode.is_truncated and t == last,
-        )
-        for t in range(len(episode))
-    ]
 
 
 @dataclass
@@ -377,10 +367,13 @@ def print_report(report: EvalReport, console: Any) -> None:
     console.print(table)
     reported = report.reported or {}
     if reported.get("episode_return_mean") is not None:
+        steps, episodes = ("env steps", "exploring")
+        if reported.get("offline"):
+            steps, episodes = ("recorded env steps trained on", "greedy evaluation")
+        when = f"iteration {reported.get('iteration')}, {reported.get('env_steps') or 0:,} {steps}"
         console.print(
-            f"At this checkpoint (iteration {reported.get('iteration')}, "
-            f"{reported.get('env_steps') or 0:,} env steps) training reported a mean return of "
-            f"{reported['episode_return_mean']:.2f} over its recent (exploring) episodes.",
+            f"At this checkpoint ({when}) training reported a mean return of "
+            f"{reported['episode_return_mean']:.2f} over its recent ({episodes}) episodes.",
             highlight=False,
         )
     for video in report.videos:

@@ -70,15 +70,15 @@ class Policy:
         return self.mapping is not None
 
     @classmethod
-    def from_checkpoint(
-        cls, checkpoint: Path, mapping: Callable[..., Any] | None = None
-    ) -> Policy:
+    def from_checkpoint(cls, checkpoint: Path, mapping: Callable[..., Any] | None = None) -> Policy:
         """Restore the policy; ``mapping`` (multi-agent runs) is the run's policy mapping."""
         checkpoint = checkpoint.resolve()
         modules_dir = checkpoint / MODULES_DIR
-        found = sorted(p.name for p in modules_dir.iterdir() if p.is_dir()) if (
-            modules_dir.is_dir()
-        ) else []
+        found = (
+            sorted(p.name for p in modules_dir.iterdir() if p.is_dir())
+            if (modules_dir.is_dir())
+            else []
+        )
         if mapping is None and found and DEFAULT_MODULE_ID not in found:
             raise UserError(
                 f"{checkpoint} holds the policies {', '.join(found)} but no "

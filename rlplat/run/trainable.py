@@ -22,14 +22,22 @@ from ray.util.annotations import RayDeprecationWarning
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rlplat.algorithms.registry import get_algorithm_class
-from rlplat.checkpoints import RESOLVED_EXPERIMENT, checkpoint_info_from_result
+from rlplat.checkpoints import REPLAY_STATE, RESOLVED_EXPERIMENT, checkpoint_info_from_result
 from rlplat.cluster.connect import env_runner_actor_ids, env_runner_restarts
 from rlplat.environments.guard import take_reported_failure
 from rlplat.errors import EnvKeepsFailing, RlplatError
 from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import CheckpointSpec
 from rlplat.experiment.yaml_io import dump_yaml
-from rlplat.metrics import REPLAY_STEPS, RESTORED_REPLAY_STEPS, RUNNER_RESTARTS
+from rlplat.metrics import (
+    ENV_STEPS,
+    OFFLINE_STEPS_TRAINED,
+    REPLAY_STEPS,
+    RESTORED_REPLAY_STEPS,
+    RUNNER_RESTARTS,
+    finite,
+    lookup,
+)
 from rlplat.prepare import trial_algorithm_config
 from rlplat.rllib.build import with_data_pipeline
 from rlplat.rllib.episode_stats import episode_window
@@ -48,7 +56,6 @@ def algorithm_config(config: Any) -> Any:
 
 
 WINDOW_STATE = "rlplat_episode_window"
-REPLAY_STATE = "rlplat_replay_memory"
 
 
 def replay_memory(algo: Any) -> Any | None:
@@ -146,6 +153,8 @@ class ExperimentTrial:
         self._previous_result = result
         group = getattr(self, "env_runner_group", None)
         put(result, RUNNER_RESTARTS, env_runner_restarts(group) if group else 0)
+        if self.config.is_offline:
+            put(result, ENV_STEPS, finite(lookup(result, OFFLINE_STEPS_TRAINED)) or 0)
         memory = replay_memory(self)
         if memory is not None:
             put(result, REPLAY_STEPS, memory.get_num_timesteps())
