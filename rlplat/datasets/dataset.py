@@ -62,6 +62,9 @@ class DatasetInfo:
     episodes: int = 0
     env_steps: int = 0
     returns: dict[str, float] = field(default_factory=dict)  # complete episodes' returns
+    # Box actions as the policy's module produced them, in [-1, 1] (RLlib's normalize_actions),
+    # rather than in the env's own range.
+    actions_normalized: bool = False
     format: str = FORMAT
     created: str = ""
 
@@ -145,6 +148,13 @@ class DatasetWriter:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return self.out
+
+
+def actions_normalized(experiment: Any, action_space: gym.Space) -> bool:
+    """Whether a policy trained by ``experiment`` acts in [-1, 1] for a Box ``action_space``
+    (RLlib's ``env_runners.normalize_actions``, on by default), which its env runners rescale."""
+    runners = experiment.model_dump()["env_runners"]
+    return isinstance(action_space, gym.spaces.Box) and runners.get("normalize_actions", True)
 
 
 def episode_steps(episode: Any) -> list[Step]:

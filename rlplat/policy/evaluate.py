@@ -15,7 +15,12 @@ from typing import Any
 from rich.table import Table
 
 from rlplat.checkpoints import find_checkpoint
-from rlplat.datasets.dataset import DatasetInfo, DatasetWriter, episode_steps
+from rlplat.datasets.dataset import (
+    DatasetInfo,
+    DatasetWriter,
+    actions_normalized,
+    episode_steps,
+)
 from rlplat.environments.make import build_env, render_modes
 from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.experiment.load import load_experiment
@@ -204,6 +209,7 @@ def _recorder(
         env=experiment.model_dump(mode="json")["env"],
         observation_space=gym_space_to_dict(env.observation_space),
         action_space=gym_space_to_dict(env.action_space),
+        actions_normalized=actions_normalized(experiment, env.action_space),
         source={
             "kind": "policy",
             "checkpoint": str(source.path),

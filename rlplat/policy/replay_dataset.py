@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from rlplat.checkpoints import ALGORITHM_STATE, REPLAY_STATE, find_checkpoint
-from rlplat.datasets.dataset import DatasetInfo, DatasetWriter, episode_steps
+from rlplat.datasets.dataset import (
+    DatasetInfo,
+    DatasetWriter,
+    actions_normalized,
+    episode_steps,
+)
 from rlplat.errors import UserError
 from rlplat.experiment.load import load_experiment
 
@@ -52,6 +57,7 @@ def export_replay(path: Path, out: Path, *, best: bool = False) -> DatasetWriter
         env=experiment.model_dump(mode="json")["env"],
         observation_space=gym_space_to_dict(episodes[0].observation_space),
         action_space=gym_space_to_dict(episodes[0].action_space),
+        actions_normalized=actions_normalized(experiment, episodes[0].action_space),
         source={
             "kind": "replay",
             "checkpoint": str(picked.path),

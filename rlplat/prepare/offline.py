@@ -61,6 +61,7 @@ def check_offline(experiment: Experiment, env: EnvInfo, locate: Locator) -> Expe
             location=locate("offline_data.input_"),
             key="offline_data.input_",
         )
+    normalized: set[bool] = set()
     for index, given in enumerate(offline.inputs()):
         key = "offline.input" if isinstance(offline.input, str) else f"offline.input[{index}]"
         try:
@@ -86,5 +87,20 @@ def check_offline(experiment: Experiment, env: EnvInfo, locate: Locator) -> Expe
                     location=locate(key),
                     key=key,
                 )
+        normalized.add(info.actions_normalized)
+    if len(normalized) > 1 and continuous:
+        raise ConfigError(
+            "the datasets mix actions in the policy's normalized [-1, 1] range with actions in "
+            "the env's own range (dataset.json: actions_normalized); train on one kind.",
+            location=locate("offline.input"),
+            key="offline.input",
+        )
     absolute = [str(Path(given).resolve()) for given in offline.inputs()]
-    return experiment.model_copy(update={"offline": offline.model_copy(update={"input": absolute})})
+    # RLlib rescales Box actions from the env's range unless they already are normalized.
+    offline_data = {"actions_in_input_normalized": normalized.pop(), **experiment.offline_data}
+    return experiment.model_copy(
+        update={
+            "offline": offline.model_copy(update={"input": absolute}),
+            "offline_data": offline_data,
+        }
+    )
