@@ -250,3 +250,33 @@ def spread_qmix_run(ray_session, tmp_path_factory):
     summary = train(loaded, console=Console(quiet=True))
     assert summary.trials[0].status == "finished", summary.trials[0].error
     return summary
+
+
+def write_random_dataset(path: Path, env_id: str = "CartPole-v1", episodes: int = 2) -> Path:
+    """A real dataset directory of ``episodes`` uniformly random episodes of ``env_id``."""
+    import gymnasium as gym
+    from ray.rllib.utils.serialization import gym_space_to_dict
+
+    from rlplat.datasets.dataset import DatasetInfo, DatasetWriter, Step
+
+    env = gym.make(env_id)
+    env.action_space.seed(0)
+    writer = DatasetWriter(
+        path,
+        DatasetInfo(
+            env={"id": env_id},
+            observation_space=gym_space_to_dict(env.observation_space),
+            action_space=gym_space_to_dict(env.action_space),
+            source={"kind": "test", "actions": "uniform random"},
+        ),
+    )
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=episode)
+        steps, done = [], False
+        while not done:
+            action = env.action_space.sample()
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            steps.append(Step(obs, action, float(reward), next_obs, terminated, truncated))
+            obs, done = next_obs, terminated or truncated
+        writer.add_episode(str(episode), steps)
+    return writer.write()
