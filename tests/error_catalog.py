@@ -29,6 +29,14 @@ resources:
 stop: {iterations: 2}
 output_dir: out
 """
+OFFLINE = """\
+name: bad
+algorithm: BC
+env: {id: CartPole-v1}
+offline: {input: empty}
+stop: {iterations: 2}
+output_dir: out
+"""
 FLAKY = BASE.replace("{id: CartPole-v1}", '{factory: "envs.flaky:FlakyCartPole"}')
 
 
@@ -128,6 +136,18 @@ def _exported(scratch: Path, checkpoint: Path) -> None:
 
 
 CASES = [
+    Case(
+        "Offline algorithm without data",
+        ["train", "exp.yaml"],
+        {"exp.yaml": OFFLINE.replace("offline: {input: empty}\n", "")},
+    ),
+    Case("Offline data for an online algorithm", ["train", "exp.yaml", "algorithm=PPO"],
+         {"exp.yaml": OFFLINE}, setup=_empty_dir),
+    Case("offline.input that is not a dataset", ["train", "exp.yaml"], {"exp.yaml": OFFLINE},
+         setup=_empty_dir),
+    Case("dataset without a source", ["dataset", "checkpoint", "--out", "data"], setup=_copy),
+    Case("dataset --from-replay of an on-policy run",
+         ["dataset", "checkpoint", "--from-replay", "--out", "data"], setup=_copy),
     Case(
         "YAML: tab indentation",
         ["train", "exp.yaml"],

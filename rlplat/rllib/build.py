@@ -295,6 +295,10 @@ def build_algorithm_config(
         calls["offline_data"]["input_"] = [str(data_path(Path(p))) for p in exp.offline.inputs()]
         calls["evaluation"] = {**OFFLINE_EVALUATION, **calls["evaluation"]}
         _offline_data_defaults(calls["offline_data"])
+    if exp.algorithm == "CQL":
+        # CQLConfig's own default lr fails CQLConfig.validate(), which takes actor_lr, critic_lr
+        # and alpha_lr only.
+        calls["training"].setdefault("lr", None)
     for path, (section, keyword) in RESOURCE_KEYS.items():
         value = resource_value(exp, path)
         if value not in (None, {}):

@@ -60,7 +60,9 @@ WINDOW_STATE = "rlplat_episode_window"
 
 def replay_memory(algo: Any) -> Any | None:
     """The algorithm's replay memory: RLlib's local replay buffer (DQN, SAC) or QMIX's episode
-    store; None for on-policy algorithms."""
+    store; None for on-policy and offline algorithms (CQL inherits an unused buffer from SAC)."""
+    if algo.config.is_offline:
+        return None
     for name in ("local_replay_buffer", "episode_store"):
         memory = getattr(algo, name, None)
         if memory is not None:
@@ -154,7 +156,7 @@ class ExperimentTrial:
         group = getattr(self, "env_runner_group", None)
         put(result, RUNNER_RESTARTS, env_runner_restarts(group) if group else 0)
         if self.config.is_offline:
-            put(result, ENV_STEPS, finite(lookup(result, OFFLINE_STEPS_TRAINED)) or 0)
+            result[ENV_STEPS] = finite(lookup(result, OFFLINE_STEPS_TRAINED)) or 0
         memory = replay_memory(self)
         if memory is not None:
             put(result, REPLAY_STEPS, memory.get_num_timesteps())
