@@ -98,6 +98,16 @@ def test_bad_offline_input_exits_2_before_ray(case, write_yaml, tmp_path, capsys
     assert_rejected(write_yaml(text), expected, capsys, tmp_path / "out")
 
 
+def test_plan_reserves_cpus_for_the_data_pipeline(ray_session, write_yaml, tmp_path, capsys):
+    """Ray Data's tasks run in the trial's placement group, so the trial reserves their CPUs."""
+    data = write_random_dataset(tmp_path / "data")
+    text = TINY_BC.replace("OUTPUT", str(tmp_path / "out")).replace("DATA", str(data))
+    main(["plan", str(write_yaml(text)), "--address", ray_session])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "offline data pipeline" in out and "offline_data.map_batches_kwargs" in out
+    assert "Fits: yes" in out
+
+
 def test_record_and_dataset_refuse_bad_requests(tiny_run, tmp_path, capsys):
     run_dir = Path(tiny_run.run_dir)
     existing = tmp_path / "existing"
@@ -178,3 +188,17 @@ def test_bc_learns_cartpole_from_recorded_expert_episodes(solved_cartpole, tmp_p
     main(["report", summary.run_dir, "--out", str(tmp_path / "report"), "--eval-episodes", "5"])
     scored = json.loads((tmp_path / "report" / "report.json").read_text())
     assert scored
+
+
+def test_an_interrupted_write_leaves_no_dataset(tmp_path, monkeypatch):
+    """A dataset appears only whole: a write that fails (a full disk, a kill) leaves neither the
+    directory nor its hidden staging copy."""
+    import pyarrow.parquet as pq
+
+    def disk_full(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", disk_full)
+    with pytest.raises(OSError):
+        write_random_dataset(tmp_path / "data")
+    assert list(tmp_path.iterdir()) == []
