@@ -98,13 +98,18 @@ def test_bad_offline_input_exits_2_before_ray(case, write_yaml, tmp_path, capsys
     assert_rejected(write_yaml(text), expected, capsys, tmp_path / "out")
 
 
-def test_plan_reserves_cpus_for_the_data_pipeline(ray_session, write_yaml, tmp_path, capsys):
+def test_plan_reserves_cpus_for_the_data_pipeline(
+    ray_session, write_yaml, tmp_path, capsys, monkeypatch
+):
     """Ray Data's tasks run in the trial's placement group, so the trial reserves their CPUs."""
+    from rlplat import cli
+
+    monkeypatch.setattr(cli.console, "width", 200)  # one table row per line
     data = write_random_dataset(tmp_path / "data")
     text = TINY_BC.replace("OUTPUT", str(tmp_path / "out")).replace("DATA", str(data))
     main(["plan", str(write_yaml(text)), "--address", ray_session])
     out = " ".join(capsys.readouterr().out.split())
-    assert "offline data pipeline" in out and "offline_data.map_batches_kwargs" in out
+    assert "│ 1 │ offline data pipeline │ offline_data.map_batches_kwargs │ {CPU: 1}" in out
     assert "Fits: yes" in out
 
 
