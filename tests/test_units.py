@@ -12,7 +12,8 @@ from tests.conftest import REPO
 
 
 def feed(stats: WindowedEpisodeStats, window: int, iterations: list[tuple[int, float]]) -> dict:
-    algorithm = SimpleNamespace(config=SimpleNamespace(metrics_num_episodes_for_smoothing=window))
+    config = SimpleNamespace(metrics_num_episodes_for_smoothing=window, is_offline=False)
+    algorithm = SimpleNamespace(config=config)
     result: dict = {}
     for count, mean in iterations:
         result = {
