@@ -261,6 +261,7 @@ def write_random_dataset(path: Path, env_id: str = "CartPole-v1", episodes: int 
 
     env = gym.make(env_id)
     env.action_space.seed(0)
+    box = isinstance(env.action_space, gym.spaces.Box)
     writer = DatasetWriter(
         path,
         DatasetInfo(
@@ -268,6 +269,7 @@ def write_random_dataset(path: Path, env_id: str = "CartPole-v1", episodes: int 
             observation_space=gym_space_to_dict(env.observation_space),
             action_space=gym_space_to_dict(env.action_space),
             source={"kind": "test", "actions": "uniform random"},
+            actions_normalized=box,  # Box actions as a policy records them, in [-1, 1]
         ),
     )
     for episode in range(episodes):
@@ -276,6 +278,9 @@ def write_random_dataset(path: Path, env_id: str = "CartPole-v1", episodes: int 
         while not done:
             action = env.action_space.sample()
             next_obs, reward, terminated, truncated, _ = env.step(action)
+            if box:
+                low, high = env.action_space.low, env.action_space.high
+                action = 2 * (action - low) / (high - low) - 1
             steps.append(Step(obs, action, float(reward), next_obs, terminated, truncated))
             obs, done = next_obs, terminated or truncated
         writer.add_episode(str(episode), steps)

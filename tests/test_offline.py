@@ -73,6 +73,22 @@ CASES = {
         lambda t: replace(t, "offline_data:\n", "offline_data:\n  input_: [DATA]\n"),
         ["offline_data.input_", "Did you mean offline.input?"],
     ),
+    "no dataset listed": (
+        lambda t: replace(t, "input: DATA", "input: []"),
+        ["offline.input", "names no dataset"],
+    ),
+    "URI instead of a directory": (
+        lambda t: replace(t, "input: DATA", "input: s3://bucket/data"),
+        ["offline.input", "is a URI", "file system"],
+    ),
+    "Box actions recorded in the other range": (
+        lambda t: replace(
+            replace(t, "id: CartPole-v1", "id: Pendulum-v1"),
+            "offline_data:\n",
+            "env_runners:\n  normalize_actions: false\noffline_data:\n",
+        ),
+        ["PENDULUM_DATA", "actions_normalized: true", "env_runners.normalize_actions: true"],
+    ),
     "multi-agent env": (
         lambda t: replace(
             t, "env:\n  id: CartPole-v1", "env:\n  pettingzoo: mpe2.simple_spread_v3"
@@ -86,6 +102,8 @@ CASES = {
 def test_bad_offline_input_exits_2_before_ray(case, write_yaml, tmp_path, capsys):
     edit, expected = CASES[case]
     data = write_random_dataset(tmp_path / "data")
+    pendulum = write_random_dataset(tmp_path / "pendulum", "Pendulum-v1", episodes=1)
+    expected = [e.replace("PENDULUM_DATA", str(pendulum)) for e in expected]
     (tmp_path / "not-a-dataset").mkdir()
     text = (
         edit(TINY_BC)
@@ -93,7 +111,7 @@ def test_bad_offline_input_exits_2_before_ray(case, write_yaml, tmp_path, capsys
         .replace("NOWHERE", str(tmp_path / "nowhere"))
         .replace("NOT_A_DATASET", str(tmp_path / "not-a-dataset"))
         .replace("EMPTY", str(_empty_dataset(tmp_path / "empty")))
-        .replace("DATA", str(data))
+        .replace("DATA", str(pendulum if "Pendulum" in case or "range" in case else data))
     )
     assert_rejected(write_yaml(text), expected, capsys, tmp_path / "out")
 

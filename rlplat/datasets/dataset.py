@@ -95,7 +95,11 @@ class DatasetWriter:
         }
         self._returns: list[float] = []
 
-    def add_episode(self, episode_id: str, steps: Iterable[Step]) -> None:
+    def add_episode(
+        self, episode_id: str, steps: Iterable[Step], *, from_reset: bool = True
+    ) -> None:
+        """Add one episode's steps; ``from_reset=False`` for one whose first steps are missing
+        (evicted from a replay memory): its return then counts in no statistic."""
         from ray.rllib.utils.compression import pack  # noqa: PLC0415
 
         total = 0.0
@@ -116,7 +120,7 @@ class DatasetWriter:
             return
         self.info.episodes += 1
         self.info.env_steps += t + 1
-        if last.terminated or last.truncated:
+        if from_reset and (last.terminated or last.truncated):
             self._returns.append(total)
 
     def write(self) -> Path:
@@ -148,6 +152,20 @@ class DatasetWriter:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return self.out
+
+
+def check_recordable(observation_space: gym.Space, action_space: gym.Space) -> None:
+    """Datasets hold Box or Discrete observations and Discrete or one-dimensional Box actions:
+    what RLlib's offline algorithms learn from single-agent data."""
+    flat_box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
+    if not isinstance(observation_space, (gym.spaces.Box, gym.spaces.Discrete)) or not (
+        flat_box or isinstance(action_space, gym.spaces.Discrete)
+    ):
+        raise UserError(
+            f"datasets hold Box or Discrete observations and Discrete or one-dimensional Box "
+            f"actions; this env has observations {observation_space} and actions "
+            f"{action_space}. Nothing was written."
+        )
 
 
 def actions_normalized(experiment: Any, action_space: gym.Space) -> bool:

@@ -332,6 +332,13 @@ class OfflineSpec(Section):
         "evaluation episodes in it give the run its returns."
     )
 
+    @field_validator("input")
+    @classmethod
+    def _some_dataset(cls, value: str | list[str]) -> str | list[str]:
+        if not value:
+            raise ValueError("names no dataset: give a dataset directory or a list of them")
+        return value
+
     def inputs(self) -> list[str]:
         return [self.input] if isinstance(self.input, str) else list(self.input)
 

@@ -19,6 +19,7 @@ from rlplat.datasets.dataset import (
     DatasetInfo,
     DatasetWriter,
     actions_normalized,
+    check_recordable,
     episode_steps,
 )
 from rlplat.environments.make import build_env, render_modes
@@ -205,6 +206,7 @@ def _recorder(
         )
     if refusal:
         raise UserError(f"--record {options.record}: {refusal}. Nothing was written.")
+    check_recordable(env.observation_space, env.action_space)
     info = DatasetInfo(
         env=experiment.model_dump(mode="json")["env"],
         observation_space=gym_space_to_dict(env.observation_space),

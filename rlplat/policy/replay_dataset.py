@@ -17,6 +17,7 @@ from rlplat.datasets.dataset import (
     DatasetInfo,
     DatasetWriter,
     actions_normalized,
+    check_recordable,
     episode_steps,
 )
 from rlplat.errors import UserError
@@ -38,7 +39,7 @@ def export_replay(path: Path, out: Path, *, best: bool = False) -> DatasetWriter
     if experiment.connectors:
         raise UserError(
             f"{picked.path}: its experiment's connectors change observations inside the policy, "
-            f"and {_SINGLE_AGENT} Nothing was written."
+            "and a dataset holds what the env returned. Nothing was written."
         )
     memory = _replay_state(picked.path)
     try:
@@ -53,6 +54,7 @@ def export_replay(path: Path, out: Path, *, best: bool = False) -> DatasetWriter
             f"the replay memory in {picked.path} is empty: the run stopped before it sampled. "
             "Nothing was written."
         )
+    check_recordable(episodes[0].observation_space, episodes[0].action_space)
     info = DatasetInfo(
         env=experiment.model_dump(mode="json")["env"],
         observation_space=gym_space_to_dict(episodes[0].observation_space),
@@ -67,7 +69,7 @@ def export_replay(path: Path, out: Path, *, best: bool = False) -> DatasetWriter
     )
     writer = DatasetWriter(out, info)
     for episode in episodes:
-        writer.add_episode(episode.id_, episode_steps(episode))
+        writer.add_episode(episode.id_, episode_steps(episode), from_reset=episode.t_started == 0)
     writer.write()
     return writer
 

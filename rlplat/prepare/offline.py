@@ -37,7 +37,7 @@ def check_offline(experiment: Experiment, env: EnvInfo, locate: Locator) -> Expe
             f"offline.input gives datasets, but {name} learns by sampling its env. Train from "
             f"datasets with an offline algorithm: {', '.join(fitting)} (did you mean "
             f"algorithm: {fitting[0]}?), or remove the offline section.",
-            location=locate("offline"),
+            location=locate("algorithm"),
             key="algorithm",
         )
     if env.multi_agent:
@@ -61,9 +61,17 @@ def check_offline(experiment: Experiment, env: EnvInfo, locate: Locator) -> Expe
             location=locate("offline_data.input_"),
             key="offline_data.input_",
         )
-    normalized: set[bool] = set()
+    runs_normalized = experiment.env_runners.get("normalize_actions", True)
     for index, given in enumerate(offline.inputs()):
         key = "offline.input" if isinstance(offline.input, str) else f"offline.input[{index}]"
+        if "://" in given:
+            raise ConfigError(
+                f"{given} is a URI; offline.input takes dataset directories on a file system "
+                "(shared by every node on a cluster), because rlplat checks each dataset.json "
+                "before the run.",
+                location=locate(key),
+                key=key,
+            )
         try:
             info = read_info(Path(given))
         except UserError as exc:
@@ -87,20 +95,15 @@ def check_offline(experiment: Experiment, env: EnvInfo, locate: Locator) -> Expe
                     location=locate(key),
                     key=key,
                 )
-        normalized.add(info.actions_normalized)
-    if len(normalized) > 1 and continuous:
-        raise ConfigError(
-            "the datasets mix actions in the policy's normalized [-1, 1] range with actions in "
-            "the env's own range (dataset.json: actions_normalized); train on one kind.",
-            location=locate("offline.input"),
-            key="offline.input",
-        )
+        if continuous and info.actions_normalized != runs_normalized:
+            held = "the policy's [-1, 1] range" if info.actions_normalized else "the env's range"
+            raise ConfigError(
+                f"the dataset {given} holds actions in {held} (dataset.json: actions_normalized: "
+                f"{str(info.actions_normalized).lower()}), and RLlib trains on them as they are: "
+                "set env_runners.normalize_actions: "
+                f"{str(info.actions_normalized).lower()} so the policy's actions mean the same.",
+                location=locate(key),
+                key=key,
+            )
     absolute = [str(Path(given).resolve()) for given in offline.inputs()]
-    # RLlib rescales Box actions from the env's range unless they already are normalized.
-    offline_data = {"actions_in_input_normalized": normalized.pop(), **experiment.offline_data}
-    return experiment.model_copy(
-        update={
-            "offline": offline.model_copy(update={"input": absolute}),
-            "offline_data": offline_data,
-        }
-    )
+    return experiment.model_copy(update={"offline": offline.model_copy(update={"input": absolute})})

@@ -41,6 +41,7 @@ OFFLINE_EVALUATION = {
     "evaluation_duration": 10,
     "evaluation_duration_unit": "episodes",
     "evaluation_num_env_runners": 0,
+    "evaluation_config": {"explore": False},  # RLlib's evaluation samples actions by default
 }
 
 # An offline run's data pipeline runs in the trial's placement group (see
@@ -60,7 +61,10 @@ def _offline_data_defaults(offline_data: dict[str, Any]) -> None:
         **(offline_data.get("map_batches_kwargs") or {}),
     }
     read = dict(offline_data.get("input_read_method_kwargs") or {})
-    read["ray_remote_args"] = {"num_cpus": OFFLINE_READ_CPUS, **read.get("ray_remote_args", {})}
+    read["ray_remote_args"] = {
+        "num_cpus": OFFLINE_READ_CPUS,
+        **(read.get("ray_remote_args") or {}),
+    }
     offline_data["input_read_method_kwargs"] = read
     # RLlib requires it with a learner in the algorithm's process (learners.count 0).
     offline_data.setdefault("dataset_num_iters_per_learner", 1)
@@ -72,7 +76,10 @@ def with_data_pipeline(request: PlacementGroupFactory, config: AlgorithmConfig) 
     cpus = data_pipeline_cpus(config)
     if not cpus:
         return request
-    return PlacementGroupFactory([*request.bundles, {"CPU": cpus}], strategy=request.strategy)
+    head = [{}] if request.head_bundle_is_empty else []  # a driver that asks for nothing
+    return PlacementGroupFactory(
+        [*head, *request.bundles, {"CPU": cpus}], strategy=request.strategy
+    )
 
 
 def data_pipeline_cpus(config: AlgorithmConfig) -> float:
@@ -81,12 +88,12 @@ def data_pipeline_cpus(config: AlgorithmConfig) -> float:
     if not config.is_offline:
         return 0.0
     kwargs = config.map_batches_kwargs or {}
-    concurrency = kwargs.get("concurrency", 1)
+    concurrency = kwargs.get("concurrency") or 1
     if isinstance(concurrency, (tuple, list)):  # Ray Data's (min, max) actor pool size
         concurrency = concurrency[-1]
-    remote = (config.input_read_method_kwargs or {}).get("ray_remote_args", {})
-    actors = float(concurrency) * float(kwargs.get("num_cpus", 1))
-    reading = actors + float(remote.get("num_cpus", 1))
+    remote = (config.input_read_method_kwargs or {}).get("ray_remote_args") or {}
+    actors = float(concurrency) * float(kwargs.get("num_cpus", 1) or 0)
+    reading = actors + float(remote.get("num_cpus", 1) or 0)
     return max(PARQUET_SAMPLING_CPUS, reading)
 
 
