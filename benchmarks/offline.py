@@ -76,16 +76,21 @@ def run_dir(out: Path) -> Path:
 
 def train(name: str, work: Path) -> dict[str, Any]:
     experiment, overrides, data = TRAININGS[name]
-    out = work / name
     extra = [f"offline.input={work / data}"] if data else []
+    return train_run(experiment, overrides + extra, work / name)
+
+
+def train_run(experiment: str, overrides: list[str], out: Path) -> dict[str, Any]:
+    """``rlplat train experiments/<experiment> <overrides>`` into ``out`` (skipped when ``out``
+    exists: an interrupted benchmark goes on), and what its one trial reached."""
     wall = None
     if not out.exists():
-        wall = run(["train", f"experiments/{experiment}", *overrides, *extra, f"output_dir={out}"])
+        wall = run(["train", f"experiments/{experiment}", *overrides, f"output_dir={out}"])
     directory = run_dir(out)
     rows = [json.loads(line) for line in next(directory.glob("trial_*/result.json")).open()]
     last = rows[-1]
     return {
-        "command": f"rlplat train experiments/{experiment} {' '.join(overrides + extra)}".strip(),
+        "command": f"rlplat train experiments/{experiment} {' '.join(overrides)}".strip(),
         "run_dir": str(directory),
         "iterations": last["training_iteration"],
         "env_steps": int(last["num_env_steps_sampled_lifetime"]),

@@ -46,12 +46,14 @@ class Task:
     target: float
     window: int  # episodes in the mean that must reach the target
     budget: int  # env steps before giving up (the experiment's stop.env_steps)
+    greedy_episodes: int = 0  # then also score the final policy greedily over this many
 
 
 TASKS = {
     "ppo_cartpole": Task("experiments/cartpole_ppo.yaml", "CartPole-v1", 475.0, 100, 300_000),
     "dqn_cartpole": Task("experiments/cartpole_dqn.yaml", "CartPole-v1", 475.0, 100, 200_000),
     "sac_pendulum": Task("experiments/pendulum_sac.yaml", "Pendulum-v1", -200.0, 20, 60_000),
+    "td3_pendulum": Task("experiments/pendulum_td3.yaml", "Pendulum-v1", -200.0, 20, 20_000, 20),
 }
 EVAL_TASK = "eval_cartpole"
 
@@ -74,8 +76,10 @@ def sb3_model(task: str, seed: int) -> Any:
     """The SB3 model with RL Zoo's hyperparameters (hyperparams/<algo>.yml of
     DLR-RM/rl-baselines3-zoo) for the task; schedules kept in RL Zoo's env steps."""
     import gymnasium as gym
-    from stable_baselines3 import DQN, PPO, SAC
+    import numpy as np
+    from stable_baselines3 import DQN, PPO, SAC, TD3
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.noise import NormalActionNoise
 
     spec = TASKS[task]
     # The same target window as rlplat's; CPU, as rlplat's trials here.
@@ -122,6 +126,23 @@ def sb3_model(task: str, seed: int) -> Any:
             learning_rate=1e-3,
             **common,
         )
+    if task == "td3_pendulum":  # RL Zoo: n_timesteps 2e4, updates after each episode
+        env = gym.make(spec.env_id)
+        env.reset(seed=seed)
+        n_actions = env.action_space.shape[-1]
+        return TD3(
+            "MlpPolicy",
+            env,
+            gamma=0.98,
+            buffer_size=200_000,
+            learning_starts=10_000,
+            action_noise=NormalActionNoise(np.zeros(n_actions), 0.1 * np.ones(n_actions)),
+            gradient_steps=-1,
+            train_freq=(1, "episode"),
+            learning_rate=1e-3,
+            policy_kwargs={"net_arch": [400, 300]},
+            **common,
+        )
     raise ValueError(task)
 
 
@@ -149,12 +170,24 @@ def sb3_train(task: str, seed: int, save: str | None) -> dict[str, Any]:
     train_s = time.monotonic() - started
     if save:
         model.save(save)
-    return {
+    row = {
         "reached": stop.reached_at is not None,
         "env_steps_to_target": stop.reached_at,
         "train_s_to_target": round(train_s, 2) if stop.reached_at is not None else None,
         "env_steps_total": model.num_timesteps,
     }
+    if spec.greedy_episodes:
+        import numpy as np
+        from stable_baselines3.common.evaluation import evaluate_policy
+
+        returns, _ = evaluate_policy(
+            model,
+            model.get_env(),
+            n_eval_episodes=spec.greedy_episodes,
+            return_episode_rewards=True,
+        )
+        row["greedy_return_mean"] = round(float(np.mean(returns)), 2)
+    return row
 
 
 def sb3_eval(model_path: str) -> dict[str, Any]:
@@ -213,7 +246,7 @@ def rlplat_train(task: str, seed: int, out: Path) -> dict[str, Any]:
         ),
         None,
     )
-    return {
+    row = {
         "reached": hit is not None,
         "env_steps_to_target": int(hit["num_env_steps_sampled_lifetime"]) if hit else None,
         "train_s_to_target": round(hit["time_total_s"], 2) if hit else None,
@@ -222,6 +255,11 @@ def rlplat_train(task: str, seed: int, out: Path) -> dict[str, Any]:
         "timings": run.driver.get("timings"),
         "run_dir": str(run.run_dir),
     }
+    if spec.greedy_episodes:  # the last checkpoint, as SB3's model is its last policy
+        episodes = str(spec.greedy_episodes)
+        proc, _ = timed([str(RLPLAT), "eval", str(run.run_dir), "-n", episodes, "--last", "--json"])
+        row["greedy_return_mean"] = round(json.loads(proc.stdout)["returns"]["mean"], 2)
+    return row
 
 
 def timed(command: list[str], cwd: Path = REPO) -> tuple[subprocess.CompletedProcess, float]:

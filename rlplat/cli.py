@@ -280,6 +280,14 @@ def eval_(
             "(RLlib's Parquet columns plus dataset.json)."
         ),
     ] = None,
+    random: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--random",
+            help="Multi-agent: this policy acts uniformly at random instead of as trained "
+            "(repeat for several), to score the others against a random side.",
+        ),
+    ] = None,
     verbose: Verbose = False,
     debug: Debug = False,
 ) -> None:
@@ -307,6 +315,7 @@ def eval_(
         last=last,
         max_steps=max_steps,
         record=record,
+        random=list(random or []),
     )
     report = evaluate(
         path,

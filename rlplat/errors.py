@@ -54,10 +54,10 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ' Did you mean 'x'?' for the closest choice, or '' when nothing is close."""
     choices = list(choices)
     matches = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    if not matches:
+    if not matches:  # then ignoring case: 'ddgp' is close to 'DDPG'
         lowered = {c.lower(): c for c in choices}
-        if word.lower() in lowered:
-            matches = [lowered[word.lower()]]
+        close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+        matches = [lowered[c] for c in close]
     return f" Did you mean '{matches[0]}'?" if matches else ""
 
 

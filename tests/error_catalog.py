@@ -126,8 +126,17 @@ def _run_without_checkpoints(scratch: Path, checkpoint: Path) -> None:
 
 def _exported(scratch: Path, checkpoint: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "rlplat.cli", "export", str(checkpoint), "--out", "exported",
-         "-n", "1"],
+        [
+            sys.executable,
+            "-m",
+            "rlplat.cli",
+            "export",
+            str(checkpoint),
+            "--out",
+            "exported",
+            "-n",
+            "1",
+        ],
         cwd=scratch,
         check=True,
         capture_output=True,
@@ -141,13 +150,53 @@ CASES = [
         ["train", "exp.yaml"],
         {"exp.yaml": OFFLINE.replace("offline: {input: empty}\n", "")},
     ),
-    Case("Offline data for an online algorithm", ["train", "exp.yaml", "algorithm=PPO"],
-         {"exp.yaml": OFFLINE}, setup=_empty_dir),
-    Case("offline.input that is not a dataset", ["train", "exp.yaml"], {"exp.yaml": OFFLINE},
-         setup=_empty_dir),
+    Case(
+        "Offline data for an online algorithm",
+        ["train", "exp.yaml", "algorithm=PPO"],
+        {"exp.yaml": OFFLINE},
+        setup=_empty_dir,
+    ),
+    Case(
+        "offline.input that is not a dataset",
+        ["train", "exp.yaml"],
+        {"exp.yaml": OFFLINE},
+        setup=_empty_dir,
+    ),
     Case("dataset without a source", ["dataset", "checkpoint", "--out", "data"], setup=_copy),
-    Case("dataset --from-replay of an on-policy run",
-         ["dataset", "checkpoint", "--from-replay", "--out", "data"], setup=_copy),
+    Case(
+        "dataset --from-replay of an on-policy run",
+        ["dataset", "checkpoint", "--from-replay", "--out", "data"],
+        setup=_copy,
+    ),
+    Case("TD3 on discrete actions", ["train", "exp.yaml", "algorithm=TD3"]),
+    Case("MADDPG on a single-agent env", ["train", "exp.yaml", "algorithm=MADDPG"]),
+    Case(
+        "MADDPG on a turn-based (AEC) env",
+        ["train", "exp.yaml", "algorithm=MADDPG"],
+        _edit("env: {id: CartPole-v1}", "env: {pettingzoo: pettingzoo.classic.connect_four_v3}"),
+    ),
+    Case(
+        "Conditional search space under a searcher that cannot sample it",
+        ["train", "exp.yaml"],
+        {
+            "exp.yaml": BASE.replace(
+                "num_epochs: 1}",
+                "num_epochs: 1,\n  optimizer: {choice: "
+                "[{type: adam}, {type: sgd, momentum: {uniform: [0.5, 0.99]}}]}}",
+            )
+            + "tune: {num_samples: 2, searcher: bohb}\n"
+        },
+    ),
+    Case(
+        "Unknown optimizer type",
+        ["train", "exp.yaml"],
+        _edit("num_epochs: 1}", "num_epochs: 1, optimizer: {type: sdg}}"),
+    ),
+    Case(
+        "eval --random of a single-agent checkpoint",
+        ["eval", "checkpoint", "--random", "good"],
+        setup=_copy,
+    ),
     Case(
         "YAML: tab indentation",
         ["train", "exp.yaml"],
@@ -282,8 +331,11 @@ CASES = [
         setup=_env_gone,
     ),
     Case("eval --explore of an ONNX export", ["eval", "exported", "--explore"], setup=_exported),
-    Case("serve on all interfaces without a token", ["serve", "checkpoint", "--host", "0.0.0.0"],
-         setup=_copy),
+    Case(
+        "serve on all interfaces without a token",
+        ["serve", "checkpoint", "--host", "0.0.0.0"],
+        setup=_copy,
+    ),
     Case(
         "serve --token-env naming an unset variable",
         ["serve", "checkpoint", "--token-env", "RLPLAT_NO_SUCH_TOKEN"],
@@ -299,10 +351,16 @@ CASES = [
         ["serve", "checkpoint", "--replica-resources", "{custom: {npu: 1}}"],
         setup=_copy,
     ),
-    Case("serve --autoscale that is not MIN:MAX", ["serve", "checkpoint", "--autoscale", "4"],
-         setup=_copy),
-    Case("serve --backend torch of an ONNX export", ["serve", "exported", "--backend", "torch"],
-         setup=_exported),
+    Case(
+        "serve --autoscale that is not MIN:MAX",
+        ["serve", "checkpoint", "--autoscale", "4"],
+        setup=_copy,
+    ),
+    Case(
+        "serve --backend torch of an ONNX export",
+        ["serve", "exported", "--backend", "torch"],
+        setup=_exported,
+    ),
     Case("serve --stop without a cluster", ["serve", "--stop"]),
     Case(
         "seeds with an early-stopping scheduler",

@@ -197,6 +197,30 @@ CASES = {
         [],
         ["training.replay_buffer_config.type", "single-agent", "EpisodeReplayBuffer"],
     ),
+    "TD3 on discrete actions": (
+        lambda t: replace(t, "  minibatch_size: 64\n  num_epochs: 2\n", ""),
+        ["algorithm=TD3"],
+        ["'algorithm'", "TD3 needs a continuous (Box) action space", "Discrete(2)", "SAC or DQN"],
+    ),
+    "unknown optimizer type": (
+        lambda t: replace(t, "num_epochs: 2", "num_epochs: 2\n  optimizer: {type: sdg, lr: 0.1}"),
+        [],
+        ["training.optimizer.type", "'sdg'", "Did you mean 'sgd'?"],
+    ),
+    "argument the optimizer does not take": (
+        lambda t: replace(
+            t, "num_epochs: 2", "num_epochs: 2\n  optimizer: {type: adam, momentum: 0.9}"
+        ),
+        [],
+        ["training.optimizer.momentum", "torch.optim.Adam takes no argument 'momentum'", "betas"],
+    ),
+    "optimizer for a learner with its own": (
+        lambda t: replace(
+            t, "  minibatch_size: 64\n  num_epochs: 2\n", "  optimizer: {type: sgd}\n"
+        ),
+        ["algorithm=SAC"],
+        ["training.optimizer", "SAC's learner sets up its own optimizers", "PPO, APPO"],
+    ),
 }
 
 

@@ -176,7 +176,7 @@ def test_connector_state_is_restored(ray_session, tmp_path, capsys):
     assert first == eval_json(capsys, checkpoint, "-n", "3")
 
 
-@pytest.mark.parametrize("name", ["cartpole_dqn", "pendulum_sac"])
+@pytest.mark.parametrize("name", ["cartpole_dqn", "pendulum_sac", "pendulum_td3"])
 def test_off_policy_checkpoints_evaluate(name, off_policy_runs, capsys):
     summary = off_policy_runs(name)
     for explore in ([], ["--explore"]):

@@ -42,6 +42,15 @@ output_dir: OUTPUT
 """
 
 
+# A conditional choice: each trial's optimizer is Adam with its learning rate, or SGD with its
+# learning rate and momentum.
+OPTIMIZER_CHOICE = """\
+  optimizer:
+    choice:
+      - {type: adam, lr: {loguniform: [1.0e-4, 1.0e-2]}}
+      - {type: sgd, lr: {loguniform: [1.0e-3, 1.0e-1]}, momentum: {uniform: [0.5, 0.99]}}"""
+
+
 @pytest.fixture
 def search_file(write_yaml, tmp_path: Path):
     def _write(text: str = TINY_SEARCH) -> Path:
@@ -155,6 +164,32 @@ SPACE_ERRORS = {
             "num_samples: 2\n  scheduler: {pb2: {perturbation_interval: 1}}",
         ),
         ["'env.kwargs.length'", "pb2 explores numeric ranges"],
+    ),
+    "conditional choice under bohb": (
+        lambda t: replace(
+            replace(t, "{grid: [4, 7]}", "5"),
+            "num_samples: 2",
+            "num_samples: 2\n  searcher: bohb",
+        ).replace("  lr: {loguniform: [1.0e-4, 1.0e-2]}", OPTIMIZER_CHOICE),
+        ["'training.optimizer'", "searcher bohb cannot sample a conditional choice", "hyperopt"],
+    ),
+    "conditional choice under pbt": (
+        lambda t: replace(
+            replace(t, "{grid: [4, 7]}", "5"), "num_samples: 2", "num_samples: 2\n  scheduler: pbt"
+        ).replace("  lr: {loguniform: [1.0e-4, 1.0e-2]}", OPTIMIZER_CHOICE),
+        ["'training.optimizer'", "pbt mutates each hyperparameter on its own", "branches"],
+    ),
+    "grid inside a branch": (
+        lambda t: replace(
+            t,
+            "  lr: {loguniform: [1.0e-4, 1.0e-2]}",
+            OPTIMIZER_CHOICE.replace("{uniform:", "{grid:"),
+        ),
+        ["'training.optimizer'", "branch 2, key 'momentum'", "a grid cannot stand inside a choice"],
+    ),
+    "choice mixing mappings and values": (
+        lambda t: replace(t, "{loguniform: [1.0e-4, 1.0e-2]}", "{choice: [0.001, {type: sgd}]}"),
+        ["'training.lr'", "a conditional choice takes only mappings"],
     ),
     "pbt with nothing to mutate": (
         lambda t: replace(
@@ -459,3 +494,59 @@ def test_each_searcher_and_scheduler_runs_a_search(case, ray_session, write_yaml
     assert len(summary.trials) == 2
     assert all(t.status == "finished" and t.best_checkpoint for t in summary.trials)
     assert (Path(summary.run_dir) / BEST_YAML).is_file()
+
+
+def _optimizer_in_checkpoint(checkpoint: Path) -> dict:
+    """The learner's optimizer as the checkpoint holds it: its settings (param group)."""
+    import pickle
+
+    state = pickle.loads((checkpoint / "learner_group/learner/state.pkl").read_bytes())
+    [optimizer] = state["optimizer"].values()
+    return optimizer["state"]["param_groups"][0]
+
+
+@pytest.mark.parametrize("searcher", ["hyperopt", "optuna"])
+def test_conditional_search_trains_each_trial_with_the_optimizer_it_drew(
+    searcher, ray_session, write_yaml, tmp_path
+):
+    """A choice between Adam (with its lr range) and SGD (with lr and momentum ranges): each
+    trial's learner steps the optimizer of its branch with the drawn values, and results.csv and
+    best.yaml record the branch."""
+    from rich.console import Console
+
+    from rlplat.run.launch import train
+
+    text = replace(TINY_SEARCH, "{grid: [4, 7]}", "5")
+    text = replace(text, "  lr: {loguniform: [1.0e-4, 1.0e-2]}", OPTIMIZER_CHOICE)
+    text = replace(text, "num_samples: 2", f"num_samples: 4\n  searcher: {searcher}")
+    text = replace(text, "iterations: 3", "iterations: 1")
+    path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")))
+    summary = train(load_experiment(path), console=Console(record=True, width=200))
+    assert len(summary.trials) == 4
+    drawn = {}
+    for trial in summary.trials:
+        assert trial.status == "finished", trial.error
+        checkpoint = Path(trial.best_checkpoint)
+        optimizer = load_experiment(checkpoint / "experiment.yaml").experiment.training["optimizer"]
+        group = _optimizer_in_checkpoint(checkpoint)
+        assert group["lr"] == pytest.approx(optimizer["lr"]), "the branch's own learning rate"
+        if optimizer["type"] == "sgd":
+            assert set(optimizer) == {"type", "lr", "momentum"}
+            assert 1e-3 <= optimizer["lr"] <= 1e-1 and 0.5 <= optimizer["momentum"] <= 0.99
+            assert group["momentum"] == pytest.approx(optimizer["momentum"]), "SGD stepped"
+        else:
+            assert set(optimizer) == {"type", "lr"} and 1e-4 <= optimizer["lr"] <= 1e-2
+            assert "betas" in group and "momentum" not in group, "Adam stepped"
+        drawn[trial.name] = optimizer
+    assert {o["type"] for o in drawn.values()} == {"adam", "sgd"}, drawn
+
+    run_dir = Path(summary.run_dir)
+    with open(run_dir / RESULTS_CSV) as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        optimizer = drawn[row["trial"]]
+        assert row["training.optimizer.type"] == optimizer["type"]
+        assert float(row["training.optimizer.lr"]) == pytest.approx(optimizer["lr"])
+        assert row["training.optimizer.momentum"] == str(optimizer.get("momentum", ""))
+    best = load_experiment(run_dir / BEST_YAML).experiment
+    assert best.training["optimizer"] == drawn[rows[0]["trial"]]

@@ -280,7 +280,7 @@ class LiveTrialTable(ConsoleCallback):
         self.spaces = spaces
         self.console = console
         self.interval_s = interval_s
-        self.paths = [("seed",)] * seeded + [space.path for space in spaces]
+        self.paths = [("seed",)] * seeded + [p for space in spaces for p in space.value_paths]
         self._printed_at = time.monotonic()
 
     def table(self, trials: list) -> Table:

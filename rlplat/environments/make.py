@@ -91,6 +91,7 @@ class EnvInfo:
     observation_spaces: dict[str, gym.Space] = field(default_factory=dict)
     action_spaces: dict[str, gym.Space] = field(default_factory=dict)
     render_modes: tuple[str, ...] = ()
+    turn_based: bool = False  # a PettingZoo AEC env: one agent acts per step
 
     @property
     def watch_with(self) -> str | None:
@@ -193,6 +194,7 @@ def check_env(
         agents=list(agents),
         observation_spaces=dict(env.observation_spaces),
         action_spaces=dict(env.action_spaces),
+        turn_based=bool(getattr(env, "turn_based", False)),
     )
 
 
@@ -215,8 +217,9 @@ def _check_pettingzoo_module(spec: EnvSpec, locate: Callable[[str], str]) -> Non
             location=locate("env.pettingzoo"),
             key="env.pettingzoo",
         ) from None
-    offered = [api for api, fn in (("parallel", "parallel_env"), ("aec", "env")) if hasattr(
-        module, fn)]
+    offered = [
+        api for api, fn in (("parallel", "parallel_env"), ("aec", "env")) if hasattr(module, fn)
+    ]
     if not offered:
         raise ConfigError(
             f"module {spec.pettingzoo!r} is not a PettingZoo environment module: it has neither "

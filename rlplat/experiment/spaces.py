@@ -6,6 +6,11 @@ of being used as it is. Spaces may stand at ``seed``, anywhere under ``env.kwarg
 sections (``training``, ``rl_module``, ...) and ``multi_agent.overrides``; each trial gets an
 experiment with concrete values there.
 
+A ``choice`` whose options are mappings is *conditional*: each option (a branch) is a mapping of
+keys to constants or further spaces, and the trial's value is the drawn branch with its own spaces
+drawn, e.g. ``optimizer: {choice: [{type: adam, lr: {loguniform: [1e-4, 1e-2]}}, {type: sgd,
+lr: ..., momentum: ...}]}``. Spaces inside a branch exist only when it is drawn.
+
 Everything is checked here, before Ray starts: bounds, types, and that spaces stand only where a
 trial can vary them.
 """
@@ -63,8 +68,37 @@ class Space:
     def categorical(self) -> bool:
         return self.kind in CATEGORICAL
 
+    @property
+    def conditional(self) -> bool:
+        """A choice between mappings (branches), each with its own constants and spaces."""
+        return self.kind == "choice" and isinstance(self.args[0], dict)
+
+    def branch_spaces(self, index: int) -> list[Space]:
+        """The spaces inside branch ``index``, their paths relative to the branch."""
+        return [
+            Space((key,), _space_kind(value), tuple(value[_space_kind(value)]))
+            for key, value in self.args[index].items()
+            if _space_kind(value) is not None
+        ]
+
+    def _branch_with(self, index: int, pick: Callable[[Space], Any]) -> dict[str, Any]:
+        """Branch ``index`` with each of its spaces replaced by ``pick(space)``."""
+        inner = {space.path[0]: pick(space) for space in self.branch_spaces(index)}
+        return {**self.args[index], **inner}
+
+    @property
+    def value_paths(self) -> list[Path]:
+        """Where a trial's drawn values are reported: the space's own path, or for a
+        conditional one each key any branch has (absent from the other branches' trials)."""
+        if not self.conditional:
+            return [self.path]
+        keys = dict.fromkeys(key for branch in self.args for key in branch)
+        return [(*self.path, key) for key in keys]
+
     def representative(self) -> Any:
         """A value of the right type, for validating the experiment before any trial exists."""
+        if self.conditional:
+            return self._branch_with(0, Space.representative)
         if self.categorical:
             return self.args[0]
         if self.kind in ("randint", "qrandint"):
@@ -72,7 +106,16 @@ class Space:
         return float(self.args[0])
 
     def candidates(self) -> list[Any]:
-        """Values worth type-checking: every category, or both ends of a range."""
+        """Values worth type-checking: every category, or both ends of a range; each branch of
+        a conditional choice with its spaces at both ends."""
+        if self.conditional:
+            values = []
+            for index in range(len(self.args)):
+                for end in (0, -1):
+                    value = self._branch_with(index, lambda s, end=end: s.candidates()[end])
+                    if value not in values:
+                        values.append(value)
+            return values
         if self.categorical:
             return list(self.args)
         if self.kind == "normal":
@@ -92,6 +135,8 @@ class Space:
         from ray import tune  # noqa: PLC0415 - the experiment stage loads without Ray
 
         a = self.args
+        if self.conditional:  # Tune draws a branch, then the spaces inside it
+            return tune.choice([self._branch_with(i, Space.to_tune) for i in range(len(a))])
         return {
             "grid": lambda: tune.grid_search(list(a)),
             "choice": lambda: tune.choice(list(a)),
@@ -115,10 +160,38 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _branch_problem(branches: list[Any]) -> str | None:
+    """Why the options of a conditional choice are not valid branches (None when they are)."""
+    if not all(isinstance(b, dict) and b for b in branches):
+        return (
+            "a conditional choice takes only mappings (each a branch of keys and values or "
+            f"spaces), got {branches!r}"
+        )
+    for number, branch in enumerate(branches, 1):
+        for key, value in branch.items():
+            kind = _space_kind(value)
+            where = f"branch {number}, key {key!r}"
+            if kind is None:
+                hint = _looks_misspelt(value)
+                if hint:
+                    return f"{where}: {next(iter(value))!r} is not a search space.{hint}"
+                continue
+            if kind == "grid":
+                return f"{where}: a grid cannot stand inside a choice (use choice there)"
+            if kind == "choice" and value[kind] and isinstance(value[kind][0], dict):
+                return f"{where}: conditional choices do not nest; flatten the branches"
+            problem = _space_problem(kind, value[kind])
+            if problem:
+                return f"{where}: {problem}"
+    return None
+
+
 def _space_problem(kind: str, args: Any) -> str | None:
     """Why ``{kind: args}`` is not a valid space (None when it is)."""
     if not isinstance(args, list) or not args:
         return f"{kind} takes a list: {SPACE_FORMS[kind]}"
+    if kind == "choice" and any(isinstance(a, dict) for a in args):
+        return _branch_problem(args)
     if kind in CATEGORICAL:
         return None
     arity = 3 if kind in ("quniform", "qrandint") else 2
@@ -226,6 +299,29 @@ def substitute(data: dict[str, Any], values: dict[Path, Any]) -> dict[str, Any]:
     return out
 
 
+def without_paths(data: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
+    """A deep copy of ``data`` without the keys at ``paths``."""
+    out = copy.deepcopy(data)
+    for path in paths:
+        parent = value_at(out, path[:-1])
+        if isinstance(parent, dict):
+            parent.pop(path[-1], None)
+    return out
+
+
 def describe(space: Space) -> str:
-    """``training.lr ~ loguniform(1e-05, 0.001)`` for tables and logs."""
-    return f"{space.dotted} ~ {space.kind}({', '.join(map(repr, space.args))})"
+    """``training.lr ~ loguniform(1e-05, 0.001)`` for tables and logs; a conditional choice
+    lists its branches, ``{type: 'sgd', momentum ~ uniform(0.5, 0.99)}``."""
+    if not space.conditional:
+        return f"{space.dotted} ~ {space.kind}({', '.join(map(repr, space.args))})"
+    branches = []
+    for index, branch in enumerate(space.args):
+        inner = {s.path[0]: s for s in space.branch_spaces(index)}
+        parts = [
+            f"{key} ~ {inner[key].kind}({', '.join(map(repr, inner[key].args))})"
+            if key in inner
+            else f"{key}: {value!r}"
+            for key, value in branch.items()
+        ]
+        branches.append("{" + ", ".join(parts) + "}")
+    return f"{space.dotted} ~ choice({', '.join(branches)})"

@@ -53,6 +53,7 @@ class EvalOptions:
     last: bool = False
     max_steps: int | None = None
     record: Path | None = None  # write the episodes as a dataset here
+    random: list[str] = field(default_factory=list)  # these policies act uniformly at random
 
 
 @dataclass
@@ -69,6 +70,7 @@ class EvalReport:
     reported: dict[str, Any] | None
     videos: list[str] = field(default_factory=list)
     dataset: str | None = None  # --record: the dataset directory written
+    random: list[str] = field(default_factory=list)  # --random: policies that acted at random
     # Multi-agent: the return of each agent, and of each policy (summed over its agents).
     agent_returns: dict[str, Stats] = field(default_factory=dict)
     policy_returns: dict[str, Stats] = field(default_factory=dict)
@@ -173,6 +175,7 @@ def evaluate(
         ],
         reported=_with_episode_kind(source.reported, experiment),
         videos=videos,
+        random=list(options.random),
         dataset=dataset,
     )
 
@@ -258,7 +261,8 @@ def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
         from rlplat.policy.restore import Policy  # noqa: PLC0415
         from rlplat.rllib.multi_agent import mapping_for  # noqa: PLC0415
 
-        return Policy.from_checkpoint(picked.path, mapping_for(experiment, env)).actor()
+        mapping = mapping_for(experiment, env)
+        return Policy.from_checkpoint(picked.path, mapping, random=options.random).actor()
 
     return _Source(
         kind="Checkpoint",
@@ -272,6 +276,11 @@ def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
 
 
 def _export_source(path: Path, options: EvalOptions) -> _Source:
+    if options.random:
+        raise UserError(
+            f"--random swaps a checkpoint's policy for a random one; {path} is an ONNX export. "
+            "Evaluate the checkpoint it came from."
+        )
     if options.explore:
         raise UserError(
             f"--explore samples from the policy's action distribution; {path} is an ONNX "
@@ -358,7 +367,10 @@ def _save(frames: list, out: Path, stem: str, video_format: str, metadata: dict)
 
 def print_report(report: EvalReport, console: Any) -> None:
     """The statistics table, the training's own number for this checkpoint, the video files."""
-    table = Table(title=f"{report.episodes} episode(s) of {report.env}", title_justify="left")
+    title = f"{report.episodes} episode(s) of {report.env}"
+    if report.random:
+        title += f" (acting uniformly at random: {', '.join(report.random)})"
+    table = Table(title=title, title_justify="left")
     table.add_column("")
     for column in ("mean", "std", "min", "max"):
         table.add_column(column, justify="right")

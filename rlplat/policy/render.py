@@ -107,4 +107,3 @@ def write_video(frames: Sequence[np.ndarray], path: Path, fps: float) -> None:
         os.link(tmp, path)  # fails if path appeared meanwhile: never overwrite
     finally:
         tmp.unlink(missing_ok=True)
-

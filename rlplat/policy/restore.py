@@ -37,7 +37,8 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rlplat.checkpoints import RLLIB_MARKER
-from rlplat.errors import UserError
+from rlplat.errors import UserError, did_you_mean
+from rlplat.rllib.modules import UniformRandomModule
 
 MODULES_DIR = Path(COMPONENT_LEARNER_GROUP, COMPONENT_LEARNER, COMPONENT_RL_MODULE)
 
@@ -70,8 +71,15 @@ class Policy:
         return self.mapping is not None
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: Path, mapping: Callable[..., Any] | None = None) -> Policy:
-        """Restore the policy; ``mapping`` (multi-agent runs) is the run's policy mapping."""
+    def from_checkpoint(
+        cls,
+        checkpoint: Path,
+        mapping: Callable[..., Any] | None = None,
+        random: list[str] | None = None,
+    ) -> Policy:
+        """Restore the policy; ``mapping`` (multi-agent runs) is the run's policy mapping. The
+        policies named in ``random`` act uniformly at random instead of as trained (to measure
+        the others against a random opponent or partner)."""
         checkpoint = checkpoint.resolve()
         modules_dir = checkpoint / MODULES_DIR
         found = (
@@ -87,6 +95,8 @@ class Policy:
             )
         module_dir = modules_dir if mapping is not None else modules_dir / DEFAULT_MODULE_ID
         module = _restore(RLModule, checkpoint, module_dir, "policy weights")
+        if random:
+            _make_random(module if mapping is not None else None, random, checkpoint)
         for single in module.values() if mapping is not None else [module]:
             if isinstance(single, torch.nn.Module):  # random policies have no network
                 single.eval()
@@ -211,6 +221,30 @@ class CheckpointActor:
                 truncated=bool(truncated),
                 extra_model_outputs=extra,
             )
+
+
+def _make_random(module: Any, policies: list[str], checkpoint: Path) -> None:
+    """Swap each named policy of a multi-agent module for one acting uniformly at random."""
+    if module is None:
+        raise UserError(
+            f"--random names policies of a multi-agent checkpoint; {checkpoint} has one "
+            "single-agent policy."
+        )
+    known = sorted(module.keys())
+    for policy in policies:
+        if policy not in known:
+            raise UserError(
+                f"--random {policy!r}: {checkpoint} has no such policy; its policies are "
+                f"{', '.join(known)}." + did_you_mean(policy, known)
+            )
+        trained = module[policy]
+        module.add_module(
+            policy,
+            UniformRandomModule(
+                observation_space=trained.observation_space, action_space=trained.action_space
+            ),
+            override=True,
+        )
 
 
 def _freeze_statistics(pipeline: ConnectorPipelineV2) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from rlplat.algorithms.registry import OFFLINE, OFFLINE_CONTINUOUS_ONLY, is_offline_algorithm
+from rlplat.algorithms.registry import CONTINUOUS_ONLY, OFFLINE, is_offline_algorithm
 from rlplat.datasets.dataset import read_info
 from rlplat.environments.make import EnvInfo
 from rlplat.errors import ConfigError, UserError
@@ -22,7 +22,7 @@ def check_offline(experiment: Experiment, env: EnvInfo, locate: Locator) -> Expe
     experiment with absolute dataset paths (trials run in other working directories)."""
     name, offline = experiment.algorithm, experiment.offline
     continuous = isinstance(env.action_space, gym.spaces.Box)
-    fitting = [a for a in OFFLINE if continuous or a not in OFFLINE_CONTINUOUS_ONLY]
+    fitting = [a for a in OFFLINE if continuous or a not in CONTINUOUS_ONLY]
     if offline is None:
         if is_offline_algorithm(name):
             raise ConfigError(
@@ -46,13 +46,6 @@ def check_offline(experiment: Experiment, env: EnvInfo, locate: Locator) -> Expe
             "single-agent policies from single-agent datasets.",
             location=locate("offline"),
             key="offline",
-        )
-    if name in OFFLINE_CONTINUOUS_ONLY and not continuous:
-        raise ConfigError(
-            f"{name} needs a continuous (Box) action space; {experiment.env.label!r} has "
-            f"{env.action_space}. For discrete actions use {' or '.join(fitting)}.",
-            location=locate("algorithm"),
-            key="algorithm",
         )
     if experiment.offline_data.get("input_") is not None:
         raise ConfigError(

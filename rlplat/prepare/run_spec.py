@@ -17,11 +17,18 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from rich.console import Console
 from rich.table import Table
 
-from rlplat.algorithms.registry import canonical_name, get_algorithm_class, is_team_algorithm
+from rlplat.algorithms.registry import (
+    canonical_name,
+    discrete_alternative,
+    get_algorithm_class,
+    is_joint_algorithm,
+    is_team_algorithm,
+)
 from rlplat.cluster.placement import (
     Node,
     Plan,
@@ -42,7 +49,7 @@ from rlplat.experiment.load import (
     trial_experiment,
     validate,
 )
-from rlplat.experiment.schema import Experiment, TuneSpec
+from rlplat.experiment.schema import Experiment, MultiAgentSpec, TuneSpec
 from rlplat.experiment.spaces import Space, substitute
 from rlplat.prepare.init_checkpoint import resolve_init_checkpoint
 from rlplat.prepare.offline import check_offline
@@ -53,6 +60,7 @@ from rlplat.rllib.build import (
     effective_settings,
     team_state_source,
 )
+from rlplat.rllib.multi_agent import PolicyMapping
 
 
 @dataclass(frozen=True)
@@ -166,6 +174,9 @@ def _named(experiment: Experiment, locate: Locator) -> Experiment:
 
 def _check_env_fits(experiment: Experiment, env: EnvInfo, locate: Locator) -> None:
     """The sections that depend on the env's kind (single- or multi-agent) fit it."""
+    _check_action_spaces(experiment, env, locate)
+    if is_joint_algorithm(experiment.algorithm):
+        _check_joint_experiment(experiment, env, locate)
     if is_team_algorithm(experiment.algorithm):
         _check_team_experiment(experiment, env.multi_agent, locate)
     if env.multi_agent:
@@ -185,6 +196,68 @@ def _check_env_fits(experiment: Experiment, env: EnvInfo, locate: Locator) -> No
             key="multi_agent",
         )
     check_connectors(experiment.connectors, env.observation_space, env.action_space, locate)
+
+
+def _check_action_spaces(experiment: Experiment, env: EnvInfo, locate: Locator) -> None:
+    """An algorithm that acts in Box spaces only (TD3, DDPG, CQL, IQL) gets Box actions."""
+    alternative = discrete_alternative(experiment.algorithm)
+    if alternative is None:
+        return
+    spaces = env.action_spaces if env.multi_agent else {None: env.action_space}
+    for agent, space in spaces.items():
+        if not isinstance(space, gym.spaces.Box):
+            whose = f"agent {agent!r} of " if agent is not None else ""
+            raise ConfigError(
+                f"{experiment.algorithm} needs a continuous (Box) action space; {whose}"
+                f"{experiment.env.label!r} has {space}. For discrete actions use {alternative}.",
+                location=locate("algorithm"),
+                key="algorithm",
+            )
+
+
+def _check_joint_experiment(experiment: Experiment, env: EnvInfo, locate: Locator) -> None:
+    """A joint algorithm (MADDPG) needs a parallel multi-agent env of Box observations, Box or
+    Discrete actions, and one kind of action per policy."""
+    name, label = experiment.algorithm, experiment.env.label
+    problem = None
+    if not env.multi_agent:
+        problem = (
+            f"{name} trains several agents with critics that see all of them, but {label!r} is a "
+            "single-agent environment. Use a PettingZoo environment (env.pettingzoo, or a factory "
+            "returning one), or a single-agent algorithm (TD3 or SAC, DQN or PPO)."
+        )
+    elif env.turn_based:
+        problem = (
+            f"{name}'s critics need every agent's action at every step, but {label!r} is "
+            "turn-based (PettingZoo's AEC API: one agent acts per step). Use a parallel env, or "
+            "PPO for turn-based games."
+        )
+    else:
+        mapping = PolicyMapping((experiment.multi_agent or MultiAgentSpec()).policies)
+        kinds: dict[str, dict[bool, str]] = {}
+        for agent in env.agents or []:
+            observation, action = env.observation_spaces[agent], env.action_spaces[agent]
+            if not isinstance(observation, gym.spaces.Box):
+                problem = (
+                    f"{name}'s actors read Box observations; agent {agent!r} has {observation}."
+                )
+            elif not isinstance(action, (gym.spaces.Box, gym.spaces.Discrete)):
+                problem = f"{name} acts in Box or Discrete spaces; {agent!r} has {action}."
+            else:
+                discrete = isinstance(action, gym.spaces.Discrete)
+                kinds.setdefault(str(mapping(agent)), {}).setdefault(discrete, agent)
+            if problem:
+                break
+        mixed = next((p for p, k in kinds.items() if len(k) == 2), None)
+        if problem is None and mixed is not None:
+            problem = (
+                f"policy {mixed!r} would act for agents with discrete actions "
+                f"({kinds[mixed][True]}) and continuous ones ({kinds[mixed][False]}); one actor "
+                "has one kind of output. Give them separate policies (policies: independent, "
+                "or patterns)."
+            )
+    if problem:
+        raise ConfigError(problem, location=locate("algorithm"), key="algorithm")
 
 
 def _check_team_experiment(experiment: Experiment, multi_agent: bool, locate: Locator) -> None:

@@ -19,7 +19,7 @@ from ray.tune.search.repeater import TRIAL_INDEX
 
 from rlplat.errors import ConfigError, not_among
 from rlplat.experiment.schema import Experiment, TuneSpec, entry_parts
-from rlplat.experiment.spaces import Space, substitute
+from rlplat.experiment.spaces import Space, substitute, without_paths
 from rlplat.metrics import metric_path
 from rlplat.util.imports import import_object
 
@@ -61,6 +61,11 @@ OWNED_OPTIONS = {
 }
 
 INSTALL_HINT = "pip install 'rlplat[tune]'"
+# Searchers that draw a conditional choice's branch first and then only that branch's spaces.
+CONDITIONAL_SEARCHERS = ("random", "hyperopt", "optuna")
+# Where Optuna's own names for the drawn values go in a trial's config (dropped from the
+# experiment: ``trial_experiment`` leaves out ``__`` keys).
+OPTUNA_NAMES = "__search__"
 
 
 @dataclass
@@ -151,6 +156,15 @@ def _make_searcher(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], lo
             # seed is a grid over the seeds: every sampled value is kept for all of them.
             kwargs["constant_grid_search"] = True
         return cls(max_concurrent=tune_spec.max_concurrent or 0, **kwargs)
+    conditional = [s.dotted for s in spaces if s.conditional]
+    if conditional and name not in CONDITIONAL_SEARCHERS:
+        raise ConfigError(
+            f"searcher {name} cannot sample a conditional choice ({conditional[0]}: a choice "
+            f"between mappings): use searcher {', '.join(CONDITIONAL_SEARCHERS)}, or write the "
+            "branches as separate searches.",
+            location=locate(conditional[0]),
+            key=conditional[0],
+        )
     grids = [s.dotted for s in spaces if s.kind == "grid"]
     if grids:
         raise ConfigError(
@@ -167,8 +181,14 @@ def _make_searcher(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], lo
             key="tune.searcher",
         )
     try:
-        cls.convert_search_space(_nested(spaces, Space.to_tune))
+        if conditional:  # the searcher gets the whole space in its own form (see owns_space)
+            kwargs["space"] = _own_space(name, spaces, locate)
+            kwargs["metric"], kwargs["mode"] = metric_path(tune_spec.metric), tune_spec.mode
+        else:
+            cls.convert_search_space(_nested(spaces, Space.to_tune))
         searcher = cls(**kwargs)
+    except ConfigError:
+        raise
     except Exception as exc:  # noqa: BLE001 - each library raises its own types
         raise ConfigError(
             f"searcher {name} rejected the search: {exc}",
@@ -180,6 +200,91 @@ def _make_searcher(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], lo
     if tune_spec.max_concurrent:
         searcher = ConcurrencyLimiter(searcher, max_concurrent=tune_spec.max_concurrent)
     return searcher
+
+
+def owns_space(tune_spec: TuneSpec, spaces: list[Space]) -> bool:
+    """Whether the searcher holds the spaces itself: HyperOpt and Optuna with a conditional
+    choice, which Tune's conversion of a param space cannot express for them. The trials'
+    param space then leaves those keys out and the searcher's suggestion fills them in."""
+    name = entry_parts(tune_spec.searcher)[0]
+    return name in ("hyperopt", "optuna") and any(s.conditional for s in spaces)
+
+
+def _own_space(name: str, spaces: list[Space], locate) -> Any:
+    if name == "hyperopt":
+        return _hyperopt_space(spaces)
+    for space in spaces:
+        inner = (
+            [space]
+            if not space.conditional
+            else [s for i in range(len(space.args)) for s in space.branch_spaces(i)]
+        )
+        if any(s.kind == "normal" for s in inner):
+            raise ConfigError(
+                f"searcher optuna has no normal distribution ({space.dotted}): use uniform or "
+                "loguniform, or searcher hyperopt.",
+                location=locate(space.dotted),
+                key=space.dotted,
+            )
+    return OptunaDefineByRun(spaces)
+
+
+def _hyperopt_space(spaces: list[Space]) -> dict[str, Any]:
+    """The spaces as HyperOpt expressions: a conditional choice is ``hp.choice`` over its
+    branches, each branch's spaces labelled ``<key>/<branch>/<inner key>`` (labels are unique)."""
+    from hyperopt import hp  # noqa: PLC0415 - an optional package, checked by _require
+    from ray.tune.search.hyperopt import HyperOptSearch  # noqa: PLC0415
+
+    def expression(space: Space) -> Any:
+        if not space.conditional:
+            return HyperOptSearch.convert_search_space({space.dotted: space.to_tune()})[
+                space.dotted
+            ]
+        branches = []
+        for index, branch in enumerate(space.args):
+            inner = {s.path[0]: s.to_tune() for s in space.branch_spaces(index)}
+            converted = HyperOptSearch.convert_search_space(inner, prefix=f"{space.dotted}/{index}")
+            branches.append({**branch, **converted})
+        return hp.choice(space.dotted, branches)
+
+    return _nested(spaces, expression)
+
+
+def _optuna_suggest(trial: Any, space: Space, name: str) -> Any:
+    a = space.args
+    if space.kind == "choice":  # by index: Optuna's categories must be plain scalars
+        return a[trial.suggest_categorical(name, list(range(len(a))))]
+    if space.kind in ("uniform", "loguniform"):
+        return trial.suggest_float(name, a[0], a[1], log=space.kind == "loguniform")
+    if space.kind == "quniform":
+        return trial.suggest_float(name, a[0], a[1], step=a[2])
+    if space.kind == "randint":
+        return trial.suggest_int(name, a[0], a[1] - 1)
+    return trial.suggest_int(name, a[0], a[1], step=a[2])  # qrandint
+
+
+class OptunaDefineByRun:
+    """Optuna's define-by-run form: a conditional choice's branch is drawn first, then only
+    that branch's spaces, so Optuna's sampler sees each branch's values only in its trials.
+    A class, not a closure: Tune pickles the searcher with its space."""
+
+    def __init__(self, spaces: list[Space]):
+        self.spaces = spaces
+
+    def __call__(self, trial: Any) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for space in self.spaces:
+            name = f"{OPTUNA_NAMES}/{space.dotted}"
+            if not space.conditional:
+                values["/".join(space.path)] = _optuna_suggest(trial, space, name)
+                continue
+            index = trial.suggest_categorical(name, list(range(len(space.args))))
+            drawn = {
+                s.path[0]: _optuna_suggest(trial, s, f"{name}[{index}].{s.path[0]}")
+                for s in space.branch_spaces(index)
+            }
+            values["/".join(space.path)] = {**space.args[index], **drawn}
+        return values
 
 
 def scheduler_name(exp: Experiment) -> str:
@@ -239,6 +344,15 @@ def _make_scheduler(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], l
                 "1.0e-3]}.",
                 location=locate(key),
                 key=key,
+            )
+        conditional = [s.dotted for s in spaces if s.conditional]
+        if conditional:
+            raise ConfigError(
+                f"{name} mutates each hyperparameter on its own and cannot move a trial between "
+                f"the branches of a conditional choice ({conditional[0]}); use scheduler fifo, "
+                "asha or hyperband with it.",
+                location=locate(conditional[0]),
+                key=conditional[0],
             )
         if name == "pbt":
             kwargs["hyperparam_mutations"] = _nested(
@@ -319,10 +433,11 @@ def search_setup(
     """
     tune_spec = exp.tune or TuneSpec()
     _check_seeds(exp, tune_spec, spaces, locate)
-    param_space = substitute(
-        {k: v for k, v in resolved.items() if k != "tune"},
-        {space.path: space.to_tune() for space in spaces},
-    )
+    param_space = {k: v for k, v in resolved.items() if k != "tune"}
+    if owns_space(tune_spec, spaces):
+        param_space = without_paths(param_space, [space.path for space in spaces])
+    else:
+        param_space = substitute(param_space, {space.path: space.to_tune() for space in spaces})
     num_samples = tune_spec.num_samples
     if exp.seeds:
         if entry_parts(tune_spec.searcher)[0] == "random":

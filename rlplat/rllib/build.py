@@ -20,7 +20,8 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.registry import register_env
 
-from rlplat.algorithms.registry import get_algorithm_class, is_team_algorithm
+from rlplat.algorithms.maddpg.layout import joint_layout
+from rlplat.algorithms.registry import get_algorithm_class, is_joint_algorithm, is_team_algorithm
 from rlplat.datasets.dataset import data_path
 from rlplat.environments.connectors import ConnectorFactory
 from rlplat.environments.guard import GuardedCreator
@@ -31,7 +32,8 @@ from rlplat.experiment.schema import Experiment, MultiAgentSpec
 from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
 from rlplat.rllib.modules import MaskedPPOModule, UniformRandomModule
-from rlplat.rllib.multi_agent import check_multi_agent
+from rlplat.rllib.multi_agent import PolicyMapping, check_multi_agent
+from rlplat.rllib.optimizers import check_optimizer, with_configured_optimizer
 from rlplat.rllib.replay import TRANSITION_SAMPLER, transition_sampler_requested
 
 # Offline runs learn without playing: greedy evaluation episodes after every iteration, in the
@@ -143,7 +145,8 @@ OWNED_KEYS: dict[tuple[str, str], str] = {
 }
 
 # Algorithms whose default module the action-masking and random modules stand in for.
-MASKABLE_ALGORITHMS = ("PPO",)
+MASKABLE_ALGORITHMS = ("PPO",)  # action masks (MaskedPPOModule)
+RANDOM_POLICY_ALGORITHMS = ("PPO", "MADDPG")  # multi_agent.random (UniformRandomModule)
 
 _DEPRECATED = -1  # RLlib marks removed builder arguments with DEPRECATED_VALUE (-1) as default.
 
@@ -266,6 +269,10 @@ def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[st
             problem = _range_problem(key, value)
             if problem:
                 raise ConfigError(problem, location=locate(path), key=path)
+    defaults = config_cls()
+    if isinstance(defaults.optimizer, dict):  # RLlib's old-stack key, rlplat's on the new one
+        learner_class = exp.training.get("learner_class") or defaults.get_default_learner_class()
+        check_optimizer(exp.training.get("optimizer"), exp.algorithm, learner_class, locate)
 
 
 def build_algorithm_config(
@@ -302,6 +309,11 @@ def build_algorithm_config(
         calls["offline_data"]["input_"] = [str(data_path(Path(p))) for p in exp.offline.inputs()]
         calls["evaluation"] = {**OFFLINE_EVALUATION, **calls["evaluation"]}
         _offline_data_defaults(calls["offline_data"])
+    if (calls["training"].get("optimizer") or {}).get("type") and isinstance(
+        config.optimizer, dict
+    ):
+        base = calls["training"].get("learner_class") or config.get_default_learner_class()
+        calls["training"]["learner_class"] = with_configured_optimizer(base)
     if exp.algorithm == "CQL":
         # CQLConfig's own default lr fails CQLConfig.validate(), which takes actor_lr, critic_lr
         # and alpha_lr only.
@@ -322,6 +334,11 @@ def build_algorithm_config(
                 location=locate(section),
                 key=section,
             ) from None
+    if is_joint_algorithm(exp.algorithm):
+        mapping = PolicyMapping((exp.multi_agent or MultiAgentSpec()).policies)
+        config.joint_layout = joint_layout(
+            env.agents or [], env.observation_spaces, env.action_spaces, mapping
+        )
     if config.num_env_runners == 0 and not config.create_local_env_runner:
         raise ConfigError(
             "nothing would sample: resources.env_runners.count is 0 and create_local_env_runner "
@@ -387,14 +404,17 @@ def _multi_agent_calls(
     spec = exp.multi_agent or MultiAgentSpec()
     setup = check_multi_agent(spec, env, list(builder_parameters(type(config), "training")), locate)
     needs_own_modules = [p for p in setup.policies if p in setup.random or p in setup.masked]
-    if needs_own_modules and exp.algorithm not in MASKABLE_ALGORITHMS:
-        what = "random policies" if setup.random else "action masks (Dict observations)"
-        raise ConfigError(
-            f"{what} are supported with {', '.join(MASKABLE_ALGORITHMS)}; "
-            f"{exp.algorithm} would ignore them.",
-            location=locate("algorithm"),
-            key="algorithm",
-        )
+    for what, policies, algorithms in (
+        ("random policies", setup.random, RANDOM_POLICY_ALGORITHMS),
+        ("action masks (Dict observations)", setup.masked, MASKABLE_ALGORITHMS),
+    ):
+        if policies and exp.algorithm not in algorithms:
+            raise ConfigError(
+                f"{what} are supported with {', '.join(algorithms)}; "
+                f"{exp.algorithm} would ignore them.",
+                location=locate("algorithm"),
+                key="algorithm",
+            )
     calls["multi_agent"] = {
         "policies": set(setup.policies),
         "policy_mapping_fn": setup.mapping,
@@ -410,14 +430,12 @@ def _multi_agent_calls(
     if kind in ("EpisodeReplayBuffer", "PrioritizedEpisodeReplayBuffer"):
         calls["training"]["replay_buffer_config"] = {**buffer, "type": f"MultiAgent{kind}"}
     if needs_own_modules:
-        calls["rl_module"]["rl_module_spec"] = MultiRLModuleSpec(
-            rl_module_specs={
-                policy: RLModuleSpec(
-                    module_class=UniformRandomModule if policy in setup.random else MaskedPPOModule
-                )
-                for policy in needs_own_modules
-            }
-        )
+        # Every policy is listed: RLlib's env-to-module pipeline knows only the listed ones.
+        specs = {policy: config.get_default_rl_module_spec() for policy in setup.policies}
+        for policy in needs_own_modules:
+            own = UniformRandomModule if policy in setup.random else MaskedPPOModule
+            specs[policy] = RLModuleSpec(module_class=own)
+        calls["rl_module"]["rl_module_spec"] = MultiRLModuleSpec(rl_module_specs=specs)
 
 
 def resource_value(exp: Experiment, path: str) -> Any:

@@ -84,6 +84,8 @@ class UniformRandomModule(RLModule):
 
     It has no weights and is never trained (``multi_agent.random``). A plain ``RLModule``, not a
     ``TorchRLModule``: torch learners then leave it alone instead of giving it an optimizer.
+    Bounded Box actions are drawn in [-1, 1], the scale RLlib's ``normalize_actions`` (on by
+    default) maps onto the Box's bounds, so they are uniform over the env's range.
     """
 
     def setup(self) -> None:
@@ -97,7 +99,10 @@ class UniformRandomModule(RLModule):
             mask = observations[ACTION_MASK].float()
             return {Columns.ACTIONS: torch.multinomial(mask, 1).squeeze(-1)}
         size = len(next(iter(_leaves(observations))))
-        actions = np.stack([self.action_space.sample() for _ in range(size)])
+        space = self.action_space
+        if isinstance(space, gym.spaces.Box) and space.is_bounded():
+            return {Columns.ACTIONS: torch.rand(size, *space.shape) * 2.0 - 1.0}
+        actions = np.stack([space.sample() for _ in range(size)])
         return {Columns.ACTIONS: torch.as_tensor(actions)}
 
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

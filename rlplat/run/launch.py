@@ -178,7 +178,7 @@ def _callbacks(run: PreparedRun, run_dir: Path, console: Console) -> list:
     search = bool(run.spaces) or (exp.tune is not None and exp.tune.num_samples > 1)
     population = scheduler_name(exp) in POPULATION_SCHEDULERS
     progress = ProgressPrinter(exp.stop, console, min_interval_s=10.0 if search else 1.0)
-    tensorboard = EnvStepTensorBoardLogger(hparams=[s.path for s in run.spaces])
+    tensorboard = EnvStepTensorBoardLogger(hparams=[p for s in run.spaces for p in s.value_paths])
     # Trimming a restarted trial's history comes before the loggers reopen its files; the
     # loggers trim again what they copy back. Population-based trials are never trimmed.
     trimming = [TrimHistoryOnRestart(), TrimmingJsonLogger(), TrimmingCSVLogger()]

@@ -133,7 +133,11 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
                 final=finite(lookup(metrics, metric)),
                 best=_extreme(history, tune_spec.mode),
                 time_s=finite(metrics.get("time_total_s")),
-                params={s.dotted: value_at(experiment, s.path) for s in run.spaces},
+                params={
+                    ".".join(path): value_at(experiment, path)
+                    for s in run.spaces
+                    for path in s.value_paths
+                },
                 experiment=experiment,
                 best_checkpoint=summary.trials[-1].best_checkpoint,
                 seed=experiment.get("seed") if exp.seeds else None,

@@ -59,11 +59,12 @@ WINDOW_STATE = "rlplat_episode_window"
 
 
 def replay_memory(algo: Any) -> Any | None:
-    """The algorithm's replay memory: RLlib's local replay buffer (DQN, SAC) or QMIX's episode
-    store; None for on-policy and offline algorithms (CQL inherits an unused buffer from SAC)."""
+    """The algorithm's replay memory: RLlib's local replay buffer (DQN, SAC, TD3), MADDPG's joint
+    replay or QMIX's episode store; None for on-policy and offline algorithms (CQL inherits an
+    unused buffer from SAC)."""
     if algo.config.is_offline:
         return None
-    for name in ("local_replay_buffer", "episode_store"):
+    for name in ("local_replay_buffer", "episode_store", "joint_replay"):
         memory = getattr(algo, name, None)
         if memory is not None:
             return memory

@@ -28,15 +28,12 @@ from ray.rllib.connectors.env_to_module import (
 )
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.metrics import (
-    ENV_RUNNER_RESULTS,
-    LEARNER_RESULTS,
-    NUM_ENV_STEPS_SAMPLED_LIFETIME,
     REPLAY_BUFFER_RESULTS,
 )
 
+from rlplat.algorithms.loop import OwedUpdates, sample_round, update_and_sync
 from rlplat.algorithms.qmix.connectors import TeamActionsToEnv, TeamObservationsToModule
 from rlplat.algorithms.qmix.env_runner import EpisodeEnvRunner
 from rlplat.algorithms.qmix.episode_store import EpisodeStore
@@ -227,18 +224,11 @@ class QMIX(Algorithm):
     def setup(self, config: QMIXConfig) -> None:
         super().setup(config)
         self.episode_store = EpisodeStore(config.buffer_episodes, seed=config.seed)
-        self._owed_updates = 0.0
+        self._owed_updates = OwedUpdates()
 
     def training_step(self) -> None:
         config = self.config
-        episodes, runner_metrics = synchronous_parallel_sample(
-            worker_set=self.env_runner_group,
-            concat=True,
-            sample_timeout_s=config.sample_timeout_s,
-            _uses_new_env_runners=True,
-            _return_metrics=True,
-        )
-        self.metrics.aggregate(runner_metrics, key=ENV_RUNNER_RESULTS)
+        episodes = sample_round(self)
         self.episode_store.add(episodes)
         self.metrics.log_dict(
             {
@@ -250,21 +240,11 @@ class QMIX(Algorithm):
         )
         if len(self.episode_store) < config.learning_starts_episodes:
             return
-        self._owed_updates += len(episodes) * config.updates_per_episode
-        updates, self._owed_updates = divmod(self._owed_updates, 1.0)
-        env_steps = self.metrics.peek(
-            (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
+        updates = self._owed_updates.add(len(episodes) * config.updates_per_episode)
+        update_and_sync(self, (self._replayed_batch() for _ in range(updates)))
+
+    def _replayed_batch(self) -> MultiAgentBatch:
+        arrays = self.episode_store.sample(self.config.batch_episodes)
+        return MultiAgentBatch(
+            {DEFAULT_MODULE_ID: SampleBatch(arrays)}, env_steps=int(arrays["filled"].sum())
         )
-        for _ in range(int(updates)):
-            arrays = self.episode_store.sample(config.batch_episodes)
-            batch = MultiAgentBatch(
-                {DEFAULT_MODULE_ID: SampleBatch(arrays)}, env_steps=int(arrays["filled"].sum())
-            )
-            results = self.learner_group.update(
-                batch=batch, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps}
-            )
-            self.metrics.aggregate(results, key=LEARNER_RESULTS)
-        if updates:
-            self.env_runner_group.sync_weights(
-                from_worker_or_learner_group=self.learner_group, inference_only=True
-            )

@@ -1,0 +1,126 @@
+"""MADDPG on mpe2 with rlplat's own commands: train, then score greedily against random sides.
+
+    python benchmarks/maddpg.py [--work DIR] [--only spread adversary] [--episodes 100]
+
+spread: ``experiments/simple_spread_maddpg.yaml`` (continuous actions, N=3, 20 minutes) and
+shared PPO on the same continuous env (``experiments/simple_spread_ppo.yaml`` with
+``env.kwargs.continuous_actions=true``, the same 20 minutes), each scored by
+``rlplat eval <run> -n 100 --json`` (greedy, episode seeds 0..99, the run's best checkpoint),
+and a uniformly random team (the MADDPG checkpoint with every policy ``--random``).
+adversary: ``experiments/simple_adversary_maddpg.yaml``, then a cross-play table: good agents
+trained or random x adversary trained or random (``--random good`` / ``--random adversary``),
+100 greedy episodes each, the mean return of each side.
+
+One process runs at a time; stages are skipped when their output exists under ``--work``.
+Results go to benchmarks/results/maddpg.json; the Markdown tables printed at the end have
+README's numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from offline import train_run  # benchmarks/offline.py, beside this script
+from peers import REPO, RLPLAT, timed
+
+RESULTS = REPO / "benchmarks/results/maddpg.json"
+BUDGET = ["stop.time_s=1200"]  # the issue's 20 minutes of training
+
+
+def evaluate(run_dir: str, episodes: int, random: list[str]) -> dict[str, Any]:
+    command = [str(RLPLAT), "eval", run_dir, "-n", str(episodes), "--json"]
+    for policy in random:
+        command += ["--random", policy]
+    proc, _ = timed(command)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
+    report = json.loads(proc.stdout)
+    return {
+        "random": random,
+        "team_return": report["returns"],
+        "policy_returns": {p: s["mean"] for p, s in report["policy_returns"].items()},
+    }
+
+
+def spread(work: Path, episodes: int) -> dict[str, Any]:
+    maddpg = train_run("simple_spread_maddpg.yaml", BUDGET, work / "spread_maddpg")
+    ppo = train_run(
+        "simple_spread_ppo.yaml",
+        ["env.kwargs.continuous_actions=true", *BUDGET, "stop.env_steps=100000000"],
+        work / "spread_ppo",
+    )
+    agents = ["agent_0", "agent_1", "agent_2"]
+    return {
+        "maddpg": {**maddpg, "score": evaluate(maddpg["run_dir"], episodes, [])},
+        "ppo_shared": {**ppo, "score": evaluate(ppo["run_dir"], episodes, [])},
+        "random_team": evaluate(maddpg["run_dir"], episodes, agents),
+    }
+
+
+def adversary(work: Path, episodes: int) -> dict[str, Any]:
+    run = train_run("simple_adversary_maddpg.yaml", BUDGET, work / "adversary_maddpg")
+    cells = {}
+    for good in ("trained", "random"):
+        for adversary_side in ("trained", "random"):
+            random = [
+                p for p, side in (("good", good), ("adversary", adversary_side)) if side == "random"
+            ]
+            cells[f"good {good} x adversary {adversary_side}"] = evaluate(
+                run["run_dir"], episodes, random
+            )
+    return {"maddpg": run, "cross_play": cells}
+
+
+def tables(results: dict[str, Any]) -> str:
+    lines = []
+    if "spread" in results:
+        s = results["spread"]
+        lines += [
+            "| simple_spread (N=3, continuous) | greedy team return, 100 episodes "
+            "| training s | env steps |",
+            "|---|---|---|---|",
+        ]
+        for name, row in (("MADDPG", s["maddpg"]), ("PPO, shared policy", s["ppo_shared"])):
+            r = row["score"]["team_return"]
+            lines.append(
+                f"| {name} | {r['mean']:.1f} ± {r['std']:.1f} | {row['training_s']:.0f} "
+                f"| {row['env_steps']:,} |"
+            )
+        r = s["random_team"]["team_return"]
+        lines += [f"| uniform random team | {r['mean']:.1f} ± {r['std']:.1f} | - | - |", ""]
+    if "adversary" in results:
+        lines += [
+            "| simple_adversary, 100 greedy episodes | good agents' mean return (each) "
+            "| adversary's mean return |",
+            "|---|---|---|",
+        ]
+        for cell, row in results["adversary"]["cross_play"].items():
+            returns = row["policy_returns"]
+            lines.append(f"| {cell} | {returns['good'] / 2:.2f} | {returns['adversary']:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--only", nargs="+", choices=["spread", "adversary"], default=None)
+    parser.add_argument("--episodes", type=int, default=100)
+    args = parser.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="rlplat-maddpg-"))
+    saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    for name, stage in (("spread", spread), ("adversary", adversary)):
+        if args.only and name not in args.only:
+            continue
+        saved[name] = stage(work, args.episodes)
+        saved[name]["machine"] = f"{platform.node()} ({platform.processor() or platform.machine()})"
+        RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
+    print(tables(saved))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Pieces of the training loops of rlplat's algorithms (QMIX, TD3, MADDPG)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    LEARNER_RESULTS,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+)
+
+
+def sample_round(algo: Any) -> list[Any]:
+    """One synchronous sampling call on every env runner; their metrics go into the
+    algorithm's. Returns the episode chunks."""
+    episodes, runner_metrics = synchronous_parallel_sample(
+        worker_set=algo.env_runner_group,
+        concat=True,
+        sample_timeout_s=algo.config.sample_timeout_s,
+        _uses_new_env_runners=True,
+        _return_metrics=True,
+    )
+    algo.metrics.aggregate(runner_metrics, key=ENV_RUNNER_RESULTS)
+    return episodes
+
+
+def env_steps_sampled(algo: Any) -> int:
+    """Env steps the algorithm has sampled in its lifetime."""
+    return int(algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0))
+
+
+class OwedUpdates:
+    """Learner updates owed at a fractional rate (e.g. one per 4 env steps): ``add`` takes what
+    new data earned and returns the whole updates now due, carrying the fraction."""
+
+    def __init__(self) -> None:
+        self.owed = 0.0
+
+    def add(self, amount: float) -> int:
+        due, self.owed = divmod(self.owed + amount, 1.0)
+        return int(due)
+
+
+def update_and_sync(algo: Any, batches: Iterable[Any]) -> None:
+    """One learner update per batch (``MultiAgentBatch``, made lazily), metrics into the
+    algorithm's; then, if any update was made, the env runners get the new weights."""
+    env_steps = env_steps_sampled(algo)
+    updated = False
+    for batch in batches:
+        results = algo.learner_group.update(
+            batch=batch, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps}
+        )
+        algo.metrics.aggregate(results, key=LEARNER_RESULTS)
+        updated = True
+    if updated:
+        algo.env_runner_group.sync_weights(
+            from_worker_or_learner_group=algo.learner_group, inference_only=True
+        )

@@ -1,0 +1,109 @@
+"""``training.optimizer``: which torch optimizer an RLlib learner steps, with its settings.
+
+RLlib's new stack gives each module of PPO, APPO, IMPALA, DQN, BC and MARWIL one Adam
+(``TorchLearner.configure_optimizers_for_module``) and reads ``AlgorithmConfig.optimizer`` only
+on its old stack. rlplat gives that key a meaning on the new one:
+``optimizer: {type: sgd, lr: 0.01, momentum: 0.9}`` builds ``torch.optim.SGD(params,
+momentum=0.9)`` at learning rate 0.01 (``lr`` left out: ``training.lr``, schedules included).
+Each other key is an argument of the torch optimizer. Algorithms that set up their own
+optimizers (SAC, CQL, IQL, TD3 with actor and critic rates; QMIX with ``optimizer: adam |
+rmsprop``) are refused with the key to use instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.utils.typing import ModuleID
+
+from rlplat.errors import ConfigError, not_among
+
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
+    "sgd": torch.optim.SGD,
+    "rmsprop": torch.optim.RMSprop,
+}
+
+
+def optimizer_arguments(kind: str) -> list[str]:
+    """The settings ``optimizer: {type: kind, ...}`` accepts besides ``type`` and ``lr``."""
+    params = inspect.signature(OPTIMIZERS[kind].__init__).parameters
+    return [p for p in params if p not in ("self", "params", "lr", "foreach", "fused")]
+
+
+def check_optimizer(
+    spec: Any, algorithm: str, learner_class: type, locate: Callable[[str], str]
+) -> None:
+    """``training.optimizer`` names a known optimizer with arguments it takes, for a learner
+    that uses RLlib's one default optimizer per module."""
+    key = "training.optimizer"
+    if not spec:
+        return
+    if not isinstance(spec, dict) or "type" not in spec:
+        raise ConfigError(
+            f"training.optimizer is a mapping with a type ({', '.join(OPTIMIZERS)}) and that "
+            f"optimizer's settings, e.g. {{type: sgd, lr: 0.01, momentum: 0.9}}; got {spec!r}.",
+            location=locate(key),
+            key=key,
+        )
+    kind = spec["type"]
+    if kind not in OPTIMIZERS:
+        raise ConfigError(
+            f"unknown optimizer type {kind!r}." + not_among(str(kind), list(OPTIMIZERS)),
+            location=locate(f"{key}.type"),
+            key=f"{key}.type",
+        )
+    allowed = optimizer_arguments(kind)
+    for name in spec:
+        if name not in ("type", "lr", *allowed):
+            raise ConfigError(
+                f"torch.optim.{OPTIMIZERS[kind].__name__} takes no argument {name!r}."
+                + not_among(name, ["lr", *allowed]),
+                location=locate(f"{key}.{name}"),
+                key=f"{key}.{name}",
+            )
+    own = learner_class.configure_optimizers_for_module
+    if own is not TorchLearner.configure_optimizers_for_module and not issubclass(
+        learner_class, ConfiguredOptimizer
+    ):
+        raise ConfigError(
+            f"{algorithm}'s learner sets up its own optimizers (with their own learning-rate "
+            "keys in training); training.optimizer applies to learners with RLlib's one "
+            "optimizer per module: PPO, APPO, IMPALA, DQN, BC, MARWIL.",
+            location=locate(key),
+            key=key,
+        )
+
+
+class ConfiguredOptimizer:
+    """Learner mixin: each module's optimizer as ``training.optimizer`` gives it."""
+
+    def configure_optimizers_for_module(
+        self, module_id: ModuleID, config: AlgorithmConfig = None
+    ) -> None:
+        spec = dict(config.optimizer or {})
+        if "type" not in spec:
+            super().configure_optimizers_for_module(module_id, config)  # type: ignore[misc]
+            return
+        kind = spec.pop("type")
+        lr = spec.pop("lr", config.lr)
+        params = self.get_parameters(self._module[module_id])  # type: ignore[attr-defined]
+        self.register_optimizer(  # type: ignore[attr-defined]
+            module_id=module_id,
+            optimizer=OPTIMIZERS[kind](params, **spec),
+            params=params,
+            lr_or_lr_schedule=lr,
+        )
+
+
+@functools.cache
+def with_configured_optimizer(learner_class: type) -> type:
+    """``learner_class`` with ``training.optimizer`` applied (one class per base class)."""
+    return type(f"Configured{learner_class.__name__}", (ConfiguredOptimizer, learner_class), {})
