@@ -25,26 +25,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from offline import train_run  # benchmarks/offline.py, beside this script
-from peers import REPO, RLPLAT, timed
+from offline import score, train_run  # benchmarks/offline.py, beside this script
+from peers import REPO
 
 RESULTS = REPO / "benchmarks/results/maddpg.json"
 BUDGET = ["stop.time_s=1200"]  # the 20 minutes of training
-
-
-def evaluate(run_dir: str, episodes: int, random: list[str]) -> dict[str, Any]:
-    command = [str(RLPLAT), "eval", run_dir, "-n", str(episodes), "--json"]
-    for policy in random:
-        command += ["--random", policy]
-    proc, _ = timed(command)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
-    report = json.loads(proc.stdout)
-    return {
-        "random": random,
-        "team_return": report["returns"],
-        "policy_returns": {p: s["mean"] for p, s in report["policy_returns"].items()},
-    }
 
 
 def spread(work: Path, episodes: int) -> dict[str, Any]:
@@ -54,11 +39,11 @@ def spread(work: Path, episodes: int) -> dict[str, Any]:
         ["env.kwargs.continuous_actions=true", *BUDGET, "stop.env_steps=100000000"],
         work / "spread_ppo",
     )
-    agents = ["agent_0", "agent_1", "agent_2"]
+    trained = score(maddpg["run_dir"], episodes)
     return {
-        "maddpg": {**maddpg, "score": evaluate(maddpg["run_dir"], episodes, [])},
-        "ppo_shared": {**ppo, "score": evaluate(ppo["run_dir"], episodes, [])},
-        "random_team": evaluate(maddpg["run_dir"], episodes, agents),
+        "maddpg": {**maddpg, "score": trained},
+        "ppo_shared": {**ppo, "score": score(ppo["run_dir"], episodes)},
+        "random_team": score(maddpg["run_dir"], episodes, list(trained["policy_returns"])),
     }
 
 
@@ -70,7 +55,7 @@ def adversary(work: Path, episodes: int) -> dict[str, Any]:
             random = [
                 p for p, side in (("good", good), ("adversary", adversary_side)) if side == "random"
             ]
-            cells[f"good {good} x adversary {adversary_side}"] = evaluate(
+            cells[f"good {good} x adversary {adversary_side}"] = score(
                 run["run_dir"], episodes, random
             )
     return {"maddpg": run, "cross_play": cells}
@@ -86,12 +71,12 @@ def tables(results: dict[str, Any]) -> str:
             "|---|---|---|---|",
         ]
         for name, row in (("MADDPG", s["maddpg"]), ("PPO, shared policy", s["ppo_shared"])):
-            r = row["score"]["team_return"]
+            r = row["score"]["greedy_returns"]
             lines.append(
                 f"| {name} | {r['mean']:.1f} ± {r['std']:.1f} | {row['training_s']:.0f} "
                 f"| {row['env_steps']:,} |"
             )
-        r = s["random_team"]["team_return"]
+        r = s["random_team"]["greedy_returns"]
         lines += [f"| uniform random team | {r['mean']:.1f} ± {r['std']:.1f} | - | - |", ""]
     if "adversary" in results:
         lines += [

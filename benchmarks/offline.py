@@ -22,6 +22,7 @@ import argparse
 import json
 import platform
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,12 +113,23 @@ def record(name: str, work: Path, results: dict[str, Any]) -> dict[str, Any]:
     return {k: info[k] for k in ("source", "episodes", "env_steps", "returns")}
 
 
-def score(run_directory: str, episodes: int) -> dict[str, Any]:
-    proc, _ = timed([str(RLPLAT), "eval", run_directory, "-n", str(episodes), "--json"])
+def score(run_directory: str, episodes: int, random: Sequence[str] = ()) -> dict[str, Any]:
+    """``rlplat eval <run> -n <episodes> --json`` (greedy; ``--random`` for each policy named in
+    ``random``): the return statistics, each policy's mean return and the checkpoint scored."""
+    command = [str(RLPLAT), "eval", run_directory, "-n", str(episodes), "--json"]
+    for policy in random:
+        command += ["--random", policy]
+    proc, _ = timed(command)
     if proc.returncode != 0:
-        raise SystemExit(f"rlplat eval {run_directory} failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
     report = json.loads(proc.stdout)
-    return {"greedy_returns": report["returns"], "checkpoint": report["checkpoint"]}
+    policy_returns = report.get("policy_returns") or {}
+    return {
+        "greedy_returns": report["returns"],
+        "policy_returns": {policy: stats["mean"] for policy, stats in policy_returns.items()},
+        "random": list(random),
+        "checkpoint": report["checkpoint"],
+    }
 
 
 def table(results: dict[str, Any]) -> str:

@@ -202,6 +202,15 @@ CASES = {
         ["algorithm=TD3"],
         ["'algorithm'", "TD3 needs a continuous (Box) action space", "Discrete(2)", "SAC or DQN"],
     ),
+    "TD3 on several learners": (
+        lambda t: replace(
+            replace(t, "  minibatch_size: 64\n  num_epochs: 2\n", ""),
+            "id: CartPole-v1",
+            "id: Pendulum-v1",
+        ),
+        ["algorithm=TD3", "resources.learners.count=2"],
+        ["resources.learners.count must be 0 or 1, got 2", "synchronise"],
+    ),
     "unknown optimizer type": (
         lambda t: replace(t, "num_epochs: 2", "num_epochs: 2\n  optimizer: {type: sdg, lr: 0.1}"),
         [],
@@ -219,7 +228,7 @@ CASES = {
             t, "  minibatch_size: 64\n  num_epochs: 2\n", "  optimizer: {type: sgd}\n"
         ),
         ["algorithm=SAC"],
-        ["training.optimizer", "SAC's learner sets up its own optimizers", "PPO, APPO"],
+        ["training.optimizer", "SAC's learner sets up its own optimizers", "alpha_lr", "PPO, APPO"],
     ),
 }
 

@@ -36,13 +36,24 @@ def actor_critic_problems(config: AlgorithmConfig) -> list[str]:
     """What is wrong with the settings TD3 and MADDPG share (nothing: an empty list)."""
     problems = []
     if not 0.0 < config.tau <= 1.0:
-        problems.append(f"tau must be in (0, 1], got {config.tau}")
+        problems.append(f"training.tau must be in (0, 1], got {config.tau}")
     if config.exploration_noise < 0:
-        problems.append(f"exploration_noise must not be negative, got {config.exploration_noise}")
+        problems.append(
+            f"training.exploration_noise must not be negative, got {config.exploration_noise}"
+        )
     if config.hidden_activation not in ACTIVATIONS:
-        problems.append(f"hidden_activation must be one of {sorted(ACTIVATIONS)}")
+        problems.append(
+            f"training.hidden_activation must be one of {sorted(ACTIVATIONS)}, "
+            f"got {config.hidden_activation!r}"
+        )
     if config.lr is not None:
-        problems.append("lr is not used: set actor_lr and critic_lr")
+        problems.append("training.lr is not used: set training.actor_lr and training.critic_lr")
+    if config.num_learners > 1:
+        problems.append(
+            f"resources.learners.count must be 0 or 1, got {config.num_learners}: the actor and "
+            "the critic each take the gradient of their own loss, which torch's distributed "
+            "data parallel does not synchronise across learners"
+        )
     if not config.normalize_actions:
         problems.append(
             "env_runners.normalize_actions must stay true: Box actors output tanh actions in "

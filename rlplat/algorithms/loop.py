@@ -1,4 +1,4 @@
-"""Pieces of the training loops of rlplat's algorithms (QMIX, TD3, MADDPG)."""
+"""Pieces of the training loops of rlplat's own algorithms (QMIX, MADDPG)."""
 
 from __future__ import annotations
 

@@ -351,7 +351,7 @@ def build_algorithm_config(
         config.validate()
     except Exception as exc:  # noqa: BLE001
         raise ConfigError(
-            f"RLlib's {type(config).__name__}.validate() rejected the experiment: {exc}",
+            f"{type(config).__name__}.validate() rejected the experiment's settings: {exc}",
             location=locate(""),
         ) from None
     return config

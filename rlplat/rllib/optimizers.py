@@ -31,6 +31,16 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "rmsprop": torch.optim.RMSprop,
 }
 
+# The training keys that set the learning rates of algorithms with their own optimizers.
+OWN_RATES = {
+    "SAC": "actor_lr, critic_lr and alpha_lr",
+    "CQL": "actor_lr, critic_lr and alpha_lr",
+    "IQL": "actor_lr, critic_lr and value_lr",
+    "TD3": "actor_lr and critic_lr",
+    "DDPG": "actor_lr and critic_lr",
+    "MADDPG": "actor_lr and critic_lr",
+}
+
 
 def optimizer_arguments(kind: str) -> list[str]:
     """The settings ``optimizer: {type: kind, ...}`` accepts besides ``type`` and ``lr``."""
@@ -73,10 +83,11 @@ def check_optimizer(
     if own is not TorchLearner.configure_optimizers_for_module and not issubclass(
         learner_class, ConfiguredOptimizer
     ):
+        rates = OWN_RATES.get(algorithm, "its own learning-rate keys")
         raise ConfigError(
-            f"{algorithm}'s learner sets up its own optimizers (with their own learning-rate "
-            "keys in training); training.optimizer applies to learners with RLlib's one "
-            "optimizer per module: PPO, APPO, IMPALA, DQN, BC, MARWIL.",
+            f"{algorithm}'s learner sets up its own optimizers: set {rates} in training instead. "
+            "training.optimizer applies to learners with RLlib's one optimizer per module: PPO, "
+            "APPO, IMPALA, DQN, BC, MARWIL.",
             location=locate(key),
             key=key,
         )

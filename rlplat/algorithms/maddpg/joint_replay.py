@@ -101,12 +101,17 @@ class JointReplay:
             "columns": {key: value[: self.size] for key, value in self.columns.items()},
             "next": self.next,
             "size": self.size,
+            "capacity": self.capacity,
             "rng": self.rng.bit_generator.state,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.columns, self.size, self.next = {}, 0, 0
-        if state["columns"]:
-            self._write(state["columns"])
-        self.next, self.size = state["next"], state["size"]
+        columns = state["columns"]
+        if columns and state.get("capacity") == self.capacity:
+            self._write(columns)
+            self.next, self.size = state["next"], state["size"]
+        elif columns:  # a new capacity: write oldest first, so a smaller store keeps the newest
+            order = np.roll(np.arange(state["size"]), -state["next"])
+            self._write({key: value[order] for key, value in columns.items()})
         self.rng.bit_generator.state = state["rng"]

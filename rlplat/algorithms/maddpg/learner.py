@@ -49,9 +49,10 @@ class MADDPGTorchLearner(ActorCriticLearner):
         if isinstance(module, MADDPGModule):
             return module.target_action(next_obs)
         count, width = next_obs.shape[0], entry["action_dim"]  # a random policy's agent
+        device = next_obs.device
         if entry["discrete"]:
-            return F.one_hot(torch.randint(0, width, (count,)), width).float()
-        return torch.rand(count, width) * 2.0 - 1.0
+            return F.one_hot(torch.randint(0, width, (count,), device=device), width).float()
+        return torch.rand(count, width, device=device) * 2.0 - 1.0
 
     def compute_loss_for_module(
         self,
@@ -82,7 +83,8 @@ class MADDPGTorchLearner(ActorCriticLearner):
         own = [i for i, entry in enumerate(layout) if entry["policy"] == module_id]
         critic_loss, actor_loss, q_mean = 0.0, 0.0, 0.0
         for i in own:
-            agent = F.one_hot(torch.full((joint_obs.shape[0],), i), count).float()
+            agent = F.one_hot(torch.full((joint_obs.shape[0],), i, device=joint_obs.device), count)
+            agent = agent.float()
             with torch.no_grad():
                 next_q = module.target_critic(torch.cat([joint_next, agent], -1)).squeeze(-1)
                 alive = 1.0 - columns[column("terminated", i)].float()

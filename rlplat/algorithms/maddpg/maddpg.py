@@ -82,17 +82,17 @@ class MADDPGConfig(AlgorithmConfig):
     def training(
         self,
         *,
-        actor_hiddens: list[int] | None = NotProvided,
-        critic_hiddens: list[int] | None = NotProvided,
-        hidden_activation: Activation | None = NotProvided,
-        actor_lr: float | None = NotProvided,
-        critic_lr: float | None = NotProvided,
-        tau: float | None = NotProvided,
-        actor_reg: float | None = NotProvided,
-        exploration_noise: float | None = NotProvided,
+        actor_hiddens: list[int] = NotProvided,
+        critic_hiddens: list[int] = NotProvided,
+        hidden_activation: Activation = NotProvided,
+        actor_lr: float = NotProvided,
+        critic_lr: float = NotProvided,
+        tau: float = NotProvided,
+        actor_reg: float = NotProvided,
+        exploration_noise: float = NotProvided,
         random_steps: int | None = NotProvided,
-        env_steps_per_update: float | None = NotProvided,
-        replay_capacity: int | None = NotProvided,
+        env_steps_per_update: float = NotProvided,
+        replay_capacity: int = NotProvided,
         num_steps_sampled_before_learning_starts: int | None = NotProvided,
         **kwargs: Any,
     ) -> "MADDPGConfig":
@@ -109,9 +109,19 @@ class MADDPGConfig(AlgorithmConfig):
         if not self.joint_layout:
             problems.append("joint_layout is missing (rlplat sets it from a multi-agent env)")
         if self.env_steps_per_update <= 0:
-            problems.append("env_steps_per_update must be positive")
-        if self.replay_capacity < self.train_batch_size_per_learner:
-            problems.append("replay_capacity must hold at least one batch")
+            problems.append(
+                f"training.env_steps_per_update must be positive, got {self.env_steps_per_update}"
+            )
+        needed = max(
+            self.train_batch_size_per_learner, self.num_steps_sampled_before_learning_starts
+        )
+        if self.replay_capacity < needed:
+            problems.append(
+                f"training.replay_capacity ({self.replay_capacity}) must hold at least "
+                f"training.train_batch_size_per_learner ({self.train_batch_size_per_learner}) "
+                "and training.num_steps_sampled_before_learning_starts "
+                f"({self.num_steps_sampled_before_learning_starts}) env steps"
+            )
         if problems:
             raise ValueError("; ".join(problems))
 

@@ -81,18 +81,18 @@ class TD3Config(AlgorithmConfig):
     def training(
         self,
         *,
-        twin_q: bool | None = NotProvided,
-        policy_delay: int | None = NotProvided,
-        target_noise: float | None = NotProvided,
-        target_noise_clip: float | None = NotProvided,
-        exploration_noise: float | None = NotProvided,
+        twin_q: bool = NotProvided,
+        policy_delay: int = NotProvided,
+        target_noise: float = NotProvided,
+        target_noise_clip: float = NotProvided,
+        exploration_noise: float = NotProvided,
         random_steps: int | None = NotProvided,
-        actor_hiddens: list[int] | None = NotProvided,
-        critic_hiddens: list[int] | None = NotProvided,
-        hidden_activation: Activation | None = NotProvided,
-        actor_lr: float | None = NotProvided,
-        critic_lr: float | None = NotProvided,
-        tau: float | None = NotProvided,
+        actor_hiddens: list[int] = NotProvided,
+        critic_hiddens: list[int] = NotProvided,
+        hidden_activation: Activation = NotProvided,
+        actor_lr: float = NotProvided,
+        critic_lr: float = NotProvided,
+        tau: float = NotProvided,
         n_step: int | None = NotProvided,
         training_intensity: float | None = NotProvided,
         num_steps_sampled_before_learning_starts: int | None = NotProvided,
@@ -113,14 +113,14 @@ class TD3Config(AlgorithmConfig):
         super().validate()
         problems = actor_critic_problems(self)
         if self.policy_delay < 1:
-            problems.append(f"policy_delay must be at least 1, got {self.policy_delay}")
+            problems.append(f"training.policy_delay must be at least 1, got {self.policy_delay}")
         for name in ("target_noise", "target_noise_clip"):
             if getattr(self, name) < 0:
-                problems.append(f"{name} must not be negative, got {getattr(self, name)}")
+                problems.append(f"training.{name} must not be negative, got {getattr(self, name)}")
         if "Prioritized" in str(self.replay_buffer_config.get("type")):
             problems.append(
-                "TD3 replays uniformly: use replay_buffer_config.type EpisodeReplayBuffer or "
-                "TransitionEpisodeReplayBuffer"
+                "TD3 replays uniformly: use training.replay_buffer_config.type "
+                "EpisodeReplayBuffer or TransitionEpisodeReplayBuffer"
             )
         if problems:
             raise ValueError("; ".join(problems))
