@@ -1,22 +1,21 @@
-"""Pieces TD3 and MADDPG share: plain MLPs, and a learner whose actor and critic optimizers each
-take the gradient of their own loss.
+"""Pieces TD3 and MADDPG share: plain MLPs, the settings, Box exploration, and a learner whose
+actor and critic optimizers each take the gradient of their own loss.
 
 An actor's loss -Q(s, mu(s)) reaches the critic's parameters through the graph; summed with
 the critic's loss and back-propagated once, it would also move the critic. Here each optimizer
 gets ``torch.autograd.grad`` of its own loss with respect to its own parameters only.
 """
 
-from __future__ import annotations
-
-from typing import Any
+# No ``from __future__ import annotations``: the settings' annotations are read at run time.
+from typing import Any, Literal
 
 import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.core.rl_module.apis import TargetNetworkAPI
 from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, ParamDict
 from torch import nn
+
+from rlplat.algorithms.base import OwnAlgorithmConfig, TargetNetworkLearner, not_negative
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
 CRITIC, ACTOR = "critic", "actor"  # optimizer names
@@ -32,58 +31,113 @@ def mlp(in_dim: int, hiddens: list[int], out_dim: int, activation: str) -> nn.Se
     return nn.Sequential(*layers)
 
 
-def actor_critic_problems(config: AlgorithmConfig) -> list[str]:
-    """What is wrong with the settings TD3 and MADDPG share (nothing: an empty list)."""
-    problems = []
-    if not 0.0 < config.tau <= 1.0:
-        problems.append(f"training.tau must be in (0, 1], got {config.tau}")
-    if config.exploration_noise < 0:
-        problems.append(
-            f"training.exploration_noise must not be negative, got {config.exploration_noise}"
-        )
-    if config.hidden_activation not in ACTIVATIONS:
-        problems.append(
-            f"training.hidden_activation must be one of {sorted(ACTIVATIONS)}, "
-            f"got {config.hidden_activation!r}"
-        )
-    if config.lr is not None:
-        problems.append("training.lr is not used: set training.actor_lr and training.critic_lr")
-    if config.num_learners > 1:
-        problems.append(
-            f"resources.learners.count must be 0 or 1, got {config.num_learners}: the actor and "
-            "the critic each take the gradient of their own loss, which torch's distributed "
-            "data parallel does not synchronise across learners"
-        )
-    if not config.normalize_actions:
-        problems.append(
-            "env_runners.normalize_actions must stay true: Box actors output tanh actions in "
-            "[-1, 1], scaled to the Box bounds by it"
-        )
-    return problems
+Activation = Literal["relu", "tanh", "elu", "silu"]
 
 
-def warmup_steps(config: AlgorithmConfig) -> int:
-    """Env steps acted uniformly at random before the actors take over: ``random_steps``, or
-    when that is None as many as ``num_steps_sampled_before_learning_starts``."""
-    if config.random_steps is None:
-        return config.num_steps_sampled_before_learning_starts
-    return config.random_steps
+class ActorCriticConfig(OwnAlgorithmConfig):
+    """The settings TD3 and MADDPG share; each sets its own defaults."""
+
+    MODULE_KEYS = ("actor_hiddens", "critic_hiddens", "hidden_activation", "exploration_noise")
+
+    actor_hiddens: list[int] = [256, 256]
+    critic_hiddens: list[int] = [256, 256]
+    hidden_activation: Activation = "relu"
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    tau: float = 0.005  # target networks: target <- tau * online + (1 - tau) * target
+    exploration_noise: float = 0.1  # std of the acting noise, in [-1, 1] action units
+    # Uniformly random actions for this many env steps; None: as many as
+    # num_steps_sampled_before_learning_starts (the TD3 reference code's start_timesteps).
+    random_steps: int | None = None
+    num_steps_sampled_before_learning_starts: int | None = 25_000
+
+    def __init__(self, algo_class: type | None = None):
+        super().__init__(algo_class=algo_class)
+        self.lr = None  # the actors and the critics have their own (actor_lr, critic_lr)
+        self.min_sample_timesteps_per_iteration = 1000  # rlplat's choice: 1,000 steps a report
+        self.evaluation(evaluation_config=AlgorithmConfig.overrides(explore=False))
+
+    def problems(self) -> list[str]:
+        problems = super().problems()
+        if not 0.0 < self.tau <= 1.0:
+            problems.append(f"training.tau must be in (0, 1], got {self.tau}")
+        problems += not_negative(self, ["exploration_noise"])
+        if self.hidden_activation not in ACTIVATIONS:
+            problems.append(
+                f"training.hidden_activation must be one of {sorted(ACTIVATIONS)}, "
+                f"got {self.hidden_activation!r}"
+            )
+        if self.lr is not None:
+            problems.append("training.lr is not used: set training.actor_lr and training.critic_lr")
+        if self.num_learners > 1:
+            problems.append(
+                f"resources.learners.count must be 0 or 1, got {self.num_learners}: the actor "
+                "and the critic each take the gradient of their own loss, which torch's "
+                "distributed data parallel does not synchronise across learners"
+            )
+        if not self.normalize_actions:
+            problems.append(
+                "env_runners.normalize_actions must stay true: Box actors output tanh actions in "
+                "[-1, 1], scaled to the Box bounds by it"
+            )
+        return problems
+
+    def module_settings(self) -> dict[str, Any]:
+        return super().module_settings() | {"random_steps": self.warmup_steps()}
+
+    def warmup_steps(self) -> int:
+        """Env steps acted uniformly at random before the actors take over: ``random_steps``, or
+        when that is None as many as ``num_steps_sampled_before_learning_starts``."""
+        if self.random_steps is None:
+            return self.num_steps_sampled_before_learning_starts
+        return self.random_steps
 
 
-class ActorCriticLearner(TorchLearner):
+class BoxExploration:
+    """How a deterministic actor explores in [-1, 1] action units: uniformly random actions for
+    the first ``random_steps`` env steps, then its action plus Gaussian noise of std ``std``,
+    clipped. Its greedy action is reported as a Gaussian of ``GREEDY_LOG_STD``, so RLlib's
+    connectors and rlplat's export read it like any continuous policy's."""
+
+    GREEDY_LOG_STD = -20.0
+
+    def __init__(self, std: float, random_steps: int):
+        self.std, self.random_steps = std, random_steps
+        self.log_std = float(torch.log(torch.tensor(max(std, 1e-8))))
+
+    def warming_up(self, t: int | None) -> bool:
+        """Whether env step ``t`` is still in the random warm-up."""
+        return (t or 0) < self.random_steps
+
+    def actions(self, mean: torch.Tensor, t: int | None) -> torch.Tensor:
+        """The exploring actions at env step ``t`` for greedy actions ``mean``."""
+        if self.warming_up(t):
+            return torch.rand_like(mean) * 2.0 - 1.0
+        noise = torch.randn_like(mean) * self.std
+        return (mean + noise).clamp(-1.0, 1.0)
+
+
+def gaussian_inputs(mean: torch.Tensor, log_std: float) -> torch.Tensor:
+    """RLlib's diagonal-Gaussian distribution inputs: the mean, then one log std per dim."""
+    return torch.cat([mean, torch.full_like(mean, log_std)], dim=-1)
+
+
+class ActorCriticLearner(TargetNetworkLearner):
     """Two Adam optimizers per module, ``critic`` (the module's ``critics()``) at
-    ``config.critic_lr`` and ``actor`` at ``config.actor_lr``. A loss computation stores each
-    optimizer's loss in ``self._losses[module_id][name]``; an optimizer without a loss in an
-    update gets no gradient and Adam leaves its parameters alone."""
+    ``config.critic_lr`` and ``actor`` at ``config.actor_lr``. ``module_losses`` gives the
+    critic's loss, and the actor's when it steps; an optimizer without a loss in an update gets
+    no gradient and Adam leaves its parameters alone. A module's target networks move after each
+    of its actor steps."""
 
     def build(self) -> None:
         super().build()
-        self._losses: dict[ModuleID, dict[str, torch.Tensor]] = {}
-        self.module.foreach_module(
-            lambda mid, module: (
-                module.make_target_networks() if isinstance(module, TargetNetworkAPI) else None
-            )
-        )
+        self._actor_stepped: set[ModuleID] = set()
+
+    def target_update_due(self, module_id: ModuleID) -> bool:
+        if module_id not in self._actor_stepped:
+            return False
+        self._actor_stepped.discard(module_id)
+        return True
 
     def configure_optimizers_for_module(self, module_id: ModuleID, config: AlgorithmConfig) -> None:
         module = self.module[module_id].unwrapped()
@@ -108,6 +162,8 @@ class ActorCriticLearner(TorchLearner):
         grads: ParamDict = {}
         for module_id in set(loss_per_module) - {ALL_MODULES}:
             losses = self._losses.pop(module_id)
+            if ACTOR in losses:
+                self._actor_stepped.add(module_id)
             for name, optim in self.get_optimizers_for_module(module_id):
                 if name not in losses:
                     continue

@@ -1,19 +1,24 @@
-"""Name -> RLlib ``Algorithm`` class.
+"""Every algorithm ``algorithm:`` accepts, each with the one record of what the stages need to know.
 
-RLlib's registered algorithms are found by name (case-insensitive). An algorithm rlplat writes joins
-with one ``register_algorithm("NAME", "module.path:AlgorithmClass")`` line at the bottom of this
-file; the import happens only when the algorithm is used.
-
-A *joint* algorithm (MADDPG) keeps one policy per ``multi_agent.policies`` entry, but its
-critics see every agent's observation and action at the same step.
+An algorithm joins with one ``register_algorithm(...)`` call at the bottom of this file: its name,
+where its class lives (RLlib's own are found in RLlib's registry) and its traits. Validation,
+refusals, the RLlib config build, checkpoints, export and the docs' algorithm table ask the
+record; no stage matches algorithm names. The class is imported only when the algorithm is used.
 
 A *team* algorithm learns one policy for all agents of a cooperative multi-agent env together
-(value factorisation): it sees the env as one team agent (``rlplat.environments.team.TeamEnv``).
+(value factorisation): it sees the env as one team agent (``rlplat.environments.team.TeamEnv``),
+and exports its agent network (``rlplat.export.team``).
+
+A *joint* algorithm keeps one policy per ``multi_agent.policies`` entry, but its critics see every
+agent's observation and action at the same step.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
 
 from ray.rllib.algorithms.registry import ALGORITHMS
 
@@ -23,59 +28,61 @@ from rlplat.util.imports import import_object
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
 
-_CUSTOM: dict[str, str] = {}
-_TEAM: set[str] = set()
-_JOINT: set[str] = set()
-# RLlib's algorithms that learn from recorded data (offline_data) and never sample for training.
-OFFLINE = ("BC", "MARWIL", "CQL", "IQL")
-# Algorithms whose RLModule needs continuous (Box) actions, with those to use for discrete ones.
-CONTINUOUS_ONLY = {
-    "CQL": "BC or MARWIL",
-    "IQL": "BC or MARWIL",
-    "TD3": "SAC or DQN",
-    "DDPG": "SAC or DQN",
-}
+AgentView = Literal["agents", "team", "joint"]
 
 
-def register_algorithm(
-    name: str, import_path: str, *, team: bool = False, joint: bool = False
-) -> None:
-    """Make ``algorithm: NAME`` resolve to the class at ``module.path:ClassName``."""
-    _CUSTOM[name] = import_path
-    if team:
-        _TEAM.add(name)
-    if joint:
-        _JOINT.add(name)
+@dataclass(frozen=True)
+class AlgorithmRecord:
+    """What rlplat knows about one algorithm, given once at registration."""
+
+    name: str
+    # ``module.path:Class`` of an algorithm rlplat writes; None: RLlib's registry has it.
+    import_path: str | None = None
+    # Learns from datasets (``offline:``) and never samples for training.
+    offline: bool = False
+    # Acts in Box spaces only: what to use for discrete actions instead.
+    discrete_alternative: str | None = None
+    # ``module.path:Class`` of the RL module that stands in for the default one for policies
+    # whose observations carry an action mask; None: action masks are refused.
+    masked_module: str | None = None
+    # ``multi_agent.random`` policies can stand beside its trained ones.
+    random_policies: bool = False
+    # The training keys of its own optimizers' learning rates (``training.optimizer`` is refused
+    # with these); None: RLlib's one optimizer per module, which ``training.optimizer`` sets.
+    own_rates: str | None = None
+    # The attribute of the built algorithm that holds its replay memory; None: it keeps none.
+    replay_memory: str | None = None
+    # How it sees a multi-agent env: each policy its own agents, the team as one agent, or
+    # every agent's step at once (joint critics).
+    view: AgentView = "agents"
+    # Training settings rlplat passes unless the experiment sets them.
+    training_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def rllib(self) -> bool:
+        """Whether RLlib ships it (else rlplat's ``rlplat/algorithms/``)."""
+        return self.import_path is None
 
 
-def is_team_algorithm(name: str) -> bool:
-    """Whether ``name`` (a canonical name) learns over a multi-agent env seen as one team."""
-    return name in _TEAM
+_RECORDS: dict[str, AlgorithmRecord] = {}
 
 
-def is_joint_algorithm(name: str) -> bool:
-    """Whether ``name`` learns from every agent's step at once (centralised critics): it needs
-    a multi-agent env whose agents all act at every step, and the joint layout of its agents."""
-    return name in _JOINT
+def register_algorithm(name: str, import_path: str | None = None, **traits: Any) -> None:
+    """Make ``algorithm: NAME`` resolve to the class at ``module.path:ClassName`` (or RLlib's
+    algorithm of that name), with the traits of ``AlgorithmRecord``."""
+    if import_path is None and name not in ALGORITHMS:
+        raise ValueError(f"RLlib has no algorithm {name!r}: give its import path")
+    _RECORDS[name] = AlgorithmRecord(name, import_path, **traits)
 
 
-def is_offline_algorithm(name: str) -> bool:
-    """Whether ``name`` (a canonical name) trains from datasets (``offline:``)."""
-    return name in OFFLINE
-
-
-def discrete_alternative(name: str) -> str | None:
-    """For an algorithm that needs Box actions, what to use on discrete ones; else None."""
-    return CONTINUOUS_ONLY.get(name)
-
-
-def _rllib_names() -> list[str]:
-    return list(ALGORITHMS)
+def unregister_algorithm(name: str) -> None:
+    """Forget a registration (an algorithm a test or a plugin registered for a while)."""
+    _RECORDS.pop(name, None)
 
 
 def algorithm_names() -> list[str]:
     """Every name ``algorithm:`` accepts."""
-    return sorted({*_rllib_names(), *_CUSTOM})
+    return sorted({*ALGORITHMS, *_RECORDS})
 
 
 def canonical_name(name: str) -> str:
@@ -90,16 +97,89 @@ def canonical_name(name: str) -> str:
     )
 
 
+def algorithm_record(name: str) -> AlgorithmRecord:
+    """The record of a canonical algorithm name (RLlib's unregistered ones get the defaults)."""
+    return _RECORDS.get(name) or AlgorithmRecord(name)
+
+
+def algorithm_records() -> list[AlgorithmRecord]:
+    """Every registered record, in registration order (RLlib's first)."""
+    return list(_RECORDS.values())
+
+
+def names_where(trait: str) -> list[str]:
+    """The registered algorithms whose ``trait`` is set (truthy), in registration order."""
+    return [r.name for r in _RECORDS.values() if getattr(r, trait)]
+
+
 def get_algorithm_class(name: str) -> type[Algorithm]:
     """The Algorithm class for a name; imports it on first use."""
-    name = canonical_name(name)
-    if name in _CUSTOM:
-        return import_object(_CUSTOM[name])
+    found = algorithm_record(canonical_name(name))
+    if found.import_path is not None:
+        return import_object(found.import_path)
+    return ALGORITHMS[found.name]()[0]
 
-    return ALGORITHMS[name]()[0]
+
+def is_team_algorithm(name: str) -> bool:
+    """Whether ``name`` (a canonical name) learns over a multi-agent env seen as one team."""
+    return algorithm_record(name).view == "team"
 
 
-register_algorithm("QMIX", "rlplat.algorithms.qmix:QMIX", team=True)
-register_algorithm("TD3", "rlplat.algorithms.td3:TD3")
-register_algorithm("DDPG", "rlplat.algorithms.td3:DDPG")
-register_algorithm("MADDPG", "rlplat.algorithms.maddpg:MADDPG", joint=True)
+def is_joint_algorithm(name: str) -> bool:
+    """Whether ``name`` learns from every agent's step at once (centralised critics): it needs
+    a multi-agent env whose agents all act at every step, and the joint layout of its agents."""
+    return algorithm_record(name).view == "joint"
+
+
+_SAC_RATES = "actor_lr, critic_lr and alpha_lr"
+_ACTOR_CRITIC_RATES = "actor_lr and critic_lr"
+_REPLAY_BUFFER = "local_replay_buffer"  # RLlib's off-policy algorithms keep it here
+_OWN_REPLAY_MEMORY = "replay_memory"  # rlplat.algorithms.base.ReplayLoopAlgorithm keeps it here
+_MASKED_PPO = "rlplat.rllib.modules:MaskedPPOModule"
+
+register_algorithm("PPO", masked_module=_MASKED_PPO, random_policies=True)
+register_algorithm("APPO")
+register_algorithm("IMPALA")
+register_algorithm("DQN", replay_memory=_REPLAY_BUFFER)
+register_algorithm("SAC", own_rates=_SAC_RATES, replay_memory=_REPLAY_BUFFER)
+register_algorithm("BC", offline=True)
+register_algorithm("MARWIL", offline=True)
+# CQLConfig's own default lr fails CQLConfig.validate(), which takes the three rates only.
+register_algorithm(
+    "CQL",
+    offline=True,
+    discrete_alternative="BC or MARWIL",
+    own_rates=_SAC_RATES,
+    training_defaults=MappingProxyType({"lr": None}),
+)
+register_algorithm(
+    "IQL",
+    offline=True,
+    discrete_alternative="BC or MARWIL",
+    own_rates="actor_lr, critic_lr and value_lr",
+)
+register_algorithm(
+    "QMIX", "rlplat.algorithms.qmix:QMIX", view="team", replay_memory=_OWN_REPLAY_MEMORY
+)
+register_algorithm(
+    "TD3",
+    "rlplat.algorithms.td3:TD3",
+    discrete_alternative="SAC or DQN",
+    own_rates=_ACTOR_CRITIC_RATES,
+    replay_memory=_REPLAY_BUFFER,
+)
+register_algorithm(
+    "DDPG",
+    "rlplat.algorithms.td3:DDPG",
+    discrete_alternative="SAC or DQN",
+    own_rates=_ACTOR_CRITIC_RATES,
+    replay_memory=_REPLAY_BUFFER,
+)
+register_algorithm(
+    "MADDPG",
+    "rlplat.algorithms.maddpg:MADDPG",
+    view="joint",
+    random_policies=True,
+    own_rates=_ACTOR_CRITIC_RATES,
+    replay_memory=_OWN_REPLAY_MEMORY,
+)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from rlplat.algorithms.registry import CONTINUOUS_ONLY, OFFLINE, is_offline_algorithm
+from rlplat.algorithms.registry import algorithm_record, algorithm_records
 from rlplat.datasets.dataset import read_info
 from rlplat.environments.make import EnvInfo
 from rlplat.errors import ConfigError, UserError
@@ -22,9 +22,13 @@ def check_offline(experiment: Experiment, env: EnvInfo, locate: Locator) -> Expe
     experiment with absolute dataset paths (trials run in other working directories)."""
     name, offline = experiment.algorithm, experiment.offline
     continuous = isinstance(env.action_space, gym.spaces.Box)
-    fitting = [a for a in OFFLINE if continuous or a not in CONTINUOUS_ONLY]
+    fitting = [
+        r.name
+        for r in algorithm_records()
+        if r.offline and (continuous or not r.discrete_alternative)
+    ]
     if offline is None:
-        if is_offline_algorithm(name):
+        if algorithm_record(name).offline:
             raise ConfigError(
                 f"{name} learns from recorded experience, and the experiment names no data: "
                 f"add `offline: {{input: DIR}}` with a dataset directory ({RECORD_HINT}).",
@@ -32,7 +36,7 @@ def check_offline(experiment: Experiment, env: EnvInfo, locate: Locator) -> Expe
                 key="offline",
             )
         return experiment
-    if not is_offline_algorithm(name):
+    if not algorithm_record(name).offline:
         raise ConfigError(
             f"offline.input gives datasets, but {name} learns by sampling its env. Train from "
             f"datasets with an offline algorithm: {', '.join(fitting)} (did you mean "

@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rlplat.algorithms.registry import (
+    algorithm_record,
     canonical_name,
-    discrete_alternative,
     get_algorithm_class,
     is_joint_algorithm,
     is_team_algorithm,
@@ -199,8 +199,8 @@ def _check_env_fits(experiment: Experiment, env: EnvInfo, locate: Locator) -> No
 
 
 def _check_action_spaces(experiment: Experiment, env: EnvInfo, locate: Locator) -> None:
-    """An algorithm that acts in Box spaces only (TD3, DDPG, CQL, IQL) gets Box actions."""
-    alternative = discrete_alternative(experiment.algorithm)
+    """An algorithm that acts in Box spaces only gets Box actions."""
+    alternative = algorithm_record(experiment.algorithm).discrete_alternative
     if alternative is None:
         return
     spaces = env.action_spaces if env.multi_agent else {None: env.action_space}

@@ -21,7 +21,13 @@ from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.registry import register_env
 
 from rlplat.algorithms.maddpg.layout import joint_layout
-from rlplat.algorithms.registry import get_algorithm_class, is_joint_algorithm, is_team_algorithm
+from rlplat.algorithms.registry import (
+    algorithm_record,
+    get_algorithm_class,
+    is_joint_algorithm,
+    is_team_algorithm,
+    names_where,
+)
 from rlplat.datasets.dataset import data_path
 from rlplat.environments.connectors import ConnectorFactory
 from rlplat.environments.guard import GuardedCreator
@@ -31,10 +37,11 @@ from rlplat.errors import ConfigError, not_among
 from rlplat.experiment.schema import Experiment, MultiAgentSpec
 from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
-from rlplat.rllib.modules import MaskedPPOModule, UniformRandomModule
+from rlplat.rllib.modules import UniformRandomModule
 from rlplat.rllib.multi_agent import PolicyMapping, check_multi_agent
 from rlplat.rllib.optimizers import check_optimizer, with_configured_optimizer
 from rlplat.rllib.replay import TRANSITION_SAMPLER, transition_sampler_requested
+from rlplat.util.imports import import_object
 
 # Offline runs learn without playing: greedy evaluation episodes after every iteration, in the
 # algorithm's own process, give their returns (the evaluation section overrides each).
@@ -143,10 +150,6 @@ OWNED_KEYS: dict[tuple[str, str], str] = {
     ("learners", "learner_connector"): "connectors",
     ("rl_module", "algorithm_config_overrides_per_module"): "multi_agent.overrides",
 }
-
-# Algorithms whose default module the action-masking and random modules stand in for.
-MASKABLE_ALGORITHMS = ("PPO",)  # action masks (MaskedPPOModule)
-RANDOM_POLICY_ALGORITHMS = ("PPO", "MADDPG")  # multi_agent.random (UniformRandomModule)
 
 _DEPRECATED = -1  # RLlib marks removed builder arguments with DEPRECATED_VALUE (-1) as default.
 
@@ -314,10 +317,8 @@ def build_algorithm_config(
     ):
         base = calls["training"].get("learner_class") or config.get_default_learner_class()
         calls["training"]["learner_class"] = with_configured_optimizer(base)
-    if exp.algorithm == "CQL":
-        # CQLConfig's own default lr fails CQLConfig.validate(), which takes actor_lr, critic_lr
-        # and alpha_lr only.
-        calls["training"].setdefault("lr", None)
+    for key, value in algorithm_record(exp.algorithm).training_defaults.items():
+        calls["training"].setdefault(key, value)
     for path, (section, keyword) in RESOURCE_KEYS.items():
         value = resource_value(exp, path)
         if value not in (None, {}):
@@ -404,10 +405,11 @@ def _multi_agent_calls(
     spec = exp.multi_agent or MultiAgentSpec()
     setup = check_multi_agent(spec, env, list(builder_parameters(type(config), "training")), locate)
     needs_own_modules = [p for p in setup.policies if p in setup.random or p in setup.masked]
-    for what, policies, algorithms in (
-        ("random policies", setup.random, RANDOM_POLICY_ALGORITHMS),
-        ("action masks (Dict observations)", setup.masked, MASKABLE_ALGORITHMS),
+    for what, policies, trait in (
+        ("random policies", setup.random, "random_policies"),
+        ("action masks (Dict observations)", setup.masked, "masked_module"),
     ):
+        algorithms = names_where(trait)
         if policies and exp.algorithm not in algorithms:
             raise ConfigError(
                 f"{what} are supported with {', '.join(algorithms)}; "
@@ -433,7 +435,11 @@ def _multi_agent_calls(
         # Every policy is listed: RLlib's env-to-module pipeline knows only the listed ones.
         specs = {policy: config.get_default_rl_module_spec() for policy in setup.policies}
         for policy in needs_own_modules:
-            own = UniformRandomModule if policy in setup.random else MaskedPPOModule
+            own = (
+                UniformRandomModule
+                if policy in setup.random
+                else import_object(algorithm_record(exp.algorithm).masked_module)
+            )
             specs[policy] = RLModuleSpec(module_class=own)
         calls["rl_module"]["rl_module_spec"] = MultiRLModuleSpec(rl_module_specs=specs)
 

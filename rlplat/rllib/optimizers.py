@@ -22,6 +22,7 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.typing import ModuleID
 
+from rlplat.algorithms.registry import algorithm_record, algorithm_records
 from rlplat.errors import ConfigError, not_among
 
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
@@ -29,16 +30,6 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adamw": torch.optim.AdamW,
     "sgd": torch.optim.SGD,
     "rmsprop": torch.optim.RMSprop,
-}
-
-# The training keys that set the learning rates of algorithms with their own optimizers.
-OWN_RATES = {
-    "SAC": "actor_lr, critic_lr and alpha_lr",
-    "CQL": "actor_lr, critic_lr and alpha_lr",
-    "IQL": "actor_lr, critic_lr and value_lr",
-    "TD3": "actor_lr and critic_lr",
-    "DDPG": "actor_lr and critic_lr",
-    "MADDPG": "actor_lr and critic_lr",
 }
 
 
@@ -83,11 +74,12 @@ def check_optimizer(
     if own is not TorchLearner.configure_optimizers_for_module and not issubclass(
         learner_class, ConfiguredOptimizer
     ):
-        rates = OWN_RATES.get(algorithm, "its own learning-rate keys")
+        rates = algorithm_record(algorithm).own_rates or "its own learning-rate keys"
+        one_optimizer = [r.name for r in algorithm_records() if r.rllib and not r.own_rates]
         raise ConfigError(
             f"{algorithm}'s learner sets up its own optimizers: set {rates} in training instead. "
-            "training.optimizer applies to learners with RLlib's one optimizer per module: PPO, "
-            "APPO, IMPALA, DQN, BC, MARWIL.",
+            "training.optimizer applies to learners with RLlib's one optimizer per module: "
+            f"{', '.join(one_optimizer)}.",
             location=locate(key),
             key=key,
         )

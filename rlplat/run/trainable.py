@@ -21,7 +21,7 @@ from ray.data import DataContext
 from ray.util.annotations import RayDeprecationWarning
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from rlplat.algorithms.registry import get_algorithm_class
+from rlplat.algorithms.registry import algorithm_record, get_algorithm_class
 from rlplat.checkpoints import REPLAY_STATE, RESOLVED_EXPERIMENT, checkpoint_info_from_result
 from rlplat.cluster.connect import env_runner_actor_ids, env_runner_restarts
 from rlplat.environments.guard import take_reported_failure
@@ -59,16 +59,12 @@ WINDOW_STATE = "rlplat_episode_window"
 
 
 def replay_memory(algo: Any) -> Any | None:
-    """The algorithm's replay memory: RLlib's local replay buffer (DQN, SAC, TD3), MADDPG's joint
-    replay or QMIX's episode store; None for on-policy and offline algorithms (CQL inherits an
-    unused buffer from SAC)."""
-    if algo.config.is_offline:
+    """The algorithm's replay memory, where its registration says it keeps one; None for
+    on-policy and offline algorithms (an offline one may inherit an unused buffer)."""
+    attribute = algorithm_record(algo.registered_name).replay_memory
+    if algo.config.is_offline or attribute is None:
         return None
-    for name in ("local_replay_buffer", "episode_store", "joint_replay"):
-        memory = getattr(algo, name, None)
-        if memory is not None:
-            return memory
-    return None
+    return getattr(algo, attribute, None)
 
 
 def keep_ray_data_in_the_trial() -> None:
@@ -93,6 +89,8 @@ class ExperimentTrial:
     """Mixed in before the algorithm class: turns the experiment dict into its RLlib config,
     and adds what RLlib's new-stack checkpoints leave out: rlplat's episode-return window and
     the replay memory (``checkpoint.replay_buffer``)."""
+
+    registered_name: str  # the algorithm's registered name (``trainable_for``)
 
     def __init__(self, config: Any = None, **kwargs: Any):
         experiment = config if isinstance(config, dict) else {}
@@ -237,7 +235,9 @@ def trainable_for(algorithm: str) -> type:
 def __getattr__(name: str) -> type:
     if not name.endswith(SUFFIX):
         raise AttributeError(name)
-    algo_cls = get_algorithm_class(name.removesuffix(SUFFIX))
-    cls = type(name, (ExperimentTrial, algo_cls), {"__module__": __name__, "__qualname__": name})
+    registered = name.removesuffix(SUFFIX)
+    algo_cls = get_algorithm_class(registered)
+    attributes = {"__module__": __name__, "__qualname__": name, "registered_name": registered}
+    cls = type(name, (ExperimentTrial, algo_cls), attributes)
     globals()[name] = cls
     return cls

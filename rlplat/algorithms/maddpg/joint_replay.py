@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from rlplat.algorithms.base import ReplayMemory
+
 FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated")
 
 
@@ -51,24 +53,26 @@ def joint_transitions(episode: Any, agents: list[str]) -> dict[str, np.ndarray] 
     return arrays
 
 
-class JointReplay:
+class JointReplay(ReplayMemory):
     """The last ``capacity`` joint transitions; ``sample`` draws rows uniformly."""
 
     def __init__(self, capacity: int, agents: list[str], seed: int | None = None):
+        super().__init__(seed)
         self.capacity = capacity
         self.agents = list(agents)
         self.columns: dict[str, np.ndarray] = {}
         self.size = 0
         self.next = 0  # where the next row is written
-        self.rng = np.random.default_rng(seed)
         self.skipped_steps = 0  # steps of chunks whose agents were not aligned
 
     def __len__(self) -> int:
         return self.size
 
     def get_num_timesteps(self) -> int:
-        """Env steps stored (the name RLlib's replay buffers use)."""
         return self.size
+
+    def stats(self) -> dict[str, int]:
+        return {"steps_stored": self.size, "steps_not_aligned": self.skipped_steps}
 
     def add(self, episodes: list[Any]) -> None:
         for episode in episodes:
@@ -95,17 +99,15 @@ class JointReplay:
         rows = self.rng.integers(0, self.size, size=count)
         return {key: value[rows] for key, value in self.columns.items()}
 
-    def get_state(self) -> dict[str, Any]:
-        """Everything a resumed run needs to sample the same batches: rows and the RNG."""
+    def contents(self) -> dict[str, Any]:
         return {
             "columns": {key: value[: self.size] for key, value in self.columns.items()},
             "next": self.next,
             "size": self.size,
             "capacity": self.capacity,
-            "rng": self.rng.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def restore(self, state: dict[str, Any]) -> None:
         self.columns, self.size, self.next = {}, 0, 0
         columns = state["columns"]
         if columns and state.get("capacity") == self.capacity:
@@ -114,4 +116,3 @@ class JointReplay:
         elif columns:  # a new capacity: write oldest first, so a smaller store keeps the newest
             order = np.roll(np.arange(state["size"]), -state["next"])
             self._write({key: value[order] for key, value in columns.items()})
-        self.rng.bit_generator.state = state["rng"]

@@ -20,7 +20,6 @@ from typing import Any
 import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
-from ray.rllib.core.learner.utils import update_target_network
 from ray.rllib.utils.typing import ModuleID
 from torch.nn import functional as F
 
@@ -37,7 +36,6 @@ class MADDPGTorchLearner(ActorCriticLearner):
         modules = [m.unwrapped() for m in self.module._rl_modules.values()]
         first = next(m for m in modules if isinstance(m, MADDPGModule))
         self.layout: list[dict[str, Any]] = first.model_config["joint_layout"]
-        self._updated: set[ModuleID] = set()
 
     def _replayed_action(self, actions: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
         if entry["discrete"]:
@@ -54,14 +52,9 @@ class MADDPGTorchLearner(ActorCriticLearner):
             return F.one_hot(torch.randint(0, width, (count,), device=device), width).float()
         return torch.rand(count, width, device=device) * 2.0 - 1.0
 
-    def compute_loss_for_module(
-        self,
-        *,
-        module_id: ModuleID,
-        config: AlgorithmConfig,
-        batch: dict[str, Any],
-        fwd_out: dict[str, Any],
-    ) -> torch.Tensor:
+    def module_losses(
+        self, module_id: ModuleID, config: AlgorithmConfig, batch: dict, fwd_out: dict
+    ) -> dict[str, torch.Tensor]:
         columns = batch
         module = self.module[module_id].unwrapped()
         layout, count = self.layout, len(self.layout)
@@ -97,8 +90,6 @@ class MADDPGTorchLearner(ActorCriticLearner):
             actor_loss = actor_loss - value.mean() + config.actor_reg * (raw**2).mean()
             q_mean = q_mean + q.mean().item()
         critic_loss, actor_loss = critic_loss / len(own), actor_loss / len(own)
-        self._losses[module_id] = {CRITIC: critic_loss, ACTOR: actor_loss}
-        self._updated.add(module_id)
         self.metrics.log_dict(
             {
                 QF_LOSS_KEY: critic_loss.item(),
@@ -108,12 +99,4 @@ class MADDPGTorchLearner(ActorCriticLearner):
             key=module_id,
             window=1,
         )
-        return critic_loss + actor_loss
-
-    def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
-        super().after_gradient_based_update(timesteps=timesteps)
-        for module_id in self._updated:
-            tau = self.config.get_config_for_module(module_id).tau
-            for main, target in self.module[module_id].unwrapped().get_target_network_pairs():
-                update_target_network(main_net=main, target_net=target, tau=tau)
-        self._updated.clear()
+        return {CRITIC: critic_loss, ACTOR: actor_loss}

@@ -18,94 +18,49 @@ new actors.
 """
 
 # No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
-from typing import Any, Literal
+from typing import Any
 
-from ray.rllib.algorithms.algorithm import Algorithm
-from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
-from ray.rllib.utils.metrics import (
-    REPLAY_BUFFER_RESULTS,
-)
 
-from rlplat.algorithms.actor_critic import actor_critic_problems, warmup_steps
-from rlplat.algorithms.loop import OwedUpdates, sample_round, update_and_sync
+from rlplat.algorithms.actor_critic import ActorCriticConfig
+from rlplat.algorithms.base import ReplayLoopAlgorithm
 from rlplat.algorithms.maddpg.joint_replay import JointReplay
 from rlplat.algorithms.maddpg.learner import MADDPGTorchLearner
 from rlplat.algorithms.maddpg.rl_module import MADDPGModule
 
-Activation = Literal["relu", "tanh", "elu", "silu"]
 
-# Settings the RL module needs (passed to it in its model_config).
-MODULE_KEYS = (
-    "actor_hiddens",
-    "critic_hiddens",
-    "hidden_activation",
-    "exploration_noise",
-    "joint_layout",
-)
-
-
-class MADDPGConfig(AlgorithmConfig):
+class MADDPGConfig(ActorCriticConfig):
     """Decentralised actors, centralised critics, for parallel multi-agent envs."""
+
+    MODULE_KEYS = (*ActorCriticConfig.MODULE_KEYS, "joint_layout")
+
+    actor_hiddens = [64, 64]  # num_units 64, two hidden layers
+    critic_hiddens = [64, 64]
+    actor_lr = 1e-2
+    critic_lr = 1e-2
+    tau = 0.01  # target <- tau * online + (1 - tau) * target (their polyak 0.99)
+    exploration_noise = 0.1  # rlplat's: std of Box actions' noise, in [-1, 1] units
+    # batch_size x max_episode_len (1024 x 25) steps stored before the first update; as TD3
+    # (rlplat's choice), random_steps None acts uniformly at random until then
+    num_steps_sampled_before_learning_starts = 25_600
+    actor_reg: float = 1e-3  # weight of the mean square of the actor's raw output
+    env_steps_per_update: float = 100  # one update of every trained policy per 100 env steps
+    replay_capacity: int = 1_000_000  # env steps of joint transitions
 
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or MADDPG)
-        self.actor_hiddens = [64, 64]  # num_units 64, two hidden layers
-        self.critic_hiddens = [64, 64]
-        self.hidden_activation: Activation = "relu"
-        self.actor_lr = 1e-2
-        self.critic_lr = 1e-2
-        self.tau = 0.01  # target <- tau * online + (1 - tau) * target (their polyak 0.99)
-        self.actor_reg = 1e-3  # weight of the mean square of the actor's raw output
-        self.exploration_noise = 0.1  # rlplat's: std of Box actions' noise, in [-1, 1] units
-        # Uniformly random actions for this many env steps; None: as many as
-        # num_steps_sampled_before_learning_starts (rlplat's choice, as TD3).
-        self.random_steps: int | None = None
-        self.env_steps_per_update = 100  # one update of every trained policy per 100 env steps
-        self.replay_capacity = 1_000_000  # env steps of joint transitions
-        # batch_size x max_episode_len (1024 x 25) steps stored before the first update
-        self.num_steps_sampled_before_learning_starts = 25_600
         # Every agent, in the env's order: {agent, policy, obs_dim, action_dim, discrete}.
         # rlplat sets it from the env and multi_agent.policies; not a YAML setting.
         self.joint_layout: list[dict[str, Any]] | None = None
-
-        self.lr = None  # the actors and the critics have their own (actor_lr, critic_lr)
         self.gamma = 0.95
         self.grad_clip = 0.5
         self.grad_clip_by = "norm"  # per optimizer, as their clip_by_norm on each gradient
         self.train_batch_size_per_learner = 1024
         self.rollout_fragment_length = 100
-        self.min_sample_timesteps_per_iteration = 1000  # rlplat's choice: 1,000 steps a report
-        self.evaluation(evaluation_config=AlgorithmConfig.overrides(explore=False))
 
-    def training(
-        self,
-        *,
-        actor_hiddens: list[int] = NotProvided,
-        critic_hiddens: list[int] = NotProvided,
-        hidden_activation: Activation = NotProvided,
-        actor_lr: float = NotProvided,
-        critic_lr: float = NotProvided,
-        tau: float = NotProvided,
-        actor_reg: float = NotProvided,
-        exploration_noise: float = NotProvided,
-        random_steps: int | None = NotProvided,
-        env_steps_per_update: float = NotProvided,
-        replay_capacity: int = NotProvided,
-        num_steps_sampled_before_learning_starts: int | None = NotProvided,
-        **kwargs: Any,
-    ) -> "MADDPGConfig":
-        """MADDPG's own settings (see the attribute comments in ``__init__``) and the base ones."""
-        super().training(**kwargs)
-        for name, value in locals().items():
-            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
-                setattr(self, name, value)
-        return self
-
-    def validate(self) -> None:
-        super().validate()
-        problems = actor_critic_problems(self)
+    def problems(self) -> list[str]:
+        problems = super().problems()
         if not self.joint_layout:
             problems.append("joint_layout is missing (rlplat sets it from a multi-agent env)")
         if self.env_steps_per_update <= 0:
@@ -122,13 +77,7 @@ class MADDPGConfig(AlgorithmConfig):
                 "and training.num_steps_sampled_before_learning_starts "
                 f"({self.num_steps_sampled_before_learning_starts}) env steps"
             )
-        if problems:
-            raise ValueError("; ".join(problems))
-
-    @property
-    def _model_config_auto_includes(self) -> dict[str, Any]:
-        keys = {k: getattr(self, k) for k in MODULE_KEYS}
-        return super()._model_config_auto_includes | keys | {"random_steps": warmup_steps(self)}
+        return problems
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         return RLModuleSpec(module_class=MADDPGModule)
@@ -137,7 +86,7 @@ class MADDPGConfig(AlgorithmConfig):
         return MADDPGTorchLearner
 
 
-class MADDPG(Algorithm):
+class MADDPG(ReplayLoopAlgorithm):
     """MADDPG on RLlib's new API stack (see ``MADDPGConfig`` for the settings)."""
 
     config: MADDPGConfig
@@ -146,33 +95,20 @@ class MADDPG(Algorithm):
     def get_default_config(cls) -> MADDPGConfig:
         return MADDPGConfig(cls)
 
-    def setup(self, config: MADDPGConfig) -> None:
-        super().setup(config)
-        agents = [entry["agent"] for entry in config.joint_layout or []]
-        self.joint_replay = JointReplay(config.replay_capacity, agents, seed=config.seed)
-        self._owed_updates = OwedUpdates()
+    def make_replay_memory(self) -> JointReplay:
+        agents = [entry["agent"] for entry in self.config.joint_layout or []]
+        return JointReplay(self.config.replay_capacity, agents, seed=self.config.seed)
 
-    def training_step(self) -> None:
-        config = self.config
-        episodes = sample_round(self)
-        self.joint_replay.add(episodes)
-        self.metrics.log_dict(
-            {
-                "steps_stored": len(self.joint_replay),
-                "steps_not_aligned": self.joint_replay.skipped_steps,
-            },
-            key=REPLAY_BUFFER_RESULTS,
-            window=1,
-        )
-        if len(self.joint_replay) < config.num_steps_sampled_before_learning_starts:
-            return
+    def ready_to_learn(self) -> bool:
+        return len(self.replay_memory) >= self.config.num_steps_sampled_before_learning_starts
+
+    def updates_earned(self, episodes: list[Any]) -> float:
         new_steps = sum(episode.env_steps() for episode in episodes)
-        updates = self._owed_updates.add(new_steps / config.env_steps_per_update)
-        update_and_sync(self, (self._replayed_batch() for _ in range(updates)))
+        return new_steps / self.config.env_steps_per_update
 
-    def _replayed_batch(self) -> MultiAgentBatch:
+    def replayed_batch(self) -> MultiAgentBatch:
         """Joint rows for every trained policy's learner (the same rows: see learner.py)."""
         size = self.config.train_batch_size_per_learner
-        rows = self.joint_replay.sample(size)
+        rows = self.replay_memory.sample(size)
         trained = sorted(self.config.policies_to_train or self.config.policies)
         return MultiAgentBatch({policy: SampleBatch(rows) for policy in trained}, env_steps=size)

@@ -22,28 +22,29 @@ from ray.rllib.core.distribution.torch.torch_distribution import (
     TorchCategorical,
     TorchDiagGaussian,
 )
-from ray.rllib.core.learner.utils import make_target_network
-from ray.rllib.core.rl_module.apis import InferenceOnlyAPI, TargetNetworkAPI
+from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 from torch.nn import functional as F
 
-from rlplat.algorithms.actor_critic import mlp
+from rlplat.algorithms.actor_critic import BoxExploration, gaussian_inputs, mlp
+from rlplat.algorithms.base import TargetNetworks
 from rlplat.algorithms.maddpg.layout import action_width
 
-_GREEDY_LOG_STD = -20.0  # a Box policy's greedy action is reported as a very narrow Gaussian
 
-
-class MADDPGModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI):
+class MADDPGModule(TorchRLModule, InferenceOnlyAPI, TargetNetworks):
     """Actor mu(o) for one policy's agents; critic Q(all observations, all actions, agent)."""
+
+    TARGET_NETWORKS = ("actor", "critic")
 
     def setup(self) -> None:
         config = self.model_config
         self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
         self.obs_dim = int(gym.spaces.flatdim(self.observation_space))
         self.action_dim = action_width(self.action_space)
-        self.exploration_noise = float(config["exploration_noise"])
-        self.random_steps = int(config["random_steps"])
+        self.box_exploration = BoxExploration(
+            float(config["exploration_noise"]), int(config["random_steps"])
+        )
         activation = config["hidden_activation"]
         self.actor = mlp(self.obs_dim, config["actor_hiddens"], self.action_dim, activation)
         if self.inference_only:
@@ -59,35 +60,25 @@ class MADDPGModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI):
         return self.actor(obs.reshape(obs.shape[0], -1).float())
 
     def _dist_inputs(self, raw: torch.Tensor, log_std: float) -> torch.Tensor:
-        if self.discrete:
-            return raw
-        mean = torch.tanh(raw)
-        return torch.cat([mean, torch.full_like(mean, log_std)], dim=-1)
+        return raw if self.discrete else gaussian_inputs(torch.tanh(raw), log_std)
 
     @torch.no_grad()
     def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         raw = self.raw_action(batch[Columns.OBS])
-        return {Columns.ACTION_DIST_INPUTS: self._dist_inputs(raw, _GREEDY_LOG_STD)}
+        return {Columns.ACTION_DIST_INPUTS: self._dist_inputs(raw, BoxExploration.GREEDY_LOG_STD)}
 
     @torch.no_grad()
     def _forward_exploration(
         self, batch: dict[str, Any], t: int | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         raw = self.raw_action(batch[Columns.OBS])
-        log_std = float(torch.log(torch.tensor(max(self.exploration_noise, 1e-8))))
-        out = {Columns.ACTION_DIST_INPUTS: self._dist_inputs(raw, log_std)}
-        random = (t or 0) < self.random_steps
-        if self.discrete:
-            if random:
-                out[Columns.ACTIONS] = torch.randint(0, self.action_dim, raw.shape[:1])
-            return out  # else RLlib's connector samples the categorical
-        mean = torch.tanh(raw)
-        if random:
-            out[Columns.ACTIONS] = torch.rand_like(mean) * 2.0 - 1.0
-        else:
-            noise = torch.randn_like(mean) * self.exploration_noise
-            out[Columns.ACTIONS] = (mean + noise).clamp(-1.0, 1.0)
-        return out
+        exploration = self.box_exploration
+        out = {Columns.ACTION_DIST_INPUTS: self._dist_inputs(raw, exploration.log_std)}
+        if not self.discrete:
+            out[Columns.ACTIONS] = exploration.actions(torch.tanh(raw), t)
+        elif exploration.warming_up(t):
+            out[Columns.ACTIONS] = torch.randint(0, self.action_dim, raw.shape[:1])
+        return out  # discrete after the warm-up: RLlib's connector samples the categorical
 
     def _dist_cls(self) -> type:
         return TorchCategorical if self.discrete else TorchDiagGaussian
@@ -120,13 +111,6 @@ class MADDPGModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI):
 
     def critics(self) -> list[nn.Module]:
         return [self.critic]
-
-    def make_target_networks(self) -> None:
-        self.target_actor = make_target_network(self.actor)
-        self.target_critic = make_target_network(self.critic)
-
-    def get_target_network_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
-        return [(self.actor, self.target_actor), (self.critic, self.target_critic)]
 
     def forward_target(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {}

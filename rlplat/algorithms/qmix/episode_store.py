@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from rlplat.algorithms.base import ReplayMemory
+
 # Per-step keys of the team observation stored with each episode (see rlplat.environments.team).
 OBS_KEYS = ("obs", "action_mask", "state")
 
@@ -27,33 +29,29 @@ def episode_arrays(episode: Any) -> dict[str, np.ndarray]:
     return arrays
 
 
-class EpisodeStore:
+class EpisodeStore(ReplayMemory):
     """The last ``capacity`` episodes; ``sample`` draws distinct episodes uniformly."""
 
     def __init__(self, capacity: int, seed: int | None = None):
+        super().__init__(seed)
         self.episodes: deque[dict[str, np.ndarray]] = deque(maxlen=capacity)
-        self.rng = np.random.default_rng(seed)
         self.env_steps = 0  # steps in the stored episodes
 
     def __len__(self) -> int:
         return len(self.episodes)
 
     def get_num_timesteps(self) -> int:
-        """Env steps stored (the name RLlib's replay buffers use)."""
         return self.env_steps
 
-    def get_state(self) -> dict[str, Any]:
-        """Everything a resumed run needs to sample the same batches: episodes and the RNG."""
-        return {
-            "episodes": list(self.episodes),
-            "env_steps": self.env_steps,
-            "rng": self.rng.bit_generator.state,
-        }
+    def stats(self) -> dict[str, int]:
+        return {"episodes_stored": len(self), "steps_stored": self.env_steps}
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        self.episodes = deque(state["episodes"], maxlen=self.episodes.maxlen)
-        self.env_steps = state["env_steps"]
-        self.rng.bit_generator.state = state["rng"]
+    def contents(self) -> dict[str, Any]:
+        return {"episodes": list(self.episodes), "env_steps": self.env_steps}
+
+    def restore(self, contents: dict[str, Any]) -> None:
+        self.episodes = deque(contents["episodes"], maxlen=self.episodes.maxlen)
+        self.env_steps = contents["env_steps"]
 
     def add(self, episodes: list[Any]) -> None:
         for episode in episodes:

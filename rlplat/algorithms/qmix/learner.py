@@ -11,12 +11,11 @@ from typing import Any
 
 import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.core.learner.utils import update_target_network
-from ray.rllib.core.rl_module.apis import TargetNetworkAPI
+from ray.rllib.core.learner.learner import DEFAULT_OPTIMIZER
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 from ray.rllib.utils.typing import ModuleID
 
+from rlplat.algorithms.base import TargetNetworkLearner
 from rlplat.algorithms.qmix.rl_module import Q_TOTAL, Q_VALUES, masked_argmax
 
 
@@ -67,16 +66,14 @@ class RunningMeanStd:
         self.count = total
 
 
-class QMIXTorchLearner(TorchLearner):
+class QMIXTorchLearner(TargetNetworkLearner):
+    """One optimizer per module; the target networks move every ``target_update_interval``
+    learner updates."""
+
     def build(self) -> None:
         super().build()
         self._updates: dict[ModuleID, int] = {}
         self._reward_stats: dict[ModuleID, RunningMeanStd] = {}
-        self.module.foreach_module(
-            lambda mid, module: (
-                module.make_target_networks() if isinstance(module, TargetNetworkAPI) else None
-            )
-        )
 
     def configure_optimizers_for_module(self, module_id: ModuleID, config: AlgorithmConfig) -> None:
         if config.optimizer == "adam":
@@ -90,14 +87,9 @@ class QMIXTorchLearner(TorchLearner):
             lr_or_lr_schedule=config.lr,
         )
 
-    def compute_loss_for_module(
-        self,
-        *,
-        module_id: ModuleID,
-        config: AlgorithmConfig,
-        batch: dict[str, Any],
-        fwd_out: dict[str, Any],
-    ) -> torch.Tensor:
+    def module_losses(
+        self, module_id: ModuleID, config: AlgorithmConfig, batch: dict, fwd_out: dict
+    ) -> dict[str, torch.Tensor]:
         module = self.module[module_id].unwrapped()
         filled = batch["filled"].float()[..., None]  # (B, T, 1)
         rewards = batch["rewards"].float()[..., None]
@@ -132,20 +124,17 @@ class QMIXTorchLearner(TorchLearner):
             key=module_id,
             window=1,
         )
-        return loss
+        return {DEFAULT_OPTIMIZER: loss}
+
+    def target_update_due(self, module_id: ModuleID) -> bool:
+        self._updates[module_id] = self._updates.get(module_id, 0) + 1
+        interval = self.config.get_config_for_module(module_id).target_update_interval
+        return self._updates[module_id] % interval == 0
 
     def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
         super().after_gradient_based_update(timesteps=timesteps)
         env_steps = timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0)
         for module_id in self.module.keys():
-            module = self.module[module_id]
-            config = self.config.get_config_for_module(module_id)
             # The env runners' exploration rate at these env steps, for TensorBoard.
-            epsilon = module.unwrapped().epsilon(env_steps)
+            epsilon = self.module[module_id].unwrapped().epsilon(env_steps)
             self.metrics.log_value((module_id, "epsilon"), epsilon, window=1)
-            self._updates[module_id] = self._updates.get(module_id, 0) + 1
-            if self._updates[module_id] % config.target_update_interval:
-                continue
-            for main, target in module.unwrapped().get_target_network_pairs():
-                update_target_network(main_net=main, target_net=target, tau=config.tau)
-            self.metrics.log_value((module_id, "target_updates"), 1, reduce="lifetime_sum")

@@ -16,8 +16,7 @@ batches of ``batch_episodes`` stored episodes, and the new weights go to the env
 # No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
 from typing import Any, Literal
 
-from ray.rllib.algorithms.algorithm import Algorithm
-from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.env_to_module import (
     AddObservationsFromEpisodesToBatch,
@@ -29,11 +28,8 @@ from ray.rllib.connectors.env_to_module import (
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
-from ray.rllib.utils.metrics import (
-    REPLAY_BUFFER_RESULTS,
-)
 
-from rlplat.algorithms.loop import OwedUpdates, sample_round, update_and_sync
+from rlplat.algorithms.base import OwnAlgorithmConfig, ReplayLoopAlgorithm
 from rlplat.algorithms.qmix.connectors import TeamActionsToEnv, TeamObservationsToModule
 from rlplat.algorithms.qmix.env_runner import EpisodeEnvRunner
 from rlplat.algorithms.qmix.episode_store import EpisodeStore
@@ -48,58 +44,57 @@ from rlplat.environments.team import (
 
 Mixer = Literal["qmix", "vdn", "none"]
 
-# Settings the RL module needs (passed to it in its model_config).
-MODULE_KEYS = (
-    "mixer",
-    "mixing_embed_dim",
-    "hypernet_embed_dim",
-    "hypernet_layers",
-    "agent_hidden_dim",
-    "recurrent",
-    "obs_agent_id",
-    "obs_last_action",
-    "epsilon_start",
-    "epsilon_finish",
-    "epsilon_anneal_steps",
-)
 
-
-class QMIXConfig(AlgorithmConfig):
+class QMIXConfig(OwnAlgorithmConfig):
     """Value factorisation for cooperative teams: QMIX (monotonic mixer), VDN (sum) or IQL (none).
 
     One agent network is shared by all agents (agent-id one-hot and last action as extra inputs)
     and learns from batches of whole episodes with double-Q targets from target networks.
     """
 
+    MODULE_KEYS = (
+        "mixer",
+        "mixing_embed_dim",
+        "hypernet_embed_dim",
+        "hypernet_layers",
+        "agent_hidden_dim",
+        "recurrent",
+        "obs_agent_id",
+        "obs_last_action",
+        "epsilon_start",
+        "epsilon_finish",
+        "epsilon_anneal_steps",
+    )
+
+    # Mixer: "qmix" = monotonic hypernetwork mixer conditioned on the global state
+    # (Rashid et al. 2018); "vdn" = sum of agent Qs (Sunehag et al. 2018); "none" = each agent
+    # learns its own Q from the team reward (independent Q-learning).
+    mixer: Mixer = "qmix"
+    mixing_embed_dim: int = 32  # width of the mixer's hidden layer
+    hypernet_embed_dim: int = 64  # hidden width of the 2-layer hypernetworks
+    hypernet_layers: Literal[1, 2] = 2
+    agent_hidden_dim: int = 64  # GRU (or feed-forward) width of the agent network
+    recurrent: bool = True  # GRU agents; False: a feed-forward agent network
+    obs_agent_id: bool = True  # append the agent's one-hot id to its input
+    obs_last_action: bool = True  # append the agent's previous action (one-hot)
+    double_q: bool = True  # online net picks the next action, target net values it
+    target_update_interval: int = 200  # learner updates between target-network updates
+    tau: float = 1.0  # 1.0: hard copy; < 1: Polyak averaging (e.g. interval 1, tau 0.005)
+    epsilon_start: float = 1.0
+    epsilon_finish: float = 0.05
+    epsilon_anneal_steps: int = 50_000  # env steps of the linear epsilon schedule
+    td_lambda: float = 0.0  # 0: one-step targets; > 0: TD(lambda) over each episode
+    standardise_rewards: bool = False  # scale rewards by a running mean and std
+    optimizer: Literal["adam", "rmsprop"] = "adam"  # as pymarl2; pymarl's: rmsprop
+    batch_episodes: int = 32  # whole episodes per learner update
+    buffer_episodes: int = 5000  # replay capacity, in episodes
+    learning_starts_episodes: int = 32  # stored episodes before the first update
+    updates_per_episode: float = 1.0  # learner updates per collected episode (pymarl: 1)
+    team_reward: TeamReward = DEFAULT_TEAM_REWARD  # sum
+    global_state: GlobalState = DEFAULT_GLOBAL_STATE  # auto: env.state(), else obs
+
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or QMIX)
-        # Mixer: "qmix" = monotonic hypernetwork mixer conditioned on the global state
-        # (Rashid et al. 2018); "vdn" = sum of agent Qs (Sunehag et al. 2018); "none" = each agent
-        # learns its own Q from the team reward (independent Q-learning).
-        self.mixer: Mixer = "qmix"
-        self.mixing_embed_dim = 32  # width of the mixer's hidden layer
-        self.hypernet_embed_dim = 64  # hidden width of the 2-layer hypernetworks
-        self.hypernet_layers: Literal[1, 2] = 2
-        self.agent_hidden_dim = 64  # GRU (or feed-forward) width of the agent network
-        self.recurrent = True  # GRU agents; False: a feed-forward agent network
-        self.obs_agent_id = True  # append the agent's one-hot id to its input
-        self.obs_last_action = True  # append the agent's previous action (one-hot)
-        self.double_q = True  # online net picks the next action, target net values it
-        self.target_update_interval = 200  # learner updates between target-network updates
-        self.tau = 1.0  # 1.0: hard copy; < 1: Polyak averaging (e.g. interval 1, tau 0.005)
-        self.epsilon_start = 1.0
-        self.epsilon_finish = 0.05
-        self.epsilon_anneal_steps = 50_000  # env steps of the linear epsilon schedule
-        self.td_lambda = 0.0  # 0: one-step targets; > 0: TD(lambda) over each episode
-        self.standardise_rewards = False  # scale rewards by a running mean and std
-        self.optimizer: Literal["adam", "rmsprop"] = "adam"  # as pymarl2; pymarl's: rmsprop
-        self.batch_episodes = 32  # whole episodes per learner update
-        self.buffer_episodes = 5000  # replay capacity, in episodes
-        self.learning_starts_episodes = 32  # stored episodes before the first update
-        self.updates_per_episode = 1.0  # learner updates per collected episode (pymarl: 1)
-        self.team_reward: TeamReward = DEFAULT_TEAM_REWARD  # sum
-        self.global_state: GlobalState = DEFAULT_GLOBAL_STATE  # auto: env.state(), else obs
-
         self.lr = 5e-4
         self.gamma = 0.99
         self.grad_clip = 10.0
@@ -109,44 +104,8 @@ class QMIXConfig(AlgorithmConfig):
         self.min_sample_timesteps_per_iteration = 1000
         self.evaluation(evaluation_config=AlgorithmConfig.overrides(explore=False))
 
-    def training(
-        self,
-        *,
-        mixer: Mixer | None = NotProvided,
-        mixing_embed_dim: int | None = NotProvided,
-        hypernet_embed_dim: int | None = NotProvided,
-        hypernet_layers: Literal[1, 2] | None = NotProvided,
-        agent_hidden_dim: int | None = NotProvided,
-        recurrent: bool | None = NotProvided,
-        obs_agent_id: bool | None = NotProvided,
-        obs_last_action: bool | None = NotProvided,
-        double_q: bool | None = NotProvided,
-        target_update_interval: int | None = NotProvided,
-        tau: float | None = NotProvided,
-        epsilon_start: float | None = NotProvided,
-        epsilon_finish: float | None = NotProvided,
-        epsilon_anneal_steps: int | None = NotProvided,
-        td_lambda: float | None = NotProvided,
-        standardise_rewards: bool | None = NotProvided,
-        optimizer: Literal["adam", "rmsprop"] | None = NotProvided,
-        batch_episodes: int | None = NotProvided,
-        buffer_episodes: int | None = NotProvided,
-        learning_starts_episodes: int | None = NotProvided,
-        updates_per_episode: float | None = NotProvided,
-        team_reward: TeamReward | None = NotProvided,
-        global_state: GlobalState | None = NotProvided,
-        **kwargs: Any,
-    ) -> "QMIXConfig":
-        """QMIX's own settings (see the attribute comments in ``__init__``) and the base ones."""
-        super().training(**kwargs)
-        for name, value in locals().items():
-            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
-                setattr(self, name, value)
-        return self
-
-    def validate(self) -> None:
-        super().validate()
-        problems = []
+    def problems(self) -> list[str]:
+        problems = super().problems()
         if not 0.0 <= self.epsilon_finish <= self.epsilon_start <= 1.0:
             problems.append("need 0 <= epsilon_finish <= epsilon_start <= 1")
         if not 0.0 < self.tau <= 1.0:
@@ -169,12 +128,7 @@ class QMIXConfig(AlgorithmConfig):
             problems.append(
                 "batch_mode must be complete_episodes (QMIX learns from whole episodes)"
             )
-        if problems:
-            raise ValueError("; ".join(problems))
-
-    @property
-    def _model_config_auto_includes(self) -> dict[str, Any]:
-        return super()._model_config_auto_includes | {k: getattr(self, k) for k in MODULE_KEYS}
+        return problems
 
     def build_env_to_module_connector(
         self, env: Any = None, spaces: Any = None, device: Any = None
@@ -212,7 +166,7 @@ class QMIXConfig(AlgorithmConfig):
         return QMIXTorchLearner
 
 
-class QMIX(Algorithm):
+class QMIX(ReplayLoopAlgorithm):
     """QMIX / VDN / IQL on RLlib's new API stack (see ``QMIXConfig`` for the settings)."""
 
     config: QMIXConfig
@@ -221,30 +175,17 @@ class QMIX(Algorithm):
     def get_default_config(cls) -> QMIXConfig:
         return QMIXConfig(cls)
 
-    def setup(self, config: QMIXConfig) -> None:
-        super().setup(config)
-        self.episode_store = EpisodeStore(config.buffer_episodes, seed=config.seed)
-        self._owed_updates = OwedUpdates()
+    def make_replay_memory(self) -> EpisodeStore:
+        return EpisodeStore(self.config.buffer_episodes, seed=self.config.seed)
 
-    def training_step(self) -> None:
-        config = self.config
-        episodes = sample_round(self)
-        self.episode_store.add(episodes)
-        self.metrics.log_dict(
-            {
-                "episodes_stored": len(self.episode_store),
-                "steps_stored": self.episode_store.env_steps,
-            },
-            key=REPLAY_BUFFER_RESULTS,
-            window=1,
-        )
-        if len(self.episode_store) < config.learning_starts_episodes:
-            return
-        updates = self._owed_updates.add(len(episodes) * config.updates_per_episode)
-        update_and_sync(self, (self._replayed_batch() for _ in range(updates)))
+    def ready_to_learn(self) -> bool:
+        return len(self.replay_memory) >= self.config.learning_starts_episodes
 
-    def _replayed_batch(self) -> MultiAgentBatch:
-        arrays = self.episode_store.sample(self.config.batch_episodes)
+    def updates_earned(self, episodes: list[Any]) -> float:
+        return len(episodes) * self.config.updates_per_episode
+
+    def replayed_batch(self) -> MultiAgentBatch:
+        arrays = self.replay_memory.sample(self.config.batch_episodes)
         return MultiAgentBatch(
             {DEFAULT_MODULE_ID: SampleBatch(arrays)}, env_steps=int(arrays["filled"].sum())
         )

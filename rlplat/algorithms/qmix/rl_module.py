@@ -12,11 +12,11 @@ from typing import Any
 
 import torch
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.utils import make_target_network
-from ray.rllib.core.rl_module.apis import TargetNetworkAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 from torch.nn import functional as F
+
+from rlplat.algorithms.base import TargetNetworks
 
 HIDDEN = "h"
 Q_VALUES = "q_values"  # (B, T+1, n_agents, n_actions): every agent's Q for every action
@@ -100,8 +100,11 @@ def masked_argmax(q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return q.masked_fill(mask <= 0, float("-inf")).argmax(dim=-1)
 
 
-class QMIXModule(TorchRLModule, TargetNetworkAPI):
+class QMIXModule(TorchRLModule, TargetNetworks):
     """Shared agent network + mixer (+ their target copies, made by the learner)."""
+
+    TARGET_NETWORKS = ("agent", "mixer")
+    TARGET_PREFIX = "_target_"
 
     def setup(self) -> None:
         config = self.model_config
@@ -219,13 +222,6 @@ class QMIXModule(TorchRLModule, TargetNetworkAPI):
         return {Q_VALUES: q_values, Q_TOTAL: self.mixer(taken, batch["state"][:, :-1])}
 
     # -- target networks ---------------------------------------------------------------------
-
-    def make_target_networks(self) -> None:
-        self._target_agent = make_target_network(self.agent)
-        self._target_mixer = make_target_network(self.mixer)
-
-    def get_target_network_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
-        return [(self.agent, self._target_agent), (self.mixer, self._target_mixer)]
 
     def forward_target(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {Q_VALUES: self.unroll(self._target_agent, batch)}

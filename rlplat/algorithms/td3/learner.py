@@ -10,14 +10,11 @@ the gradient of its own loss only.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
-from ray.rllib.core.learner.utils import update_target_network
-from ray.rllib.utils.typing import ModuleID, ParamDict
+from ray.rllib.utils.typing import ModuleID
 
 from rlplat.algorithms.actor_critic import ACTOR, CRITIC, ActorCriticLearner
 from rlplat.algorithms.td3.rl_module import Q_TWIN_VALUES, Q_VALUES
@@ -29,16 +26,10 @@ class TD3TorchLearner(ActorCriticLearner):
     def build(self) -> None:
         super().build()
         self._critic_updates: dict[ModuleID, int] = {}
-        self._actor_updated: set[ModuleID] = set()
 
-    def compute_loss_for_module(
-        self,
-        *,
-        module_id: ModuleID,
-        config: AlgorithmConfig,
-        batch: dict[str, Any],
-        fwd_out: dict[str, Any],
-    ) -> torch.Tensor:
+    def module_losses(
+        self, module_id: ModuleID, config: AlgorithmConfig, batch: dict, fwd_out: dict
+    ) -> dict[str, torch.Tensor]:
         module = self.module[module_id].unwrapped()
         rewards = batch[Columns.REWARDS].float()
         n_step = batch.get("n_step")
@@ -61,9 +52,7 @@ class TD3TorchLearner(ActorCriticLearner):
         if updates % config.policy_delay == 0:
             obs = batch[Columns.OBS]
             losses[ACTOR] = -module.q(obs, module.act(obs))[0].mean()
-            self._actor_updated.add(module_id)
             self.metrics.log_value((module_id, POLICY_LOSS_KEY), losses[ACTOR].item(), window=1)
-        self._losses[module_id] = losses
 
         self.metrics.log_dict(
             {
@@ -75,14 +64,4 @@ class TD3TorchLearner(ActorCriticLearner):
             key=module_id,
             window=1,
         )
-        return sum(losses.values())
-
-    def apply_gradients(self, gradients_dict: ParamDict) -> None:
-        """After each actor update (one per minibatch at most), every target network of that
-        module moves ``tau`` towards its online one."""
-        super().apply_gradients(gradients_dict)
-        for module_id in self._actor_updated:
-            tau = self.config.get_config_for_module(module_id).tau
-            for main, target in self.module[module_id].unwrapped().get_target_network_pairs():
-                update_target_network(main_net=main, target_net=target, tau=tau)
-        self._actor_updated.clear()
+        return losses

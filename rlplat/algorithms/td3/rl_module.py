@@ -16,22 +16,21 @@ import gymnasium as gym
 import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import TorchDiagGaussian
-from ray.rllib.core.learner.utils import make_target_network
-from ray.rllib.core.rl_module.apis import InferenceOnlyAPI, TargetNetworkAPI
+from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
-from rlplat.algorithms.actor_critic import mlp
+from rlplat.algorithms.actor_critic import BoxExploration, gaussian_inputs, mlp
+from rlplat.algorithms.base import TargetNetworks
 
 Q_VALUES = "q_values"  # Q(s, a) of the replayed action, (B,)
 Q_TWIN_VALUES = "q_twin_values"
-# The spread the greedy action is reported with (its distribution is a Gaussian so that RLlib's
-# connectors and rlplat's export read it like any continuous policy; greedy takes the mean).
-_GREEDY_LOG_STD = -20.0
 
 
-class TD3Module(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI):
+class TD3Module(TorchRLModule, InferenceOnlyAPI, TargetNetworks):
     """Deterministic actor mu(s) in [-1, 1]^d and critics Q(s, a) (twin when ``twin_q``)."""
+
+    TARGET_NETWORKS = ("actor", "critic", "critic_twin")
 
     def setup(self) -> None:
         config = self.model_config
@@ -39,8 +38,9 @@ class TD3Module(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI):
             raise ValueError(f"TD3 needs a Box action space, got {self.action_space}")
         self.obs_dim = int(gym.spaces.flatdim(self.observation_space))
         self.action_dim = int(gym.spaces.flatdim(self.action_space))
-        self.exploration_noise = float(config["exploration_noise"])
-        self.random_steps = int(config["random_steps"])
+        self.box_exploration = BoxExploration(
+            float(config["exploration_noise"]), int(config["random_steps"])
+        )
         self.target_noise = float(config["target_noise"])
         self.target_noise_clip = float(config["target_noise_clip"])
         self.twin_q = bool(config["twin_q"])
@@ -60,28 +60,19 @@ class TD3Module(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI):
         """The actor's action in [-1, 1]."""
         return torch.tanh(self.actor(obs.reshape(obs.shape[0], -1).float()))
 
-    def _dist_inputs(self, mean: torch.Tensor, log_std: float) -> torch.Tensor:
-        return torch.cat([mean, torch.full_like(mean, log_std)], dim=-1)
-
     @torch.no_grad()
     def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         mean = self.act(batch[Columns.OBS])
-        return {Columns.ACTION_DIST_INPUTS: self._dist_inputs(mean, _GREEDY_LOG_STD)}
+        return {Columns.ACTION_DIST_INPUTS: gaussian_inputs(mean, BoxExploration.GREEDY_LOG_STD)}
 
     @torch.no_grad()
     def _forward_exploration(
         self, batch: dict[str, Any], t: int | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         mean = self.act(batch[Columns.OBS])
-        if (t or 0) < self.random_steps:
-            actions = torch.rand_like(mean) * 2.0 - 1.0
-        else:
-            noise = torch.randn_like(mean) * self.exploration_noise
-            actions = (mean + noise).clamp(-1.0, 1.0)
-        log_std = torch.log(torch.tensor(max(self.exploration_noise, 1e-8))).item()
         return {
-            Columns.ACTIONS: actions,
-            Columns.ACTION_DIST_INPUTS: self._dist_inputs(mean, log_std),
+            Columns.ACTIONS: self.box_exploration.actions(mean, t),
+            Columns.ACTION_DIST_INPUTS: gaussian_inputs(mean, self.box_exploration.log_std),
         }
 
     def get_inference_action_dist_cls(self) -> type[TorchDiagGaussian]:
@@ -126,21 +117,8 @@ class TD3Module(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI):
             value = torch.min(value, self.target_critic_twin(inputs).squeeze(-1))
         return value
 
-    def make_target_networks(self) -> None:
-        self.target_actor = make_target_network(self.actor)
-        self.target_critic = make_target_network(self.critic)
-        self.target_critic_twin = (
-            make_target_network(self.critic_twin) if self.critic_twin is not None else None
-        )
-
     def critics(self) -> list[nn.Module]:
         return [self.critic] + ([self.critic_twin] if self.critic_twin is not None else [])
-
-    def get_target_network_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
-        pairs = [(self.actor, self.target_actor), (self.critic, self.target_critic)]
-        if self.critic_twin is not None:
-            pairs.append((self.critic_twin, self.target_critic_twin))
-        return pairs
 
     def forward_target(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {Q_VALUES: self.target_value(batch[Columns.NEXT_OBS])}
