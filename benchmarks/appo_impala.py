@@ -13,16 +13,13 @@ table printed at the end has README's numbers.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from offline import score, train_run  # benchmarks/offline.py, beside this script
-from peers import REPO
+from harness import machine, results_file, save_results, score, train_row
 
-RESULTS = REPO / "benchmarks/results/appo_impala.json"
+RESULTS = results_file("appo_impala.json")
 EXPERIMENTS = {"APPO": "cartpole_appo.yaml", "IMPALA": "cartpole_impala.yaml"}
 TARGET = 475.0
 
@@ -50,17 +47,14 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100)
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="rlplat-async-"))
-    results: dict[str, Any] = {
-        "machine": f"{platform.node()} ({platform.processor() or platform.machine()})",
-        "runs": {},
-    }
+    results: dict[str, Any] = {"machine": machine(), "runs": {}}
     for algorithm, experiment in EXPERIMENTS.items():
         for seed in args.seeds:
-            run = train_run(experiment, [f"seed={seed}"], work / f"{algorithm.lower()}_{seed}")
+            run = train_row(experiment, [f"seed={seed}"], work / f"{algorithm.lower()}_{seed}")
             run["reached_target"] = (run["final_window_return"] or 0.0) >= TARGET
             run["score"] = score(run["run_dir"], args.episodes)
             results["runs"].setdefault(algorithm, {})[str(seed)] = run
-            RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+            save_results(RESULTS, results)
     print(table(results))
 
 

@@ -27,23 +27,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
-from peers import rlplat_run, timed  # benchmarks/peers.py, beside this script
+from harness import REPO, invocation, results_file, run, save_results, take_turns, train
 
-REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / "benchmarks/.epymarl-venv"
-RESULTS = REPO / "benchmarks/results/epymarl.json"
+RESULTS = results_file("epymarl.json")
 # EPyMARL's qmix.yaml and default.yaml where they differ from rlplat's QMIX defaults.
 EPYMARL_QMIX = [
     "training.recurrent=false",  # use_rnn: False
     "training.obs_last_action=false",  # obs_last_action: False
     "training.standardise_rewards=true",  # standardise_rewards: True
 ]
+SIDES = ("rlplat", "epymarl", "rlplat_shipped")  # the first round's order; then rotated
 EPYMARL_NEEDS = [
     "setuptools<81",  # sacred imports pkg_resources
     "numpy<2.3",
@@ -59,17 +59,15 @@ EPYMARL_NEEDS = [
 def epymarl_python() -> Path:
     python = VENV / "bin/python"
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        run([sys.executable, "-m", "venv", str(VENV)], check=True, capture=False)
         pip = [str(python), "-m", "pip", "install", "--quiet"]
-        subprocess.run([*pip, "torch==2.13.0"], check=True)
-        subprocess.run([*pip, *EPYMARL_NEEDS], check=True)
+        run([*pip, "torch==2.13.0"], check=True, capture=False)
+        run([*pip, *EPYMARL_NEEDS], check=True, capture=False)
         # EPyMARL imports smaclite (its SMAClite wrapper) unconditionally, and smaclite is not
         # on the registry; simple_spread never uses it.
-        site = subprocess.run(
+        site = run(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
             check=True,
-            capture_output=True,
-            text=True,
         ).stdout.strip()
         Path(site, "smaclite.py").write_text('"""Stand-in for EPyMARL\'s import."""\n')
     return python
@@ -88,29 +86,35 @@ def run_epymarl(src: Path, steps: int, out: Path) -> dict:
         "use_cuda=False",
         f"local_results_path={out}",
     ]
-    proc, wall = timed(command, cwd=src)
-    if proc.returncode != 0:
-        return {"error": (proc.stdout + proc.stderr)[-2000:], "command_wall_s": wall}
+    proc = run(command, cwd=src)
+    if not proc.ok:
+        return {"error": proc.tail(), "command_wall_s": proc.wall_s}
     return {
-        "command_wall_s": wall,
+        "command_wall_s": proc.wall_s,
         "env_steps": steps,
-        "env_steps_per_s": round(steps / wall, 1),
+        "env_steps_per_s": round(steps / proc.wall_s, 1),
     }
 
 
 def run_rlplat(steps: int, out: Path, overrides: list[str]) -> dict:
-    arguments = ["experiments/simple_spread_qmix.yaml", f"stop.env_steps={steps}"]
-    run = rlplat_run([*arguments, "stop.time_s=null", *overrides], out)
-    if run.error:
-        return {"error": run.error, "command_wall_s": run.wall}
-    env_steps = int(run.rows[-1]["num_env_steps_sampled_lifetime"])
-    training = run.driver["timings"]["stages_s"]["training"]
+    training = train(
+        "experiments/simple_spread_qmix.yaml",
+        f"stop.env_steps={steps}",
+        "stop.time_s=null",
+        *overrides,
+        out=out,
+        check=False,
+    )
+    if training.error:
+        return {"error": training.error, "command_wall_s": training.wall_s}
+    env_steps = int(training.results()[-1]["num_env_steps_sampled_lifetime"])
+    training_s = training.driver()["timings"]["stages_s"]["training"]
     return {
-        "command_wall_s": run.wall,
+        "command_wall_s": training.wall_s,
         "env_steps": env_steps,
-        "env_steps_per_s": round(env_steps / run.wall, 1),
-        "training_s": training,
-        "training_env_steps_per_s": round(env_steps / training, 1),
+        "env_steps_per_s": round(env_steps / training.wall_s, 1),
+        "training_s": training_s,
+        "training_env_steps_per_s": round(env_steps / training_s, 1),
     }
 
 
@@ -121,30 +125,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     rounds = []
+    src = args.epymarl_src.resolve()
     with tempfile.TemporaryDirectory(prefix="rlplat-epymarl-") as scratch:
-        sides = ["rlplat", "epymarl", "rlplat_shipped"]
         for round_ in range(args.rounds):
-            order = sides[round_ % len(sides) :] + sides[: round_ % len(sides)]
-            row: dict = {"round": round_, "first": order[0]}
-            for side in order:
-                out = Path(scratch) / f"{side}-{round_}"
-                if side == "epymarl":
-                    row[side] = run_epymarl(args.epymarl_src.resolve(), args.steps, out)
-                else:
-                    overrides = EPYMARL_QMIX if side == "rlplat" else []
-                    row[side] = run_rlplat(args.steps, out, overrides)
+            out = {side: Path(scratch) / f"{side}-{round_}" for side in SIDES}
+            sides = {
+                "rlplat": partial(run_rlplat, args.steps, out["rlplat"], EPYMARL_QMIX),
+                "epymarl": partial(run_epymarl, src, args.steps, out["epymarl"]),
+                "rlplat_shipped": partial(run_rlplat, args.steps, out["rlplat_shipped"], []),
+            }
+            row = {"round": round_, **take_turns(round_, sides)}
             print(json.dumps(row), flush=True)
             rounds.append(row)
-    RESULTS.write_text(
-        json.dumps(
-            {
-                "command": " ".join(["python", "benchmarks/epymarl.py", *sys.argv[1:]]),
-                "date": time.strftime("%Y-%m-%d %H:%M"),
-                "rounds": rounds,
-            },
-            indent=2,
-        )
-        + "\n"
+    save_results(
+        RESULTS,
+        {"command": invocation(), "date": time.strftime("%Y-%m-%d %H:%M"), "rounds": rounds},
     )
 
 

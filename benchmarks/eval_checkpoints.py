@@ -23,8 +23,20 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks/results/eval_checkpoints.json"
+from harness import (
+    REPO,
+    RLPLAT,
+    eval_report,
+    load_results,
+    read_json,
+    results_file,
+    run,
+    save_results,
+    shown,
+    train,
+)
+
+RESULTS = results_file("eval_checkpoints.json")
 EXPERIMENTS = ("cartpole_ppo", "cartpole_dqn", "pendulum_sac")
 FIRST_EPISODE = "  episode   1 "
 
@@ -88,13 +100,7 @@ algo.stop()
 
 
 def rllib_evaluate(checkpoint: str, episodes: int) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", ALGORITHM_EVALUATE, checkpoint, str(episodes)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    done = run([sys.executable, "-c", ALGORITHM_EVALUATE, checkpoint, str(episodes)], check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -110,36 +116,21 @@ def seconds_to_first_episode(command: list[str]) -> float:
             elapsed = time.monotonic() - started
     proc.wait()
     if elapsed is None or proc.returncode != 0:
-        raise RuntimeError(f"{command} failed (exit {proc.returncode})")
+        raise RuntimeError(f"{shown(command)} failed (exit {proc.returncode})")
     return elapsed
 
 
 def evaluate(checkpoint: str, episodes: int, explore: bool) -> dict:
-    command = [sys.executable, "-m", "rlplat.cli", "eval", checkpoint, "-n", str(episodes)]
-    done = subprocess.run(
-        command + ["--json"] + (["--explore"] if explore else []),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    returns = json.loads(done.stdout)["returns"]
+    returns = eval_report(checkpoint, episodes, *(["--explore"] if explore else []))["returns"]
     returns["sem"] = returns["std"] / episodes**0.5
     return returns
 
 
-def run(name: str, episodes: int, out: Path) -> dict:
-    path = REPO / "experiments" / f"{name}.yaml"
-    subprocess.run(
-        [sys.executable, "-m", "rlplat.cli", "train", str(path), "seed=0", f"output_dir={out}"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    )
-    [summary] = out.glob("*/*/summary.json")
-    checkpoint = json.loads(summary.read_text())["trials"][0]["best_checkpoint"]
-    info = json.loads(Path(checkpoint, "rlplat_checkpoint.json").read_text())
-    eval_command = [sys.executable, "-m", "rlplat.cli", "eval", checkpoint, "-n", "1"]
+def measure(name: str, episodes: int, out: Path) -> dict:
+    training = train(REPO / "experiments" / f"{name}.yaml", "seed=0", out=out)
+    checkpoint = training.summary()["trials"][0]["best_checkpoint"]
+    info = read_json(Path(checkpoint, "rlplat_checkpoint.json"))
+    eval_command = [*RLPLAT, "eval", checkpoint, "-n", "1"]
     row = {
         "experiment": name,
         "checkpoint_iteration": info["iteration"],
@@ -167,12 +158,12 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=EXPERIMENTS, default=list(EXPERIMENTS))
     parser.add_argument("--episodes", type=int, default=100)
     args = parser.parse_args()
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results = load_results(RESULTS)
     for name in args.only:
         with tempfile.TemporaryDirectory() as tmp:
-            results[name] = run(name, args.episodes, Path(tmp))
+            results[name] = measure(name, args.episodes, Path(tmp))
         print(json.dumps(results[name]), flush=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    save_results(RESULTS, results)
     print(
         "| experiment | checkpoint (iteration, env steps) | reported return (window; last "
         "iteration) | rlplat eval, sampled | rlplat eval, greedy | RLlib evaluate(), greedy "

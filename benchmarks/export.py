@@ -23,35 +23,23 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks/results/export.json"
-RLPLAT = [sys.executable, "-m", "rlplat.cli"]
+from harness import read_json, results_file, rlplat, save_results, train
+
+RESULTS = results_file("export.json")
 
 
-def train(name: str, output: Path, *overrides: str) -> Path:
-    subprocess.run(
-        [*RLPLAT, "train", f"experiments/{name}.yaml", f"output_dir={output}", *overrides],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-    )
-    (run,) = (output / next(iter(p.name for p in output.iterdir()))).iterdir()
-    return run
+def train_run(name: str, output: Path, *overrides: str) -> Path:
+    """The run directory of ``rlplat train experiments/<name>.yaml <overrides>``."""
+    return train(f"experiments/{name}.yaml", *overrides, out=output).run_dir
 
 
 def export(run: Path, out: Path) -> float:
-    start = time.perf_counter()
-    subprocess.run(
-        [*RLPLAT, "export", str(run), "--out", str(out)], cwd=REPO, check=True,
-        capture_output=True,
-    )
-    return time.perf_counter() - start
+    """Wall seconds of ``rlplat export <run> --out <out>``, as a user waits for it."""
+    return rlplat("export", str(run), "--out", str(out)).wall_s
 
 
 def step_latencies(run: Path, export_dir: Path, steps: int) -> dict[str, float]:
@@ -165,9 +153,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         temp = Path(tmp)
         runs = {
-            "cartpole_ppo (MLP)": args.cartpole or train("cartpole_ppo", temp / "cartpole"),
+            "cartpole_ppo (MLP)": args.cartpole or train_run("cartpole_ppo", temp / "cartpole"),
             "pistonball_ppo (CNN)": args.pistonball
-            or train("pistonball_ppo", temp / "pistonball", "stop.iterations=1"),
+            or train_run("pistonball_ppo", temp / "pistonball", "stop.iterations=1"),
         }
         for label, run in runs.items():
             out = temp / f"export-{len(results)}"
@@ -175,11 +163,10 @@ def main() -> None:
             row = {"policy": label, "run": str(run), "export_s": seconds}
             row.update(step_latencies(run, out, args.steps))
             row.update(throughput(run, out, 256, args.repeats))
-            row["parity"] = json.loads((out / "parity.json").read_text())
+            row["parity"] = read_json(out / "parity.json")
             results.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "parity"}), flush=True)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    save_results(RESULTS, results)
     print("| policy | `rlplat export` wall s | agents per step | step latency torch ms | "
           "step latency ONNX ms | batch 256 torch obs/s | batch 256 ONNX obs/s |")
     print("|---|---|---|---|---|---|---|")

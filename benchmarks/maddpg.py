@@ -19,22 +19,19 @@ README's numbers.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from offline import score, train_run  # benchmarks/offline.py, beside this script
-from peers import REPO
+from harness import load_results, machine, results_file, save_results, score, train_row
 
-RESULTS = REPO / "benchmarks/results/maddpg.json"
+RESULTS = results_file("maddpg.json")
 BUDGET = ["stop.time_s=1200"]  # the 20 minutes of training
 
 
 def spread(work: Path, episodes: int) -> dict[str, Any]:
-    maddpg = train_run("simple_spread_maddpg.yaml", BUDGET, work / "spread_maddpg")
-    ppo = train_run(
+    maddpg = train_row("simple_spread_maddpg.yaml", BUDGET, work / "spread_maddpg")
+    ppo = train_row(
         "simple_spread_ppo.yaml",
         ["env.kwargs.continuous_actions=true", *BUDGET, "stop.env_steps=100000000"],
         work / "spread_ppo",
@@ -48,7 +45,7 @@ def spread(work: Path, episodes: int) -> dict[str, Any]:
 
 
 def adversary(work: Path, episodes: int) -> dict[str, Any]:
-    run = train_run("simple_adversary_maddpg.yaml", BUDGET, work / "adversary_maddpg")
+    run = train_row("simple_adversary_maddpg.yaml", BUDGET, work / "adversary_maddpg")
     cells = {}
     for good in ("trained", "random"):
         for adversary_side in ("trained", "random"):
@@ -97,13 +94,13 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100)
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="rlplat-maddpg-"))
-    saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    saved = load_results(RESULTS)
     for name, stage in (("spread", spread), ("adversary", adversary)):
         if args.only and name not in args.only:
             continue
         saved[name] = stage(work, args.episodes)
-        saved[name]["machine"] = f"{platform.node()} ({platform.processor() or platform.machine()})"
-        RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
+        saved[name]["machine"] = machine()
+        save_results(RESULTS, saved)
     print(tables(saved))
 
 

@@ -16,34 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks/results/multi_agent.json"
+from harness import eval_report, load_results, results_file, rlplat, save_results, train
 
-
-def rlplat(*args: str) -> tuple[str, float]:
-    started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlplat.cli", *args], capture_output=True, text=True, cwd=REPO
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"rlplat {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-    return proc.stdout, time.monotonic() - started
-
-
-def train(name: str, out: Path, *overrides: str) -> tuple[dict, float]:
-    _, wall = rlplat("train", f"experiments/{name}.yaml", f"output_dir={out}", *overrides)
-    [summary] = out.glob("*/*/summary.json")
-    return json.loads(summary.read_text()), wall
+RESULTS = results_file("multi_agent.json")
 
 
 def evaluate(run: str, episodes: int, *flags: str) -> dict:
-    report = json.loads(rlplat("eval", run, "-n", str(episodes), "--json", *flags)[0])
+    report = eval_report(run, episodes, *flags)
     return {
         "team_return": report["returns"],
         "policy_returns": {p: s["mean"] for p, s in report["policy_returns"].items()},
@@ -52,16 +34,18 @@ def evaluate(run: str, episodes: int, *flags: str) -> dict:
 
 
 def trained_vs_untrained(name: str, episodes: int, work: Path) -> dict:
-    untrained, _ = train(name, work / "untrained", "training.lr=0.0", "stop.iterations=1")
-    summary, wall = train(name, work / "trained")
+    experiment = f"experiments/{name}.yaml"
+    untrained = train(experiment, "training.lr=0.0", "stop.iterations=1", out=work / "untrained")
+    trained = train(experiment, out=work / "trained")
+    summary = trained.summary()
     trial = summary["trials"][0]
     return {
-        "experiment": f"experiments/{name}.yaml",
+        "experiment": experiment,
         "episodes": episodes,
-        "untrained_explore": evaluate(untrained["run_dir"], episodes, "--explore"),
+        "untrained_explore": evaluate(untrained.summary()["run_dir"], episodes, "--explore"),
         "trained_explore": evaluate(summary["run_dir"], episodes, "--explore"),
         "trained_greedy": evaluate(summary["run_dir"], episodes),
-        "train_wall_s": round(wall, 1),
+        "train_wall_s": round(trained.wall_s, 1),
         "train_s": round(summary["wall_time_s"], 1),
         "env_steps": trial["env_steps"],
         "iterations": trial["iterations"],
@@ -70,14 +54,14 @@ def trained_vs_untrained(name: str, episodes: int, work: Path) -> dict:
 
 
 def pistonball(work: Path, iterations: int) -> dict:
-    summary, wall = train("pistonball_ppo", work / "pistonball", f"stop.iterations={iterations}")
-    trial = summary["trials"][0]
-    rows = [json.loads(line) for line in Path(trial["path"], "result.json").open()]
+    training = train(
+        "experiments/pistonball_ppo.yaml", f"stop.iterations={iterations}", out=work / "pistonball"
+    )
+    rows = training.results()
     steps, seconds = rows[-1]["num_env_steps_sampled_lifetime"], rows[-1]["time_total_s"]
     sample_s = sum(r["env_runners"]["sample"] for r in rows if "sample" in r["env_runners"])
-    out, eval_wall = rlplat(
-        "eval", summary["run_dir"], "-n", "1", "--render", "gif", "--out", str(work / "videos")
-    )
+    gif = ["--render", "gif", "--out", str(work / "videos")]
+    rendered = rlplat("eval", training.summary()["run_dir"], "-n", "1", *gif)
     return {
         "experiment": "experiments/pistonball_ppo.yaml",
         "iterations": iterations,
@@ -86,8 +70,8 @@ def pistonball(work: Path, iterations: int) -> dict:
         "env_steps_per_s_with_learning": round(steps / seconds, 1),
         "agent_steps_per_s_with_learning": round(20 * steps / seconds, 1),
         "env_steps_per_s_sampling_only": round(steps / sample_s, 1) if sample_s else None,
-        "gif_written": any(line.startswith("Video: ") for line in out.splitlines()),
-        "eval_gif_wall_s": round(eval_wall, 1),
+        "gif_written": any(line.startswith("Video: ") for line in rendered.stdout.splitlines()),
+        "eval_gif_wall_s": round(rendered.wall_s, 1),
     }
 
 
@@ -99,7 +83,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--pistonball-iterations", type=int, default=4)
     args = parser.parse_args()
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results = load_results(RESULTS)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name in args.only:
@@ -107,8 +91,7 @@ def main() -> None:
                 results[name] = pistonball(work, args.pistonball_iterations)
             else:
                 results[name] = trained_vs_untrained(f"{name}_ppo", args.episodes, work / name)
-            RESULTS.parent.mkdir(exist_ok=True)
-            RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+            save_results(RESULTS, results)
             print(json.dumps({name: results[name]}, indent=2), flush=True)
     print_table(results)
 

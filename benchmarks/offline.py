@@ -22,13 +22,12 @@ import argparse
 import json
 import platform
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from peers import REPO, RLPLAT, timed  # benchmarks/peers.py, beside this script
+from harness import read_json, results_file, rlplat, save_results, score, train_row
 
-RESULTS = REPO / "benchmarks/results/offline.json"
+RESULTS = results_file("offline.json")
 
 # name: (experiment, overrides, the data stage it learns from or None)
 TRAININGS: dict[str, tuple[str, list[str], str | None]] = {
@@ -63,73 +62,22 @@ SCORED = [
 ]
 
 
-def run(command: list[str]) -> float:
-    proc, wall = timed([str(RLPLAT), *command])
-    if proc.returncode != 0:
-        raise SystemExit(f"`rlplat {' '.join(command)}` failed:\n{proc.stderr[-3000:]}")
-    return wall
-
-
-def run_dir(out: Path) -> Path:
-    [found] = out.glob("*/*/")
-    return found
-
-
 def train(name: str, work: Path) -> dict[str, Any]:
     experiment, overrides, data = TRAININGS[name]
     extra = [f"offline.input={work / data}"] if data else []
-    return train_run(experiment, overrides + extra, work / name)
-
-
-def train_run(experiment: str, overrides: list[str], out: Path) -> dict[str, Any]:
-    """``rlplat train experiments/<experiment> <overrides>`` into ``out`` (skipped when ``out``
-    exists: an interrupted benchmark goes on), and what its one trial reached."""
-    wall = None
-    if not out.exists():
-        wall = run(["train", f"experiments/{experiment}", *overrides, f"output_dir={out}"])
-    directory = run_dir(out)
-    rows = [json.loads(line) for line in next(directory.glob("trial_*/result.json")).open()]
-    last = rows[-1]
-    return {
-        "command": f"rlplat train experiments/{experiment} {' '.join(overrides)}".strip(),
-        "run_dir": str(directory),
-        "iterations": last["training_iteration"],
-        "env_steps": int(last["num_env_steps_sampled_lifetime"]),
-        "training_s": round(last["time_total_s"], 1),
-        "final_window_return": (last.get("window") or {}).get("episode_return_mean"),
-        "command_wall_s": wall,
-    }
+    return train_row(experiment, overrides + extra, work / name)
 
 
 def record(name: str, work: Path, results: dict[str, Any]) -> dict[str, Any]:
     out = work / name
     if not out.exists():
         if name == "cartpole_expert":
-            run(["eval", results["ppo_cartpole"]["run_dir"], "-n", "50", "--record", str(out)])
+            rlplat("eval", results["ppo_cartpole"]["run_dir"], "-n", "50", "--record", str(out))
         else:
             source = results["sac_pendulum"]["run_dir"]
-            run(["dataset", source, "--from-replay", "--out", str(out)])
-    info = json.loads((out / "dataset.json").read_text())
+            rlplat("dataset", source, "--from-replay", "--out", str(out))
+    info = read_json(out / "dataset.json")
     return {k: info[k] for k in ("source", "episodes", "env_steps", "returns")}
-
-
-def score(run_directory: str, episodes: int, random: Sequence[str] = ()) -> dict[str, Any]:
-    """``rlplat eval <run> -n <episodes> --json`` (greedy; ``--random`` for each policy named in
-    ``random``): the return statistics, each policy's mean return and the checkpoint scored."""
-    command = [str(RLPLAT), "eval", run_directory, "-n", str(episodes), "--json"]
-    for policy in random:
-        command += ["--random", policy]
-    proc, _ = timed(command)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
-    report = json.loads(proc.stdout)
-    policy_returns = report.get("policy_returns") or {}
-    return {
-        "greedy_returns": report["returns"],
-        "policy_returns": {policy: stats["mean"] for policy, stats in policy_returns.items()},
-        "random": list(random),
-        "checkpoint": report["checkpoint"],
-    }
 
 
 def table(results: dict[str, Any]) -> str:
@@ -173,10 +121,7 @@ def main() -> None:
             else:
                 results[stage] = record(stage, work, results)
             print(stage, json.dumps(results[stage]), flush=True)
-    RESULTS.write_text(
-        json.dumps({"machine": platform.processor() or platform.machine(), **results}, indent=2)
-        + "\n"
-    )
+    save_results(RESULTS, {"machine": platform.processor() or platform.machine(), **results})
     print(table(results))
 
 

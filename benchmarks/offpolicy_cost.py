@@ -15,10 +15,10 @@ import argparse
 import json
 import logging
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks/results/offpolicy_cost.json"
+from harness import REPO, load_results, results_file, save_results
+
+RESULTS = results_file("offpolicy_cost.json")
 DQN = "experiments/cartpole_dqn.yaml"
 SAC = "experiments/pendulum_sac.yaml"
 RLLIB_BUFFER = "training.replay_buffer_config.type=EpisodeReplayBuffer"
@@ -100,12 +100,12 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=8)
     args = parser.parse_args()
     ray.init(include_dashboard=False, logging_level=logging.ERROR)
-    saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    saved = load_results(RESULTS)
     for name in args.variants:
         path, overrides = VARIANTS[name]
         saved[name] = measure(path, overrides, args.iterations)
         print(name, json.dumps(saved[name]), flush=True)
-    RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
+    save_results(RESULTS, saved)
 
 
 if __name__ == "__main__":

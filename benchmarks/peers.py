@@ -24,19 +24,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks/results/peers.json"
-RLPLAT = Path(sys.executable).with_name("rlplat")
+from harness import (
+    Process,
+    eval_report,
+    invocation,
+    load_results,
+    machine,
+    results_file,
+    rlplat,
+    run,
+    save_results,
+    take_turns,
+    train,
+)
+
+RESULTS = results_file("peers.json")
 
 
 @dataclass(frozen=True)
@@ -211,37 +222,16 @@ def sb3_eval(model_path: str) -> dict[str, Any]:
 # --- rlplat side -------------------------------------------------------------------------------
 
 
-@dataclass
-class RlplatRun:
-    """One `rlplat train` process: its wall seconds, and (if it succeeded) its results."""
-
-    wall: float
-    error: str | None = None
-    run_dir: Path | None = None
-    rows: list[dict[str, Any]] = field(default_factory=list)  # the trial's result.json
-    driver: dict[str, Any] = field(default_factory=dict)  # this process's entry in run.json
-
-
-def rlplat_run(arguments: list[str], out: Path) -> RlplatRun:
-    """`rlplat train <arguments> output_dir=<out>` as a whole process, and its one trial."""
-    proc, wall = timed([str(RLPLAT), "train", *arguments, f"output_dir={out}"])
-    if proc.returncode != 0:
-        return RlplatRun(wall, error=proc.stderr[-2000:])
-    [run_dir] = out.glob("*/*/")
-    rows = [json.loads(line) for line in next(run_dir.glob("trial_*/result.json")).open()]
-    driver = json.loads((run_dir / "run.json").read_text())["drivers"][-1]
-    return RlplatRun(wall, run_dir=run_dir, rows=rows, driver=driver)
-
-
 def rlplat_train(task: str, seed: int, out: Path) -> dict[str, Any]:
     spec = TASKS[task]
-    run = rlplat_run([spec.experiment, f"seed={seed}"], out)
-    if run.error:
-        return {"error": run.error, "command_wall_s": run.wall}
+    training = train(spec.experiment, f"seed={seed}", out=out, check=False)
+    if training.error:
+        return {"error": training.error, "command_wall_s": training.wall_s}
+    rows = training.results()
     hit = next(
         (
             r
-            for r in run.rows
+            for r in rows
             if (r.get("window") or {}).get("episode_return_mean", -1e9) >= spec.target
         ),
         None,
@@ -250,32 +240,24 @@ def rlplat_train(task: str, seed: int, out: Path) -> dict[str, Any]:
         "reached": hit is not None,
         "env_steps_to_target": int(hit["num_env_steps_sampled_lifetime"]) if hit else None,
         "train_s_to_target": round(hit["time_total_s"], 2) if hit else None,
-        "env_steps_total": int(run.rows[-1]["num_env_steps_sampled_lifetime"]),
-        "command_wall_s": run.wall,
-        "timings": run.driver.get("timings"),
-        "run_dir": str(run.run_dir),
+        "env_steps_total": int(rows[-1]["num_env_steps_sampled_lifetime"]),
+        "command_wall_s": training.wall_s,
+        "timings": training.driver().get("timings"),
+        "run_dir": str(training.run_dir),
     }
     if spec.greedy_episodes:  # the last checkpoint, as SB3's model is its last policy
-        episodes = str(spec.greedy_episodes)
-        proc, _ = timed([str(RLPLAT), "eval", str(run.run_dir), "-n", episodes, "--last", "--json"])
-        row["greedy_return_mean"] = round(json.loads(proc.stdout)["returns"]["mean"], 2)
+        report = eval_report(training.run_dir, spec.greedy_episodes, "--last")
+        row["greedy_return_mean"] = round(report["returns"]["mean"], 2)
     return row
-
-
-def timed(command: list[str], cwd: Path = REPO) -> tuple[subprocess.CompletedProcess, float]:
-    """Run a whole process, output captured; its wall seconds."""
-    started = time.monotonic()
-    proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
-    return proc, round(time.monotonic() - started, 2)
 
 
 def sb3_process(task: str, seed: int, save: Path | None) -> dict[str, Any]:
     command = [sys.executable, __file__, "--sb3", task, str(seed)]
     command += ["--save", str(save)] if save else []
-    proc, wall = timed(command)
-    if proc.returncode != 0:
-        return {"error": proc.stderr[-2000:], "command_wall_s": wall}
-    return {**json.loads(proc.stdout.splitlines()[-1]), "command_wall_s": wall}
+    proc = run(command)
+    if not proc.ok:
+        return {"error": proc.tail(), "command_wall_s": proc.wall_s}
+    return {**json.loads(proc.stdout.splitlines()[-1]), "command_wall_s": proc.wall_s}
 
 
 def run_pairs(tasks: list[str], seeds: list[int], scratch: Path) -> dict[str, list[dict]]:
@@ -285,13 +267,11 @@ def run_pairs(tasks: list[str], seeds: list[int], scratch: Path) -> dict[str, li
             continue
         for pair, seed in enumerate(seeds):
             save = scratch / f"sb3-{task}-{seed}.zip"
-            order = ["rlplat", "sb3"] if pair % 2 == 0 else ["sb3", "rlplat"]
-            row: dict[str, Any] = {"seed": seed, "first": order[0]}
-            for side in order:
-                if side == "rlplat":
-                    row["rlplat"] = rlplat_train(task, seed, scratch / f"rlplat-{task}-{seed}")
-                else:
-                    row["sb3"] = sb3_process(task, seed, save)
+            sides = {
+                "rlplat": partial(rlplat_train, task, seed, scratch / f"rlplat-{task}-{seed}"),
+                "sb3": partial(sb3_process, task, seed, save),
+            }
+            row = {"seed": seed, **take_turns(pair, sides)}
             print(task, json.dumps(row), flush=True)
             results.setdefault(task, []).append(row)
     if EVAL_TASK in tasks:
@@ -305,19 +285,25 @@ def run_eval_pairs(ppo_rows: list[dict], seeds: list[int], scratch: Path) -> lis
         ppo_rows = run_pairs(["ppo_cartpole"], seeds[:1], scratch)["ppo_cartpole"]
     run_dir = ppo_rows[0]["rlplat"]["run_dir"]
     model = scratch / f"sb3-ppo_cartpole-{ppo_rows[0]['seed']}.zip"
+
+    def rlplat_eval() -> dict[str, Any]:
+        return outcome(rlplat("eval", run_dir, "-n", "1", check=False))
+
+    def sb3_eval_process() -> dict[str, Any]:
+        return outcome(run([sys.executable, __file__, "--sb3-eval", str(model)]))
+
+    sides = {"rlplat": rlplat_eval, "sb3": sb3_eval_process}
     rows = []
     for pair in range(max(3, len(seeds))):
-        order = ["rlplat", "sb3"] if pair % 2 == 0 else ["sb3", "rlplat"]
-        row: dict[str, Any] = {"pair": pair, "first": order[0]}
-        for side in order:
-            if side == "rlplat":
-                proc, wall = timed([str(RLPLAT), "eval", run_dir, "-n", "1"])
-            else:
-                proc, wall = timed([sys.executable, __file__, "--sb3-eval", str(model)])
-            row[side] = {"command_wall_s": wall, "ok": proc.returncode == 0}
+        row = {"pair": pair, **take_turns(pair, sides)}
         print(EVAL_TASK, json.dumps(row), flush=True)
         rows.append(row)
     return rows
+
+
+def outcome(proc: Process) -> dict[str, Any]:
+    """A timed command's row: its whole-command seconds and whether it succeeded."""
+    return {"command_wall_s": proc.wall_s, "ok": proc.ok}
 
 
 # --- the table -------------------------------------------------------------------------------
@@ -387,16 +373,16 @@ def main() -> None:
     for rows in results.values():  # the run directories were scratch
         for row in rows:
             row.get("rlplat", {}).pop("run_dir", None)
-    saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    saved = load_results(RESULTS)
     # A run of some tasks updates those and keeps the others' earlier results.
     for task, rows in results.items():
         saved[task] = {
-            "command": " ".join(["python", "benchmarks/peers.py", *sys.argv[1:]]),
-            "machine": f"{platform.node()} ({platform.processor() or platform.machine()})",
+            "command": invocation(),
+            "machine": machine(),
             "date": time.strftime("%Y-%m-%d %H:%M"),
             "pairs": rows,
         }
-    RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
+    save_results(RESULTS, saved)
     print()
     print(table({task: entry["pairs"] for task, entry in saved.items()}))
 

@@ -14,22 +14,18 @@ Writes benchmarks/results/qmix.json and prints Markdown tables.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+from harness import REPO, eval_report, load_results, results_file, save_results, train
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from multi_agent import REPO, rlplat, train  # noqa: E402 - the sibling benchmark's CLI helpers
-
-RESULTS = REPO / "benchmarks/results/qmix.json"
+RESULTS = results_file("qmix.json")
 MIXERS = {"qmix": "QMIX", "vdn": "VDN", "none": "IQL"}
 
 
 def greedy_eval(run_dir: str, episodes: int) -> dict:
-    report = json.loads(rlplat("eval", run_dir, "--last", "-n", str(episodes), "--json")[0])
+    report = eval_report(run_dir, episodes, "--last")
     return {
         "mean": report["returns"]["mean"],
         "std": report["returns"]["std"],
@@ -42,7 +38,8 @@ def two_step(seeds: int, work: Path) -> dict:
     for mixer in ("qmix", "vdn"):
         returns, seconds = [], []
         for seed in range(seeds):
-            summary, _ = train(f"two_step_{mixer}", work / f"{mixer}-{seed}", f"seed={seed}")
+            experiment = f"experiments/two_step_{mixer}.yaml"
+            summary = train(experiment, f"seed={seed}", out=work / f"{mixer}-{seed}").summary()
             returns.append(greedy_eval(summary["run_dir"], 1)["mean"])
             seconds.append(round(summary["wall_time_s"], 1))
             print(f"two_step {mixer} seed {seed}: greedy return {returns[-1]:g}", flush=True)
@@ -83,15 +80,16 @@ def random_team(episodes: int) -> dict:
 def simple_spread(env_steps: int, episodes: int, work: Path) -> dict:
     results: dict = {"random": random_team(episodes)}
     for mixer, label in MIXERS.items():
-        summary, _ = train(
-            "simple_spread_qmix",
-            work / mixer,
+        training = train(
+            "experiments/simple_spread_qmix.yaml",
             f"training.mixer={mixer}",
             f"stop.env_steps={env_steps}",
             "stop.time_s=900",
+            out=work / mixer,
         )
+        summary = training.summary()
         trial = summary["trials"][0]
-        rows = [json.loads(line) for line in Path(trial["path"], "result.json").open()]
+        rows = training.results()
         results[label] = {
             "overrides": [f"training.mixer={mixer}", f"stop.env_steps={env_steps}"],
             "env_steps": trial["env_steps"],
@@ -117,15 +115,14 @@ def main() -> None:
     parser.add_argument("--env-steps", type=int, default=180_000)
     parser.add_argument("--episodes", type=int, default=100)
     args = parser.parse_args()
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results = load_results(RESULTS)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only:
             if name == "two_step":
                 results[name] = two_step(args.seeds, Path(tmp) / name)
             else:
                 results[name] = simple_spread(args.env_steps, args.episodes, Path(tmp) / name)
-            RESULTS.parent.mkdir(exist_ok=True)
-            RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+            save_results(RESULTS, results)
     print_tables(results)
 
 

@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks/results/reports"
+from harness import REPO, read_json, results_file, rlplat
+
+RESULTS = results_file("reports")
 IMAGES = REPO / "docs/img"
 SEEDS = "3"
 ALONE = "tune.max_concurrent=1"
@@ -53,20 +52,11 @@ GROUPS: dict[str, tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {
 }
 
 
-def rlplat(*args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlplat.cli", *args], capture_output=True, text=True, cwd=REPO
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"rlplat {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-    return proc.stdout
-
-
 def finished_run(runs: Path, experiment: str, overrides: tuple[str, ...]) -> Path | None:
     """The newest finished run under ``runs`` whose command was this training's."""
-    listed = json.loads(rlplat("runs", str(runs), "--json")) if runs.is_dir() else []
+    listed = json.loads(rlplat("runs", str(runs), "--json").stdout) if runs.is_dir() else []
     for record in listed:
-        command = json.loads((Path(record["path"]) / "run.json").read_text())["command"]
+        command = read_json(Path(record["path"]) / "run.json")["command"]
         wanted = [Path(experiment).name, "--seeds", SEEDS, *overrides]
         if record["status"] == "finished" and all(
             any(part == arg or arg.endswith("/" + part) for arg in command) for part in wanted
@@ -100,7 +90,7 @@ def main() -> None:
         out = RESULTS / group
         if out.exists():
             shutil.rmtree(out)  # the previous report of this group, replaced
-        report = json.loads(rlplat("report", *runs, *options, "--out", str(out), "--json"))
+        report = json.loads(rlplat("report", *runs, *options, "--out", str(out), "--json").stdout)
         for figure in ("curves", "final"):
             shutil.copy(out / f"{figure}.png", IMAGES / f"{group}-{figure}.png")
         print((out / "report.md").read_text(), flush=True)

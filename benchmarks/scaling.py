@@ -18,13 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from harness import REPO, save_results, train
+
 EXPERIMENT = REPO / "experiments" / "pistonball_ppo.yaml"
 PISTONS = 20  # agents per env step (n_pistons in the experiment)
 
@@ -33,9 +31,8 @@ def run(runners: int, steps_per_runner: int, iterations: int, learner_gpus: floa
     """Train one configuration; the per-iteration numbers from its result.json."""
     with tempfile.TemporaryDirectory() as out:
         batch = steps_per_runner * runners
-        command = [
-            sys.executable, "-m", "rlplat.cli", "train", str(EXPERIMENT),
-            f"output_dir={out}",
+        training = train(
+            EXPERIMENT,
             f"stop.iterations={iterations}",
             "stop.env_steps=null",
             f"resources.env_runners.count={runners}",
@@ -45,14 +42,9 @@ def run(runners: int, steps_per_runner: int, iterations: int, learner_gpus: floa
             f"training.minibatch_size={min(batch, 500)}",
             "checkpoint.every=0",
             "checkpoint.at_end=false",
-        ]  # fmt: skip
-        started = time.monotonic()
-        proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-        wall = time.monotonic() - started
-        if proc.returncode != 0:
-            raise SystemExit(f"{runners} runners failed:\n{proc.stdout}\n{proc.stderr}")
-        [result_file] = Path(out).glob("*/*/trial_*/result.json")
-        rows = [json.loads(line) for line in result_file.read_text().splitlines()]
+            out=Path(out),
+        )
+        rows = training.results()
     measured = rows[1:]  # the first iteration starts the actors
     steps = [
         b["num_env_steps_sampled_lifetime"] - a["num_env_steps_sampled_lifetime"]
@@ -69,7 +61,7 @@ def run(runners: int, steps_per_runner: int, iterations: int, learner_gpus: floa
         "env_steps_per_s": sum(steps) / iteration_s,
         "sampling_env_steps_per_s": sum(steps) / sampling_s,
         "learner_piston_steps_per_s": sum(steps) * PISTONS / learner_s,
-        "command_wall_s": wall,
+        "command_wall_s": training.wall_s,
     }
 
 
@@ -94,8 +86,7 @@ def main() -> None:
         row["efficiency"] = row["sampling_env_steps_per_s"] / row["runners"] / base
         print(json.dumps(row), flush=True)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+        save_results(args.out, results)
 
 
 if __name__ == "__main__":

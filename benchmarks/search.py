@@ -11,37 +11,24 @@ its first and last iteration. Writes benchmarks/results/search.json and prints a
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from multi_agent import REPO, rlplat  # noqa: E402
+from harness import load_results, results_file, save_results, train, trial_results
 
-RESULTS = REPO / "benchmarks/results/search.json"
+RESULTS = results_file("search.json")
 SEARCHES = ("cartpole_ppo_asha", "cartpole_ppo_pbt", "pendulum_sac_optuna")
 
 
-def _summary(out: Path) -> dict:
-    [path] = out.glob("*/*/summary.json")
-    return json.loads(path.read_text())
-
-
-def _results(trial_path: str) -> list[dict]:
-    return [json.loads(line) for line in Path(trial_path, "result.json").open()]
-
-
 def search(name: str, work: Path) -> dict:
-    out = work / name
-    _, wall = rlplat("train", f"experiments/{name}.yaml", f"output_dir={out}")
-    summary = _summary(out)
+    training = train(f"experiments/{name}.yaml", out=work / name)
+    summary = training.summary()
     rows = summary["search"]
     winner = rows[0]
     report = {
         "command": f"rlplat train experiments/{name}.yaml",
-        "wall_s": round(wall, 1),
+        "wall_s": round(training.wall_s, 1),
         "trials": len(rows),
         "stop_reasons": dict(Counter(row["stop_reason"] for row in rows)),
         "winner": {k: winner[k] for k in ("name", "env_steps", "final", "params")},
@@ -58,15 +45,14 @@ def search(name: str, work: Path) -> dict:
         for trial in summary["trials"]:
             rates = [
                 r["learners"]["default_policy"]["default_optimizer_learning_rate"]
-                for r in _results(trial["path"])
+                for r in trial_results(Path(trial["path"]))
             ]
             report["lr_first_last"][trial["name"]] = [rates[0], rates[-1]]
-    best_out = work / f"{name}-best"
-    _, best_wall = rlplat("train", summary["best_yaml"], f"output_dir={best_out}")
-    [best_trial] = _summary(best_out)["trials"]
+    best = train(summary["best_yaml"], out=work / f"{name}-best")
+    [best_trial] = best.summary()["trials"]
     report["best_yaml_rerun"] = {
         "command": "rlplat train <run dir>/best.yaml",
-        "wall_s": round(best_wall, 1),
+        "wall_s": round(best.wall_s, 1),
         "env_steps": best_trial["env_steps"],
         "final_return": best_trial["final_return"],
     }
@@ -77,12 +63,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=SEARCHES, default=list(SEARCHES))
     args = parser.parse_args()
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results = load_results(RESULTS)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only:
             results[name] = search(name, Path(tmp))
-            RESULTS.parent.mkdir(parents=True, exist_ok=True)
-            RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+            save_results(RESULTS, results)
             report = results[name]
             rerun = report["best_yaml_rerun"]
             print(

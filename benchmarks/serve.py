@@ -26,15 +26,13 @@ import json
 import os
 import platform
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from harness import REPO, invocation, results_file, rlplat, save_results
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks/results/serve.json"
+RESULTS = results_file("serve.json")
 CONCURRENCY = (1, 16, 64)
 CONFIGS = [
     {"backend": backend, "replicas": replicas, "batching": batching}
@@ -69,9 +67,8 @@ def cartpole_run(given: str | None) -> Path:
     if given:
         return Path(given)
     default = REPO / "checkpoints/cartpole-ppo"
-    if not default.is_dir():
-        subprocess.run([sys.executable, "-m", "rlplat.cli", "train",
-                        "experiments/cartpole_ppo.yaml"], cwd=REPO, check=True)
+    if not default.is_dir():  # trained where the experiment says, its progress on the terminal
+        rlplat("train", "experiments/cartpole_ppo.yaml", capture=False)
     return default
 
 
@@ -163,13 +160,13 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
     serve.shutdown()
     ray.shutdown()
-    RESULTS.write_text(json.dumps({
-        "command": "python benchmarks/serve.py " + " ".join(sys.argv[1:]),
+    save_results(RESULTS, {
+        "command": invocation(),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "run": str(run),
         "seconds_per_level": args.seconds,
         "rows": rows,
-    }, indent=2) + "\n")
+    })
     print("\n| backend | replicas | batching | concurrency | requests/s | p50 ms | p99 ms |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:

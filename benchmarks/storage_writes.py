@@ -14,7 +14,6 @@ benchmarks/results/storage_writes.json.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import tempfile
@@ -22,11 +21,11 @@ import time
 from pathlib import Path
 
 import pyarrow.fs
+from harness import REPO, results_file, save_results
 
 from rlplat.run.storage import atomic_filesystem
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks/results/storage_writes.json"
+RESULTS = results_file("storage_writes.json")
 
 
 def newest_big_run() -> Path:
@@ -89,8 +88,7 @@ def main() -> None:
             for name, kinds in times.items()
         },
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    save_results(RESULTS, report)
     print(f"{run}: {args.repeats} copies each, median ms")
     print("| filesystem | logs sync | one checkpoint |")
     print("|---|---|---|")

@@ -1,0 +1,231 @@
+"""What every benchmark here shares: running rlplat, reading what its runs wrote, timing whole
+processes, taking turns with a peer (Stable-Baselines3, EPyMARL) and writing benchmarks/results/.
+
+Benchmarks are scripts, run from anywhere as ``python benchmarks/<name>.py``; each imports this
+module (found beside it) and none imports another benchmark.
+
+rlplat runs as ``<this interpreter> -m rlplat.cli`` with the repository root as its working
+directory: the Python the benchmark runs under and the rlplat of this checkout, whether or not a
+``rlplat`` script was installed beside the interpreter.
+
+Only the standard library is imported here at module level: ``peers.py --sb3`` imports this
+module in the Stable-Baselines3 process whose whole-command seconds are measured, so importing
+rlplat (for its result reader) waits until a result is read.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_DIR = REPO / "benchmarks/results"
+RLPLAT = (sys.executable, "-m", "rlplat.cli")
+TAIL = 3000  # characters of a failed process's output kept in messages and result files
+
+
+# --- whole processes, timed ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Process:
+    """A finished process: its exit status, its captured output and its wall seconds."""
+
+    command: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float  # launch to exit, interpreter start-up included, to 0.01 s
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def tail(self) -> str:
+        """The end of its output (stdout, then stderr): where a failure says why."""
+        return (self.stdout + self.stderr)[-TAIL:]
+
+
+def shown(command: Sequence[str]) -> str:
+    """``command`` as a user would type it: rlplat's as ``rlplat ...``."""
+    words = list(command)
+    if tuple(words[: len(RLPLAT)]) == RLPLAT:
+        words = ["rlplat", *words[len(RLPLAT) :]]
+    return " ".join(words)
+
+
+def run(
+    command: Sequence[str], *, cwd: Path = REPO, check: bool = False, capture: bool = True
+) -> Process:
+    """Run ``command`` to its end and time it as a user waits for it (launch to exit).
+
+    ``check``: a failure ends the benchmark, with the tail of the output. ``capture=False`` lets
+    the output through to the terminal (then ``stdout``/``stderr`` are empty).
+    """
+    started = time.monotonic()
+    done = subprocess.run(list(command), cwd=cwd, capture_output=capture, text=True)
+    wall_s = round(time.monotonic() - started, 2)
+    process = Process(tuple(command), done.returncode, done.stdout or "", done.stderr or "", wall_s)
+    if check and not process.ok:
+        raise SystemExit(f"{shown(command)} failed (exit {process.returncode}):\n{process.tail()}")
+    return process
+
+
+def rlplat(*args: str, check: bool = True, capture: bool = True) -> Process:
+    """``rlplat <args>`` as a whole process from the repository root (see the module's note)."""
+    return run([*RLPLAT, *args], check=check, capture=capture)
+
+
+# --- what a run wrote ---------------------------------------------------------------------------
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file rlplat or a benchmark wrote (a missing or broken one is an error here)."""
+    return json.loads(path.read_text())
+
+
+def trial_results(trial_dir: Path) -> list[dict[str, Any]]:
+    """Each iteration's result from a trial's result.json, oldest first. rlplat's own reader:
+    a last line cut off by a killed or still-running trial is skipped, not an error."""
+    from rlplat.report.runs import read_results
+
+    return read_results(trial_dir)
+
+
+@dataclass(frozen=True)
+class Training:
+    """One ``rlplat train ... output_dir=<out>`` and the one run it wrote under ``out``."""
+
+    out: Path
+    wall_s: float | None  # None when the run was already there (reused, not trained)
+    error: str | None = None  # the output's tail when it failed (``train(check=False)``)
+
+    @property
+    def run_dir(self) -> Path:
+        """``<out>/<name>/<timestamp>``: the run directory (there is exactly one)."""
+        [run_info] = self.out.glob("*/*/run.json")
+        return run_info.parent
+
+    def summary(self) -> dict[str, Any]:
+        """The run's summary.json (trials, best checkpoints, the search table)."""
+        return read_json(self.run_dir / "summary.json")
+
+    def driver(self) -> dict[str, Any]:
+        """The newest driver's entry in run.json: this ``rlplat train``'s stage timings."""
+        return read_json(self.run_dir / "run.json")["drivers"][-1]
+
+    def results(self) -> list[dict[str, Any]]:
+        """What the run's first trial (a single-trial run's only one) reported each iteration."""
+        return trial_results(min(self.run_dir.glob("trial_*/result.json")).parent)
+
+
+def train(
+    experiment: str | Path,
+    *overrides: str,
+    out: Path,
+    check: bool = True,
+    reuse: bool = False,
+) -> Training:
+    """``rlplat train <experiment> <overrides> output_dir=<out>``.
+
+    ``check=False``: a failure is returned (``Training.error``) rather than ending the benchmark,
+    for benchmarks that record it. ``reuse``: when ``out`` exists (an interrupted benchmark going
+    on), its run is read and nothing is trained.
+    """
+    if reuse and out.exists():
+        return Training(out, None)
+    process = rlplat("train", str(experiment), *overrides, f"output_dir={out}", check=check)
+    return Training(out, process.wall_s, None if process.ok else process.tail())
+
+
+def train_row(experiment: str, overrides: Sequence[str], out: Path) -> dict[str, Any]:
+    """``rlplat train experiments/<experiment> <overrides>`` into ``out`` (reused when there),
+    and what its one trial reached at its last iteration, as a row of a results file."""
+    training = train(f"experiments/{experiment}", *overrides, out=out, reuse=True)
+    last = training.results()[-1]
+    return {
+        "command": f"rlplat train experiments/{experiment} {' '.join(overrides)}".strip(),
+        "run_dir": str(training.run_dir),
+        "iterations": last["training_iteration"],
+        "env_steps": int(last["num_env_steps_sampled_lifetime"]),
+        "training_s": round(last["time_total_s"], 1),
+        "final_window_return": (last.get("window") or {}).get("episode_return_mean"),
+        "command_wall_s": training.wall_s,
+    }
+
+
+# --- scoring with rlplat eval -------------------------------------------------------------------
+
+
+def eval_report(target: str | Path, episodes: int, *flags: str) -> dict[str, Any]:
+    """``rlplat eval <target> -n <episodes> --json <flags>``: the report it prints."""
+    return json.loads(rlplat("eval", str(target), "-n", str(episodes), "--json", *flags).stdout)
+
+
+def score(run_dir: str, episodes: int, random: Sequence[str] = ()) -> dict[str, Any]:
+    """``rlplat eval <run> -n <episodes> --json`` (greedy; ``--random`` for each policy named in
+    ``random``): the return statistics, each policy's mean return and the checkpoint scored."""
+    flags = [word for policy in random for word in ("--random", policy)]
+    report = eval_report(run_dir, episodes, *flags)
+    policy_returns = report.get("policy_returns") or {}
+    return {
+        "greedy_returns": report["returns"],
+        "policy_returns": {policy: stats["mean"] for policy, stats in policy_returns.items()},
+        "random": list(random),
+        "checkpoint": report["checkpoint"],
+    }
+
+
+# --- side by side with a peer -------------------------------------------------------------------
+
+
+def take_turns(round_: int, sides: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Run each side once, one at a time (never two on the CPU at once), rotating which goes
+    first from round to round so that neither always gets the cold or the warm machine.
+
+    Returns ``{"first": <side>, <side>: <its result>, ...}``, the sides in the order they ran.
+    """
+    names = list(sides)
+    shift = round_ % len(names)
+    order = names[shift:] + names[:shift]
+    row: dict[str, Any] = {"first": order[0]}
+    for name in order:
+        row[name] = sides[name]()
+    return row
+
+
+# --- results files ------------------------------------------------------------------------------
+
+
+def results_file(name: str) -> Path:
+    """benchmarks/results/<name>: where a benchmark keeps its numbers."""
+    return RESULTS_DIR / name
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    """What an earlier run of the benchmark wrote to ``path`` ({} when none): a run of some of its
+    parts replaces those and keeps the others."""
+    return read_json(path) if path.exists() else {}
+
+
+def save_results(path: Path, results: Any) -> None:
+    """Write ``results`` to ``path`` as indented JSON (its folder made when missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def machine() -> str:
+    """This machine as results files name it: ``<host> (<processor>)``."""
+    return f"{platform.node()} ({platform.processor() or platform.machine()})"
+
+
+def invocation() -> str:
+    """The benchmark's command line as it was typed, for its results file."""
+    return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
