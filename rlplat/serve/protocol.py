@@ -106,26 +106,8 @@ def parse_act(data: dict[str, Any], view: PolicyView) -> ActRequest:
                                  f"Fields: {', '.join(REQUEST_KEYS)}.")
     explore = _flag(data, "explore")
     reset = _flag(data, "reset")
-    session = data.get("session")
-    if session is not None and not (
-        isinstance(session, str) and 0 < len(session) <= MAX_SESSION_ID
-    ):
-        raise HttpError(422, f"'session' must be a string of 1 to {MAX_SESSION_ID} characters")
-    if ("observation" in data) == ("observations" in data):
-        raise HttpError(422, "give exactly one of 'observation' (one) and 'observations' (a list, "
-                             "or a mapping by agent for a multi-agent policy)")
-    masks = data.get("action_mask")
-    if view.multi_agent:
-        if "observation" in data:
-            raise HttpError(422, "this policy is multi-agent (agents: "
-                                 f"{', '.join(view.specs)}): send 'observations' as a mapping "
-                                 "by agent, such as {\"observations\": {\"agent_0\": ...}}")
-        form, pairs = AGENTS, _by_agent(data["observations"], masks, view)
-    elif "observation" in data:
-        form, pairs = ONE, [(SINGLE_AGENT, data["observation"], masks, "observation",
-                             "action_mask")]
-    else:
-        form, pairs = MANY, _listed(data["observations"], masks)
+    session = _session(data)
+    form, pairs = _observations(data, view)
     queries = [
         _query(view, agent, obs, mask, field, mask_field, explore)
         for agent, obs, mask, field, mask_field in pairs
@@ -141,6 +123,32 @@ def parse_act(data: dict[str, Any], view: PolicyView) -> ActRequest:
                                  "'session' id with every step of an episode and 'reset': true "
                                  "with its first")
     return ActRequest(form, queries, session, reset)
+
+
+def _session(data: dict[str, Any]) -> str | None:
+    session = data.get("session")
+    if session is not None and not (
+        isinstance(session, str) and 0 < len(session) <= MAX_SESSION_ID
+    ):
+        raise HttpError(422, f"'session' must be a string of 1 to {MAX_SESSION_ID} characters")
+    return session
+
+
+def _observations(data: dict[str, Any], view: PolicyView) -> tuple[str, list[tuple]]:
+    """The request's form and its (agent, observation, mask, field, mask field) in order."""
+    if ("observation" in data) == ("observations" in data):
+        raise HttpError(422, "give exactly one of 'observation' (one) and 'observations' (a list, "
+                             "or a mapping by agent for a multi-agent policy)")
+    masks = data.get("action_mask")
+    if view.multi_agent:
+        if "observation" in data:
+            raise HttpError(422, "this policy is multi-agent (agents: "
+                                 f"{', '.join(view.specs)}): send 'observations' as a mapping "
+                                 "by agent, such as {\"observations\": {\"agent_0\": ...}}")
+        return AGENTS, _by_agent(data["observations"], masks, view)
+    if "observation" in data:
+        return ONE, [(SINGLE_AGENT, data["observation"], masks, "observation", "action_mask")]
+    return MANY, _listed(data["observations"], masks)
 
 
 def _flag(data: dict[str, Any], key: str) -> bool:
