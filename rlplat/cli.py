@@ -557,7 +557,8 @@ def report(
     import json  # noqa: PLC0415 - only --json needs it
 
     # Imported per command: scipy, matplotlib and the policy code load only for rlplat report.
-    from rlplat.report.report import ReportOptions, make_report, print_report  # noqa: PLC0415
+    from rlplat.report.render import print_report  # noqa: PLC0415
+    from rlplat.report.report import ReportOptions, make_report  # noqa: PLC0415
 
     quiet_ray_logs(verbose)
     if not verbose:
