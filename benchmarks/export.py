@@ -108,15 +108,15 @@ def throughput(run: Path, export_dir: Path, batch: int, repeats: int) -> dict[st
     from rlplat.runtime import load, read_manifest
 
     manifest = read_manifest(export_dir)
-    (policy_id, spec), = ((k, v) for k, v in manifest["policies"].items() if v["kind"] == "onnx")
-    shape = spec["inputs"][0]["shape"][1:]
+    (policy_id, spec), = ((k, v) for k, v in manifest.policies.items() if v.kind == "onnx")
+    shape = spec.inputs[0].shape[1:]
     observations = np.random.default_rng(0).uniform(0, 1, (batch, *shape)).astype(np.float32)
     picked = find_checkpoint(run)
     policy = Policy.from_checkpoint(picked.path, (lambda agent, *a, **k: policy_id)
-                                    if manifest["multi_agent"] else None)
-    module = policy.module[policy_id] if manifest["multi_agent"] else policy.module
+                                    if manifest.multi_agent else None)
+    module = policy.module[policy_id] if manifest.multi_agent else policy.module
     runtime = load(export_dir)
-    network = runtime.policy_for(next(iter(manifest["agents"]))) if manifest["multi_agent"] \
+    network = runtime.policy_for(next(iter(manifest.agents))) if manifest.multi_agent \
         else runtime
 
     def torch_pass():

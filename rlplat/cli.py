@@ -557,6 +557,7 @@ def report(
     import json  # noqa: PLC0415 - only --json needs it
 
     # Imported per command: scipy, matplotlib and the policy code load only for rlplat report.
+    from rlplat.report.render import print_report  # noqa: PLC0415
     from rlplat.report.report import ReportOptions, make_report  # noqa: PLC0415
 
     quiet_ray_logs(verbose)
@@ -581,18 +582,9 @@ def report(
         runs, options, say=lambda line: report_console.print(line, highlight=False)
     )
     if json_output:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result.to_json(), indent=2))
         return
-    for entry in result["experiments"]:
-        iqm = entry["aggregates"]["iqm"]
-        ci = iqm["ci"]
-        interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
-        console.print(
-            f"{entry['label']}: IQM {iqm['estimate']:.2f}{interval} over "
-            f"{len(entry['seeds'])} seed(s)",
-            highlight=False,
-        )
-    console.print(f"Report: {result['directory']}/report.md", highlight=False)
+    print_report(result, console)
 
 
 @app.command()

@@ -45,7 +45,17 @@ from rlplat.policy.rollout import Stats
 from rlplat.rllib.env_creator import rebuild_env
 from rlplat.rllib.modules import UniformRandomModule
 from rlplat.rllib.multi_agent import PolicyMapping, mapping_for
-from rlplat.runtime import FORMAT, MANIFEST, PARITY
+from rlplat.runtime import (
+    MANIFEST,
+    PARITY,
+    CheckpointRef,
+    EnvRecord,
+    ExperimentRef,
+    GraphInput,
+    Manifest,
+    PolicySpec,
+    TensorInfo,
+)
 from rlplat.util.atomic import write_atomic
 from rlplat.util.paths import new_path
 from rlplat.util.versions import versions
@@ -133,15 +143,14 @@ def export(
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        files = {
+        onnx_specs = {
             pid: _write_onnx(parts, staging / _file_name(pid, policy))
             for pid, parts in graphs.items()
             if parts is not None
         }
         shutil.copyfile(experiment_file, staging / RESOLVED_EXPERIMENT)
-        manifest = _manifest(experiment, picked, policy, graphs, files, team, env)
-        manifest["verified"] = False
-        write_atomic(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        manifest = _manifest(experiment, picked, policy, graphs, onnx_specs, team, env)
+        write_atomic(staging / MANIFEST, json.dumps(manifest.to_json(), indent=2) + "\n")
         certificate = None
         if options.verify:
             say(
@@ -156,15 +165,15 @@ def export(
                 seed=options.seed,
                 tolerance=options.tolerance,
                 min_agreement=options.min_agreement,
-                skip_agents=_random_agents(manifest),
+                skip_agents=manifest.random_agents,
                 not_compared=[f"{pid} (random)" for pid, parts in graphs.items() if parts is None],
             )
             parity = certificate.to_json()
         else:
             parity = {"verified": False, "reason": "exported with --no-verify"}
-        manifest["verified"] = bool(certificate and certificate.passed)
+        manifest.verified = bool(certificate and certificate.passed)
         write_atomic(staging / PARITY, json.dumps(parity, indent=2) + "\n")
-        write_atomic(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        write_atomic(staging / MANIFEST, json.dumps(manifest.to_json(), indent=2) + "\n")
         directory = new_path(out.parent, out.name, make_dir=True)
         os.replace(staging, directory)  # onto the empty directory just claimed
     finally:
@@ -291,9 +300,10 @@ def _file_name(policy_id: str, policy: Policy) -> str:
     return f"{policy_id}.onnx" if policy.multi_agent else "policy.onnx"
 
 
-def _write_onnx(parts: GraphParts, path: Path) -> dict[str, Any]:
+def _write_onnx(parts: GraphParts, path: Path) -> PolicySpec:
     """Export the graph with batch as the dynamic first axis, check it with onnx's full checker;
-    the file name and its inputs and outputs as the ONNX model declares them."""
+    the policy's spec: the file, its inputs and outputs as the ONNX model declares them, and what
+    ``parts`` says of its action, state, frames and exploration."""
     examples = tuple(
         torch.zeros((2, *entry.shape), dtype=torch.float32) for entry in parts.inputs
     )
@@ -323,29 +333,32 @@ def _write_onnx(parts: GraphParts, path: Path) -> dict[str, Any]:
     model = onnx.load(str(path))
     onnx.checker.check_model(model, full_check=True)
     declared = {entry.name: entry for entry in parts.inputs}
-    return {
-        "file": path.name,
-        "opset": model.opset_import[0].version,
-        "inputs": [
-            {
-                **_value_info(v),
-                "path": declared[v.name].path,
-                "observation_dtype": declared[v.name].observation_dtype,
-                "observation_range": declared[v.name].observation_range,
-            }
-            for v in model.graph.input
-        ],
-        "outputs": [_value_info(v) for v in model.graph.output],
-    }
+    inputs = []
+    for value in model.graph.input:
+        info, entry = _value_info(value), declared[value.name]
+        observation_range = list(entry.observation_range) if entry.observation_range else None
+        inputs.append(GraphInput(info.name, info.shape, info.dtype, entry.path,
+                                 entry.observation_dtype, observation_range))
+    return PolicySpec(
+        kind="onnx",
+        action=parts.action,
+        file=path.name,
+        opset=model.opset_import[0].version,
+        inputs=inputs,
+        outputs=[_value_info(v) for v in model.graph.output],
+        state=parts.state,
+        frame_stack=parts.frame_stack,
+        exploration=parts.exploration,
+    )
 
 
-def _value_info(value: Any) -> dict[str, Any]:
+def _value_info(value: Any) -> TensorInfo:
     tensor = value.type.tensor_type
-    return {
-        "name": value.name,
-        "shape": [d.dim_param or d.dim_value for d in tensor.shape.dim],
-        "dtype": onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name,
-    }
+    return TensorInfo(
+        value.name,
+        [d.dim_param or d.dim_value for d in tensor.shape.dim],
+        onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name,
+    )
 
 
 def _nanmean(g: Any, x: Any, dim: Any, keepdim: Any, dtype: Any) -> Any:
@@ -366,11 +379,6 @@ def _nanmean(g: Any, x: Any, dim: Any, keepdim: Any, dtype: Any) -> Any:
 torch.onnx.register_custom_op_symbolic("aten::nanmean", _nanmean, OPSET)
 
 
-def _random_agents(manifest: dict[str, Any]) -> set[str]:
-    random = {pid for pid, spec in manifest["policies"].items() if spec["kind"] == "random"}
-    return {agent for agent, pid in (manifest.get("agents") or {}).items() if pid in random}
-
-
 def _space_text(space: Any) -> Any:
     if hasattr(space, "spaces") and isinstance(space.spaces, dict):
         return {str(key): _space_text(sub) for key, sub in space.spaces.items()}
@@ -382,29 +390,23 @@ def _manifest(
     picked: Any,
     policy: Policy,
     graphs: dict[str, GraphParts | None],
-    files: dict[str, dict[str, Any]],
+    onnx_specs: dict[str, PolicySpec],
     team: bool,
     env: Any,
-) -> dict[str, Any]:
-    policies: dict[str, Any] = {}
+) -> Manifest:
+    """The manifest, not yet verified (``verified`` is set once the certificate passes)."""
+    policies: dict[str, PolicySpec] = {}
     for pid, parts in graphs.items():
         if parts is None:
-            policies[pid] = {
-                "kind": "random",
-                "action": describe_action(policy.module[pid].action_space),
-                "observation_keys": list(getattr(policy.module[pid].observation_space, "spaces",
-                                                 {}) or []),
-                "note": "uniformly random among the legal actions; no network",
-            }
+            policies[pid] = PolicySpec(
+                kind="random",
+                action=describe_action(policy.module[pid].action_space),
+                observation_keys=list(getattr(policy.module[pid].observation_space, "spaces",
+                                              {}) or []),
+                note="uniformly random among the legal actions; no network",
+            )
             continue
-        policies[pid] = {
-            "kind": "onnx",
-            **files[pid],
-            "action": parts.action,
-            "state": parts.state,
-            "frame_stack": {"num_frames": parts.frame_stack} if parts.frame_stack else None,
-            "exploration": parts.exploration,
-        }
+        policies[pid] = onnx_specs[pid]
     if team:
         agents = dict.fromkeys(env.members, DEFAULT_MODULE_ID)
     elif policy.multi_agent:
@@ -415,27 +417,26 @@ def _manifest(
     else:
         agents = None
     info = picked.info
-    return {
-        "format": FORMAT,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "experiment": {"name": experiment.name, "algorithm": experiment.algorithm,
-                       "seed": experiment.seed, "file": RESOLVED_EXPERIMENT},
-        "env": {
-            "label": experiment.env.label,
-            "recipe": experiment.env.model_dump(mode="json"),
-            "team": {key: experiment.training[key] for key in TEAM_SETTINGS
-                     if key in experiment.training} if team else None,
-            "observation_space": _space_text(policy.env_to_module.input_observation_space),
-            "action_space": _space_text(policy.env_to_module.input_action_space),
-        },
-        "multi_agent": agents is not None,
-        "team": team,
-        "agents": agents,
-        "policies": policies,
-        "checkpoint": {"path": str(picked.path), "picked": picked.why},
-        "training": asdict(info) if info else None,
-        "versions": {**versions(), **_export_versions()},
-    }
+    return Manifest(
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        experiment=ExperimentRef(experiment.name, experiment.algorithm, experiment.seed,
+                                 RESOLVED_EXPERIMENT),
+        env=EnvRecord(
+            label=experiment.env.label,
+            recipe=experiment.env.model_dump(mode="json"),
+            team={key: experiment.training[key] for key in TEAM_SETTINGS
+                  if key in experiment.training} if team else None,
+            observation_space=_space_text(policy.env_to_module.input_observation_space),
+            action_space=_space_text(policy.env_to_module.input_action_space),
+        ),
+        multi_agent=agents is not None,
+        team=team,
+        agents=agents,
+        policies=policies,
+        checkpoint=CheckpointRef(str(picked.path), picked.why),
+        training=asdict(info) if info else None,
+        versions={**versions(), **_export_versions()},
+    )
 
 
 def _export_versions() -> dict[str, str]:

@@ -31,6 +31,7 @@ from torch.nn import functional as F
 
 from rlplat.environments.kinds import ACTION_MASK, masked_observation_key
 from rlplat.errors import UserError
+from rlplat.runtime import ActionSpec, StateSpec
 
 # Pieces that only move data around (batch, time rank, tensors, agents <-> modules).
 STRUCTURAL_ENV_TO_MODULE = {
@@ -74,9 +75,9 @@ class GraphParts:
     graph: nn.Module
     inputs: list[Input]
     outputs: list[str]
-    action: dict[str, Any]
+    action: ActionSpec
     frame_stack: int = 0
-    state: dict[str, Any] | None = None
+    state: StateSpec | None = None
     exploration: str | None = None  # "categorical": explore samples from action_dist_inputs
 
 
@@ -243,7 +244,7 @@ def _frozen_filter(piece: Any, agent: Any) -> Normalize:
     )
 
 
-def action_step(module_to_env: Any, action_space: gym.Space) -> tuple[nn.Module, dict[str, Any]]:
+def action_step(module_to_env: Any, action_space: gym.Space) -> tuple[nn.Module, ActionSpec]:
     """The graph op for ``NormalizeAndClipActions`` (and a description of the action)."""
     normalize = clip = False
     for position, piece in enumerate(module_to_env.connectors):
@@ -258,19 +259,19 @@ def action_step(module_to_env: Any, action_space: gym.Space) -> tuple[nn.Module,
     return ToEnvAction(action_space, normalize, clip), describe_action(action_space)
 
 
-def describe_action(space: gym.Space) -> dict[str, Any]:
+def describe_action(space: gym.Space) -> ActionSpec:
     if isinstance(space, gym.spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n), "start": int(space.start), "dtype": "int64"}
+        return ActionSpec("Discrete", "int64", n=int(space.n), start=int(space.start))
     if isinstance(space, gym.spaces.MultiDiscrete):
-        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "dtype": "int64"}
+        return ActionSpec("MultiDiscrete", "int64", nvec=space.nvec.tolist())
     if isinstance(space, gym.spaces.Box):
-        return {
-            "type": "Box",
-            "shape": list(space.shape),
-            "low": space.low.tolist(),
-            "high": space.high.tolist(),
-            "dtype": "float32" if np.issubdtype(space.dtype, np.floating) else "int64",
-        }
+        return ActionSpec(
+            "Box",
+            "float32" if np.issubdtype(space.dtype, np.floating) else "int64",
+            shape=list(space.shape),
+            low=space.low.tolist(),
+            high=space.high.tolist(),
+        )
     raise Unsupported(f"actions of type {type(space).__name__} cannot be exported")
 
 

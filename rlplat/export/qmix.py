@@ -33,6 +33,7 @@ from rlplat.export.graph import (
     observation_inputs,
     rebuild_observation,
 )
+from rlplat.runtime import StatePart, StateSpec
 
 
 class AgentGraph(nn.Module):
@@ -43,7 +44,7 @@ class AgentGraph(nn.Module):
         module: QMIXModule,
         observation_space: gym.Space,
         inputs: list[Input],
-        layout: list[dict[str, Any]],
+        layout: list[StatePart],
     ):
         super().__init__()
         self.agent = module.agent
@@ -52,7 +53,7 @@ class AgentGraph(nn.Module):
         self.observation_space = observation_space
         self.observation_inputs = [i for i in inputs if i.name not in (ACTION_MASK, "state_in")]
         self.observation_key = masked_observation_key(observation_space)
-        self.layout = {part["name"]: (part["start"], part["size"]) for part in layout}
+        self.layout = {part.name: (part.start, part.size) for part in layout}
 
     def _part(self, state: torch.Tensor, name: str) -> torch.Tensor:
         start, size = self.layout[name]
@@ -105,7 +106,7 @@ def agent_graph(module: Any, team_env: Any) -> GraphParts:
         # The team view masks every agent (an agent that is gone may only take action 0); the
         # env has no mask of its own, so the runtime passes all ones unless told otherwise.
         inputs.append(Input(ACTION_MASK, None, (module.n_actions,)))
-    layout: list[dict[str, Any]] = []
+    layout: list[StatePart] = []
     position = 0
     for name, size, present in (
         ("hidden", module.hidden_dim, module.recurrent),
@@ -113,10 +114,7 @@ def agent_graph(module: Any, team_env: Any) -> GraphParts:
         ("agent_id", module.n_agents, module.obs_agent_id),
     ):
         if present:
-            part: dict[str, Any] = {"name": name, "start": position, "size": size}
-            if name == "agent_id":
-                part["agents"] = members
-            layout.append(part)
+            layout.append(StatePart(name, position, size, members if name == "agent_id" else None))
             position += size
     if layout:
         inputs.append(Input("state_in", None, (position,)))
@@ -127,5 +125,5 @@ def agent_graph(module: Any, team_env: Any) -> GraphParts:
         inputs=inputs,
         outputs=outputs,
         action=describe_action(gym.spaces.Discrete(module.n_actions)),
-        state={"size": position, "layout": layout} if layout else None,
+        state=StateSpec(position, layout) if layout else None,
     )

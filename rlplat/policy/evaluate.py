@@ -291,20 +291,19 @@ def _export_source(path: Path, options: EvalOptions) -> _Source:
         manifest = read_manifest(path)
     except ExportError as exc:
         raise UserError(f"{exc}.") from None
-    experiment_file = path / manifest["experiment"]["file"]
+    experiment_file = path / manifest.experiment.file
     if not experiment_file.is_file():
         raise UserError(
             f"the export {path} has no {experiment_file.name}, so its environment cannot be "
             "rebuilt; export the checkpoint again."
         )
-    checkpoint = manifest["checkpoint"]
-    verified = "verified" if manifest.get("verified") else "NOT verified (no parity certificate)"
+    verified = "verified" if manifest.verified else "NOT verified (no parity certificate)"
     return _Source(
         kind="ONNX export",
         path=path.resolve(),
-        why=f"of {checkpoint['path']}; {verified}",
+        why=f"of {manifest.checkpoint.path}; {verified}",
         experiment_file=experiment_file,
-        reported=manifest.get("training"),
+        reported=manifest.training,
         env_creator=lambda experiment: export_env_creator(manifest, experiment.env),
         actor=lambda experiment, env: export_actor(path, manifest),
     )

@@ -26,16 +26,15 @@ from rlplat.experiment.schema import EnvSpec
 class ExportActor:
     """An exported policy as a ``rollout.Actor`` (greedy only: the graph's ``action``)."""
 
-    def __init__(self, directory: Path, manifest: dict[str, Any]):
+    def __init__(self, directory: Path, manifest: runtime.Manifest):
         self.directory = directory
         self.manifest = manifest
         try:
             self.policy = runtime.load(directory)
         except runtime.ExportError as exc:
             raise UserError(f"cannot load the export {directory}: {exc}.") from None
-        self.multi_agent = bool(manifest["multi_agent"]) and not manifest.get("team")
-        agents = manifest.get("agents") or {}
-        self.mapping = agents.get if self.multi_agent else None
+        self.multi_agent = manifest.multi_agent and not manifest.team
+        self.mapping = (manifest.agents or {}).get if self.multi_agent else None
 
     def reset(self, env: Any, observation: Any, info: Any, seed: int) -> None:
         self.policy.reset()
@@ -85,11 +84,11 @@ def agent_observation(space: gym.Space, team_observation: dict, index: int) -> t
     return gym.spaces.unflatten(space, team_observation["obs"][index]), mask
 
 
-def export_env_creator(manifest: dict[str, Any], spec: EnvSpec) -> Callable[[dict], Any]:
+def export_env_creator(manifest: runtime.Manifest, spec: EnvSpec) -> Callable[[dict], Any]:
     """The env as the export's policy acts in it: the experiment's env, or its team view (QMIX)
     with the settings recorded in the manifest."""
     creator = EnvCreator(spec)
-    team = manifest["env"].get("team")
+    team = manifest.env.team if manifest.env else None
     return creator if team is None else TeamEnvCreator(creator, **team)
 
 
@@ -98,5 +97,5 @@ def is_export(path: Path) -> bool:
     return (path / runtime.MANIFEST).is_file()
 
 
-def export_actor(directory: Path, manifest: dict[str, Any]) -> ExportActor:
-    return (TeamExportActor if manifest.get("team") else ExportActor)(directory, manifest)
+def export_actor(directory: Path, manifest: runtime.Manifest) -> ExportActor:
+    return (TeamExportActor if manifest.team else ExportActor)(directory, manifest)

@@ -41,6 +41,16 @@ from rlplat.metrics import (
 )
 from rlplat.policy.evaluate import EvalOptions, EvalReport, evaluate
 from rlplat.report import plots, stats
+from rlplat.report.model import (
+    Bootstrap,
+    CurveBand,
+    ExperimentStats,
+    Improvement,
+    Report,
+    ToTarget,
+    TrialScore,
+)
+from rlplat.report.render import markdown, score_words
 from rlplat.report.runs import (
     Trial,
     column,
@@ -116,9 +126,9 @@ def check_options(options: ReportOptions) -> None:
 
 def make_report(
     paths: list[Path], options: ReportOptions, say: Callable[[str], None] = print
-) -> dict[str, Any]:
+) -> Report:
     """Read the runs, score every seed, compute the statistics, write the report; returns
-    report.json's content (with ``directory``, where it was written)."""
+    what report.json holds (with ``directory``, where it was written)."""
     check_options(options)
     experiments = _experiments(paths, say)
     metric = _metric(experiments, options.metric)
@@ -130,16 +140,16 @@ def make_report(
         _score_by_training(experiments, metric)
     target = _target(experiments, metric, options.target)
     report = _statistics(experiments, metric, target, options)
-    report["warnings"] = warnings
+    report.warnings = warnings
     curves = _curves(experiments, metric, options)
-    for entry, curve in zip(report["experiments"], curves, strict=True):
-        entry["curve"] = {
-            "x": curve.x.tolist(),
-            "centre": curve.centre.tolist(),
-            "low": None if curve.low is None else curve.low.tolist(),
-            "high": None if curve.high is None else curve.high.tolist(),
-        }
-    report["directory"] = str(_write(report, experiments, curves, options))
+    for entry, curve in zip(report.experiments, curves, strict=True):
+        entry.curve = CurveBand(
+            x=curve.x.tolist(),
+            centre=curve.centre.tolist(),
+            low=None if curve.low is None else curve.low.tolist(),
+            high=None if curve.high is None else curve.high.tolist(),
+        )
+    report.directory = str(_write(report, experiments, curves, options))
     return report
 
 
@@ -367,7 +377,7 @@ def _first_reaching(xs: np.ndarray, ys: np.ndarray, target: float) -> float | No
 
 def _statistics(
     experiments: list[Experiment], metric: str, target: float | None, options: ReportOptions
-) -> dict[str, Any]:
+) -> Report:
     functions = stats.aggregate_functions(target)
     seed = options.bootstrap_seed
     entries = []
@@ -378,78 +388,70 @@ def _statistics(
             steps = column(s.results, ENV_STEPS)
             times = column(s.results, TIME_TOTAL)
             values = column(s.results, metric_path(metric))
-            trial: dict[str, Any] = {
-                "trial": s.trial.name,
-                "seed": s.trial.seed,
-                "path": str(s.trial.path),
-                "final_score": s.final,
-                "checkpoint": s.checkpoint,
-                "env_steps": int(np.nanmax(steps)) if np.isfinite(steps).any() else None,
-                "time_s": float(np.nanmax(times)) if np.isfinite(times).any() else None,
-            }
-            if s.episodes:
-                trial["episode_scores"] = s.episodes
-            if target is not None:
-                trial["to_target"] = {
-                    "env_steps": _first_reaching(steps, values, target),
-                    "time_s": _first_reaching(times, values, target),
-                }
-            trials.append(trial)
-        entries.append(
-            {
-                "label": experiment.label,
-                "name": experiment.experiment.get("name"),
-                "algorithm": experiment.experiment.get("algorithm"),
-                "env": env_label(experiment.experiment),
-                "run_dir": str(experiment.run_dir),
-                "differs": experiment.differs,
-                "seeds": [s.trial.seed for s in experiment.seeds],
-                "final_scores": scores,
-                "trials": trials,
-                "aggregates": {
-                    name: stats.bootstrap_estimate(scores, function, seed).to_json()
-                    for name, function in functions.items()
-                },
-            }
-        )
+            trials.append(TrialScore(
+                trial=s.trial.name,
+                seed=s.trial.seed,
+                path=str(s.trial.path),
+                final_score=s.final,
+                checkpoint=s.checkpoint,
+                env_steps=int(np.nanmax(steps)) if np.isfinite(steps).any() else None,
+                time_s=float(np.nanmax(times)) if np.isfinite(times).any() else None,
+                episode_scores=s.episodes,
+                to_target=None if target is None else ToTarget(
+                    env_steps=_first_reaching(steps, values, target),
+                    time_s=_first_reaching(times, values, target),
+                ),
+            ))
+        entries.append(ExperimentStats(
+            label=experiment.label,
+            name=experiment.experiment.get("name"),
+            algorithm=experiment.experiment.get("algorithm"),
+            env=env_label(experiment.experiment),
+            run_dir=str(experiment.run_dir),
+            differs=experiment.differs,
+            seeds=[s.trial.seed for s in experiment.seeds],
+            final_scores=scores,
+            trials=trials,
+            aggregates={
+                name: stats.bootstrap_estimate(scores, function, seed)
+                for name, function in functions.items()
+            },
+        ))
     improvement = [
-        {
-            "x": a.label,
-            "y": b.label,
-            **stats.improvement(
-                [s.final for s in a.seeds], [s.final for s in b.seeds], seed
-            ).to_json(),
-        }
+        Improvement(a.label, b.label, stats.improvement(
+            [s.final for s in a.seeds], [s.final for s in b.seeds], seed
+        ))
         for a in experiments
         for b in experiments
         if a is not b
     ]
-    return {
-        "created": datetime.now().isoformat(timespec="seconds"),
-        "command": ["rlplat", *sys.argv[1:]],
-        "versions": versions(),
-        "metric": metric,
-        "metric_path": metric_path(metric),
-        "x": options.x,
-        "score": options.score,
-        "checkpoint": options.checkpoint if options.score == "eval" else None,
-        "eval_episodes": options.eval_episodes if options.score == "eval" else None,
-        "eval_seeds": (
+    evaluated = options.score == "eval"
+    return Report(
+        created=datetime.now().isoformat(timespec="seconds"),
+        command=["rlplat", *sys.argv[1:]],
+        versions=versions(),
+        metric=metric,
+        metric_path=metric_path(metric),
+        x=options.x,
+        score=options.score,
+        checkpoint=options.checkpoint if evaluated else None,
+        eval_episodes=options.eval_episodes if evaluated else None,
+        eval_seeds=(
             [options.eval_seed, options.eval_seed + options.eval_episodes - 1]
-            if options.score == "eval"
+            if evaluated
             else None
         ),
-        "target": target,
-        "bootstrap": {
-            "method": stats.METHOD,
-            "resamples": stats.RESAMPLES,
-            "confidence": stats.CONFIDENCE,
-            "seed": seed,
-            "stratified_by": "experiment (each experiment's seeds resampled on their own)",
-        },
-        "experiments": entries,
-        "probability_of_improvement": improvement,
-    }
+        target=target,
+        bootstrap=Bootstrap(
+            method=stats.METHOD,
+            resamples=stats.RESAMPLES,
+            confidence=stats.CONFIDENCE,
+            seed=seed,
+            stratified_by="experiment (each experiment's seeds resampled on their own)",
+        ),
+        experiments=entries,
+        probability_of_improvement=improvement,
+    )
 
 
 def _curves(
@@ -482,7 +484,7 @@ def _curves(
 
 
 def _write(
-    report: dict[str, Any],
+    report: Report,
     experiments: list[Experiment],
     curves: list[plots.Curve],
     options: ReportOptions,
@@ -499,8 +501,8 @@ def _write(
     try:
         _files(staging, report, experiments, curves, options)
         destination = new_path(out.parent, out.name)
-        report["directory"] = str(destination)
-        (staging / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        report.directory = str(destination)
+        (staging / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
         staging.chmod(0o755)  # mkdtemp's 0o700 is for the half-written state only
         staging.rename(destination)
     except BaseException:
@@ -516,12 +518,12 @@ def _default_name(experiments: list[Experiment]) -> str:
 
 def _files(
     directory: Path,
-    report: dict[str, Any],
+    report: Report,
     experiments: list[Experiment],
     curves: list[plots.Curve],
     options: ReportOptions,
 ) -> None:
-    metric = report["metric"]
+    metric = report.metric
     x_label = X_AXES[options.x][1]
     seeds = {len(e.seeds) for e in experiments}
     how = "IQM" + (f" over {seeds.pop()} seeds" if len(seeds) == 1 else " over seeds")
@@ -533,22 +535,21 @@ def _files(
         "thin lines: each seed",
         directory / "curves",
     )
-    names = list(report["experiments"][0]["aggregates"])
+    names = list(report.experiments[0].aggregates)
     intervals = {
         name: [
             plots.Interval(
-                entry["aggregates"][name]["estimate"],
-                *(entry["aggregates"][name]["ci"] or (None, None)),
+                entry.aggregates[name].estimate, *(entry.aggregates[name].ci or (None, None))
             )
-            for entry in report["experiments"]
+            for entry in report.experiments
         ]
         for name in names
     }
     plots.final_figure(
         [e.label for e in experiments],
         intervals,
-        [e["final_scores"] for e in report["experiments"]],
-        _score_words(report),
+        [e.final_scores for e in report.experiments],
+        score_words(report),
         directory / "final",
     )
     (directory / "report.md").write_text(markdown(report))
@@ -556,101 +557,7 @@ def _files(
         (directory / MARL_EVAL_FILE).write_text(json.dumps(marl_eval(report, experiments)) + "\n")
 
 
-def _score_words(report: dict[str, Any]) -> str:
-    if report["score"] == "training":
-        return f"final {report['metric']} (training window)"
-    return (
-        f"greedy return of the {report['checkpoint']} checkpoint "
-        f"({report['eval_episodes']} episodes)"
-    )
-
-
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.2f}"
-
-
-def _estimate(entry: dict[str, Any]) -> str:
-    ci = entry["ci"]
-    interval = f" [{_number(ci[0])}, {_number(ci[1])}]" if ci else ""
-    return f"{_number(entry['estimate'])}{interval}"
-
-
-def markdown(report: dict[str, Any]) -> str:
-    """report.md: how the scores were made, the aggregates, improvement, time to target."""
-    entries = report["experiments"]
-    names = list(entries[0]["aggregates"])
-    lines = [
-        "# rlplat report",
-        "",
-        f"Command: `{' '.join(report['command'])}`",
-        "",
-        f"Score of a seed: {_score_words(report)}"
-        + (
-            f", episode seeds {report['eval_seeds'][0]}..{report['eval_seeds'][1]}"
-            if report["eval_seeds"]
-            else ""
-        )
-        + f". Aggregates over seeds with 95% percentile bootstrap intervals "
-        f"({report['bootstrap']['resamples']:,} resamples, seed {report['bootstrap']['seed']})"
-        + (f"; optimality gap to {report['target']:g}" if report["target"] is not None else "")
-        + ".",
-        "",
-    ]
-    lines += [f"> warning: {warning}" for warning in report["warnings"]]
-    header = ["experiment", "seeds", "scores per seed"] + [
-        plots.AGGREGATE_TITLES[name].split(" (")[0] for name in names
-    ]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for entry in entries:
-        scores = ", ".join(_number(score) for score in entry["final_scores"])
-        cells = [entry["label"], str(len(entry["seeds"])), scores]
-        cells += [_estimate(entry["aggregates"][name]) for name in names]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "![final scores](final.png)", ""]
-    if len(entries) > 1:
-        labels = [entry["label"] for entry in entries]
-        lines += [
-            "Probability of improvement, P(row > column): the chance that a seed of the row "
-            "scores higher than a seed of the column (ties count one half), 95% interval.",
-            "",
-            "| | " + " | ".join(labels) + " |",
-            "|---|" + "---|" * len(labels),
-        ]
-        pairs = {(p["x"], p["y"]): p for p in report["probability_of_improvement"]}
-        for row in labels:
-            cells = [_estimate(pairs[row, col]) if row != col else "" for col in labels]
-            lines.append(f"| {row} | " + " | ".join(cells) + " |")
-        lines.append("")
-    if report["target"] is not None:
-        lines += _target_table(report)
-    lines += [f"![learning curves](curves.png) ({report['x']}; also curves.svg)", ""]
-    return "\n".join(lines)
-
-
-def _target_table(report: dict[str, Any]) -> list[str]:
-    lines = [
-        f"Time to target ({report['metric']} >= {report['target']:g} during training):",
-        "",
-        "| experiment | seeds reaching it | env steps (median) | training s (median) "
-        "| env steps per seed |",
-        "|---|---|---|---|---|",
-    ]
-    for entry in report["experiments"]:
-        reached = [t["to_target"] for t in entry["trials"] if t["to_target"]["env_steps"]]
-        steps = [r["env_steps"] for r in reached]
-        times = [r["time_s"] for r in reached]
-        per_seed = ", ".join(
-            _number(t["to_target"]["env_steps"]).removesuffix(".00") for t in entry["trials"]
-        )
-        lines.append(
-            f"| {entry['label']} | {len(reached)}/{len(entry['trials'])} | "
-            f"{_number(float(np.median(steps)) if steps else None).removesuffix('.00')} | "
-            f"{_number(float(np.median(times)) if times else None)} | {per_seed} |"
-        )
-    return [*lines, ""]
-
-
-def marl_eval(report: dict[str, Any], experiments: list[Experiment]) -> dict[str, Any]:
+def marl_eval(report: Report, experiments: list[Experiment]) -> dict[str, Any]:
     """The layout of marl-eval (used by BenchMARL): env -> task -> algorithm -> seed_i ->
     step_j {step_count, return: [values]} and absolute_metrics {return: [episode returns]}.
 
@@ -659,12 +566,12 @@ def marl_eval(report: dict[str, Any], experiments: list[Experiment]) -> dict[str
     (or the final windowed value with score=training).
     """
     data: dict[str, Any] = {}
-    path = report["metric_path"]
-    for entry, experiment in zip(report["experiments"], experiments, strict=True):
+    path = report.metric_path
+    for entry, experiment in zip(report.experiments, experiments, strict=True):
         env = experiment.experiment.get("env") or {}
         family = "pettingzoo" if env.get("pettingzoo") else "gymnasium"
-        runs = data.setdefault(family, {}).setdefault(entry["env"], {})
-        algorithm = runs.setdefault(entry["label"], {})
+        runs = data.setdefault(family, {}).setdefault(entry.env, {})
+        algorithm = runs.setdefault(entry.label, {})
         for s in experiment.seeds:
             steps = column(s.results, ENV_STEPS)
             values = column(s.results, path)

@@ -11,10 +11,11 @@ report's numbers can be recomputed exactly from its per-seed scores.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats
+
+from rlplat.report.model import Estimate
 
 CONFIDENCE = 0.95
 RESAMPLES = 10_000
@@ -50,19 +51,6 @@ def aggregate_functions(target: float | None) -> dict[str, Callable[..., np.ndar
     if target is not None:
         functions["optimality_gap"] = optimality_gap(target)
     return functions
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A point estimate and its 95% interval (None when there are fewer than two seeds)."""
-
-    estimate: float
-    ci: tuple[float, float] | None
-
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["ci"] = list(self.ci) if self.ci is not None else None
-        return data
 
 
 def _interval(samples: tuple[np.ndarray, ...], statistic: Callable, seed: int) -> tuple | None:

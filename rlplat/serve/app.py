@@ -63,14 +63,14 @@ class WorkerReply:
 class TorchRunner:
     """A policy graph's torch module behind onnxruntime's ``run(output_names, feed)``."""
 
-    def __init__(self, graph: Any, spec: dict[str, Any]):
+    def __init__(self, graph: Any, spec: runtime.PolicySpec):
         import torch  # noqa: PLC0415 - only torch-backend workers load torch
 
         self.torch = torch
         self.device = torch.device("cuda" if _uses_gpu() else "cpu")
         self.graph = graph.to(self.device).eval()
-        self.input_names = [entry["name"] for entry in spec["inputs"]]
-        self.output_names = [entry["name"] for entry in spec["outputs"]]
+        self.input_names = [entry.name for entry in spec.inputs]
+        self.output_names = [entry.name for entry in spec.outputs]
 
     def run(self, output_names: list[str], feed: dict[str, Any]) -> list[Any]:
         with self.torch.inference_mode():
@@ -101,19 +101,19 @@ def _onnx_runner(model: bytes, threads: int) -> Any:
 class PolicyWorker:
     """Runs the policy for batches of requests; one replica per ``--replicas``."""
 
-    def __init__(self, manifest: dict[str, Any], graphs: dict[str, Any], backend: str,
+    def __init__(self, manifest: runtime.Manifest, graphs: dict[str, Any], backend: str,
                  threads: int):
         if backend == "torch":
             import torch  # noqa: PLC0415
 
             torch.set_num_threads(threads)
             runners = {
-                pid: TorchRunner(graph, manifest["policies"][pid]) for pid, graph in graphs.items()
+                pid: TorchRunner(graph, manifest.policies[pid]) for pid, graph in graphs.items()
             }
         else:
             runners = {pid: _onnx_runner(model, threads) for pid, model in graphs.items()}
         self.policy = runtime.from_manifest(manifest, runners=runners)
-        self.remembers = any(runtime.carries_memory(s) for s in manifest["policies"].values())
+        self.remembers = any(spec.carries_memory for spec in manifest.policies.values())
 
     async def act(self, requests: list[list[runtime.Query]]) -> list[WorkerReply]:
         """One graph run per policy for all the requests of a batch. A request the policy
@@ -163,7 +163,7 @@ class Ingress:
         self,
         worker: DeploymentHandle,
         sessions: DeploymentHandle | None,
-        manifest: dict[str, Any],
+        manifest: runtime.Manifest,
         about: dict[str, Any],
         token: str | None,
         max_body: int,
@@ -173,7 +173,7 @@ class Ingress:
         self.worker = worker
         self.sessions = sessions
         self.view = PolicyView.of(manifest)
-        self.policy_document = {**manifest, **about}
+        self.policy_document = {**manifest.to_json(), **about}
         self.token = token
         self.max_body = max_body
         # Next to Serve's own metrics (requests, errors, latency, batch sizes).
@@ -285,7 +285,7 @@ class Ingress:
 
 
 def build_app(
-    manifest: dict[str, Any],
+    manifest: runtime.Manifest,
     graphs: dict[str, Any],
     about: dict[str, Any],
     *,

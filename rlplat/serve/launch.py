@@ -94,7 +94,7 @@ class ServedPolicy:
     """What the replicas get: the manifest, a graph per policy (ONNX bytes or torch modules)
     and the facts ``GET /v1/policy`` adds to the manifest."""
 
-    manifest: dict[str, Any]
+    manifest: runtime.Manifest
     graphs: dict[str, Any]
     about: dict[str, Any]
     source: str
@@ -229,11 +229,11 @@ def _from_export(directory: Path, source: str) -> ServedPolicy:
     except runtime.ExportError as exc:
         raise UserError(f"cannot serve {directory}: {exc}.") from None
     graphs = {}
-    for pid, spec in manifest["policies"].items():
-        if spec["kind"] == "onnx":
-            file = directory / spec["file"]
+    for pid, spec in manifest.policies.items():
+        if spec.kind == "onnx":
+            file = directory / spec.file
             if not file.is_file():
-                raise UserError(f"the export {directory} is incomplete: {spec['file']} is missing.")
+                raise UserError(f"the export {directory} is incomplete: {spec.file} is missing.")
             graphs[pid] = file.read_bytes()
     parity_file = directory / runtime.PARITY
     parity = json.loads(parity_file.read_text()) if parity_file.is_file() else {"verified": False}
@@ -315,7 +315,7 @@ def curl_line(url: str, view: PolicyView, token_env: str | None) -> str:
 def summary_lines(served: ServedPolicy, options: ServeOptions, checked: Checked,
                   placement: list[str], url: str) -> list[str]:
     manifest = served.manifest
-    experiment = manifest.get("experiment") or {}
+    experiment = manifest.experiment
     view = PolicyView.of(manifest)
     parity = served.about["parity"]
     verified = (
@@ -323,16 +323,16 @@ def summary_lines(served: ServedPolicy, options: ServeOptions, checked: Checked,
         f"{parity.get('agreement', 0):.2%}" if parity.get("verified") and parity.get("passed", True)
         else "NOT verified against its checkpoint (exported with --no-verify or failed)"
     )
-    if manifest["multi_agent"]:
-        acting = ", ".join(f"{agent} -> {pid}" for agent, pid in manifest["agents"].items())
+    if manifest.multi_agent:
+        acting = ", ".join(f"{agent} -> {pid}" for agent, pid in (manifest.agents or {}).items())
     else:
         acting = "one policy"
     size = (f"{checked.replicas['num_replicas']} replica(s)" if "num_replicas" in checked.replicas
             else "autoscaling {min_replicas}..{max_replicas} replicas".format(
                 **checked.replicas["autoscaling_config"]))
     lines = [
-        f"Serving {experiment.get('name')} ({experiment.get('algorithm')} on "
-        f"{manifest['env']['label']}) from the {served.source}",
+        f"Serving {experiment and experiment.name} ({experiment and experiment.algorithm} on "
+        f"{manifest.env.label}) from the {served.source}",
         f"  policy: {acting}; {verified}",
         f"  {size} x {format_bundle(checked.bundle)} with the {options.backend} backend, "
         f"batches of up to {options.max_batch_size} (waiting {options.batch_wait_ms:g} ms)"

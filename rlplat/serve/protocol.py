@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from rlplat.errors import did_you_mean
-from rlplat.runtime import ACTION_MASK, Query, can_sample, carries_memory
+from rlplat.runtime import ACTION_MASK, Manifest, PolicySpec, Query
 
 ONE, MANY, AGENTS = "one", "many", "agents"  # the three forms of an act request
 REQUEST_KEYS = ("observation", "observations", "action_mask", "explore", "session", "reset")
@@ -48,21 +48,22 @@ class PolicyView:
     key ``SINGLE_AGENT``) the policy spec, its inputs and whether it carries memory."""
 
     multi_agent: bool
-    specs: dict[str, dict[str, Any]]
+    specs: dict[str, PolicySpec]
 
     @classmethod
-    def of(cls, manifest: dict[str, Any]) -> PolicyView:
-        policies = manifest["policies"]
-        if manifest["multi_agent"]:
-            specs = {agent: policies[pid] for agent, pid in manifest["agents"].items()}
+    def of(cls, manifest: Manifest | dict[str, Any]) -> PolicyView:
+        """The view of a manifest (or of its JSON, as ``policy.json`` holds it)."""
+        manifest = Manifest.of(manifest)
+        if manifest.multi_agent:
+            specs = {agent: manifest.policy_of(agent) for agent in manifest.agents or {}}
         else:
-            (spec,) = policies.values()
+            (spec,) = manifest.policies.values()
             specs = {SINGLE_AGENT: spec}
-        return cls(bool(manifest["multi_agent"]), specs)
+        return cls(manifest.multi_agent, specs)
 
     @property
     def stateful(self) -> bool:
-        return any(carries_memory(spec) for spec in self.specs.values())
+        return any(spec.carries_memory for spec in self.specs.values())
 
     def example(self) -> dict[str, Any]:
         """A request body that fits the policy (zeros), for the printed curl line."""
@@ -71,29 +72,16 @@ class PolicyView:
         return {"observations": {agent: _zeros(spec) for agent, spec in self.specs.items()}}
 
 
-def _observation_inputs(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    return [entry for entry in spec.get("inputs", []) if entry["path"] is not None]
-
-
-def _expected_shape(spec: dict[str, Any], entry: dict[str, Any]) -> tuple[int, ...]:
-    """The shape of one observation part as the env gives it (stacked frames: one frame)."""
-    shape = [int(d) for d in entry["shape"][1:]]
-    frames = int((spec.get("frame_stack") or {}).get("num_frames", 0))
-    if frames:
-        shape[-1] //= frames
-    return tuple(shape)
-
-
-def _zeros(spec: dict[str, Any]) -> Any:
-    if spec["kind"] != "onnx":
+def _zeros(spec: PolicySpec) -> Any:
+    if spec.kind != "onnx":
         return None
     observation: Any = None
-    for entry in _observation_inputs(spec):
-        zeros = np.zeros(_expected_shape(spec, entry), dtype=int).tolist()
-        if not entry["path"]:
+    for entry in spec.observation_inputs:
+        zeros = np.zeros(entry.part_shape(spec.frame_stack), dtype=int).tolist()
+        if not entry.path:
             return zeros
         observation = observation if isinstance(observation, dict) else {}
-        _put(observation, entry["path"], zeros)
+        _put(observation, entry.path, zeros)
     return observation
 
 
@@ -118,31 +106,13 @@ def parse_act(data: dict[str, Any], view: PolicyView) -> ActRequest:
                                  f"Fields: {', '.join(REQUEST_KEYS)}.")
     explore = _flag(data, "explore")
     reset = _flag(data, "reset")
-    session = data.get("session")
-    if session is not None and not (
-        isinstance(session, str) and 0 < len(session) <= MAX_SESSION_ID
-    ):
-        raise HttpError(422, f"'session' must be a string of 1 to {MAX_SESSION_ID} characters")
-    if ("observation" in data) == ("observations" in data):
-        raise HttpError(422, "give exactly one of 'observation' (one) and 'observations' (a list, "
-                             "or a mapping by agent for a multi-agent policy)")
-    masks = data.get("action_mask")
-    if view.multi_agent:
-        if "observation" in data:
-            raise HttpError(422, "this policy is multi-agent (agents: "
-                                 f"{', '.join(view.specs)}): send 'observations' as a mapping "
-                                 "by agent, such as {\"observations\": {\"agent_0\": ...}}")
-        form, pairs = AGENTS, _by_agent(data["observations"], masks, view)
-    elif "observation" in data:
-        form, pairs = ONE, [(SINGLE_AGENT, data["observation"], masks, "observation",
-                             "action_mask")]
-    else:
-        form, pairs = MANY, _listed(data["observations"], masks)
+    session = _session(data)
+    form, pairs = _observations(data, view)
     queries = [
         _query(view, agent, obs, mask, field, mask_field, explore)
         for agent, obs, mask, field, mask_field in pairs
     ]
-    if any(carries_memory(view.specs[q.agent or SINGLE_AGENT]) for q in queries):
+    if any(view.specs[q.agent or SINGLE_AGENT].carries_memory for q in queries):
         if form == MANY:
             raise HttpError(422, "this policy carries memory between steps (recurrent state or "
                                  "stacked frames): send one 'observation' per request with a "
@@ -153,6 +123,32 @@ def parse_act(data: dict[str, Any], view: PolicyView) -> ActRequest:
                                  "'session' id with every step of an episode and 'reset': true "
                                  "with its first")
     return ActRequest(form, queries, session, reset)
+
+
+def _session(data: dict[str, Any]) -> str | None:
+    session = data.get("session")
+    if session is not None and not (
+        isinstance(session, str) and 0 < len(session) <= MAX_SESSION_ID
+    ):
+        raise HttpError(422, f"'session' must be a string of 1 to {MAX_SESSION_ID} characters")
+    return session
+
+
+def _observations(data: dict[str, Any], view: PolicyView) -> tuple[str, list[tuple]]:
+    """The request's form and its (agent, observation, mask, field, mask field) in order."""
+    if ("observation" in data) == ("observations" in data):
+        raise HttpError(422, "give exactly one of 'observation' (one) and 'observations' (a list, "
+                             "or a mapping by agent for a multi-agent policy)")
+    masks = data.get("action_mask")
+    if view.multi_agent:
+        if "observation" in data:
+            raise HttpError(422, "this policy is multi-agent (agents: "
+                                 f"{', '.join(view.specs)}): send 'observations' as a mapping "
+                                 "by agent, such as {\"observations\": {\"agent_0\": ...}}")
+        return AGENTS, _by_agent(data["observations"], masks, view)
+    if "observation" in data:
+        return ONE, [(SINGLE_AGENT, data["observation"], masks, "observation", "action_mask")]
+    return MANY, _listed(data["observations"], masks)
 
 
 def _flag(data: dict[str, Any], key: str) -> bool:
@@ -198,15 +194,15 @@ def _query(
     view: PolicyView, agent: str, obs: Any, mask: Any, field: str, mask_field: str, explore: bool
 ) -> Query:
     spec = view.specs[agent]
-    if explore and not can_sample(spec):
+    if explore and not spec.can_sample:
         raise HttpError(422, f"'explore' is not available for {field}: its policy's graph gives "
                              "the greedy action only (explore samples categorical action "
                              "distributions: PPO-like policies on discrete actions)")
     if mask is not None:
         mask = _checked_mask(spec, mask, mask_field)
-    if spec["kind"] == "onnx":
+    if spec.kind == "onnx":
         observation = _checked_observation(spec, obs, field, skip_mask=mask is not None)
-    elif mask is None and ACTION_MASK in (spec.get("observation_keys") or []):
+    elif mask is None and ACTION_MASK in spec.observation_keys:
         # A random policy draws among the legal actions the observation lists.
         if not isinstance(obs, dict) or ACTION_MASK not in obs:
             raise HttpError(422, f"{field} must be an object with an {ACTION_MASK!r} (the random "
@@ -218,40 +214,40 @@ def _query(
     return Query(observation, agent or None, mask, None, explore)
 
 
-def _checked_observation(spec: dict[str, Any], obs: Any, field: str, skip_mask: bool) -> Any:
+def _checked_observation(spec: PolicySpec, obs: Any, field: str, skip_mask: bool) -> Any:
     """The observation with every part the graph reads as a checked numpy array (its mask
     left out when the request gives one apart)."""
     checked: Any = None
-    for entry in _observation_inputs(spec):
-        if skip_mask and entry["name"] == ACTION_MASK:
+    for entry in spec.observation_inputs:
+        if skip_mask and entry.name == ACTION_MASK:
             continue
         leaf, where = obs, field
-        for key in entry["path"]:
+        for key in entry.path:
             try:
                 leaf = leaf[key]
             except (KeyError, IndexError, TypeError):
                 raise HttpError(422, f"{where} has no entry {key!r} (the policy reads "
-                                     f"{field}.{'.'.join(map(str, entry['path']))})") from None
+                                     f"{field}.{'.'.join(map(str, entry.path))})") from None
             where = f"{where}.{key}"
-        array = _array(leaf, where, _expected_shape(spec, entry), entry.get("observation_dtype"))
-        if entry["name"] == ACTION_MASK:
+        array = _array(leaf, where, entry.part_shape(spec.frame_stack), entry.observation_dtype)
+        if entry.name == ACTION_MASK:
             _legal_mask(array, where)
-        if entry.get("observation_range") is not None:
-            low, high = entry["observation_range"]
+        if entry.observation_range is not None:
+            low, high = entry.observation_range
             if np.any(array < low) or np.any(array > high):
                 raise HttpError(422, f"{where}: outside {low}..{high}, the values of its space")
-        if not entry["path"]:
+        if not entry.path:
             return array
         checked = checked if isinstance(checked, dict) else {}
-        _put(checked, entry["path"], array)
+        _put(checked, entry.path, array)
     return checked
 
 
-def _checked_mask(spec: dict[str, Any], mask: Any, field: str) -> np.ndarray:
-    entry = next((e for e in spec.get("inputs", []) if e["name"] == ACTION_MASK), None)
-    if entry is None and spec["kind"] == "onnx":
+def _checked_mask(spec: PolicySpec, mask: Any, field: str) -> np.ndarray:
+    entry = spec.input(ACTION_MASK)
+    if entry is None and spec.kind == "onnx":
         raise HttpError(422, f"{field}: this policy takes no action mask")
-    shape = tuple(int(d) for d in entry["shape"][1:]) if entry else (int(spec["action"]["n"]),)
+    shape = entry.part_shape(0) if entry else (int(spec.action.n),)
     return _legal_mask(_array(mask, field, shape, "int8"), field)
 
 
