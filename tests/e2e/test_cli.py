@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,28 +13,7 @@ import urllib.request
 import pytest
 
 from rlplat.util.timings import STAGES
-from tests.conftest import EXPERIMENTS, TINY_PPO, write_random_dataset
-
-
-def rlplat(
-    *args: str,
-    env: dict | None = None,
-    timeout: int = 300,
-    cwd: str | os.PathLike | None = None,
-    unset: tuple[str, ...] = (),
-) -> subprocess.CompletedProcess:
-    """The installed ``rlplat`` command (``python -m rlplat.cli`` if it is not on PATH)."""
-    exe = shutil.which("rlplat") or sys.executable
-    prefix = [exe] if exe.endswith("rlplat") else [exe, "-m", "rlplat.cli"]
-    environment = {k: v for k, v in os.environ.items() if k not in unset}
-    return subprocess.run(
-        [*prefix, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env={**environment, **(env or {})},
-    )
+from tests.helpers import EXPERIMENTS, TINY_PPO, replace, rlplat, write_random_dataset
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +165,12 @@ def test_version_names_the_packages_that_shape_a_run():
     assert proc.returncode == 0, proc.stderr
     for package in ("rlplat 0.", "ray 2.60", "torch 2.", "gymnasium 1.", "pettingzoo 1."):
         assert package in proc.stdout
+
+
+def test_debug_shows_the_traceback(write_yaml, tmp_path):
+    from rlplat.cli import main
+    from rlplat.errors import ConfigError
+
+    path = write_yaml(replace(TINY_PPO, "algorithm: PPO", "algoritm: PPO"))
+    with pytest.raises(ConfigError):
+        main(["train", str(path), "--debug"])

@@ -18,14 +18,8 @@ import pytest
 from rich.console import Console
 
 from rlplat.cli import main
-from tests.conftest import REPO, TINY_PPO
-from tests.test_eval import run_cli
-
-
-def export_json(capsys, *argv: str) -> dict:
-    code, out, err = run_cli(capsys, "export", *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
+from tests.e2e.helpers import export_json, run_cli
+from tests.helpers import REPO, TINY_PPO
 
 
 def files_digest(directory: Path) -> dict[str, str]:

@@ -13,32 +13,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from rlplat.cli import main
-from tests.conftest import CORRIDOR_LSTM, REPO
+from tests.e2e.helpers import eval_json, run_eval
+from tests.helpers import CORRIDOR_LSTM, REPO
 
 CARTPOLE_POLE_RGB = (202, 152, 101)
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    """``rlplat ...`` in this process: (exit code, stdout, stderr)."""
-    try:
-        main([*map(str, argv)])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def run_eval(capsys, *argv: str) -> tuple[int, str, str]:
-    """``rlplat eval ...`` in this process: (exit code, stdout, stderr)."""
-    return run_cli(capsys, "eval", *argv)
-
-
-def eval_json(capsys, *argv: str) -> dict:
-    code, out, err = run_eval(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
-
 
 def test_solved_cartpole_scores_475_greedily(solved_cartpole, capsys):
     report = eval_json(capsys, solved_cartpole.run_dir, "--episodes", "10")
