@@ -107,6 +107,14 @@ def tiny_run(ray_session, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def filtered_run(ray_session, tmp_path_factory):
+    """The tiny PPO on observations normalised by mean_std_filter (three iterations), exported
+    at its end (export.at_end): its run summary, read by the eval and export tests."""
+    text = TINY_PPO + "connectors: [mean_std_filter]\nexport: {at_end: true, episodes: 3}\n"
+    return train_yaml(text, tmp_path_factory.mktemp("filtered"))
+
+
+@pytest.fixture(scope="session")
 def solved_cartpole(ray_session, tmp_path_factory):
     """The shipped CartPole PPO experiment trained to its target (about 60k env steps)."""
     from rich.console import Console
