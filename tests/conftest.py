@@ -1,4 +1,5 @@
-"""Shared fixtures: one Ray instance for the whole test session, small experiment files."""
+"""Shared fixtures: one Ray instance for the whole test session, small experiment files and the
+runs that several end-to-end tests read; the unit and e2e markers, set by directory."""
 
 from __future__ import annotations
 
@@ -6,8 +7,28 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-EXPERIMENTS = REPO / "experiments"
+from tests.e2e.helpers import train_yaml
+from tests.helpers import CORRIDOR_LSTM, EXPERIMENTS, SPREAD, TINY_PPO, TINY_SEARCH
+
+TESTS = Path(__file__).resolve().parent
+KINDS = ("unit", "e2e")  # tests/unit and tests/e2e, each marked with its directory's name
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test with its kind (its directory under tests/) and run the unit tests first:
+    they fail fast, and they run before the session's Ray exists."""
+    for item in items:
+        try:
+            kind = item.path.resolve().relative_to(TESTS).parts[0]
+        except ValueError:
+            continue  # a test outside tests/ (given by path): not ours to sort
+        if kind not in KINDS:
+            raise pytest.UsageError(
+                f"{item.nodeid}: put tests in tests/unit (no Ray, no training, no subprocess) "
+                "or tests/e2e (everything else)"
+            )
+        item.add_marker(kind)
+    items.sort(key=lambda item: item.get_closest_marker("unit") is None)
 
 
 @pytest.fixture(scope="session")
@@ -49,25 +70,14 @@ def write_yaml(tmp_path: Path):
     return _write
 
 
-TINY_PPO = """\
-name: tiny-ppo
-algorithm: PPO
-seed: 3
-env:
-  id: CartPole-v1
-training:
-  train_batch_size_per_learner: 256
-  minibatch_size: 64
-  num_epochs: 2
-resources:
-  env_runners: {count: 0}
-stop:
-  iterations: 3
-checkpoint:
-  every: 1
-  keep: 2
-output_dir: OUTPUT
-"""
+@pytest.fixture
+def search_file(write_yaml, tmp_path: Path):
+    """Write a search experiment (TINY_SEARCH by default) with its output in tmp_path/out."""
+
+    def _write(text: str = TINY_SEARCH) -> Path:
+        return write_yaml(text.replace("OUTPUT", str(tmp_path / "out")))
+
+    return _write
 
 
 @pytest.fixture
@@ -97,6 +107,14 @@ def tiny_run(ray_session, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def filtered_run(ray_session, tmp_path_factory):
+    """The tiny PPO on observations normalised by mean_std_filter (three iterations), exported
+    at its end (export.at_end): its run summary, read by the eval and export tests."""
+    text = TINY_PPO + "connectors: [mean_std_filter]\nexport: {at_end: true, episodes: 3}\n"
+    return train_yaml(text, tmp_path_factory.mktemp("filtered"))
+
+
+@pytest.fixture(scope="session")
 def solved_cartpole(ray_session, tmp_path_factory):
     """The shipped CartPole PPO experiment trained to its target (about 60k env steps)."""
     from rich.console import Console
@@ -121,23 +139,6 @@ def seeded_cartpole(ray_session, tmp_path_factory):
     out = tmp_path_factory.mktemp("seeded")
     loaded = load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", [f"output_dir={out}", "seeds=3"])
     return train(loaded, console=Console(quiet=True))
-
-
-CORRIDOR_LSTM = """\
-name: corridor-lstm
-algorithm: PPO
-seed: 1
-env:
-  factory: envs.corridor:Corridor
-  kwargs: {length: 5, max_steps: 20}
-training: {train_batch_size_per_learner: 200, minibatch_size: 50, num_epochs: 2}
-rl_module:
-  model_config: {use_lstm: true, lstm_cell_size: 16, max_seq_len: 10}
-resources:
-  env_runners: {count: 0}
-stop: {iterations: 2}
-output_dir: OUTPUT
-"""
 
 
 @pytest.fixture(scope="session")
@@ -185,42 +186,6 @@ def off_policy_runs(ray_session, tmp_path_factory):
     return run
 
 
-SPREAD = """\
-name: tiny-spread
-algorithm: PPO
-seed: 1
-env:
-  pettingzoo: mpe2.simple_spread_v3
-  kwargs: {N: 3, max_cycles: 25}
-multi_agent:
-  policies: shared
-training:
-  train_batch_size_per_learner: 200
-  minibatch_size: 100
-  num_epochs: 1
-resources:
-  env_runners: {count: 0}
-stop:
-  iterations: 1
-checkpoint: {every: 1}
-output_dir: OUTPUT
-"""
-
-
-def train_yaml(text: str, tmp_path: Path, *overrides: str):
-    """Train the experiment ``text`` (its OUTPUT: tmp_path/out); the run summary."""
-    from rich.console import Console
-
-    from rlplat.experiment.load import load_experiment
-    from rlplat.run.launch import train
-
-    path = tmp_path / "exp.yaml"
-    path.write_text(text.replace("OUTPUT", str(tmp_path / "out")))
-    summary = train(load_experiment(path, list(overrides)), console=Console(quiet=True))
-    assert summary.trials[0].status == "finished", summary.trials[0].error
-    return summary
-
-
 @pytest.fixture(scope="session")
 def spread_run(ray_session, tmp_path_factory):
     """A shared-policy PPO on simple_spread, one tiny iteration."""
@@ -250,38 +215,3 @@ def spread_qmix_run(ray_session, tmp_path_factory):
     summary = train(loaded, console=Console(quiet=True))
     assert summary.trials[0].status == "finished", summary.trials[0].error
     return summary
-
-
-def write_random_dataset(path: Path, env_id: str = "CartPole-v1", episodes: int = 2) -> Path:
-    """A real dataset directory of ``episodes`` uniformly random episodes of ``env_id``."""
-    import gymnasium as gym
-    from ray.rllib.utils.serialization import gym_space_to_dict
-
-    from rlplat.datasets.dataset import DatasetInfo, DatasetWriter, Step
-
-    env = gym.make(env_id)
-    env.action_space.seed(0)
-    box = isinstance(env.action_space, gym.spaces.Box)
-    writer = DatasetWriter(
-        path,
-        DatasetInfo(
-            env={"id": env_id},
-            observation_space=gym_space_to_dict(env.observation_space),
-            action_space=gym_space_to_dict(env.action_space),
-            source={"kind": "test", "actions": "uniform random"},
-            actions_normalized=box,  # Box actions as a policy records them, in [-1, 1]
-        ),
-    )
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=episode)
-        steps, done = [], False
-        while not done:
-            action = env.action_space.sample()
-            next_obs, reward, terminated, truncated, _ = env.step(action)
-            if box:
-                low, high = env.action_space.low, env.action_space.high
-                action = 2 * (action - low) / (high - low) - 1
-            steps.append(Step(obs, action, float(reward), next_obs, terminated, truncated))
-            obs, done = next_obs, terminated or truncated
-        writer.add_episode(str(episode), steps)
-    return writer.write()

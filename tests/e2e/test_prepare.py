@@ -1,16 +1,14 @@
-"""The prepare stage: a run is checked and built once in the driver, then never changed."""
+"""The prepare stage on the session's Ray: a run is checked and built once in the driver."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 
 import pytest
 
 from rlplat.cli import main
-from rlplat.experiment.load import load_experiment
-from rlplat.prepare import prepare, run_spec
-from tests.conftest import EXPERIMENTS
+from rlplat.prepare import run_spec
+from tests.helpers import EXPERIMENTS
 
 HETEROGENEOUS = EXPERIMENTS / "heterogeneous_ppo.yaml"
 
@@ -64,17 +62,3 @@ def test_train_prepares_a_run_with_preferences_once(ray_session, driver_builds, 
     # Tune asks the trainable for the trial's resources in the driver: the prepared config
     # answers, no second env check or build.
     assert driver_builds == {"env checks": 1, "RLlib builds": 1}
-
-
-def test_the_prepared_run_is_final_and_leaves_the_loaded_experiment_alone():
-    loaded = load_experiment(
-        EXPERIMENTS / "two_step_qmix.yaml", ["seed=null", "init.checkpoint=null"]
-    )
-    before = loaded.experiment.model_dump()
-    run = prepare(loaded)
-    assert loaded.experiment.model_dump() == before, "preparing changed the loaded experiment"
-    assert run.experiment.seed is not None  # the seed actually used is recorded
-    assert run.experiment.training["global_state"] == "env"  # the team view's resolved state
-    assert run.resolved()["seed"] == run.experiment.seed
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        run.experiment = loaded.experiment  # type: ignore[misc]

@@ -7,13 +7,11 @@ import os
 import signal
 import time
 
-from conftest import TINY_PPO
 from rich.console import Console
-from test_config_errors import replace
-from test_resume import launch, read_until_iteration
 
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
+from tests.helpers import TINY_PPO, launch, read_until_iteration, replace
 
 
 def test_an_env_failing_only_in_remote_env_runners_stops_the_trial_with_its_error(

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import shlex
-from pathlib import Path
 
 import ray
 from ruamel.yaml import YAML
 
 from rlplat.experiment.load import load_experiment
 from rlplat.prepare import prepare
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 RAYJOB = REPO / "deploy" / "kuberay" / "rayjob.yaml"
 
 

@@ -18,14 +18,8 @@ import pytest
 from rich.console import Console
 
 from rlplat.cli import main
-from tests.conftest import REPO, TINY_PPO
-from tests.test_eval import run_cli
-
-
-def export_json(capsys, *argv: str) -> dict:
-    code, out, err = run_cli(capsys, "export", *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
+from tests.e2e.helpers import export_json, run_cli
+from tests.helpers import REPO
 
 
 def files_digest(directory: Path) -> dict[str, str]:
@@ -187,18 +181,10 @@ def test_off_policy_exports_pass_parity(name, off_policy_runs, tmp_path, capsys)
         assert action["type"] == "Discrete"
 
 
-def test_mean_std_filter_is_inside_the_graph_and_at_end_exports(ray_session, tmp_path):
+def test_mean_std_filter_is_inside_the_graph_and_at_end_exports(filtered_run):
     """export.at_end writes <run>/export with a passing certificate; the filter's frozen
     statistics are part of the graph (an export without them would disagree)."""
-    from rlplat.experiment.load import load_experiment
-    from rlplat.run.launch import train
-
-    path = tmp_path / "exp.yaml"
-    path.write_text(
-        TINY_PPO.replace("OUTPUT", str(tmp_path / "out"))
-        + "connectors: [mean_std_filter]\nexport: {at_end: true, episodes: 3}\n"
-    )
-    summary = train(load_experiment(path), console=Console(quiet=True))
+    summary = filtered_run
     assert summary.export is not None and summary.export.get("passed"), summary.export
     out = Path(summary.export["directory"])
     assert out == Path(summary.run_dir) / "export"

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from test_cli import rlplat
+
+from tests.helpers import rlplat
 
 LINE_ENV = '''\
 """Walk right along a line; reward 1 at its end. Each instance logs where its code came from."""

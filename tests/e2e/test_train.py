@@ -11,18 +11,7 @@ from rich.console import Console
 from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
-
-
-def read_results(trial_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
-
-
-def read_scalars(trial_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(trial_dir))
-    acc.Reload()
-    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+from tests.helpers import read_results, read_scalars
 
 
 def test_run_writes_checkpoints_and_run_files(tiny_run):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rlplat.errors import RlplatError
 from rlplat.experiment.load import load_experiment
 from rlplat.prepare import prepare
-from tests.conftest import EXPERIMENTS
+from tests.helpers import EXPERIMENTS
 
 BASES = [
     yaml.safe_load((EXPERIMENTS / name).read_text())

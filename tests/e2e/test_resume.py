@@ -17,7 +17,7 @@ from rlplat.checkpoints import CheckpointInfo
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
 from rlplat.tune_state import resume_points
-from tests.conftest import REPO
+from tests.helpers import REPO, iterations_logged, launch, read_until_iteration
 
 EXPERIMENTS = {
     "PPO": """\
@@ -48,31 +48,6 @@ output_dir: OUTPUT
 """
 
 
-def launch(args: list[str], address: str) -> subprocess.Popen:
-    """``rlplat train`` in its own process group (a terminal's Ctrl-C reaches the whole group)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "rlplat.cli", "train", "--address", address, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def read_until_iteration(process: subprocess.Popen, iteration: int) -> tuple[Path, list[str]]:
-    """Read the output until a progress line reports ``iteration``; return the run directory."""
-    run_dir, lines = None, []
-    for line in process.stdout:
-        lines.append(line)
-        if line.startswith("Run directory:"):
-            run_dir = Path(line.split(":", 1)[1].strip())
-        if line.startswith("trial_") and "| iter" in line:
-            if int(line.split("| iter")[1].split("|")[0]) >= iteration:
-                break
-    assert run_dir is not None, "".join(lines)
-    return run_dir, lines
-
-
 def episode_return_steps(trial_dir: Path) -> list[int]:
     """The x values of episode/return_mean across all of a trial's event files, in file order."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
@@ -84,11 +59,6 @@ def episode_return_steps(trial_dir: Path) -> list[int]:
         for value in event.summary.value
         if value.tag == "episode/return_mean"
     ]
-
-
-def iterations_logged(trial_dir: Path) -> list[int]:
-    lines = (trial_dir / "result.json").read_text().splitlines()
-    return [json.loads(line)["training_iteration"] for line in lines]
 
 
 @pytest.mark.parametrize("algorithm", ["PPO", "DQN"])
@@ -264,18 +234,3 @@ def test_from_checkpoint_starts_a_new_run_with_the_trained_policy(
         assert str(base) in resolved, "the run records the checkpoint it started from"
         runs[name] = adam_steps(next(trial_dir.glob("checkpoint_*")))
     assert runs["optimizer"] > adam_steps(base) > runs["weights"]
-
-
-def test_from_a_path_without_checkpoints_is_refused(tmp_path):
-    empty = tmp_path / "nothing"
-    empty.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-m", "rlplat.cli", "train", str(REPO / "experiments/cartpole_ppo.yaml")]
-        + ["--from", str(empty)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 2
-    assert "key 'init.checkpoint'" in done.stderr and "no checkpoint found" in done.stderr
-    assert "Traceback" not in done.stderr

@@ -1,35 +1,13 @@
-"""Every bad input is rejected before Ray starts: exit code 2, file:line, key, allowed values."""
+"""Every bad input is rejected before Ray starts: exit code 2, file:line, key, allowed values.
+
+The checks ``rlplat train`` makes before Ray's start, run here as the command runs them; the
+command's own exit code and paragraph are checked by tests/e2e (test_cli, the error catalog)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rlplat.cli import main
-from tests.conftest import TINY_PPO
-
-
-def run_cli(args: list[str], capsys) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    return exit_info.value.code, capsys.readouterr().err
-
-
-def assert_rejected(path, expected: list[str], capsys, out, *overrides: str) -> None:
-    """``rlplat train path`` exits 2 with every expected fragment in its message, shows no
-    traceback, and writes nothing under ``out``."""
-    code, err = run_cli(["train", str(path), *overrides], capsys)
-    assert code == 2, err
-    message = " ".join(err.split())  # the console may wrap the paragraph
-    for fragment in expected:
-        assert fragment in message, f"{fragment!r} not in {message!r}"
-    assert "Traceback" not in err
-    assert not out.exists(), "nothing may be written for a rejected experiment"
-
-
-def replace(text: str, old: str, new: str) -> str:
-    assert old in text, old
-    return text.replace(old, new)
-
+from tests.helpers import EXPERIMENTS, TINY_PPO, assert_rejected, rejection, replace
 
 CASES = {
     # id: (edit of the tiny experiment, overrides, strings the message must contain)
@@ -234,21 +212,20 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
-def test_bad_input_exits_2_with_a_clear_message(case, write_yaml, tmp_path, capsys):
+def test_bad_input_exits_2_with_a_clear_message(case, write_yaml, tmp_path):
     edit, overrides, expected = CASES[case]
     path = write_yaml(edit(TINY_PPO.replace("OUTPUT", str(tmp_path / "out"))))
-    assert_rejected(path, expected, capsys, tmp_path / "out", *overrides)
+    assert_rejected(path, expected, tmp_path / "out", *overrides)
 
 
-def test_missing_file(tmp_path, capsys):
-    code, err = run_cli(["train", str(tmp_path / "nope.yaml")], capsys)
-    assert code == 2
-    assert "nope.yaml" in err and "not found" in err
+def test_missing_file(tmp_path):
+    message = rejection(tmp_path / "nope.yaml")
+    assert "nope.yaml" in message and "not found" in message
 
 
-def test_debug_shows_the_traceback(write_yaml, tmp_path):
-    from rlplat.errors import ConfigError
-
-    path = write_yaml(replace(TINY_PPO, "algorithm: PPO", "algoritm: PPO"))
-    with pytest.raises(ConfigError):
-        main(["train", str(path), "--debug"])
+def test_from_a_path_without_checkpoints_is_refused(tmp_path):
+    """rlplat train --from <path> is the override init.checkpoint=<path>."""
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", f"init.checkpoint={empty}")
+    assert "key 'init.checkpoint'" in message and "no checkpoint found" in message

@@ -12,13 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY_PPO
 from rich.console import Console
-from test_cli import rlplat
-from test_config_errors import replace
 
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
+from tests.helpers import TINY_PPO, replace, rlplat
 
 RUNNER_CLASS = "SingleAgentEnvRunner"
 

@@ -8,7 +8,7 @@ import pytest
 
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
 from rlplat.run.run_dir import create_run_dir
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def feed(stats: WindowedEpisodeStats, window: int, iterations: list[tuple[int, float]]) -> dict:

@@ -17,7 +17,7 @@ import pytest
 
 from rlplat.checkpoints import is_complete
 from rlplat.tune_state import resume_points
-from tests.test_resume import iterations_logged, launch, read_until_iteration
+from tests.helpers import iterations_logged, launch, read_until_iteration
 
 DISK_MB = 32  # a checkpoint of the run below takes 1.8 MB
 
@@ -132,27 +132,3 @@ def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_ses
     summary = json.loads((run_dir / "summary.json").read_text())["trials"][0]
     assert summary["iterations"] == iterations
     assert iterations_logged(trial_dir) == list(range(1, iterations + 1)), resumed.stdout
-
-
-def test_a_torn_copy_of_tunes_state_never_replaces_the_saved_one(tmp_path):
-    """Tune rewrites its experiment state in place while its syncer copies it into the run
-    directory; a copy that read it empty or cut off must leave the complete state in place."""
-    from rlplat.run.storage import atomic_filesystem
-
-    fs = atomic_filesystem()
-    staging, run_dir = tmp_path / "staging", tmp_path / "run"
-    staging.mkdir()
-    run_dir.mkdir()
-    state = run_dir / "experiment_state-2026.json"
-    state.write_text('{"trial_data": [1, 2]}')
-    for torn in ("", '{"trial_data": [1,'):
-        (staging / state.name).write_text(torn)
-        try:  # pyarrow may swallow the error its stream's close raised
-            pyarrow.fs.copy_files(str(staging), str(run_dir), destination_filesystem=fs)
-        except OSError as exc:
-            assert "incomplete" in str(exc)
-        assert json.loads(state.read_text()) == {"trial_data": [1, 2]}
-        assert [p.name for p in run_dir.iterdir()] == [state.name], "no partial file is left"
-    (staging / state.name).write_text('{"trial_data": [1, 2, 3]}')
-    pyarrow.fs.copy_files(str(staging), str(run_dir), destination_filesystem=fs)
-    assert json.loads(state.read_text()) == {"trial_data": [1, 2, 3]}

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,28 +13,7 @@ import urllib.request
 import pytest
 
 from rlplat.util.timings import STAGES
-from tests.conftest import EXPERIMENTS, TINY_PPO, write_random_dataset
-
-
-def rlplat(
-    *args: str,
-    env: dict | None = None,
-    timeout: int = 300,
-    cwd: str | os.PathLike | None = None,
-    unset: tuple[str, ...] = (),
-) -> subprocess.CompletedProcess:
-    """The installed ``rlplat`` command (``python -m rlplat.cli`` if it is not on PATH)."""
-    exe = shutil.which("rlplat") or sys.executable
-    prefix = [exe] if exe.endswith("rlplat") else [exe, "-m", "rlplat.cli"]
-    environment = {k: v for k, v in os.environ.items() if k not in unset}
-    return subprocess.run(
-        [*prefix, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env={**environment, **(env or {})},
-    )
+from tests.helpers import EXPERIMENTS, TINY_PPO, replace, rlplat
 
 
 @pytest.fixture(scope="module")
@@ -87,25 +64,14 @@ def test_cli_bad_input_exit_code_in_a_subprocess(write_yaml):
     assert "Did you mean 'PPO'?" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_shipped_experiments_validate(tmp_path):
-    """Every shipped file passes validation; an offline one against a dataset of its env (its
-    own data directory is made by the commands in its header)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import yaml
-
-    def dry_run(path):
-        spec = yaml.safe_load(path.read_text())
-        extra = []
-        if "offline" in spec:
-            data = write_random_dataset(tmp_path / path.stem, spec["env"]["id"], episodes=1)
-            extra = [f"offline.input={data}"]
-        return path, rlplat("train", str(path), *extra, "--dry-run")
-
-    with ThreadPoolExecutor(max_workers=2) as pool:  # two processes at a time: 2 cores
-        for path, proc in pool.map(dry_run, sorted(EXPERIMENTS.glob("*.yaml"))):
-            assert proc.returncode == 0, f"{path.name}: {proc.stderr}"
-            assert f"# {path} is valid:" in proc.stdout
+def test_shipped_experiments_validate():
+    """``rlplat train <file> --dry-run`` in a fresh process says the file is valid and prints
+    the resolved experiment (every shipped file's checks: tests/unit/test_experiments.py)."""
+    path = EXPERIMENTS / "cartpole_ppo.yaml"
+    proc = rlplat("train", str(path), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert f"# {path} is valid:" in proc.stdout
+    assert "algorithm: PPO" in proc.stdout and "Traceback" not in proc.stderr
 
 
 def free_port() -> int:
@@ -188,3 +154,12 @@ def test_version_names_the_packages_that_shape_a_run():
     assert proc.returncode == 0, proc.stderr
     for package in ("rlplat 0.", "ray 2.60", "torch 2.", "gymnasium 1.", "pettingzoo 1."):
         assert package in proc.stdout
+
+
+def test_debug_shows_the_traceback(write_yaml, tmp_path):
+    from rlplat.cli import main
+    from rlplat.errors import ConfigError
+
+    path = write_yaml(replace(TINY_PPO, "algorithm: PPO", "algoritm: PPO"))
+    with pytest.raises(ConfigError):
+        main(["train", str(path), "--debug"])

@@ -9,160 +9,16 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from tests.conftest import SPREAD, train_yaml
-from tests.test_config_errors import assert_rejected, replace
-from tests.test_eval import eval_json
-from tests.test_train import read_scalars
-
-ADVERSARY = """\
-name: tiny-adversary
-algorithm: PPO
-seed: 2
-env:
-  pettingzoo: mpe2.simple_adversary_v3
-  kwargs: {N: 2, max_cycles: 25}
-multi_agent:
-  policies: {"adversary_*": adversary, "agent_*": good}
-  train: [good]
-  overrides: {good: {lr: 0.001}}
-training:
-  lr: 0.0003
-  train_batch_size_per_learner: 200
-  minibatch_size: 100
-  num_epochs: 2
-resources:
-  env_runners: {count: 0}
-stop:
-  iterations: 2
-checkpoint: {every: 1, keep: null}
-output_dir: OUTPUT
-"""
-
-CONNECT_FOUR = """\
-name: tiny-connect-four
-algorithm: PPO
-seed: 4
-env:
-  pettingzoo: pettingzoo.classic.connect_four_v3
-multi_agent:
-  policies: {player_0: learner, player_1: opponent}
-  random: [opponent]
-training:
-  train_batch_size_per_learner: 200
-  minibatch_size: 100
-  num_epochs: 1
-resources:
-  env_runners: {count: 0}
-stop:
-  iterations: 1
-checkpoint: {every: 1}
-output_dir: OUTPUT
-"""
-
-
-# --- bad input: caught while loading, before Ray starts --------------------------------------
-
-ERROR_CASES = {
-    "unknown wrapper": (
-        SPREAD,
-        lambda t: replace(t, "kwargs: {N: 3", "wrappers: [colour_reduction_v0]\n  kwargs: {N: 3"),
-        ["env.wrappers.0", "'colour_reduction_v0'", "Did you mean 'color_reduction_v0'?",
-         "frame_stack_v1", "resize_v1"],
-    ),
-    "bad wrapper argument": (
-        SPREAD,
-        lambda t: replace(
-            t, "kwargs: {N: 3", "wrappers: [{dtype_v0: {dtyp: float32}}]\n  kwargs: {N: 3"
-        ),
-        ["env.wrappers.0", "'dtype_v0' does not accept", "its arguments: dtype",
-         "Did you mean 'dtype'?"],
-    ),
-    "wrapper argument the wrapper rejects": (
-        SPREAD,
-        lambda t: replace(
-            t, "kwargs: {N: 3", "wrappers: [{color_reduction_v0: {mode: Z}}]\n  kwargs: {N: 3"
-        ),
-        ["env.wrappers.0", "wrapper 'color_reduction_v0' failed", "'full', 'R', 'G', 'B'"],
-    ),
-    "wrapper that fails only when used": (
-        SPREAD,
-        lambda t: replace(
-            t, "kwargs: {N: 3", "wrappers: [{frame_stack_v1: {stack_size: 0}}]\n  kwargs: {N: 3"
-        ),
-        ["key 'env'", "failed: reset() raised", "could not broadcast"],
-    ),
-    "Gymnasium wrapper on a PettingZoo env": (
-        SPREAD,
-        lambda t: replace(t, "kwargs: {N: 3", "wrappers: [FlattenObservation]\n  kwargs: {N: 3"),
-        ["'FlattenObservation' is a Gymnasium wrapper, for single-agent envs only"],
-    ),
-    "shared policy over different spaces": (
-        ADVERSARY,
-        lambda t: replace(t, 'policies: {"adversary_*": adversary, "agent_*": good}',
-                          "policies: shared").replace("  train: [good]\n", "").replace(
-                              "  overrides: {good: {lr: 0.001}}\n", ""),
-        ["exp.yaml:8", "multi_agent.policies", "different observation spaces",
-         "pad_observations_v0"],
-    ),
-    "pattern that matches no agent": (
-        ADVERSARY,
-        lambda t: replace(t, '"agent_*": good', '"agents_*": good'),
-        ["multi_agent.policies.agents_*", "matches no agent", "adversary_0, agent_0, agent_1"],
-    ),
-    "agents no pattern covers": (
-        ADVERSARY,
-        lambda t: replace(t, '"agent_*": good', '"agent_0": good'),
-        ["no pattern matches the agents agent_1", "'*': <policy>"],
-    ),
-    "unknown policy to train": (
-        ADVERSARY,
-        lambda t: replace(t, "train: [good]", "train: [goood]"),
-        ["multi_agent.train", "'goood'", "adversary, good", "Did you mean 'good'?"],
-    ),
-    "unknown per-policy setting": (
-        ADVERSARY,
-        lambda t: replace(t, "{lr: 0.001}", "{learning_rate: 0.001}"),
-        ["multi_agent.overrides.good.learning_rate", "not a 'training' setting"],
-    ),
-    "PettingZoo env that is not there": (
-        SPREAD,
-        lambda t: replace(t, "mpe2.simple_spread_v3", "mpe2.simple_sprad_v3"),
-        ["exp.yaml:5", "env.pettingzoo", "Did you mean 'mpe2.simple_spread_v3'?",
-         "pip install 'pettingzoo[butterfly,sisl,classic]' mpe2"],
-    ),
-    "unknown api": (
-        SPREAD,
-        lambda t: replace(t, "kwargs: {N: 3", "api: turns\n  kwargs: {N: 3"),
-        ["env.api", "'turns' is not allowed here", "Allowed: aec, parallel"],
-    ),
-    "multi_agent on a Gymnasium env": (
-        SPREAD,
-        lambda t: replace(t, "pettingzoo: mpe2.simple_spread_v3", "id: CartPole-v1").replace(
-            "  kwargs: {N: 3, max_cycles: 25}\n", ""),
-        ["key 'multi_agent'", "single-agent environment"],
-    ),
-    "connectors on a PettingZoo env": (
-        SPREAD,
-        lambda t: t + "connectors: [mean_std_filter]\n",
-        ["key 'connectors'", "normalize_obs_v0"],
-    ),
-    "action masks with an algorithm that ignores them": (
-        CONNECT_FOUR,
-        lambda t: replace(t, "algorithm: PPO", "algorithm: DQN").replace(
-            "  train_batch_size_per_learner: 200\n  minibatch_size: 100\n  num_epochs: 1\n",
-            "  train_batch_size_per_learner: 32\n"),
-        ["key 'algorithm'", "supported with PPO"],
-    ),
-}
-
-
-@pytest.mark.parametrize("case", list(ERROR_CASES), ids=list(ERROR_CASES))
-def test_bad_multi_agent_input_exits_2(case, tmp_path, capsys):
-    base, edit, expected = ERROR_CASES[case]
-    path = tmp_path / "exp.yaml"
-    path.write_text(edit(base.replace("OUTPUT", str(tmp_path / "out"))))
-    assert_rejected(path, expected, capsys, tmp_path / "out")
-
+from tests.e2e.helpers import eval_json, export_report, train_yaml
+from tests.helpers import (
+    CONNECT_FOUR,
+    EXPERIMENTS,
+    MULTI_AGENT_ADVERSARY,
+    TINY_PPO,
+    read_results,
+    read_scalars,
+    replace,
+)
 
 # --- training and evaluation -------------------------------------------------------------------
 
@@ -183,7 +39,6 @@ def test_shared_policy_eval_reports_every_agent(spread_run, tmp_path, capsys):
 
 def test_sampled_episodes_are_the_same_in_every_process(spread_run):
     """RLlib orders agents by string hashes; rlplat fixes the hash seed, so a seed is a seed."""
-    import json
     import os
     import subprocess
     import sys
@@ -201,7 +56,7 @@ def test_sampled_episodes_are_the_same_in_every_process(spread_run):
 def test_two_policies_each_get_metrics_and_only_trained_ones_learn(ray_session, tmp_path):
     import torch
 
-    summary = train_yaml(ADVERSARY, tmp_path)
+    summary = train_yaml(MULTI_AGENT_ADVERSARY, tmp_path)
     trial = Path(summary.trials[0].path)
     scalars = read_scalars(trial)
     for tag in ("policy_return/adversary", "policy_return/good", "agent_return/adversary_0",
@@ -272,40 +127,9 @@ def test_connect_four_never_plays_an_illegal_move(connect_four_run):
         assert sorted(result.agent_returns.values()) in ([-1.0, 1.0], [0.0, 0.0])
 
 
-def test_masked_module_gives_illegal_actions_zero_probability():
-    import gymnasium as gym
-    import torch
-    from ray.rllib.core.columns import Columns
-
-    from rlplat.rllib.modules import MaskedPPOModule
-
-    space = gym.spaces.Dict(
-        {
-            "observation": gym.spaces.Box(0, 1, (6, 7, 2), np.int8),
-            "action_mask": gym.spaces.Box(0, 1, (7,), np.int8),
-        }
-    )
-    module = MaskedPPOModule(
-        observation_space=space, action_space=gym.spaces.Discrete(7), model_config={}
-    )
-    masks = torch.randint(0, 2, (256, 7), dtype=torch.int8)
-    masks[:, 3] = 1  # at least one legal move per row
-    batch = {
-        Columns.OBS: {
-            "observation": torch.randint(0, 2, (256, 6, 7, 2), dtype=torch.int8),
-            "action_mask": masks,
-        }
-    }
-    for forward in (module.forward_exploration, module.forward_inference, module.forward_train):
-        probs = torch.softmax(forward(dict(batch))[Columns.ACTION_DIST_INPUTS], dim=-1)
-        assert torch.all(probs[masks == 0] == 0)
-        assert torch.allclose(probs.sum(-1), torch.ones(256))
-
-
 def test_pixels_through_a_supersuit_chain_train_and_render(ray_session, tmp_path, capsys):
     """Pistonball (4 pistons, 20-step episodes) through the shipped chain, CNN, GIF in eval."""
     from rlplat.experiment.load import load_experiment
-    from tests.conftest import EXPERIMENTS
 
     shipped = EXPERIMENTS / "pistonball_ppo.yaml"
     overrides = [
@@ -331,55 +155,16 @@ def test_pixels_through_a_supersuit_chain_train_and_render(ray_session, tmp_path
 
 
 def test_gymnasium_wrapper_chain_applies_in_training_and_eval(ray_session, tmp_path, capsys):
-    from tests.conftest import TINY_PPO
-
     wrapped = "id: CartPole-v1\n  wrappers:\n    - TimeLimit: {max_episode_steps: 30}"
     text = replace(TINY_PPO, "id: CartPole-v1", wrapped)
     summary = train_yaml(text, tmp_path, "stop.iterations=1")
-    from tests.test_train import read_results
-
     [result] = read_results(Path(summary.trials[0].path))
     assert result["env_runners"]["episode_len_max"] <= 30
     report = eval_json(capsys, summary.run_dir, "-n", "5")
     assert report["lengths"]["max"] <= 30
 
 
-def test_policy_mapping_first_matching_pattern_wins():
-    from rlplat.rllib.multi_agent import PolicyMapping
-
-    mapping = PolicyMapping({"agent_0": "solo", "agent_*": "team", "*": "rest"})
-    assert [mapping(a) for a in ("agent_0", "agent_1", "adversary_0")] == ["solo", "team", "rest"]
-    assert PolicyMapping("shared")("x") == "shared"
-    assert PolicyMapping("independent")("piston_3") == "piston_3"
-
-
-@pytest.mark.parametrize(
-    "env_section",
-    [
-        "factory: mpe2.simple_spread_v3:parallel_env",  # a PettingZoo env from a factory
-        "pettingzoo: mpe2.simple_spread_v3\n  api: aec",  # the same game, turn by turn
-    ],
-)
-def test_other_ways_to_name_a_pettingzoo_env(env_section, tmp_path):
-    from rlplat.experiment.load import load_experiment
-    from rlplat.prepare import prepare
-
-    path = tmp_path / "exp.yaml"
-    path.write_text(replace(SPREAD, "pettingzoo: mpe2.simple_spread_v3", env_section))
-    config = prepare(load_experiment(path)).algo_config
-    assert config.is_multi_agent
-    assert config.policy_mapping_fn("agent_2") == "shared"
-
-
 # --- ONNX export (rlplat export) ----------------------------------------------------------------
-
-
-def export_report(capsys, run_dir: str, out: Path) -> tuple[dict, dict]:
-    """``rlplat export`` in this process: (its JSON report, the manifest)."""
-    from tests.test_export import export_json
-
-    report = export_json(capsys, run_dir, "--out", out, "-n", "5")
-    return report, json.loads((Path(report["directory"]) / "policy.json").read_text())
 
 
 def test_shared_policy_exports_one_graph_for_every_agent(spread_run, tmp_path, capsys):

@@ -11,34 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rich.console import Console
 
-from rlplat.cli import main
-from tests.conftest import CORRIDOR_LSTM, REPO
+from tests.e2e.helpers import eval_json, run_eval
+from tests.helpers import REPO
 
 CARTPOLE_POLE_RGB = (202, 152, 101)
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    """``rlplat ...`` in this process: (exit code, stdout, stderr)."""
-    try:
-        main([*map(str, argv)])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def run_eval(capsys, *argv: str) -> tuple[int, str, str]:
-    """``rlplat eval ...`` in this process: (exit code, stdout, stderr)."""
-    return run_cli(capsys, "eval", *argv)
-
-
-def eval_json(capsys, *argv: str) -> dict:
-    code, out, err = run_eval(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
-
 
 def test_solved_cartpole_scores_475_greedily(solved_cartpole, capsys):
     report = eval_json(capsys, solved_cartpole.run_dir, "--episodes", "10")
@@ -149,21 +126,11 @@ def test_recurrent_policy_and_ansi_frames(corridor_lstm, capsys):
         assert all(1 <= e["length"] <= 20 for e in first["per_episode"])
 
 
-def test_connector_state_is_restored(ray_session, tmp_path, capsys):
+def test_connector_state_is_restored(filtered_run, capsys):
     """A policy trained on filtered observations is evaluated with the filter's training state."""
-    from rlplat.experiment.load import load_experiment
     from rlplat.policy.restore import Policy
-    from rlplat.run.launch import train
 
-    path = tmp_path / "exp.yaml"
-    path.write_text(
-        CORRIDOR_LSTM.replace("OUTPUT", str(tmp_path / "out")).replace(
-            "use_lstm: true", "use_lstm: false"
-        )
-        + "connectors: [mean_std_filter]\n"
-    )
-    summary = train(load_experiment(path), console=Console(quiet=True))
-    checkpoint = Path(summary.trials[0].last_checkpoint)
+    checkpoint = Path(filtered_run.trials[0].last_checkpoint)
     policy = Policy.from_checkpoint(checkpoint)
     [state] = [
         c.get_state()

@@ -1,0 +1,60 @@
+"""Helpers of the end-to-end tests only: the ``rlplat`` command in this process, and training an
+experiment file on the session's Ray. Unit tests use ``tests/helpers.py``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def run_cli(capsys, *argv: str | Path) -> tuple[int, str, str]:
+    """``rlplat ...`` in this process: (exit code, stdout, stderr)."""
+    from rlplat.cli import main
+
+    try:
+        main([*map(str, argv)])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_eval(capsys, *argv: str | Path) -> tuple[int, str, str]:
+    """``rlplat eval ...`` in this process: (exit code, stdout, stderr)."""
+    return run_cli(capsys, "eval", *argv)
+
+
+def eval_json(capsys, *argv: str | Path) -> dict:
+    """``rlplat eval ... --json``'s report; the command must succeed."""
+    code, out, err = run_eval(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def train_yaml(text: str, tmp_path: Path, *overrides: str):
+    """Train the experiment ``text`` (its OUTPUT: tmp_path/out) on the session's Ray; the run
+    summary of its finished trial."""
+    from rich.console import Console
+
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(text.replace("OUTPUT", str(tmp_path / "out")))
+    summary = train(load_experiment(path, list(overrides)), console=Console(quiet=True))
+    assert summary.trials[0].status == "finished", summary.trials[0].error
+    return summary
+
+
+def export_json(capsys, *argv: str | Path) -> dict:
+    """``rlplat export ... --json``'s report; the command must succeed."""
+    code, out, err = run_cli(capsys, "export", *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def export_report(capsys, run_dir: str, out: Path) -> tuple[dict, dict]:
+    """``rlplat export`` in this process (parity over 5 episodes): its report, its manifest."""
+    report = export_json(capsys, run_dir, "--out", out, "-n", "5")
+    return report, json.loads((Path(report["directory"]) / "policy.json").read_text())

@@ -1,0 +1,366 @@
+"""What the tests share: small experiment files, the checks rlplat makes before Ray starts, the
+``rlplat`` command in a subprocess, and readers of a run's files.
+
+Nothing here starts Ray or trains when imported or called from a unit test (lint-imports checks
+that ``tests.unit`` imports nothing that starts Ray); the in-process CLI and training helpers of
+the end-to-end tests are in ``tests/e2e/helpers.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXPERIMENTS = REPO / "experiments"
+
+TINY_PPO = """\
+name: tiny-ppo
+algorithm: PPO
+seed: 3
+env:
+  id: CartPole-v1
+training:
+  train_batch_size_per_learner: 256
+  minibatch_size: 64
+  num_epochs: 2
+resources:
+  env_runners: {count: 0}
+stop:
+  iterations: 3
+checkpoint:
+  every: 1
+  keep: 2
+output_dir: OUTPUT
+"""
+
+CORRIDOR_LSTM = """\
+name: corridor-lstm
+algorithm: PPO
+seed: 1
+env:
+  factory: envs.corridor:Corridor
+  kwargs: {length: 5, max_steps: 20}
+training: {train_batch_size_per_learner: 200, minibatch_size: 50, num_epochs: 2}
+rl_module:
+  model_config: {use_lstm: true, lstm_cell_size: 16, max_seq_len: 10}
+resources:
+  env_runners: {count: 0}
+stop: {iterations: 2}
+output_dir: OUTPUT
+"""
+
+SPREAD = """\
+name: tiny-spread
+algorithm: PPO
+seed: 1
+env:
+  pettingzoo: mpe2.simple_spread_v3
+  kwargs: {N: 3, max_cycles: 25}
+multi_agent:
+  policies: shared
+training:
+  train_batch_size_per_learner: 200
+  minibatch_size: 100
+  num_epochs: 1
+resources:
+  env_runners: {count: 0}
+stop:
+  iterations: 1
+checkpoint: {every: 1}
+output_dir: OUTPUT
+"""
+
+# Behaviour cloning on a CartPole dataset (DATA: its directory).
+TINY_BC = """\
+name: tiny-bc
+algorithm: BC
+seed: 0
+env:
+  id: CartPole-v1
+offline:
+  input: DATA
+offline_data:
+  dataset_num_iters_per_learner: 2
+training:
+  train_batch_size_per_learner: 64
+stop:
+  iterations: 1
+output_dir: OUTPUT
+"""
+
+# A PPO search on the corridor: a grid over its length x 2 samples of lr.
+TINY_SEARCH = """\
+name: tiny-search
+algorithm: PPO
+seed: 3
+env:
+  factory: envs.corridor:Corridor
+  kwargs:
+    length: {grid: [4, 7]}
+training:
+  lr: {loguniform: [1.0e-4, 1.0e-2]}
+  train_batch_size_per_learner: 128
+  minibatch_size: 64
+  num_epochs: 1
+resources:
+  env_runners: {count: 0}
+stop:
+  iterations: 3
+checkpoint: {every: 1, keep: 1}
+tune:
+  num_samples: 2
+output_dir: OUTPUT
+"""
+
+
+# A conditional choice: each trial's optimizer is Adam with its learning rate, or SGD with its
+# learning rate and momentum.
+OPTIMIZER_CHOICE = """\
+  optimizer:
+    choice:
+      - {type: adam, lr: {loguniform: [1.0e-4, 1.0e-2]}}
+      - {type: sgd, lr: {loguniform: [1.0e-3, 1.0e-1]}, momentum: {uniform: [0.5, 0.99]}}"""
+
+# PPO on simple_adversary: a policy per team, only one of them trained.
+MULTI_AGENT_ADVERSARY = """\
+name: tiny-adversary
+algorithm: PPO
+seed: 2
+env:
+  pettingzoo: mpe2.simple_adversary_v3
+  kwargs: {N: 2, max_cycles: 25}
+multi_agent:
+  policies: {"adversary_*": adversary, "agent_*": good}
+  train: [good]
+  overrides: {good: {lr: 0.001}}
+training:
+  lr: 0.0003
+  train_batch_size_per_learner: 200
+  minibatch_size: 100
+  num_epochs: 2
+resources:
+  env_runners: {count: 0}
+stop:
+  iterations: 2
+checkpoint: {every: 1, keep: null}
+output_dir: OUTPUT
+"""
+
+CONNECT_FOUR = """\
+name: tiny-connect-four
+algorithm: PPO
+seed: 4
+env:
+  pettingzoo: pettingzoo.classic.connect_four_v3
+multi_agent:
+  policies: {player_0: learner, player_1: opponent}
+  random: [opponent]
+training:
+  train_batch_size_per_learner: 200
+  minibatch_size: 100
+  num_epochs: 1
+resources:
+  env_runners: {count: 0}
+stop:
+  iterations: 1
+checkpoint: {every: 1}
+output_dir: OUTPUT
+"""
+
+# MADDPG on continuous simple_spread, and (MADDPG_ADVERSARY) on simple_adversary with discrete
+# actions.
+MADDPG_SPREAD = """\
+name: tiny-maddpg
+algorithm: MADDPG
+seed: 1
+env:
+  pettingzoo: mpe2.simple_spread_v3
+  kwargs: {N: 3, max_cycles: 25, continuous_actions: true}
+multi_agent:
+  policies: independent
+training:
+  num_steps_sampled_before_learning_starts: 200
+  train_batch_size_per_learner: 64
+  env_steps_per_update: 10
+  actor_hiddens: [32]
+  critic_hiddens: [32]
+reporting:
+  min_sample_timesteps_per_iteration: 300
+resources:
+  env_runners: {count: 0}
+stop:
+  iterations: 2
+checkpoint: {every: 1, keep: 2}
+output_dir: OUTPUT
+"""
+
+# simple_adversary with discrete actions (Gumbel-softmax actors): the good agents share one
+# policy, the adversary acts at random.
+MADDPG_ADVERSARY = (
+    MADDPG_SPREAD.replace("simple_spread_v3", "simple_adversary_v3")
+    .replace("{N: 3, max_cycles: 25, continuous_actions: true}", "{N: 2, max_cycles: 25}")
+    .replace(
+        "policies: independent",
+        'policies: {"adversary_*": adversary, "agent_*": good}\n  random: [adversary]',
+    )
+)
+
+
+def replace(text: str, old: str, new: str) -> str:
+    """``text`` with ``old`` replaced by ``new``; ``old`` must be there."""
+    assert old in text, old
+    return text.replace(old, new)
+
+
+# --- the checks before Ray ----------------------------------------------------------------------
+
+
+def check_before_ray(path: Path, *overrides: str):
+    """What ``rlplat train path overrides`` checks before it starts Ray (an embedded Ray: the
+    experiment loaded, prepared and placed on this machine); returns the prepared run."""
+    from rlplat.cluster.placement import local_machine
+    from rlplat.experiment.load import load_experiment
+    from rlplat.prepare import prepare
+    from rlplat.prepare.run_spec import refuse_if_impossible
+    from rlplat.util.project import project_paths, use_project_paths
+
+    use_project_paths(project_paths(Path(path)))
+    run = prepare(load_experiment(Path(path), list(overrides)), local_machine())
+    refuse_if_impossible(run)
+    return run
+
+
+def rejection(path: Path, *overrides: str) -> str:
+    """The message of the user error ``rlplat train path overrides`` exits 2 with, before Ray
+    starts, whitespace-normalised (the console may wrap the paragraph)."""
+    from rlplat.errors import RlplatError
+
+    try:
+        check_before_ray(path, *overrides)
+    except RlplatError as exc:
+        assert exc.exit_code == 2, f"exit code {exc.exit_code}: {exc}"
+        return " ".join(str(exc).split())
+    raise AssertionError(f"{path} was accepted")
+
+
+def assert_rejected(path: Path, expected: list[str], out: Path, *overrides: str) -> None:
+    """``rlplat train path overrides`` is refused before Ray starts (exit code 2) with every
+    expected fragment in its message, and nothing is written under ``out``."""
+    message = rejection(path, *overrides)
+    for fragment in expected:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert not out.exists(), "nothing may be written for a rejected experiment"
+
+
+# --- datasets -----------------------------------------------------------------------------------
+
+
+def write_random_dataset(path: Path, env_id: str = "CartPole-v1", episodes: int = 2) -> Path:
+    """A real dataset directory of ``episodes`` uniformly random episodes of ``env_id``."""
+    import gymnasium as gym
+    from ray.rllib.utils.serialization import gym_space_to_dict
+
+    from rlplat.datasets.dataset import DatasetInfo, DatasetWriter, Step
+
+    env = gym.make(env_id)
+    env.action_space.seed(0)
+    box = isinstance(env.action_space, gym.spaces.Box)
+    writer = DatasetWriter(
+        path,
+        DatasetInfo(
+            env={"id": env_id},
+            observation_space=gym_space_to_dict(env.observation_space),
+            action_space=gym_space_to_dict(env.action_space),
+            source={"kind": "test", "actions": "uniform random"},
+            actions_normalized=box,  # Box actions as a policy records them, in [-1, 1]
+        ),
+    )
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=episode)
+        steps, done = [], False
+        while not done:
+            action = env.action_space.sample()
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            if box:
+                low, high = env.action_space.low, env.action_space.high
+                action = 2 * (action - low) / (high - low) - 1
+            steps.append(Step(obs, action, float(reward), next_obs, terminated, truncated))
+            obs, done = next_obs, terminated or truncated
+        writer.add_episode(str(episode), steps)
+    return writer.write()
+
+
+# --- a run's files ------------------------------------------------------------------------------
+
+
+def read_results(trial_dir: Path) -> list[dict]:
+    """A trial's result.json, one dict per iteration."""
+    return [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+
+
+def iterations_logged(trial_dir: Path) -> list[int]:
+    """The training_iteration of each line of a trial's result.json."""
+    return [result["training_iteration"] for result in read_results(trial_dir)]
+
+
+def read_scalars(trial_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """A trial's TensorBoard scalars: tag -> [(step, value)]."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(trial_dir))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+# --- the rlplat command in a subprocess ---------------------------------------------------------
+
+
+def rlplat(
+    *args: str,
+    env: dict | None = None,
+    timeout: int = 300,
+    cwd: str | os.PathLike | None = None,
+    unset: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess:
+    """The installed ``rlplat`` command (``python -m rlplat.cli`` if it is not on PATH)."""
+    exe = shutil.which("rlplat") or sys.executable
+    prefix = [exe] if exe.endswith("rlplat") else [exe, "-m", "rlplat.cli"]
+    environment = {k: v for k, v in os.environ.items() if k not in unset}
+    return subprocess.run(
+        [*prefix, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**environment, **(env or {})},
+    )
+
+
+def launch(args: list[str], address: str) -> subprocess.Popen:
+    """``rlplat train`` in its own process group (a terminal's Ctrl-C reaches the whole group)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlplat.cli", "train", "--address", address, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def read_until_iteration(process: subprocess.Popen, iteration: int) -> tuple[Path, list[str]]:
+    """Read the output until a progress line reports ``iteration``; return the run directory."""
+    run_dir, lines = None, []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("Run directory:"):
+            run_dir = Path(line.split(":", 1)[1].strip())
+        if line.startswith("trial_") and "| iter" in line:
+            if int(line.split("| iter")[1].split("|")[0]) >= iteration:
+                break
+    assert run_dir is not None, "".join(lines)
+    return run_dir, lines
