@@ -2,12 +2,14 @@
 
 An algorithm declares what is its own and the base does the rest:
 
-- ``OwnAlgorithmConfig``: its settings, once, as annotated class attributes (the default, and the
+- ``OwnAlgorithmConfig``: its RL module and learner classes (``MODULE_CLASS``,
+  ``LEARNER_CLASS``), and its settings, once, as annotated class attributes (the default, and the
   type rlplat checks YAML values against); ``training()`` takes each of them; ``problems()`` lists
   what is wrong with them (``validate()`` raises them together); ``MODULE_KEYS`` go to the RL
   module's ``model_config``.
-- ``ReplayLoopAlgorithm``: its replay memory, when it is ready to learn, how many updates new data
-  earns and one replayed batch; the loop (sample, store, update, sync weights) is the base's.
+- ``ReplayLoopAlgorithm``: its replay memory, how many updates new data earns and one replayed
+  batch (its config's ``LEARNING_STARTS`` names the setting that says when the memory is full
+  enough); the loop (sample, store, update, sync weights) is the base's.
 - ``TargetNetworkLearner``: its losses per optimizer and when a module's target networks are due
   an update; building them and moving them ``tau`` towards the online ones is the base's.
 - ``TargetNetworks``: the RL module names its networks that have target copies.
@@ -26,6 +28,7 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.learner.utils import make_target_network, update_target_network
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.metrics import REPLAY_BUFFER_RESULTS
 from ray.rllib.utils.typing import ModuleID, ParamDict
@@ -44,7 +47,11 @@ class OwnAlgorithmConfig(AlgorithmConfig):
     passes the base settings on. A subclass changes a default by assigning the attribute again.
     """
 
+    MODULE_CLASS: ClassVar[type]  # the RL module
+    LEARNER_CLASS: ClassVar[type]  # the learner
     MODULE_KEYS: ClassVar[tuple[str, ...]] = ()  # settings the RL module reads
+    # For a replay loop: the setting that says how full (``len``) the memory must be to learn.
+    LEARNING_STARTS: ClassVar[str | None] = None
     MERGED_SETTINGS: ClassVar[tuple[str, ...]] = ()  # dicts that ``training()`` updates
     settings: ClassVar[dict[str, Any]] = {}  # name -> annotation, over the class hierarchy
 
@@ -72,6 +79,12 @@ class OwnAlgorithmConfig(AlgorithmConfig):
         problems = self.problems()
         if problems:
             raise ValueError("; ".join(problems))
+
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        return RLModuleSpec(module_class=self.MODULE_CLASS)
+
+    def get_default_learner_class(self) -> type:
+        return self.LEARNER_CLASS
 
     def module_settings(self) -> dict[str, Any]:
         """The settings the RL module reads from its ``model_config``."""
@@ -151,7 +164,13 @@ class ReplayLoopAlgorithm(Algorithm):
     and once it is ready to learn, the learner updates the new data earned (a fractional rate is
     carried over) are made on replayed batches; then the env runners get the new weights."""
 
+    config_class: ClassVar[type["OwnAlgorithmConfig"]]
+    config: "OwnAlgorithmConfig"
     replay_memory: ReplayMemory
+
+    @classmethod
+    def get_default_config(cls) -> "OwnAlgorithmConfig":
+        return cls.config_class(cls)
 
     def setup(self, config: AlgorithmConfig) -> None:
         super().setup(config)
@@ -162,17 +181,13 @@ class ReplayLoopAlgorithm(Algorithm):
         episodes = sample_round(self)
         self.replay_memory.add(episodes)
         self.metrics.log_dict(self.replay_memory.stats(), key=REPLAY_BUFFER_RESULTS, window=1)
-        if not self.ready_to_learn():
+        if len(self.replay_memory) < getattr(self.config, self.config.LEARNING_STARTS):
             return
         updates = self._owed_updates.add(self.updates_earned(episodes))
         update_and_sync(self, (self.replayed_batch() for _ in range(updates)))
 
     def make_replay_memory(self) -> ReplayMemory:
         """The empty replay memory, from ``self.config``."""
-        raise NotImplementedError
-
-    def ready_to_learn(self) -> bool:
-        """Whether the memory holds enough to start updating."""
         raise NotImplementedError
 
     def updates_earned(self, episodes: list[Any]) -> float:

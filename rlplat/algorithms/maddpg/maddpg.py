@@ -20,7 +20,6 @@ new actors.
 # No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
 from typing import Any
 
-from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rlplat.algorithms.actor_critic import ActorCriticConfig
@@ -33,7 +32,10 @@ from rlplat.algorithms.maddpg.rl_module import MADDPGModule
 class MADDPGConfig(ActorCriticConfig):
     """Decentralised actors, centralised critics, for parallel multi-agent envs."""
 
+    MODULE_CLASS = MADDPGModule
+    LEARNER_CLASS = MADDPGTorchLearner
     MODULE_KEYS = (*ActorCriticConfig.MODULE_KEYS, "joint_layout")
+    LEARNING_STARTS = "num_steps_sampled_before_learning_starts"  # env steps stored
 
     actor_hiddens = [64, 64]  # num_units 64, two hidden layers
     critic_hiddens = [64, 64]
@@ -79,28 +81,15 @@ class MADDPGConfig(ActorCriticConfig):
             )
         return problems
 
-    def get_default_rl_module_spec(self) -> RLModuleSpec:
-        return RLModuleSpec(module_class=MADDPGModule)
-
-    def get_default_learner_class(self) -> type:
-        return MADDPGTorchLearner
-
 
 class MADDPG(ReplayLoopAlgorithm):
     """MADDPG on RLlib's new API stack (see ``MADDPGConfig`` for the settings)."""
 
-    config: MADDPGConfig
-
-    @classmethod
-    def get_default_config(cls) -> MADDPGConfig:
-        return MADDPGConfig(cls)
+    config_class = MADDPGConfig
 
     def make_replay_memory(self) -> JointReplay:
         agents = [entry["agent"] for entry in self.config.joint_layout or []]
         return JointReplay(self.config.replay_capacity, agents, seed=self.config.seed)
-
-    def ready_to_learn(self) -> bool:
-        return len(self.replay_memory) >= self.config.num_steps_sampled_before_learning_starts
 
     def updates_earned(self, episodes: list[Any]) -> float:
         new_steps = sum(episode.env_steps() for episode in episodes)

@@ -26,7 +26,6 @@ from ray.rllib.connectors.env_to_module import (
     NumpyToTensor,
 )
 from ray.rllib.core import DEFAULT_MODULE_ID
-from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rlplat.algorithms.base import OwnAlgorithmConfig, ReplayLoopAlgorithm
@@ -52,6 +51,9 @@ class QMIXConfig(OwnAlgorithmConfig):
     and learns from batches of whole episodes with double-Q targets from target networks.
     """
 
+    MODULE_CLASS = QMIXModule
+    LEARNER_CLASS = QMIXTorchLearner
+    LEARNING_STARTS = "learning_starts_episodes"  # episodes stored
     MODULE_KEYS = (
         "mixer",
         "mixing_embed_dim",
@@ -159,27 +161,14 @@ class QMIXConfig(OwnAlgorithmConfig):
             pipeline.append(TeamActionsToEnv())
         return pipeline
 
-    def get_default_rl_module_spec(self) -> RLModuleSpec:
-        return RLModuleSpec(module_class=QMIXModule)
-
-    def get_default_learner_class(self) -> type:
-        return QMIXTorchLearner
-
 
 class QMIX(ReplayLoopAlgorithm):
     """QMIX / VDN / IQL on RLlib's new API stack (see ``QMIXConfig`` for the settings)."""
 
-    config: QMIXConfig
-
-    @classmethod
-    def get_default_config(cls) -> QMIXConfig:
-        return QMIXConfig(cls)
+    config_class = QMIXConfig
 
     def make_replay_memory(self) -> EpisodeStore:
         return EpisodeStore(self.config.buffer_episodes, seed=self.config.seed)
-
-    def ready_to_learn(self) -> bool:
-        return len(self.replay_memory) >= self.config.learning_starts_episodes
 
     def updates_earned(self, episodes: list[Any]) -> float:
         return len(episodes) * self.config.updates_per_episode

@@ -24,7 +24,6 @@ from ray.rllib.connectors.common.add_observations_from_episodes_to_batch import 
 from ray.rllib.connectors.learner.add_next_observations_from_episodes_to_train_batch import (
     AddNextObservationsFromEpisodesToTrainBatch,
 )
-from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rlplat.algorithms.actor_critic import ActorCriticConfig
 from rlplat.algorithms.base import not_negative
@@ -35,6 +34,8 @@ from rlplat.algorithms.td3.rl_module import TD3Module
 class TD3Config(ActorCriticConfig):
     """Twin Delayed DDPG for continuous (Box) actions; DDPG by its three switches."""
 
+    MODULE_CLASS = TD3Module
+    LEARNER_CLASS = TD3TorchLearner
     MODULE_KEYS = (*ActorCriticConfig.MODULE_KEYS, "twin_q", "target_noise", "target_noise_clip")
     MERGED_SETTINGS = ("replay_buffer_config",)
 
@@ -68,12 +69,6 @@ class TD3Config(ActorCriticConfig):
                 "EpisodeReplayBuffer or TransitionEpisodeReplayBuffer"
             )
         return problems
-
-    def get_default_rl_module_spec(self) -> RLModuleSpec:
-        return RLModuleSpec(module_class=TD3Module)
-
-    def get_default_learner_class(self) -> type:
-        return TD3TorchLearner
 
     def build_learner_connector(
         self, input_observation_space: Any, input_action_space: Any, device: Any = None
