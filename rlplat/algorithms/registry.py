@@ -42,6 +42,8 @@ class AlgorithmRecord:
     offline: bool = False
     # Acts in Box spaces only: what to use for discrete actions instead.
     discrete_alternative: str | None = None
+    # The action spaces it acts in, for the docs (None: those its RLlib module supports).
+    actions: str | None = None
     # ``module.path:Class`` of the RL module that stands in for the default one for policies
     # whose observations carry an action mask; None: action masks are refused.
     masked_module: str | None = None
@@ -159,7 +161,11 @@ register_algorithm(
     own_rates="actor_lr, critic_lr and value_lr",
 )
 register_algorithm(
-    "QMIX", "rlplat.algorithms.qmix:QMIX", view="team", replay_memory=_OWN_REPLAY_MEMORY
+    "QMIX",
+    "rlplat.algorithms.qmix:QMIX",
+    view="team",
+    actions="Discrete",
+    replay_memory=_OWN_REPLAY_MEMORY,
 )
 register_algorithm(
     "TD3",
@@ -179,6 +185,7 @@ register_algorithm(
     "MADDPG",
     "rlplat.algorithms.maddpg:MADDPG",
     view="joint",
+    actions="Box or Discrete",
     random_policies=True,
     own_rates=_ACTOR_CRITIC_RATES,
     replay_memory=_OWN_REPLAY_MEMORY,

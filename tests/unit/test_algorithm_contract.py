@@ -1,0 +1,105 @@
+"""An algorithm is one registration: what rlplat checks, refuses and documents follows from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ray.rllib.algorithms.dqn import DQN, DQNConfig
+
+from rlplat.algorithms.registry import (
+    algorithm_names,
+    algorithm_record,
+    canonical_name,
+    register_algorithm,
+    unregister_algorithm,
+)
+from rlplat.algorithms.table import render
+from rlplat.errors import UserError
+from tests.helpers import rejection
+
+
+class TinyQConfig(DQNConfig):
+    """DQN with one extra setting, as a user's algorithm package would declare it."""
+
+    def __init__(self, algo_class: type | None = None):
+        super().__init__(algo_class=algo_class or TinyQ)
+        self.q_scale = 1.0
+
+    def training(self, *, q_scale: float = 1.0, **kwargs):  # noqa: ANN201 - RLlib's builder
+        super().training(**kwargs)
+        self.q_scale = q_scale
+        return self
+
+
+class TinyQ(DQN):
+    @classmethod
+    def get_default_config(cls) -> TinyQConfig:
+        return TinyQConfig(cls)
+
+
+EXPERIMENT = """\
+name: tiny
+algorithm: {name}
+env: {{id: {env}}}
+stop: {{iterations: 1}}
+resources:
+  env_runners: {{count: 0}}
+"""
+
+
+@pytest.fixture
+def tiny_q():
+    register_algorithm(
+        "TinyQ",
+        f"{__name__}:TinyQ",
+        discrete_alternative="PPO",
+        own_rates="q_lr",
+        replay_memory="local_replay_buffer",
+    )
+    yield "TinyQ"
+    unregister_algorithm("TinyQ")
+
+
+def _experiment(tmp_path: Path, name: str, env: str) -> Path:
+    path = tmp_path / "exp.yaml"
+    path.write_text(EXPERIMENT.format(name=name, env=env))
+    return path
+
+
+def test_a_registration_is_accepted_by_name_and_checked_against_its_config(tmp_path, tiny_q):
+    assert tiny_q in algorithm_names()
+    assert canonical_name("tinyq") == "TinyQ"
+    path = _experiment(tmp_path, "tinyq", "Pendulum-v1")
+    message = rejection(path, "training.q_scale=fast")
+    assert "training.q_scale" in message and "wrong type" in message
+    message = rejection(path, "training.q_scael=2")
+    assert "TinyQConfig.training() has no argument 'q_scael'" in message
+    assert "q_scale" in message  # did you mean
+
+
+def test_a_registered_trait_refuses_before_ray(tmp_path, tiny_q):
+    message = rejection(_experiment(tmp_path, "TinyQ", "CartPole-v1"))
+    assert "TinyQ needs a continuous (Box) action space" in message
+    assert "For discrete actions use PPO." in message
+
+
+def test_the_docs_table_has_a_row_from_the_registration(tiny_q):
+    row = next(line for line in render().splitlines() if line.startswith("| `TinyQ`"))
+    assert f"`{__name__}:TinyQ`" in row
+    assert "Box only (discrete: PPO)" in row
+    assert "`local_replay_buffer`" in row and "q_lr" in row
+    assert algorithm_record("TinyQ").own_rates == "q_lr"
+
+
+def test_an_unregistered_algorithm_is_unknown(tmp_path):
+    with pytest.raises(UserError, match="unknown algorithm 'TinyQ'"):
+        canonical_name("TinyQ")
+    assert "`TinyQ`" not in render()
+
+
+def test_docs_algorithm_table_is_current():
+    docs = Path(__file__).resolve().parents[2] / "docs" / "algorithms.md"
+    assert docs.read_text() == render(), (
+        "regenerate with: python -m rlplat.algorithms.table > docs/algorithms.md"
+    )
