@@ -119,16 +119,25 @@ def place(bundles: list[Bundle], strategy: str, capacities: list[Bundle]) -> lis
     trials). Raises ``SearchExhausted`` if the search gave up before deciding.
     """
     if strategy == "STRICT_PACK":
-        need = _sum(bundles)
-        for index, capacity in enumerate(capacities):
-            if fits_in(need, capacity):
-                _take(need, capacity, 1)
-                return [index] * len(bundles)
-        return None
+        return _pack_on_one_node(bundles, capacities)
     if strategy == "PACK":  # Ray tries one node first, then any placement
-        packed = place(bundles, "STRICT_PACK", capacities)
+        packed = _pack_on_one_node(bundles, capacities)
         if packed is not None:
             return packed
+    return _search(bundles, capacities, spread=strategy == "STRICT_SPREAD")
+
+
+def _pack_on_one_node(bundles: list[Bundle], capacities: list[Bundle]) -> list[int] | None:
+    need = _sum(bundles)
+    for index, capacity in enumerate(capacities):
+        if fits_in(need, capacity):
+            _take(need, capacity, 1)
+            return [index] * len(bundles)
+    return None
+
+
+def _search(bundles: list[Bundle], capacities: list[Bundle], *, spread: bool) -> list[int] | None:
+    """Depth-first placement, largest bundles first; ``spread``: one bundle per node."""
     order = sorted(range(len(bundles)), key=lambda i: -sum(bundles[i].values()))
     assignment: list[int] = [-1] * len(bundles)
     steps = 0
@@ -143,7 +152,7 @@ def place(bundles: list[Bundle], strategy: str, capacities: list[Bundle]) -> lis
             steps += 1
             if steps > _SEARCH_BUDGET:
                 raise SearchExhausted
-            if strategy == "STRICT_SPREAD" and index in assignment:
+            if spread and index in assignment:
                 continue
             if not fits_in(bundle, capacity) or capacity in tried:  # same free space: same outcome
                 continue

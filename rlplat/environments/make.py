@@ -119,23 +119,55 @@ def check_env(
     ``needs_frames``: videos are requested, so the env must offer ``rgb_array`` rendering.
     ``contract``: also step it through ``check_contract`` (unless ``env.check`` is false).
     """
-    if spec.id is not None:
-        if spec.id not in gym.registry:
-            raise ConfigError(
-                f"unknown Gymnasium environment {spec.id!r}."
-                + did_you_mean(spec.id, gym.registry)
-                + " Use a registered id (e.g. CartPole-v1, Pendulum-v1), 'factory: "
-                "module:callable' for a custom environment or 'pettingzoo: module.path' for a "
-                "PettingZoo one.",
-                location=locate("env.id"),
-                key="env.id",
-            )
-    elif spec.pettingzoo is not None:
-        _check_pettingzoo_module(spec, locate)
-    else:
-        _check_factory(spec, locate)
+    _check_source(spec, locate)
+    env = _build(spec, locate)
+    _reset_or_check_contract(env, spec, locate, contract=contract)
+    env.close()
+    if needs_frames and "rgb_array" not in render_modes(env):
+        raise ConfigError(
+            f"videos need rgb_array frames, but {spec.label!r} renders only: "
+            f"{allowed_list(render_modes(env)) or 'nothing'}. Set video.every to 0.",
+            location=locate("video.every"),
+            key="video.every",
+        )
+    agents = getattr(env, "possible_agents", None)
+    modes = tuple(render_modes(env))
+    if agents is None:
+        return EnvInfo(env.observation_space, env.action_space, render_modes=modes)
+    return EnvInfo(
+        env.observation_space,
+        env.action_space,
+        render_modes=modes,
+        agents=list(agents),
+        observation_spaces=dict(env.observation_spaces),
+        action_spaces=dict(env.action_spaces),
+        turn_based=bool(getattr(env, "turn_based", False)),
+    )
+
+
+def _check_source(spec: EnvSpec, locate: Callable[[str], str]) -> None:
+    """The id is registered, the PettingZoo module or the factory can be imported."""
+    if spec.id is None:
+        if spec.pettingzoo is not None:
+            _check_pettingzoo_module(spec, locate)
+        else:
+            _check_factory(spec, locate)
+    elif spec.id not in gym.registry:
+        raise ConfigError(
+            f"unknown Gymnasium environment {spec.id!r}."
+            + did_you_mean(spec.id, gym.registry)
+            + " Use a registered id (e.g. CartPole-v1, Pendulum-v1), 'factory: "
+            "module:callable' for a custom environment or 'pettingzoo: module.path' for a "
+            "PettingZoo one.",
+            location=locate("env.id"),
+            key="env.id",
+        )
+
+
+def _build(spec: EnvSpec, locate: Callable[[str], str]) -> Any:
+    """The env with its wrappers; what fails to build is a ConfigError at its key."""
     try:
-        env = EnvCreator(spec)()
+        return EnvCreator(spec)()
     except WrapperProblem as exc:
         key = f"env.wrappers.{exc.index}"
         raise ConfigError(str(exc), location=locate(key), key=key) from None
@@ -152,6 +184,13 @@ def check_env(
             location=locate("env"),
             key="env",
         ) from None
+
+
+def _reset_or_check_contract(
+    env: Any, spec: EnvSpec, locate: Callable[[str], str], *, contract: bool
+) -> None:
+    """Step the env through ``check_contract`` (or only reset it when the check is off); the
+    env is closed when that fails."""
     try:
         if spec.check and contract:
             check_contract(env)
@@ -175,27 +214,6 @@ def check_env(
             location=locate("env"),
             key="env",
         ) from None
-    env.close()
-    if needs_frames and "rgb_array" not in render_modes(env):
-        raise ConfigError(
-            f"videos need rgb_array frames, but {spec.label!r} renders only: "
-            f"{allowed_list(render_modes(env)) or 'nothing'}. Set video.every to 0.",
-            location=locate("video.every"),
-            key="video.every",
-        )
-    agents = getattr(env, "possible_agents", None)
-    modes = tuple(render_modes(env))
-    if agents is None:
-        return EnvInfo(env.observation_space, env.action_space, render_modes=modes)
-    return EnvInfo(
-        env.observation_space,
-        env.action_space,
-        render_modes=modes,
-        agents=list(agents),
-        observation_spaces=dict(env.observation_spaces),
-        action_spaces=dict(env.action_spaces),
-        turn_based=bool(getattr(env, "turn_based", False)),
-    )
 
 
 def _built_with(spec: EnvSpec) -> str:

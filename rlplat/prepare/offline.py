@@ -61,46 +61,59 @@ def check_offline(experiment: Experiment, env: EnvInfo, locate: Locator) -> Expe
     runs_normalized = experiment.env_runners.get("normalize_actions", True)
     for index, given in enumerate(offline.inputs()):
         key = "offline.input" if isinstance(offline.input, str) else f"offline.input[{index}]"
-        if "://" in given:
-            raise ConfigError(
-                f"{given} is a URI; offline.input takes dataset directories on a file system "
-                "(shared by every node on a cluster), because rlplat checks each dataset.json "
-                "before the run.",
-                location=locate(key),
-                key=key,
-            )
-        try:
-            info = read_info(Path(given))
-        except UserError as exc:
-            raise ConfigError(str(exc), location=locate(key), key=key) from None
-        if info.env_steps == 0:
-            raise ConfigError(
-                f"the dataset {given} holds no env steps; {RECORD_HINT}.",
-                location=locate(key),
-                key=key,
-            )
-        observation_space, action_space = info.spaces()
-        for what, theirs, ours in (
-            ("observation", observation_space, env.observation_space),
-            ("action", action_space, env.action_space),
-        ):
-            if theirs != ours:
-                raise ConfigError(
-                    f"the dataset {given} was recorded with {what} space {theirs}, but "
-                    f"{experiment.env.label!r} has {ours}; train on data from the same env "
-                    "(its dataset.json names the env it came from).",
-                    location=locate(key),
-                    key=key,
-                )
-        if continuous and info.actions_normalized != runs_normalized:
-            held = "the policy's [-1, 1] range" if info.actions_normalized else "the env's range"
-            raise ConfigError(
-                f"the dataset {given} holds actions in {held} (dataset.json: actions_normalized: "
-                f"{str(info.actions_normalized).lower()}), and RLlib trains on them as they are: "
-                "set env_runners.normalize_actions: "
-                f"{str(info.actions_normalized).lower()} so the policy's actions mean the same.",
-                location=locate(key),
-                key=key,
-            )
+        _check_dataset(given, experiment, env, runs_normalized, location=locate(key), key=key)
     absolute = [str(Path(given).resolve()) for given in offline.inputs()]
     return experiment.model_copy(update={"offline": offline.model_copy(update={"input": absolute})})
+
+
+def _check_dataset(
+    given: str,
+    experiment: Experiment,
+    env: EnvInfo,
+    runs_normalized: bool,
+    *,
+    location: str,
+    key: str,
+) -> None:
+    """One dataset of ``offline.input`` exists, holds env steps, has the env's spaces and its
+    Box actions in the range the run acts in; errors name ``key`` at ``location``."""
+    if "://" in given:
+        raise ConfigError(
+            f"{given} is a URI; offline.input takes dataset directories on a file system "
+            "(shared by every node on a cluster), because rlplat checks each dataset.json "
+            "before the run.",
+            location=location,
+            key=key,
+        )
+    try:
+        info = read_info(Path(given))
+    except UserError as exc:
+        raise ConfigError(str(exc), location=location, key=key) from None
+    if info.env_steps == 0:
+        raise ConfigError(
+            f"the dataset {given} holds no env steps; {RECORD_HINT}.", location=location, key=key
+        )
+    observation_space, action_space = info.spaces()
+    for what, theirs, ours in (
+        ("observation", observation_space, env.observation_space),
+        ("action", action_space, env.action_space),
+    ):
+        if theirs != ours:
+            raise ConfigError(
+                f"the dataset {given} was recorded with {what} space {theirs}, but "
+                f"{experiment.env.label!r} has {ours}; train on data from the same env "
+                "(its dataset.json names the env it came from).",
+                location=location,
+                key=key,
+            )
+    continuous = isinstance(env.action_space, gym.spaces.Box)
+    if continuous and info.actions_normalized != runs_normalized:
+        held = "the policy's [-1, 1] range" if info.actions_normalized else "the env's range"
+        raise ConfigError(
+            f"the dataset {given} holds actions in {held} (dataset.json: actions_normalized: "
+            f"{str(info.actions_normalized).lower()}), and RLlib trains on them as they are: "
+            "set env_runners.normalize_actions: "
+            f"{str(info.actions_normalized).lower()} so the policy's actions mean the same.",
+            location=location,
+            key=key,
+        )

@@ -298,13 +298,7 @@ def build_algorithm_config(
     calls["environment"].update(env=env_name, env_config={})
     calls["debugging"]["seed"] = exp.seed
     calls["callbacks"] = {"callbacks_class": WindowedEpisodeStats}
-    if exp.connectors:
-        calls["env_runners"]["env_to_module_connector"] = ConnectorFactory(
-            exp.connectors, "env_to_module"
-        )
-        learner_side = ConnectorFactory(exp.connectors, "learner")
-        if learner_side.pieces():
-            calls["learners"]["learner_connector"] = learner_side
+    _connector_calls(exp, calls)
     if env.multi_agent and not team:
         _multi_agent_calls(exp, env, config, calls, locate)
     _transition_replay(calls, env.multi_agent and not team, locate)
@@ -312,11 +306,7 @@ def build_algorithm_config(
         calls["offline_data"]["input_"] = [str(data_path(Path(p))) for p in exp.offline.inputs()]
         calls["evaluation"] = {**OFFLINE_EVALUATION, **calls["evaluation"]}
         _offline_data_defaults(calls["offline_data"])
-    if (calls["training"].get("optimizer") or {}).get("type") and isinstance(
-        config.optimizer, dict
-    ):
-        base = calls["training"].get("learner_class") or config.get_default_learner_class()
-        calls["training"]["learner_class"] = with_configured_optimizer(base)
+    _optimizer_calls(calls, config)
     for key, value in algorithm_record(exp.algorithm).training_defaults.items():
         calls["training"].setdefault(key, value)
     for path, (section, keyword) in RESOURCE_KEYS.items():
@@ -324,6 +314,49 @@ def build_algorithm_config(
         if value not in (None, {}):
             calls.setdefault(section, {})[keyword] = value
     calls["fault_tolerance"] = {**FAULT_TOLERANCE_DEFAULTS, **calls["fault_tolerance"]}
+    _call_builders(config, calls, locate)
+    if is_joint_algorithm(exp.algorithm):
+        mapping = PolicyMapping((exp.multi_agent or MultiAgentSpec()).policies)
+        config.joint_layout = joint_layout(
+            env.agents or [], env.observation_spaces, env.action_spaces, mapping
+        )
+    _check_something_samples(config, locate)
+    try:
+        config.validate()
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(
+            f"{type(config).__name__}.validate() rejected the experiment's settings: {exc}",
+            location=locate(""),
+        ) from None
+    return config
+
+
+def _connector_calls(exp: Experiment, calls: dict[str, dict[str, Any]]) -> None:
+    """The experiment's ``connectors:`` as RLlib's env-to-module and learner connectors."""
+    if not exp.connectors:
+        return
+    calls["env_runners"]["env_to_module_connector"] = ConnectorFactory(
+        exp.connectors, "env_to_module"
+    )
+    learner_side = ConnectorFactory(exp.connectors, "learner")
+    if learner_side.pieces():
+        calls["learners"]["learner_connector"] = learner_side
+
+
+def _optimizer_calls(calls: dict[str, dict[str, Any]], config: AlgorithmConfig) -> None:
+    """``training.optimizer: {type: ...}`` for a learner with RLlib's one optimizer per module:
+    its learner class, extended to build that optimizer."""
+    if (calls["training"].get("optimizer") or {}).get("type") and isinstance(
+        config.optimizer, dict
+    ):
+        base = calls["training"].get("learner_class") or config.get_default_learner_class()
+        calls["training"]["learner_class"] = with_configured_optimizer(base)
+
+
+def _call_builders(
+    config: AlgorithmConfig, calls: dict[str, dict[str, Any]], locate: Callable[[str], str]
+) -> None:
+    """``config.<section>(**kwargs)`` for each section; what RLlib rejects is a ConfigError."""
     for section, kwargs in calls.items():
         if not kwargs:
             continue
@@ -335,11 +368,9 @@ def build_algorithm_config(
                 location=locate(section),
                 key=section,
             ) from None
-    if is_joint_algorithm(exp.algorithm):
-        mapping = PolicyMapping((exp.multi_agent or MultiAgentSpec()).policies)
-        config.joint_layout = joint_layout(
-            env.agents or [], env.observation_spaces, env.action_spaces, mapping
-        )
+
+
+def _check_something_samples(config: AlgorithmConfig, locate: Callable[[str], str]) -> None:
     if config.num_env_runners == 0 and not config.create_local_env_runner:
         raise ConfigError(
             "nothing would sample: resources.env_runners.count is 0 and create_local_env_runner "
@@ -348,14 +379,6 @@ def build_algorithm_config(
             location=locate("env_runners.create_local_env_runner"),
             key="env_runners.create_local_env_runner",
         )
-    try:
-        config.validate()
-    except Exception as exc:  # noqa: BLE001
-        raise ConfigError(
-            f"{type(config).__name__}.validate() rejected the experiment's settings: {exc}",
-            location=locate(""),
-        ) from None
-    return config
 
 
 def _transition_replay(

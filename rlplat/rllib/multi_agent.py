@@ -88,27 +88,62 @@ def check_multi_agent(
         agents_of.setdefault(mapping(agent), []).append(agent)
     policies = list(agents_of)
 
-    observation_spaces: dict[str, gym.Space] = {}
-    action_spaces: dict[str, gym.Space] = {}
-    for policy, agents in agents_of.items():
-        for kind, spaces, out, wrapper in (
-            ("observation", env.observation_spaces, observation_spaces, "pad_observations_v0"),
-            ("action", env.action_spaces, action_spaces, "pad_action_space_v0"),
-        ):
-            first = spaces[agents[0]]
-            for agent in agents[1:]:
-                if spaces[agent] != first:
-                    raise ConfigError(
-                        f"policy {policy!r} acts for agents with different {kind} spaces: "
-                        f"{agents[0]} has {first}, {agent} has {spaces[agent]}. One network "
-                        f"needs one space: add the SuperSuit wrapper '{wrapper}' to env.wrappers "
-                        "(it pads every agent to the largest space), or give these agents "
-                        "separate policies (policies: independent, or patterns).",
-                        location=locate("multi_agent.policies"),
-                        key="multi_agent.policies",
-                    )
-            out[policy] = first
+    observation_spaces = _space_per_policy(agents_of, env.observation_spaces, "observation", locate)
+    action_spaces = _space_per_policy(agents_of, env.action_spaces, "action", locate)
+    _check_policy_names(spec, policies, training_keys, locate)
+    trained = [
+        p for p in policies if p not in spec.random and (spec.train == "all" or p in spec.train)
+    ]
+    if not trained:
+        raise ConfigError(
+            "no policy is left to train: every policy is random. Let at least one learn.",
+            location=locate("multi_agent.random"),
+            key="multi_agent.random",
+        )
+    return MultiAgentSetup(
+        mapping=mapping,
+        agents_of=agents_of,
+        trained=trained,
+        random=list(spec.random),
+        masked=[p for p in policies if has_action_mask(observation_spaces[p])],
+        observation_spaces=observation_spaces,
+        action_spaces=action_spaces,
+    )
 
+
+PADDING_WRAPPERS = {"observation": "pad_observations_v0", "action": "pad_action_space_v0"}
+
+
+def _space_per_policy(
+    agents_of: dict[str, list[str]],
+    spaces: dict[str, gym.Space],
+    kind: str,
+    locate: Callable[[str], str],
+) -> dict[str, gym.Space]:
+    """Each policy's one ``kind`` space, which all its agents must share."""
+    per_policy: dict[str, gym.Space] = {}
+    for policy, agents in agents_of.items():
+        first = spaces[agents[0]]
+        for agent in agents[1:]:
+            if spaces[agent] != first:
+                raise ConfigError(
+                    f"policy {policy!r} acts for agents with different {kind} spaces: "
+                    f"{agents[0]} has {first}, {agent} has {spaces[agent]}. One network "
+                    f"needs one space: add the SuperSuit wrapper '{PADDING_WRAPPERS[kind]}' to "
+                    "env.wrappers (it pads every agent to the largest space), or give these "
+                    "agents separate policies (policies: independent, or patterns).",
+                    location=locate("multi_agent.policies"),
+                    key="multi_agent.policies",
+                )
+        per_policy[policy] = first
+    return per_policy
+
+
+def _check_policy_names(
+    spec: MultiAgentSpec, policies: list[str], training_keys: list[str], locate: Callable
+) -> None:
+    """``train``, ``random`` and ``overrides`` name existing policies, none both random and
+    trained, and the overrides are training settings of the algorithm."""
     named_train = [] if spec.train == "all" else spec.train
     for key, names in (
         ("train", named_train),
@@ -140,26 +175,6 @@ def check_multi_agent(
                     location=locate(f"multi_agent.overrides.{policy}.{key}"),
                     key=f"multi_agent.overrides.{policy}.{key}",
                 )
-    trained = [
-        p
-        for p in policies
-        if p not in spec.random and (spec.train == "all" or p in spec.train)
-    ]
-    if not trained:
-        raise ConfigError(
-            "no policy is left to train: every policy is random. Let at least one learn.",
-            location=locate("multi_agent.random"),
-            key="multi_agent.random",
-        )
-    return MultiAgentSetup(
-        mapping=mapping,
-        agents_of=agents_of,
-        trained=trained,
-        random=list(spec.random),
-        masked=[p for p in policies if has_action_mask(observation_spaces[p])],
-        observation_spaces=observation_spaces,
-        action_spaces=action_spaces,
-    )
 
 
 def _check_patterns(patterns: dict[str, str], agents: list[str], locate: Callable) -> None:
