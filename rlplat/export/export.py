@@ -38,7 +38,7 @@ from rlplat.errors import RlplatError, UserError
 from rlplat.experiment.load import load_experiment
 from rlplat.export.graph import GraphParts, Unsupported, build_graph, describe_action
 from rlplat.export.parity import Certificate, certify
-from rlplat.export.qmix import agent_graph
+from rlplat.export.team import agent_graph
 from rlplat.policy.exported import export_actor
 from rlplat.policy.restore import MODULES_DIR, Policy
 from rlplat.policy.rollout import Stats

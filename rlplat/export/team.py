@@ -1,4 +1,5 @@
-"""QMIX, VDN and IQL export as their agent network: decentralised execution, one agent at a time.
+"""A team algorithm (QMIX, VDN, IQL) exports its agent network: decentralised execution, one
+agent at a time.
 
 The mixer only trains; acting is each agent's greedy action over its legal actions from its own
 observation and memory. The graph takes one agent's observation (as the multi-agent env returns
