@@ -37,6 +37,7 @@ from rlplat.environments.team import TEAM_SETTINGS
 from rlplat.errors import RlplatError, UserError
 from rlplat.experiment.load import load_experiment
 from rlplat.export.graph import GraphParts, Unsupported, build_graph, describe_action
+from rlplat.export.options import ExportOptions
 from rlplat.export.parity import Certificate, certify
 from rlplat.export.qmix import agent_graph
 from rlplat.policy.exported import export_actor
@@ -51,22 +52,10 @@ from rlplat.util.paths import new_path
 from rlplat.util.versions import versions
 
 OPSET = 17
-DEFAULT_TOLERANCE = 1e-4
 
 
 class ParityFailed(RlplatError):
     """The export does not act like the checkpoint (exit 1)."""
-
-
-@dataclass
-class ExportOptions:
-    out: Path | None = None  # default: exported/<experiment name>
-    episodes: int = 10
-    seed: int = 0
-    tolerance: float = DEFAULT_TOLERANCE  # continuous actions agree within this
-    min_agreement: float = 1.0
-    verify: bool = True
-    last: bool = False
 
 
 @dataclass

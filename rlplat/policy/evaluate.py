@@ -27,6 +27,7 @@ from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.experiment.load import load_experiment
 from rlplat.metrics import member_returns
 from rlplat.policy.exported import export_actor, export_env_creator, is_export
+from rlplat.policy.options import EvalOptions
 from rlplat.policy.render import (
     RENDER_CHOICES,
     VIDEO_FORMATS,
@@ -40,20 +41,6 @@ from rlplat.policy.render import (
 from rlplat.policy.rollout import Actor, EpisodeResult, Stats, run_episode
 from rlplat.runtime import ExportError, read_manifest
 from rlplat.util.paths import new_path
-
-
-@dataclass
-class EvalOptions:
-    episodes: int = 10
-    seed: int = 0
-    explore: bool = False
-    render: str | None = None  # gif, mp4, ansi, human
-    out: Path = Path("videos")
-    one_file: bool = False
-    last: bool = False
-    max_steps: int | None = None
-    record: Path | None = None  # write the episodes as a dataset here
-    random: list[str] = field(default_factory=list)  # these policies act uniformly at random
 
 
 @dataclass

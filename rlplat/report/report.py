@@ -41,6 +41,7 @@ from rlplat.metrics import (
 )
 from rlplat.policy.evaluate import EvalOptions, EvalReport, evaluate
 from rlplat.report import plots, stats
+from rlplat.report.options import ReportOptions
 from rlplat.report.runs import (
     Trial,
     column,
@@ -65,20 +66,6 @@ GRID_POINTS = 100
 UNLABELLED = ("name", "seed", "seeds", "output_dir", "tune", "watchdog_s", "video", "export")
 MARL_EVAL_FILE = "marl_eval.json"
 MEMBER_PATHS = (POLICY_RETURNS + "/", AGENT_RETURNS + "/")
-
-
-@dataclass
-class ReportOptions:
-    out: Path | None = None
-    metric: str | None = None  # default: the runs' own tune.metric (episode_return_mean)
-    x: str = "env_steps"
-    eval_episodes: int = 20
-    eval_seed: int = 0
-    checkpoint: str = "last"
-    score: str = "eval"
-    target: float | None = None  # default: stop.episode_return_mean, when the runs share it
-    bootstrap_seed: int = 0
-    marl_eval: bool = False
 
 
 @dataclass
@@ -677,3 +664,18 @@ def marl_eval(report: dict[str, Any], experiments: list[Experiment]) -> dict[str
             key = f"seed_{s.trial.seed}"
             algorithm[key if key not in algorithm else f"{key}_{s.trial.name}"] = run
     return data
+
+
+def print_report(result: dict[str, Any], console: Any) -> None:
+    """The terminal's summary of a report: each experiment's IQM with its 95% interval over its
+    seeds, and where report.md is."""
+    for entry in result["experiments"]:
+        iqm = entry["aggregates"]["iqm"]
+        ci = iqm["ci"]
+        interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+        console.print(
+            f"{entry['label']}: IQM {iqm['estimate']:.2f}{interval} over "
+            f"{len(entry['seeds'])} seed(s)",
+            highlight=False,
+        )
+    console.print(f"Report: {result['directory']}/report.md", highlight=False)

@@ -46,8 +46,8 @@ from rlplat.experiment.yaml_io import parse_yaml
 from rlplat.export import load_exporter
 from rlplat.policy.exported import is_export
 from rlplat.serve import require_serve
+from rlplat.serve.options import ServeOptions
 from rlplat.serve.protocol import PolicyView
-from rlplat.serve.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_TTL_S
 
 BACKENDS = ("onnx", "torch")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -55,27 +55,6 @@ MIN_TOKEN_LENGTH = 16
 READY_TIMEOUT_S = 120.0
 PARITY_SUMMARY = ("verified", "passed", "agreement", "compared_actions", "max_abs_diff",
                   "tolerance", "episodes")
-
-
-@dataclass
-class ServeOptions:
-    host: str = "127.0.0.1"
-    port: int = 8000
-    replicas: int | None = None  # default 1
-    autoscale: str | None = None  # MIN:MAX
-    replica_resources: str | None = None  # YAML: {cpus: 1, gpus: 0, custom: {npu: 1}}
-    max_batch_size: int = 32
-    batch_wait_ms: float = 2.0
-    backend: str = "onnx"
-    token_env: str | None = None
-    max_body: int = 1 << 20
-    max_sessions: int = DEFAULT_MAX_SESSIONS
-    session_ttl_s: float = DEFAULT_TTL_S
-    address: str | None = None
-    name: str = "rlplat"
-    episodes: int = 10  # parity episodes when serving a checkpoint
-    last: bool = False
-    verbose: bool = False
 
 
 @dataclass
