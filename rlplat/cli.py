@@ -11,13 +11,11 @@ Ray Tune and RLlib.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import json
 import os
 import sys
-import typing
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -28,15 +26,15 @@ from rich.console import Console
 from rich.markup import escape
 from typer.exceptions import Abort, Exit, TyperException
 
-from rlplat.cluster.connect import FIXED_HASH_SEED, quiet_ray_logs, start_ray
+from rlplat.cluster.connect import FIXED_HASH_SEED, quiet_ray_logs
 from rlplat.errors import Interrupted, RlplatError, UserError
 from rlplat.export.options import ExportOptions
 from rlplat.policy.options import DatasetOptions, EvalOptions
 from rlplat.report.options import ReportOptions
 from rlplat.run.options import TrainOptions
 from rlplat.serve.options import ServeOptions
-from rlplat.util.options import option_info
-from rlplat.util.project import project_code, project_paths, use_project_paths
+from rlplat.util.options import from_values, typer_parameters
+from rlplat.util.project import project_paths, use_project_paths
 from rlplat.util.timings import StageClock
 from rlplat.util.versions import versions
 
@@ -100,7 +98,7 @@ def command(
         params: list[inspect.Parameter] = []
         for param in inspect.signature(function, eval_str=True).parameters.values():
             if param.name == "options" and options is not None:
-                params += _option_parameters(options)
+                params += typer_parameters(options, KEYWORD)
             else:
                 params.append(param.replace(kind=KEYWORD))
         if before is not None:
@@ -114,7 +112,7 @@ def command(
             global _debug
             _debug = values.pop("debug")
             if options is not None:
-                values["options"] = _built(options, values)
+                values["options"] = from_values(options, values)
             function(**values)
 
         run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -122,34 +120,6 @@ def command(
         return app.command(name)(run)
 
     return register
-
-
-def _option_parameters(options: type) -> list[inspect.Parameter]:
-    """Typer's options for the fields of a stage's options dataclass that the command line
-    offers: the field's type and default, its help and flags (bool: ``--<name>``, a flag)."""
-    hints = typing.get_type_hints(options)
-    params = []
-    for field in dataclasses.fields(options):
-        info = option_info(field)
-        if info is None:
-            continue
-        kind, default = hints[field.name], field.default
-        if field.default_factory is not dataclasses.MISSING:  # None here, built: the factory's
-            kind, default = kind | None, None
-        elif default is dataclasses.MISSING:
-            default = inspect.Parameter.empty  # a required option
-        flags = info.flags or ((f"--{field.name.replace('_', '-')}",) if kind is bool else ())
-        option = typer.Option(*flags, help=info.help)
-        params.append(inspect.Parameter(field.name, KEYWORD, default=default,
-                                        annotation=Annotated[kind, option]))
-    return params
-
-
-def _built(options: type, values: dict[str, Any]) -> Any:
-    """The options dataclass from the command's values (taken out of ``values``); an option left
-    out (None) keeps the dataclass's default."""
-    given = {f.name: values.pop(f.name) for f in dataclasses.fields(options) if option_info(f)}
-    return options(**{name: value for name, value in given.items() if value is not None})
 
 
 def _start(verbose: bool, *paths: Path | None, ray: bool = True) -> None:
@@ -171,8 +141,13 @@ def _say(json_output: bool) -> Callable[[str], None]:
     return lambda line: where.print(line, highlight=False)
 
 
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2))
+def _show(result: Any, json_output: bool, printer: Callable[[Any, Console], None]) -> None:
+    """A command's result: with --json as JSON on stdout (its ``to_json()`` where it has one),
+    else through its stage's printer."""
+    if json_output:
+        print(json.dumps(result.to_json() if hasattr(result, "to_json") else result, indent=2))
+    else:
+        printer(result, console)
 
 
 @command(options=TrainOptions)
@@ -218,17 +193,10 @@ def plan(
     Prints the bundles of one trial, the cluster's nodes, whether a trial fits and how many run
     at once; exits 2 when no node set can hold a trial (rlplat train refuses the same runs).
     """
-    from rlplat.cluster.placement import cluster_nodes  # noqa: PLC0415
-    from rlplat.experiment.load import load_experiment  # noqa: PLC0415
-    from rlplat.prepare import prepare  # noqa: PLC0415
-    from rlplat.prepare.run_spec import print_plan, refuse_if_impossible  # noqa: PLC0415
+    from rlplat.run.launch import plan_command  # noqa: PLC0415 - RLlib loads here
 
     _start(verbose, experiment)
-    loaded = load_experiment(experiment, overrides or [])
-    start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
-    run = prepare(loaded, cluster_nodes())
-    print_plan(run, console)
-    refuse_if_impossible(run)
+    plan_command(experiment, overrides or [], address, verbose, console)
 
 
 @command("eval", options=EvalOptions, before=("json_output", "record"))
@@ -256,10 +224,7 @@ def eval_(
         say=_say(json_output),
         show_frame=lambda frame: console.print(frame, highlight=False, markup=False),
     )
-    if json_output:
-        _print_json(report.to_json())
-    else:
-        print_report(report, console)
+    _show(report, json_output, print_report)
 
 
 @command("export", options=ExportOptions)
@@ -277,14 +242,10 @@ def export_(
 
     _start(verbose, path)
     exporter = load_exporter()
-    report = exporter.export(path, options, say=_say(json_output))
-    if json_output:
-        _print_json(report.to_json())
-    else:
-        exporter.print_export(report, console)
+    _show(exporter.export(path, options, say=_say(json_output)), json_output, exporter.print_export)
 
 
-@command(options=ServeOptions, before=("stop", "episodes"))
+@command(options=ServeOptions)
 def serve(
     path: Annotated[
         Path | None,
@@ -295,32 +256,15 @@ def serve(
     ] = None,
     *,
     options: ServeOptions,
-    stop: Annotated[
-        bool, typer.Option("--stop", help="Remove the application --name from the cluster.")
-    ] = False,
     verbose: Verbose = False,
 ) -> None:
     """Serve a trained policy over HTTP with Ray Serve (embedded until Ctrl-C, or on a
     cluster with --address)."""
-    from rlplat.serve.launch import serve_policy, stop_application  # noqa: PLC0415
+    from rlplat.serve.launch import serve_command  # noqa: PLC0415 - Ray Serve loads here
 
-    _start(verbose, None if stop else path)
+    _start(verbose, None if options.stop else path)
     options.verbose = verbose
-
-    def say(line: str) -> None:
-        console.print(line, highlight=False, markup=False)
-
-    if stop:
-        if path is not None:
-            raise UserError("--stop removes the application --name; it takes no path.")
-        stop_application(options, say)
-    elif path is None:
-        raise UserError(
-            "rlplat serve needs a path: a checkpoint, a run directory of rlplat train, or a "
-            "directory written by rlplat export (or --stop to remove a deployed application)."
-        )
-    else:
-        serve_policy(path, options, say)
+    serve_command(path, options, lambda line: console.print(line, highlight=False, markup=False))
 
 
 @command(options=ReportOptions)
@@ -338,11 +282,7 @@ def report(
     from rlplat.report.report import make_report, print_report  # noqa: PLC0415
 
     _start(verbose, *runs)
-    result = make_report(runs, options, say=_say(json_output))
-    if json_output:
-        _print_json(result)
-    else:
-        print_report(result, console)
+    _show(make_report(runs, options, say=_say(json_output)), json_output, print_report)
 
 
 @command(options=DatasetOptions)
@@ -379,7 +319,7 @@ def runs_(
 
     records = list_runs(directory)
     if json_output:
-        _print_json([record.to_json() for record in records])
+        print(json.dumps([record.to_json() for record in records], indent=2))
     else:
         print_runs(records, directory, console)
 

@@ -29,7 +29,12 @@ from rlplat.experiment.spaces import describe
 from rlplat.export import load_exporter
 from rlplat.metrics import metric_path
 from rlplat.prepare import PreparedRun, prepare
-from rlplat.prepare.run_spec import print_dry_run, refuse_if_impossible, storage_note
+from rlplat.prepare.run_spec import (
+    print_dry_run,
+    print_plan,
+    refuse_if_impossible,
+    storage_note,
+)
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
 from rlplat.run.options import TrainOptions
 from rlplat.run.run_dir import (
@@ -213,6 +218,18 @@ def train_command(
             return
         summary = train(loaded, **common)
     finish(summary, clock, console, shutdown_ray=started_here, show_timings=options.timings)
+
+
+def plan_command(
+    experiment: Path, overrides: list[str], address: str | None, verbose: bool, console: Console
+) -> None:
+    """``rlplat plan``: where one trial's env runners and learners would run on the cluster (a
+    local one by default), and a UserError (exit 2) where no node set can hold a trial."""
+    loaded = load_experiment(experiment, overrides)
+    start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
+    run = prepare(loaded, cluster_nodes())
+    print_plan(run, console)
+    refuse_if_impossible(run)
 
 
 def finish(

@@ -327,6 +327,22 @@ def summary_lines(served: ServedPolicy, options: ServeOptions, checked: Checked,
     return lines
 
 
+def serve_command(path: Path | None, options: ServeOptions, say: Any) -> None:
+    """``rlplat serve``: serve the policy at ``path``, or with ``--stop`` remove the application
+    ``options.name`` from the cluster."""
+    if options.stop:
+        if path is not None:
+            raise UserError("--stop removes the application --name; it takes no path.")
+        stop_application(options, say)
+    elif path is None:
+        raise UserError(
+            "rlplat serve needs a path: a checkpoint, a run directory of rlplat train, or a "
+            "directory written by rlplat export (or --stop to remove a deployed application)."
+        )
+    else:
+        serve_policy(path, options, say)
+
+
 def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
     """Deploy the policy and, embedded, serve it until Ctrl-C (or SIGTERM)."""
     checked = check_options(path, options)

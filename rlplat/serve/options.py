@@ -51,6 +51,7 @@ class ServeOptions:
         None, help="Deploy onto a running Ray cluster (auto or host:port) and return."
     )
     name: str = option("rlplat", help="Ray Serve application name.")
+    stop: bool = option(False, help="Remove the application --name from the cluster.")
     episodes: int = option(  # parity episodes when serving a checkpoint
         10, flags=("--episodes", "-n"), help="Parity episodes when serving a checkpoint."
     )
