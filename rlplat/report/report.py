@@ -15,9 +15,7 @@ value of the metric instead.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -52,7 +50,7 @@ from rlplat.report.runs import (
     run_experiment,
     run_trials,
 )
-from rlplat.util.paths import new_path
+from rlplat.util.paths import publish_dir
 from rlplat.util.versions import versions
 
 X_AXES = {
@@ -479,21 +477,14 @@ def _write(
     out = options.out or Path("reports") / _default_name(experiments)
     out = out.expanduser().resolve()
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+        draft = publish_dir(out)
     except OSError as exc:
         raise UserError(f"cannot write the report under {out.parent}: {exc.strerror}.") from None
-    try:
-        _files(staging, report, experiments, curves, options)
-        destination = new_path(out.parent, out.name)
-        report["directory"] = str(destination)
-        (staging / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-        staging.chmod(0o755)  # mkdtemp's 0o700 is for the half-written state only
-        staging.rename(destination)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return destination
+    with draft:
+        _files(draft.path, report, experiments, curves, options)
+        report["directory"] = str(draft.claim())
+        (draft.path / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    return draft.destination
 
 
 def _default_name(experiments: list[Experiment]) -> str:
