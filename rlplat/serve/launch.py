@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlplat import runtime
-from rlplat.cluster.connect import start_ray
+from rlplat.cluster.connect import cluster_address, embedded, start_ray
 from rlplat.cluster.placement import (
     LabelledBundle,
     Node,
@@ -347,8 +347,8 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
     """Deploy the policy and, embedded, serve it until Ctrl-C (or SIGTERM)."""
     checked = check_options(path, options)
     serve = require_serve()
-    embedded = not (options.address or os.environ.get("RAY_ADDRESS"))
-    if embedded:
+    local = embedded(options.address)
+    if local:
         placement = check_placement(checked, local_machine())
         if not port_is_free(options.host, options.port):
             raise UserError(f"port {options.port} on {options.host} is in use (another rlplat "
@@ -356,7 +356,7 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
     served = served_policy(path, options, say)
     start_ray(options.address, options.verbose)
     quiet_serve_logs(options.verbose)
-    if not embedded:
+    if not local:
         placement = check_placement(checked, cluster_nodes())
     # Imported here: Ray Serve's deployments load with the optional serve extra only.
     from rlplat.serve.app import build_app  # noqa: PLC0415
@@ -393,7 +393,7 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
         metrics = metrics_url()
         if metrics:
             say(f"Metrics (Prometheus, this node): {metrics} (ray_serve_*, ray_rlplat_serve_*)")
-        if not embedded:
+        if not local:
             say(f"The application {options.name!r} runs on the cluster until: rlplat serve "
                 f"--stop --name {options.name} --address {options.address or '$RAY_ADDRESS'}")
             return
@@ -401,7 +401,7 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
         _wait_for_interrupt()
         say("Stopping...")
     finally:
-        if embedded:
+        if local:
             _shut_down(serve, options.verbose)
     say("Stopped.")
 
@@ -461,7 +461,7 @@ def _wait_for_interrupt() -> None:
 
 def stop_application(options: ServeOptions, say: Any) -> None:
     """Remove the application ``options.name`` from the running cluster."""
-    if not (options.address or os.environ.get("RAY_ADDRESS")):
+    if cluster_address(options.address) is None:
         raise UserError(
             "--stop removes an application that rlplat serve --address deployed onto a running "
             "Ray cluster: give that --address (auto, or host:port). An embedded rlplat serve "
