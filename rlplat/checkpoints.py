@@ -23,6 +23,7 @@ from typing import Any
 from rlplat.errors import UserError
 from rlplat.metrics import ENV_STEPS, REPLAY_STEPS, RETURN_MEAN, finite, lookup, metric_path
 from rlplat.util.atomic import write_atomic
+from rlplat.util.options import option
 
 RLLIB_MARKER = "rllib_checkpoint.json"
 CHECKPOINT_INFO = "rlplat_checkpoint.json"
@@ -152,6 +153,12 @@ def _pick_in_run(run: Path, last: bool) -> PickedCheckpoint:
             best.path, f"{best.why}, the best of {len(picks)} trials", best.info
         )
     return best
+
+
+def last_option() -> Any:
+    """The ``--last`` option of the commands that take a checkpoint, a trial or a run directory:
+    ``find_checkpoint(path, last=...)``."""
+    return option(False, help="Newest checkpoint of a trial instead of the best.")
 
 
 def find_checkpoint(path: Path, *, last: bool = False) -> PickedCheckpoint:

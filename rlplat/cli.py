@@ -1,27 +1,42 @@
-"""The ``rlplat`` command line."""
+"""The ``rlplat`` command line: Typer's view of the stages.
+
+A command maps its arguments onto its stage and calls the stage's function and printer. A stage's
+options are declared once, with their defaults and help, in the stage's options dataclass
+(``rlplat.util.options``); :func:`command` offers them as the command's options. Every command
+starts with :func:`_start` and takes ``--debug``, which :func:`main` reads.
+
+Stages are imported inside the commands: ``rlplat eval`` and ``--help`` start without loading
+Ray Tune and RLlib.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import json
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from typer.exceptions import Abort, Exit, TyperException
 
-from rlplat.cluster.connect import FIXED_HASH_SEED, quiet_ray_logs, start_ray
+from rlplat.cluster.connect import FIXED_HASH_SEED, quiet_ray_logs
 from rlplat.errors import Interrupted, RlplatError, UserError
-from rlplat.util.project import project_code, project_paths, use_project_paths
+from rlplat.export.options import ExportOptions
+from rlplat.policy.options import DatasetOptions, EvalOptions
+from rlplat.report.options import ReportOptions
+from rlplat.run.options import TrainOptions
+from rlplat.serve.options import ServeOptions
+from rlplat.util.options import from_values, typer_parameters
+from rlplat.util.project import project_paths, use_project_paths
+from rlplat.util.timings import StageClock
 from rlplat.util.versions import versions
-
-if TYPE_CHECKING:
-    from rlplat.experiment.load import LoadedExperiment
-    from rlplat.run.summary import RunSummary
-    from rlplat.util.timings import StageClock
 
 app = typer.Typer(
     add_completion=False,
@@ -31,6 +46,22 @@ app = typer.Typer(
 )
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
+
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show Ray's and RLlib's logs.")]
+Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")]
+
+
+def _json_flag(what: str) -> Any:
+    """--json: print ``what`` on stdout (progress lines then go to stderr)."""
+    return Annotated[bool, typer.Option("--json", help=f"Print {what} on stdout.")]
+
+
+EvalJson = _json_flag("the results as JSON")
+ExportJson = _json_flag("the parity certificate as JSON")
+ReportJson = _json_flag("report.json")
+RunsJson = _json_flag("the runs as JSON")
+KEYWORD = inspect.Parameter.KEYWORD_ONLY
+_debug = False  # the running command's --debug: main() then shows its error's traceback
 
 
 def _print_versions(value: bool) -> None:
@@ -56,14 +87,70 @@ def _commands(
     """Train and evaluate RLlib agents from one YAML experiment file."""
 
 
-Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show Ray's and RLlib's logs.")]
-Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")]
-Last = Annotated[
-    bool, typer.Option("--last", help="Newest checkpoint of a trial instead of the best.")
-]
+def command(
+    name: str | None = None, *, options: type | None = None, before: tuple[str, str] | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register a command: its own parameters, ``--debug``, and, where its ``options`` parameter
+    stands, the options of its stage's ``options`` dataclass, which it receives built.
+    ``before=(mine, field)`` lists its parameter ``mine`` before the option ``field`` in --help."""
+
+    def register(function: Callable[..., None]) -> Callable[..., None]:
+        params: list[inspect.Parameter] = []
+        for param in inspect.signature(function, eval_str=True).parameters.values():
+            if param.name == "options" and options is not None:
+                params += typer_parameters(options, KEYWORD)
+            else:
+                params.append(param.replace(kind=KEYWORD))
+        if before is not None:
+            names = [param.name for param in params]
+            moved = params.pop(names.index(before[0]))
+            params.insert([param.name for param in params].index(before[1]), moved)
+        params.append(inspect.Parameter("debug", KEYWORD, default=False, annotation=Debug))
+
+        @functools.wraps(function)
+        def run(**values: Any) -> None:
+            global _debug
+            _debug = values.pop("debug")
+            if options is not None:
+                values["options"] = from_values(options, values)
+            function(**values)
+
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        run.__annotations__ = {param.name: param.annotation for param in params}
+        return app.command(name)(run)
+
+    return register
 
 
-@app.command()
+def _start(verbose: bool, *paths: Path | None, ray: bool = True) -> None:
+    """The start of every command that loads a policy or runs Ray: Ray's and RLlib's log lines
+    (``ray``: where Ray is used) and Python's warnings only with --verbose, and the user's code
+    importable from the project of each of ``paths``."""
+    if ray:
+        quiet_ray_logs(verbose)
+    if not verbose:
+        warnings.filterwarnings("ignore")
+    for path in paths:
+        if path is not None:
+            use_project_paths(project_paths(path))
+
+
+def _say(json_output: bool) -> Callable[[str], None]:
+    """Progress lines: on stdout, or on stderr where stdout carries --json."""
+    where = err_console if json_output else console
+    return lambda line: where.print(line, highlight=False)
+
+
+def _show(result: Any, json_output: bool, printer: Callable[[Any, Console], None]) -> None:
+    """A command's result: with --json as JSON on stdout (its ``to_json()`` where it has one),
+    else through its stage's printer."""
+    if json_output:
+        print(json.dumps(result.to_json() if hasattr(result, "to_json") else result, indent=2))
+    else:
+        printer(result, console)
+
+
+@command(options=TrainOptions)
 def train(
     experiment: Annotated[
         Path | None, typer.Argument(help="Experiment YAML file (not with --resume).")
@@ -72,140 +159,24 @@ def train(
         list[str] | None,
         typer.Argument(help="Dotted overrides such as training.lr=0.0005 stop.env_steps=50000."),
     ] = None,
-    resume: Annotated[
-        Path | None,
-        typer.Option(
-            help="Continue an interrupted run in its directory: finished trials are kept, "
-            "unfinished ones continue from their last checkpoint."
-        ),
-    ] = None,
-    from_checkpoint: Annotated[
-        Path | None,
-        typer.Option(
-            "--from",
-            help="Start a new run from this checkpoint's policy (or a trial/run directory's "
-            "best): sets init.checkpoint. init.optimizer=true also takes the optimizer state.",
-        ),
-    ] = None,
-    seeds: Annotated[
-        int | None,
-        typer.Option(
-            help="Run each configuration on N seeds (seed, seed+1, ...): the override seeds=N.",
-        ),
-    ] = None,
-    retry_errored: Annotated[
-        bool,
-        typer.Option("--retry-errored", help="With --resume: also continue trials that failed."),
-    ] = False,
-    address: Annotated[
-        str | None,
-        typer.Option(
-            help="Join a running Ray cluster (auto or host:port) instead of starting one."
-        ),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Validate and print the resolved experiment only.")
-    ] = False,
-    timings: Annotated[
-        bool,
-        typer.Option(
-            "--timings",
-            help="Print the seconds of each stage (imports, validation, Ray's start, the trial's "
-            "start, training, shutdown) at the end; run.json records them either way.",
-        ),
-    ] = False,
+    *,
+    options: TrainOptions,
     verbose: Verbose = False,
-    debug: Debug = False,
 ) -> None:
     """Validate an experiment, run it under Ray Tune, write checkpoints and TensorBoard logs.
 
     With a tune: section or search spaces in the file, runs a hyperparameter search.
     """
-    # Imported per command: `rlplat eval` and `--help` start without loading Ray Tune and RLlib.
-    from rlplat.cluster.connect import embedded  # noqa: PLC0415
-    from rlplat.experiment.load import load_experiment  # noqa: PLC0415
-    from rlplat.run.launch import resume as resume_run  # noqa: PLC0415
-    from rlplat.run.launch import train as run_training  # noqa: PLC0415
-    from rlplat.util.timings import StageClock  # noqa: PLC0415
+    from rlplat.run.launch import train_command  # noqa: PLC0415 - Ray Tune and RLlib load here
 
     clock = StageClock()  # counts from the process's start
-    quiet_ray_logs(verbose)
-    if not verbose:
-        warnings.filterwarnings("ignore")
+    _start(verbose, options.resume or experiment)
     clock.lap("imports")
-    started_here = embedded(address)
-    if resume is not None:
-        if experiment is not None or overrides or dry_run or from_checkpoint or seeds:
-            raise UserError(
-                "--resume continues a run with the experiment it started with: give only the run "
-                "directory (rlplat train --resume <run dir>), no experiment file, overrides, "
-                "--from, --seeds or --dry-run."
-            )
-        use_project_paths(project_paths(resume))
-        summary = resume_run(
-            resume,
-            retry_errored=retry_errored,
-            address=address,
-            verbose=verbose,
-            console=console,
-            clock=clock,
-        )
-    else:
-        if experiment is None:
-            raise UserError(
-                "give an experiment file (rlplat train experiments/cartpole_ppo.yaml), or "
-                "--resume <run dir> to continue an interrupted run."
-            )
-        if from_checkpoint is not None:
-            overrides = [*(overrides or []), f"init.checkpoint={from_checkpoint}"]
-        if seeds is not None:
-            overrides = [*(overrides or []), f"seeds={seeds}"]
-        use_project_paths(project_paths(experiment))
-        loaded = load_experiment(experiment, overrides or [])
-        if dry_run:
-            _print_dry_run(loaded, experiment)
-            return
-        summary = run_training(
-            loaded, address=address, verbose=verbose, console=console, clock=clock
-        )
-    _finish_training(summary, clock, shutdown_ray=started_here, show_timings=timings)
+    train_command(experiment, overrides or [], options, verbose=verbose, console=console,
+                  clock=clock)
 
 
-def _print_dry_run(loaded: LoadedExperiment, experiment: Path) -> None:
-    from rlplat.experiment.yaml_io import dump_yaml  # noqa: PLC0415
-    from rlplat.prepare import prepare  # noqa: PLC0415
-
-    console.print(dump_yaml(prepare(loaded).resolved()), highlight=False, end="")
-    stepped = "built and stepped" if loaded.experiment.env.check else "built"
-    console.print(
-        f"# {experiment} is valid: every key checked, the env {stepped}, the RLlib "
-        "config built. Nothing was run.",
-        highlight=False,
-    )
-
-
-def _finish_training(
-    summary: RunSummary, clock: StageClock, *, shutdown_ray: bool, show_timings: bool
-) -> None:
-    """The summary, Ray's shutdown (when this command started it), the stage timings in
-    run.json (and on the terminal with --timings), then the exit status."""
-    import ray  # noqa: PLC0415
-
-    from rlplat.run.run_dir import record_timings  # noqa: PLC0415
-    from rlplat.run.summary import print_summary, print_timings, raise_if_failed  # noqa: PLC0415
-
-    print_summary(summary, console)
-    if shutdown_ray:
-        ray.shutdown()
-    clock.lap("shutdown")
-    record = clock.record()
-    record_timings(Path(summary.run_dir), record)
-    if show_timings:
-        print_timings(record, console)
-    raise_if_failed(summary)
-
-
-@app.command()
+@command()
 def plan(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
     overrides: Annotated[
@@ -216,31 +187,19 @@ def plan(
         typer.Option(help="Plan on a running Ray cluster (auto or host:port) instead of locally."),
     ] = None,
     verbose: Verbose = False,
-    debug: Debug = False,
 ) -> None:
     """Show where each trial's env runners and learners would run, without training.
 
     Prints the bundles of one trial, the cluster's nodes, whether a trial fits and how many run
     at once; exits 2 when no node set can hold a trial (rlplat train refuses the same runs).
     """
-    # Imported per command: `rlplat eval` and `--help` start without loading Ray Tune and RLlib.
-    from rlplat.cluster.placement import cluster_nodes  # noqa: PLC0415
-    from rlplat.experiment.load import load_experiment  # noqa: PLC0415
-    from rlplat.prepare import prepare  # noqa: PLC0415
-    from rlplat.prepare.run_spec import print_plan, refuse_if_impossible  # noqa: PLC0415
+    from rlplat.run.launch import plan_command  # noqa: PLC0415 - RLlib loads here
 
-    quiet_ray_logs(verbose)
-    if not verbose:
-        warnings.filterwarnings("ignore")
-    use_project_paths(project_paths(experiment))
-    loaded = load_experiment(experiment, overrides or [])
-    start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
-    run = prepare(loaded, cluster_nodes())
-    print_plan(run, console)
-    refuse_if_impossible(run)
+    _start(verbose, experiment)
+    plan_command(experiment, overrides or [], address, verbose, console)
 
 
-@app.command("eval")
+@command("eval", options=EvalOptions, before=("json_output", "record"))
 def eval_(
     path: Annotated[
         Path,
@@ -249,159 +208,44 @@ def eval_(
             "directory written by rlplat export."
         ),
     ],
-    episodes: Annotated[int, typer.Option("--episodes", "-n", help="Episodes to play.")] = 10,
-    seed: Annotated[int, typer.Option(help="Seed of the first episode (episode i: seed + i).")] = 0,
-    explore: Annotated[
-        bool, typer.Option("--explore", help="Sample actions instead of taking the greedy one.")
-    ] = False,
-    render: Annotated[
-        str | None,
-        typer.Option(
-            help="gif or mp4: write videos; ansi: print frames; human: open a window.",
-        ),
-    ] = None,
-    out: Annotated[Path, typer.Option(help="Directory for --render gif/mp4 files.")] = Path(
-        "videos"
-    ),
-    one_file: Annotated[
-        bool, typer.Option("--one-file", help="One video with all episodes instead of one each.")
-    ] = False,
-    last: Last = False,
-    max_steps: Annotated[
-        int | None, typer.Option(help="Cut episodes after this many steps.")
-    ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print the results as JSON on stdout.")
-    ] = False,
-    record: Annotated[
-        Path | None,
-        typer.Option(
-            help="Write the episodes to this new directory as a dataset for offline training "
-            "(RLlib's Parquet columns plus dataset.json)."
-        ),
-    ] = None,
-    random: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--random",
-            help="Multi-agent: this policy acts uniformly at random instead of as trained "
-            "(repeat for several), to score the others against a random side.",
-        ),
-    ] = None,
+    options: EvalOptions,
+    json_output: EvalJson = False,
     verbose: Verbose = False,
-    debug: Debug = False,
 ) -> None:
     """Roll out a trained policy (or its ONNX export) without Ray: statistics, and videos or
     terminal frames."""
-    import json  # noqa: PLC0415 - only rlplat eval --json needs it
-
-    # Imported per command: `rlplat eval` loads no Ray Tune (start-up time).
-    from rlplat.policy.evaluate import EvalOptions, evaluate, print_report  # noqa: PLC0415
+    from rlplat.policy.evaluate import evaluate, print_report  # noqa: PLC0415
     from rlplat.policy.exported import is_export  # noqa: PLC0415
 
-    if not is_export(path):  # an ONNX export plays without RLlib (and torch)
-        quiet_ray_logs(verbose)
-    if not verbose:
-        warnings.filterwarnings("ignore")
-    report_console = err_console if json_output else console
-    use_project_paths(project_paths(path))
-    options = EvalOptions(
-        episodes=episodes,
-        seed=seed,
-        explore=explore,
-        render=render,
-        out=out,
-        one_file=one_file,
-        last=last,
-        max_steps=max_steps,
-        record=record,
-        random=list(random or []),
-    )
+    _start(verbose, path, ray=not is_export(path))  # an ONNX export plays without RLlib
     report = evaluate(
         path,
         options,
-        say=lambda line: report_console.print(line, highlight=False),
+        say=_say(json_output),
         show_frame=lambda frame: console.print(frame, highlight=False, markup=False),
     )
-    if json_output:
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        print_report(report, console)
+    _show(report, json_output, print_report)
 
 
-@app.command("export")
+@command("export", options=ExportOptions)
 def export_(
     path: Annotated[
         Path,
         typer.Argument(help="A checkpoint, or a trial/run/experiment directory (best checkpoint)."),
     ],
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Output directory (default exported/<experiment name>); an existing one is "
-            "kept and the export gets a new sibling name."
-        ),
-    ] = None,
-    episodes: Annotated[
-        int, typer.Option("--episodes", "-n", help="Seeded episodes of the parity check.")
-    ] = 10,
-    seed: Annotated[int, typer.Option(help="Seed of the first parity episode.")] = 0,
-    tolerance: Annotated[
-        float,
-        typer.Option(help="Largest difference at which two continuous actions agree."),
-    ] = 1e-4,
-    min_agreement: Annotated[
-        float,
-        typer.Option(
-            "--min-agreement",
-            help="Fraction of visited observations whose actions must agree (1: all).",
-        ),
-    ] = 1.0,
-    verify: Annotated[
-        bool,
-        typer.Option(
-            "--verify/--no-verify",
-            help="Play the parity episodes (--no-verify: no certificate; the manifest says so).",
-        ),
-    ] = True,
-    last: Last = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print the parity certificate as JSON on stdout.")
-    ] = False,
+    options: ExportOptions,
+    json_output: ExportJson = False,
     verbose: Verbose = False,
-    debug: Debug = False,
 ) -> None:
     """Export a trained policy to ONNX (runs without Ray or torch) with a parity certificate."""
-    import json  # noqa: PLC0415 - only --json needs it
+    from rlplat.export import load_exporter  # noqa: PLC0415 - torch, RLlib and onnx load here
 
-    # Imported per command: torch, RLlib and onnx load only for rlplat export.
-    from rlplat.export import load_exporter  # noqa: PLC0415
-
-    quiet_ray_logs(verbose)
-    if not verbose:
-        warnings.filterwarnings("ignore")
-    report_console = err_console if json_output else console
-    use_project_paths(project_paths(path))
+    _start(verbose, path)
     exporter = load_exporter()
-    options = exporter.ExportOptions(
-        out=out,
-        episodes=episodes,
-        seed=seed,
-        tolerance=tolerance,
-        min_agreement=min_agreement,
-        verify=verify,
-        last=last,
-    )
-    report = exporter.export(
-        path, options, say=lambda line: report_console.print(line, highlight=False)
-    )
-    if json_output:
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        exporter.print_export(report, console)
+    _show(exporter.export(path, options, say=_say(json_output)), json_output, exporter.print_export)
 
 
-@app.command()
+@command(options=ServeOptions)
 def serve(
     path: Annotated[
         Path | None,
@@ -410,184 +254,40 @@ def serve(
             "directory written by rlplat export. Not with --stop."
         ),
     ] = None,
-    host: Annotated[
-        str, typer.Option(help="Address to listen on; other than 127.0.0.1 needs --token-env.")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
-    replicas: Annotated[
-        int | None, typer.Option(help="Policy replicas (default 1; not with --autoscale).")
-    ] = None,
-    autoscale: Annotated[
-        str | None, typer.Option(help="MIN:MAX replicas, scaled by Ray Serve with the load.")
-    ] = None,
-    replica_resources: Annotated[
-        str | None,
-        typer.Option(
-            "--replica-resources",
-            help="Each replica's resources, as under resources: in an experiment, e.g. "
-            "'{cpus: 1, custom: {npu: 1}}' (default {cpus: 1}).",
-        ),
-    ] = None,
-    max_batch_size: Annotated[
-        int, typer.Option(help="Requests one graph run answers at most (1: no batching).")
-    ] = 32,
-    batch_wait_ms: Annotated[
-        float, typer.Option(help="How long a batch waits to fill, in milliseconds.")
-    ] = 2.0,
-    backend: Annotated[
-        str, typer.Option(help="onnx (onnxruntime, no torch) or torch (checkpoints only).")
-    ] = "onnx",
-    token_env: Annotated[
-        str | None,
-        typer.Option(help="Environment variable holding the bearer token requests must carry."),
-    ] = None,
-    max_body: Annotated[int, typer.Option(help="Largest request body in bytes (larger: 413).")] = 1
-    << 20,
-    max_sessions: Annotated[
-        int, typer.Option(help="Recurrent policies: episode sessions kept at most.")
-    ] = 10_000,
-    session_ttl: Annotated[
-        float, typer.Option(help="Recurrent policies: seconds a session lives without requests.")
-    ] = 600.0,
-    address: Annotated[
-        str | None,
-        typer.Option(help="Deploy onto a running Ray cluster (auto or host:port) and return."),
-    ] = None,
-    name: Annotated[str, typer.Option(help="Ray Serve application name.")] = "rlplat",
-    stop: Annotated[
-        bool, typer.Option("--stop", help="Remove the application --name from the cluster.")
-    ] = False,
-    episodes: Annotated[
-        int, typer.Option("--episodes", "-n", help="Parity episodes when serving a checkpoint.")
-    ] = 10,
-    last: Last = False,
+    *,
+    options: ServeOptions,
     verbose: Verbose = False,
-    debug: Debug = False,
 ) -> None:
     """Serve a trained policy over HTTP with Ray Serve (embedded until Ctrl-C, or on a
     cluster with --address)."""
-    # Imported per command: Ray Serve loads only for rlplat serve.
-    from rlplat.serve.launch import ServeOptions, serve_policy, stop_application  # noqa: PLC0415
+    from rlplat.serve.launch import serve_command  # noqa: PLC0415 - Ray Serve loads here
 
-    quiet_ray_logs(verbose)
-    if not verbose:
-        warnings.filterwarnings("ignore")
-    options = ServeOptions(
-        host=host,
-        port=port,
-        replicas=replicas,
-        autoscale=autoscale,
-        replica_resources=replica_resources,
-        max_batch_size=max_batch_size,
-        batch_wait_ms=batch_wait_ms,
-        backend=backend,
-        token_env=token_env,
-        max_body=max_body,
-        max_sessions=max_sessions,
-        session_ttl_s=session_ttl,
-        address=address,
-        name=name,
-        episodes=episodes,
-        last=last,
-        verbose=verbose,
-    )
-
-    def say(line: str) -> None:
-        console.print(line, highlight=False, markup=False)
-
-    if stop:
-        if path is not None:
-            raise UserError("--stop removes the application --name; it takes no path.")
-        stop_application(options, say)
-        return
-    if path is None:
-        raise UserError(
-            "rlplat serve needs a path: a checkpoint, a run directory of rlplat train, or a "
-            "directory written by rlplat export (or --stop to remove a deployed application)."
-        )
-    use_project_paths(project_paths(path))
-    serve_policy(path, options, say)
+    _start(verbose, None if options.stop else path)
+    options.verbose = verbose
+    serve_command(path, options, lambda line: console.print(line, highlight=False, markup=False))
 
 
-@app.command()
+@command(options=ReportOptions)
 def report(
     runs: Annotated[
         list[Path],
         typer.Argument(help="Run directories of rlplat train (experiment directory: its newest)."),
     ],
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Output directory (default reports/<names>-<time>; never overwritten)."),
-    ] = None,
-    metric: Annotated[
-        str | None,
-        typer.Option(
-            help="What to report: episode_return_mean (team return), policy_return_mean/<p>, "
-            "agent_return_mean/<a>, or any logged result (default: the runs' tune.metric)."
-        ),
-    ] = None,
-    x: Annotated[str, typer.Option(help="Curves against env_steps or time_s.")] = "env_steps",
-    eval_episodes: Annotated[
-        int, typer.Option(help="Greedy episodes that score each seed's checkpoint.")
-    ] = 20,
-    eval_seed: Annotated[int, typer.Option(help="Seed of the first scoring episode.")] = 0,
-    checkpoint: Annotated[
-        str, typer.Option(help="last, or best (by the run's own checkpoint.score).")
-    ] = "last",
-    score: Annotated[
-        str,
-        typer.Option(help="eval (greedy episodes) or training (the run's last windowed value)."),
-    ] = "eval",
-    target: Annotated[
-        float | None,
-        typer.Option(help="Score for the optimality gap and time to target (default: stop's)."),
-    ] = None,
-    bootstrap_seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
-    marl_eval: Annotated[
-        bool, typer.Option("--marl-eval", help="Also write marl_eval.json (marl-eval's layout).")
-    ] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print report.json on stdout.")
-    ] = False,
+    options: ReportOptions,
+    json_output: ReportJson = False,
     verbose: Verbose = False,
-    debug: Debug = False,
 ) -> None:
     """Compare runs over seeds: IQM, mean, median and optimality gap with 95% bootstrap
     intervals, probability of improvement, learning curves (report.md, report.json, PNG/SVG)."""
-    import json  # noqa: PLC0415 - only --json needs it
-
     # Imported per command: scipy, matplotlib and the policy code load only for rlplat report.
     from rlplat.report.render import print_report  # noqa: PLC0415
-    from rlplat.report.report import ReportOptions, make_report  # noqa: PLC0415
+    from rlplat.report.report import make_report  # noqa: PLC0415
 
-    quiet_ray_logs(verbose)
-    if not verbose:
-        warnings.filterwarnings("ignore")
-    report_console = err_console if json_output else console
-    for run in runs:
-        use_project_paths(project_paths(run))
-    options = ReportOptions(
-        out=out,
-        metric=metric,
-        x=x,
-        eval_episodes=eval_episodes,
-        eval_seed=eval_seed,
-        checkpoint=checkpoint,
-        score=score,
-        target=target,
-        bootstrap_seed=bootstrap_seed,
-        marl_eval=marl_eval,
-    )
-    result = make_report(
-        runs, options, say=lambda line: report_console.print(line, highlight=False)
-    )
-    if json_output:
-        print(json.dumps(result.to_json(), indent=2))
-        return
-    print_report(result, console)
+    _start(verbose, *runs)
+    _show(make_report(runs, options, say=_say(json_output)), json_output, print_report)
 
 
-@app.command()
+@command(options=DatasetOptions)
 def dataset(
     path: Annotated[
         Path,
@@ -595,60 +295,28 @@ def dataset(
             help="A checkpoint, or a trial/run/experiment directory (newest checkpoint)."
         ),
     ],
-    out: Annotated[Path, typer.Option(help="New dataset directory (never overwritten).")],
-    from_replay: Annotated[
-        bool,
-        typer.Option(
-            "--from-replay",
-            help="Write the run's replay memory (DQN, SAC): every transition it kept. To record a "
-            "policy's episodes use rlplat eval --record.",
-        ),
-    ] = False,
-    best: Annotated[
-        bool, typer.Option("--best", help="The best checkpoint of a trial instead of the newest.")
-    ] = False,
-    debug: Debug = False,
+    options: DatasetOptions,
 ) -> None:
     """Write a dataset for offline training (BC, MARWIL, CQL, IQL) from a run's replay memory."""
-    from rlplat.policy.replay_dataset import export_replay  # noqa: PLC0415
+    from rlplat.policy.replay_dataset import export_replay, print_dataset  # noqa: PLC0415
 
-    if not from_replay:
+    if not options.from_replay:
         raise UserError(
             "rlplat dataset: say where the data comes from: --from-replay (the run's replay "
             "memory). To record a policy's episodes use `rlplat eval <checkpoint> --record DIR`."
         )
-    quiet_ray_logs(False)
-    warnings.filterwarnings("ignore")
-    use_project_paths(project_paths(path))
-    writer = export_replay(path, out, best=best)
-    info = writer.info
-    returns = info.returns
-    console.print(
-        f"Dataset: {out} ({info.episodes} episode(s), {info.env_steps:,} env steps) from "
-        f"{info.source['checkpoint']}",
-        highlight=False,
-    )
-    if returns:
-        console.print(
-            f"  returns of its {returns['episodes']} complete episode(s): mean "
-            f"{returns['mean']:.2f}, min {returns['min']:.2f}, max {returns['max']:.2f}",
-            highlight=False,
-        )
+    _start(False, path)
+    print_dataset(export_replay(path, options.out, best=options.best), console)
 
 
-@app.command("runs")
+@command("runs")
 def runs_(
     directory: Annotated[
         Path, typer.Argument(help="Where runs are (default checkpoints/; or an experiment dir).")
     ] = Path("checkpoints"),
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print the runs as JSON on stdout.")
-    ] = False,
-    debug: Debug = False,
+    json_output: RunsJson = False,
 ) -> None:
     """List the runs under a directory, the newest first: status, trials, best score, steps."""
-    import json  # noqa: PLC0415 - only --json needs it
-
     from rlplat.report.runs import list_runs, print_runs  # noqa: PLC0415
 
     records = list_runs(directory)
@@ -673,13 +341,14 @@ def fix_hash_seed() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors print one paragraph and exit 2; ``--debug`` shows tracebacks."""
+    global _debug
     if argv is None:
         fix_hash_seed()
-    args = sys.argv[1:] if argv is None else argv
+    _debug = False
     try:
-        app(args=args, standalone_mode=False)
+        app(args=sys.argv[1:] if argv is None else argv, standalone_mode=False)
     except RlplatError as exc:
-        if "--debug" in args:
+        if _debug:
             raise
         stopped = isinstance(exc, Interrupted)
         label = "[bold yellow]stopped:[/]" if stopped else "[bold red]error:[/]"

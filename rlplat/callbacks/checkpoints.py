@@ -64,15 +64,21 @@ def checkpoint_recorder(
             if state is None or state == self._state_seen:
                 return
             self._state_seen = state
-            points = resume_points(run_dir) or {}
-            for checkpoint, trial in list(self._obsolete.items()):
-                point = points.get(checkpoint.parent.name)
-                if point is not None and point.name > checkpoint.name:
-                    shutil.rmtree(checkpoint, ignore_errors=True)
-                    forget_checkpoint(trial, checkpoint)
-                    del self._obsolete[checkpoint]
+            _delete_superseded(self._obsolete, run_dir)
 
     return RecordCheckpoints()
+
+
+def _delete_superseded(obsolete: dict[Path, Any], run_dir: Path) -> None:
+    """Delete each of the ``obsolete`` checkpoints (by its Tune trial) whose trial the state saved
+    in ``run_dir`` resumes from a newer checkpoint; the others stay listed."""
+    points = resume_points(run_dir) or {}
+    for checkpoint, trial in list(obsolete.items()):
+        point = points.get(checkpoint.parent.name)
+        if point is not None and point.name > checkpoint.name:
+            shutil.rmtree(checkpoint, ignore_errors=True)
+            forget_checkpoint(trial, checkpoint)
+            del obsolete[checkpoint]
 
 
 def prune_checkpoints(run_dir: Path, keep: int | None) -> None:

@@ -65,6 +65,17 @@ LEARNER_TAGS = {
 EVAL_EPISODES_LIFETIME = "evaluation/env_runners/num_episodes_lifetime"
 
 
+def _learner_tag(stat: str) -> str:
+    """The tag of a learner statistic: learning rates per optimizer, the gradients' global norm,
+    the short names of LEARNER_TAGS, else ``learner/<stat>``."""
+    if stat.endswith("learning_rate"):
+        optimizer = stat.removesuffix("learning_rate").rstrip("_")
+        return "train/lr" if optimizer in ("", "default_optimizer") else f"train/lr_{optimizer}"
+    if stat.startswith("gradients_") and stat.endswith("global_norm"):
+        return "train/grad_norm"
+    return LEARNER_TAGS.get(stat, f"learner/{stat}")
+
+
 def short_scalars(
     result: dict[str, Any], steps_per_s: float | None, fresh_eval: bool = True
 ) -> dict[str, float]:
@@ -96,15 +107,7 @@ def short_scalars(
         if not isinstance(stats, dict):
             continue
         for stat, value in stats.items():
-            if stat.endswith("learning_rate"):
-                optimizer = stat.removesuffix("learning_rate").rstrip("_")
-                name = "lr" if optimizer in ("", "default_optimizer") else f"lr_{optimizer}"
-                tag = f"train/{name}"
-            elif stat.startswith("gradients_") and stat.endswith("global_norm"):
-                tag = "train/grad_norm"
-            else:
-                tag = LEARNER_TAGS.get(stat, f"learner/{stat}")
-            put(tag + suffix, value)
+            put(_learner_tag(stat) + suffix, value)
     for tag, path in (("policy_return", POLICY_RETURNS), ("agent_return", AGENT_RETURNS)):
         for member, value in (lookup(result, path) or {}).items():
             put(f"{tag}/{member}", value)

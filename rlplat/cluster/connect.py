@@ -42,7 +42,7 @@ def start_ray(
     quiet_ray_logs(verbose)
     if ray.is_initialized():
         return
-    address = address or os.environ.get("RAY_ADDRESS")
+    address = cluster_address(address)
     kwargs = {
         "logging_level": logging.INFO if verbose else logging.ERROR,
         "log_to_driver": verbose,
@@ -65,12 +65,18 @@ def start_ray(
     quiet_ray_logs(verbose)  # ray.init sets up Ray's loggers again
 
 
+def cluster_address(address: str | None) -> str | None:
+    """The cluster a command joins: ``--address``, else ``RAY_ADDRESS`` as Ray reads it; None
+    where neither names one."""
+    return address or os.environ.get("RAY_ADDRESS") or None
+
+
 def embedded(address: str | None) -> bool:
-    """Whether a command given ``address`` starts its own local Ray (no cluster named, none
-    started in this process)."""
+    """Whether a command given ``address`` runs on its own local Ray, which it starts and shuts
+    down: no cluster named (:func:`cluster_address`), and no Ray started in this process."""
     import ray  # noqa: PLC0415 - loads on use, as in quiet_ray_logs
 
-    return address is None and "RAY_ADDRESS" not in os.environ and not ray.is_initialized()
+    return cluster_address(address) is None and not ray.is_initialized()
 
 
 def env_runner_restarts(env_runner_group: Any) -> int:

@@ -21,8 +21,6 @@ overwritten.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,6 +31,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlplat.errors import UserError
+from rlplat.util.paths import publish_dir
 
 DATASET_FILE = "dataset.json"
 DATA_DIR = "data"
@@ -142,15 +141,10 @@ class DatasetWriter:
                 "episodes": int(returns.size),
             }
         self.info.created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        staging = self.out.parent / f".{self.out.name}.partial-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        (staging / DATA_DIR).mkdir(parents=True)
-        try:
-            pq.write_table(pa.table(self._columns), staging / DATA_DIR / "part-00000.parquet")
-            (staging / DATASET_FILE).write_text(json.dumps(self.info.__dict__, indent=2) + "\n")
-            os.rename(staging, self.out)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        with publish_dir(self.out, next_free=False) as draft:
+            (draft.path / DATA_DIR).mkdir()
+            pq.write_table(pa.table(self._columns), draft.path / DATA_DIR / "part-00000.parquet")
+            (draft.path / DATASET_FILE).write_text(json.dumps(self.info.__dict__, indent=2) + "\n")
         return self.out
 
 

@@ -22,6 +22,7 @@ from pydantic import (
 
 from rlplat.errors import did_you_mean
 from rlplat.experiment.connectors import CONNECTORS, connector_options
+from rlplat.experiment.tuning import SCHEDULERS, SEARCHERS
 from rlplat.metrics import METRIC_ALIASES, is_known_metric
 
 
@@ -379,14 +380,13 @@ class MultiAgentSpec(Section):
         return value
 
 
-SEARCHERS = ("random", "optuna", "hyperopt", "bohb")
-SCHEDULERS = ("fifo", "asha", "hyperband", "median", "pbt", "pb2")
 TIME_ATTRS = ("iterations", "env_steps", "time_s")
 
 
-def _known_name(entry: NamedEntry, names: tuple[str, ...], what: str) -> NamedEntry:
+def _known_name(entry: NamedEntry, table: dict[str, Any], what: str) -> NamedEntry:
     _one_key_entries([entry], what)
     name, _ = entry_parts(entry)
+    names = list(table)
     if name not in names:
         raise ValueError(
             f"unknown {what} {name!r}; allowed: {', '.join(names)}." + did_you_mean(name, names)

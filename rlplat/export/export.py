@@ -14,9 +14,9 @@ files, for inspection, with ``"verified": false`` in the manifest.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
-import os
 import shutil
 import time
 import warnings
@@ -37,6 +37,7 @@ from rlplat.environments.team import TEAM_SETTINGS
 from rlplat.errors import RlplatError, UserError
 from rlplat.experiment.load import load_experiment
 from rlplat.export.graph import GraphParts, Unsupported, build_graph, describe_action
+from rlplat.export.options import ExportOptions
 from rlplat.export.parity import Certificate, certify
 from rlplat.export.team import agent_graph
 from rlplat.policy.exported import export_actor
@@ -57,26 +58,14 @@ from rlplat.runtime import (
     TensorInfo,
 )
 from rlplat.util.atomic import write_atomic
-from rlplat.util.paths import new_path
+from rlplat.util.paths import publish_dir
 from rlplat.util.versions import versions
 
 OPSET = 17
-DEFAULT_TOLERANCE = 1e-4
 
 
 class ParityFailed(RlplatError):
     """The export does not act like the checkpoint (exit 1)."""
-
-
-@dataclass
-class ExportOptions:
-    out: Path | None = None  # default: exported/<experiment name>
-    episodes: int = 10
-    seed: int = 0
-    tolerance: float = DEFAULT_TOLERANCE  # continuous actions agree within this
-    min_agreement: float = 1.0
-    verify: bool = True
-    last: bool = False
 
 
 @dataclass
@@ -133,16 +122,16 @@ def export(
     team = is_team_algorithm(experiment.algorithm)
     env = _env_or_none(experiment, experiment_file, options.verify or team)
     out = options.out or Path("exported") / experiment.name
-    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
-    try:
+    with contextlib.ExitStack() as cleanup:
+        if env is not None:
+            cleanup.callback(env.close)
         mapping = mapping_for(experiment, env) if env is not None else _mapping_without_env(
             experiment, picked.path
         )
         policy = Policy.from_checkpoint(picked.path, mapping)
         graphs = _graphs(policy, env, team)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
+        draft = cleanup.enter_context(publish_dir(out))  # published as the block ends
+        staging = draft.path
         onnx_specs = {
             pid: _write_onnx(parts, staging / _file_name(pid, policy))
             for pid, parts in graphs.items()
@@ -174,12 +163,7 @@ def export(
         manifest.verified = bool(certificate and certificate.passed)
         write_atomic(staging / PARITY, json.dumps(parity, indent=2) + "\n")
         write_atomic(staging / MANIFEST, json.dumps(manifest.to_json(), indent=2) + "\n")
-        directory = new_path(out.parent, out.name, make_dir=True)
-        os.replace(staging, directory)  # onto the empty directory just claimed
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        if env is not None:
-            env.close()
+    directory = draft.destination
     report = ExportReport(
         directory=directory,
         checkpoint=picked.path,

@@ -27,6 +27,7 @@ from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.experiment.load import load_experiment
 from rlplat.metrics import member_returns
 from rlplat.policy.exported import export_actor, export_env_creator, is_export
+from rlplat.policy.options import EvalOptions
 from rlplat.policy.render import (
     RENDER_CHOICES,
     VIDEO_FORMATS,
@@ -40,20 +41,6 @@ from rlplat.policy.render import (
 from rlplat.policy.rollout import Actor, EpisodeResult, Stats, run_episode
 from rlplat.runtime import ExportError, read_manifest
 from rlplat.util.paths import new_path
-
-
-@dataclass
-class EvalOptions:
-    episodes: int = 10
-    seed: int = 0
-    explore: bool = False
-    render: str | None = None  # gif, mp4, ansi, human
-    out: Path = Path("videos")
-    one_file: bool = False
-    last: bool = False
-    max_steps: int | None = None
-    record: Path | None = None  # write the episodes as a dataset here
-    random: list[str] = field(default_factory=list)  # these policies act uniformly at random
 
 
 @dataclass
@@ -127,12 +114,7 @@ def evaluate(
             results.append(result)
             if recorder is not None:
                 recorder.add_episode(str(result.seed), episode_steps(actor.episode))
-            cut = " (truncated)" if result.truncated else ""
-            agents = f" ({member_returns(result.agent_returns)})" if result.agent_returns else ""
-            say(
-                f"  episode {index + 1:>3}  seed {result.seed}: return "
-                f"{result.episode_return:.2f}{agents}, length {result.length}{cut}"
-            )
+            say(_episode_line(index, result))
             if options.render == "ansi":
                 for step, frame in enumerate(result.frames):
                     show_frame(f"step {step}\n{frame}")
@@ -149,9 +131,7 @@ def evaluate(
             videos.append(_save(pending_frames, options.out, stem, video_format, env.metadata))
     finally:
         env.close()
-    dataset = str(recorder.write()) if recorder is not None else None
-    if dataset:
-        say(f"Dataset: {dataset} ({recorder.info.env_steps:,} env steps)")
+    dataset = _write_dataset(recorder, say)
     return EvalReport(
         checkpoint=str(source.path),
         picked=source.why,
@@ -163,21 +143,42 @@ def evaluate(
         agent_returns=_grouped(results, lambda agent: agent),
         policy_returns=_grouped(results, actor.mapping) if actor.mapping else {},
         lengths=Stats.of([float(r.length) for r in results]),
-        per_episode=[
-            {
-                "seed": r.seed,
-                "return": r.episode_return,
-                "length": r.length,
-                "truncated": r.truncated,
-                **({"agent_returns": r.agent_returns} if r.agent_returns else {}),
-            }
-            for r in results
-        ],
+        per_episode=[_episode_record(r) for r in results],
         reported=_with_episode_kind(source.reported, experiment),
         videos=videos,
         random=list(options.random),
         dataset=dataset,
     )
+
+
+def _write_dataset(recorder: DatasetWriter | None, say: Callable[[str], None]) -> str | None:
+    """``--record``: the episodes written as a dataset; its directory (None: not recording)."""
+    if recorder is None:
+        return None
+    dataset = str(recorder.write())
+    say(f"Dataset: {dataset} ({recorder.info.env_steps:,} env steps)")
+    return dataset
+
+
+def _episode_line(index: int, result: EpisodeResult) -> str:
+    """The progress line of the ``index``-th episode: seed, return (per agent), length."""
+    cut = " (truncated)" if result.truncated else ""
+    agents = f" ({member_returns(result.agent_returns)})" if result.agent_returns else ""
+    return (
+        f"  episode {index + 1:>3}  seed {result.seed}: return "
+        f"{result.episode_return:.2f}{agents}, length {result.length}{cut}"
+    )
+
+
+def _episode_record(result: EpisodeResult) -> dict[str, Any]:
+    """One episode in the report's ``per_episode``."""
+    return {
+        "seed": result.seed,
+        "return": result.episode_return,
+        "length": result.length,
+        "truncated": result.truncated,
+        **({"agent_returns": result.agent_returns} if result.agent_returns else {}),
+    }
 
 
 def _with_episode_kind(reported: dict[str, Any] | None, experiment: Any) -> dict[str, Any] | None:

@@ -94,3 +94,21 @@ def _replay_state(checkpoint: Path) -> dict[str, Any]:
             "only with checkpoint.replay_buffer: true (the default). Nothing was written."
         )
     return memory
+
+
+def print_dataset(writer: DatasetWriter, console: Any) -> None:
+    """What ``rlplat dataset`` wrote: where, how much, from which checkpoint, and the returns of
+    the complete episodes it holds."""
+    info = writer.info
+    returns = info.returns
+    console.print(
+        f"Dataset: {writer.out} ({info.episodes} episode(s), {info.env_steps:,} env steps) from "
+        f"{info.source['checkpoint']}",
+        highlight=False,
+    )
+    if returns:
+        console.print(
+            f"  returns of its {returns['episodes']} complete episode(s): mean "
+            f"{returns['mean']:.2f}, min {returns['min']:.2f}, max {returns['max']:.2f}",
+            highlight=False,
+        )

@@ -82,11 +82,7 @@ def run_episode(
     for each in (actor, *shadows):
         each.reset(env, observation, info, seed)
     result = EpisodeResult(seed=seed, episode_return=0.0, length=0, truncated=False)
-    # Every agent listed, in the env's order, even if it never scores.
-    if actor.multi_agent:
-        result.agent_returns = dict.fromkeys(env.possible_agents, 0.0)
-    elif hasattr(env, "members"):  # a team env (QMIX)
-        result.agent_returns = dict.fromkeys(env.members, 0.0)
+    result.agent_returns = _agents_at_start(actor, env)
     done = False
     while not done:
         if capture_frames:
@@ -99,12 +95,8 @@ def run_episode(
         result.length += 1
         cut = max_steps is not None and result.length >= max_steps
         if actor.multi_agent:
-            for agent, value in reward.items():
-                result.agent_returns[agent] = result.agent_returns.get(agent, 0.0) + float(value)
-            result.episode_return = sum(result.agent_returns.values())
-            if cut:
-                truncated = {**truncated, "__all__": True}
-            ended, was_cut = terminated.get("__all__", False), truncated["__all__"]
+            step = _multi_agent_step(result, reward, terminated, truncated, cut)
+            truncated, ended, was_cut = step
         else:
             result.episode_return += float(reward)
             for agent, value in info.get(AGENT_REWARDS, {}).items():  # a team env's members
@@ -116,6 +108,29 @@ def run_episode(
         done = bool(ended) or bool(was_cut)
         result.truncated = bool(was_cut) and not ended
     return result
+
+
+def _agents_at_start(actor: Actor, env: Any) -> dict[str, float]:
+    """Every agent's return at 0, in the env's order, so that one that never scores is listed
+    too; none for a single-agent env that is not a team."""
+    if actor.multi_agent:
+        return dict.fromkeys(env.possible_agents, 0.0)
+    if hasattr(env, "members"):  # a team env (QMIX)
+        return dict.fromkeys(env.members, 0.0)
+    return {}
+
+
+def _multi_agent_step(
+    result: EpisodeResult, reward: dict, terminated: dict, truncated: dict, cut: bool
+) -> tuple[dict, bool, bool]:
+    """Add a multi-agent step's rewards to ``result``; the truncations as the actor sees them
+    (``__all__`` where ``cut`` at max_steps), whether the episode ended and whether it was cut."""
+    for agent, value in reward.items():
+        result.agent_returns[agent] = result.agent_returns.get(agent, 0.0) + float(value)
+    result.episode_return = sum(result.agent_returns.values())
+    if cut:
+        truncated = {**truncated, "__all__": True}
+    return truncated, terminated.get("__all__", False), truncated["__all__"]
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import json
 import math
 import random
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -51,6 +52,7 @@ from rlplat.experiment.load import (
 )
 from rlplat.experiment.schema import Experiment, MultiAgentSpec, TuneSpec
 from rlplat.experiment.spaces import Space, substitute
+from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.prepare.init_checkpoint import resolve_init_checkpoint
 from rlplat.prepare.offline import check_offline
 from rlplat.prepare.search import SearchSetup, search_setup
@@ -344,6 +346,17 @@ def refuse_if_impossible(run: PreparedRun) -> None:
         "custom; count 0 samples in the algorithm's own process), add a prefer list that falls "
         "back to what the nodes have, or join a cluster that has it with --address (see "
         "docs/cluster.md)."
+    )
+
+
+def print_dry_run(loaded: LoadedExperiment, experiment_file: Path, console: Console) -> None:
+    """``rlplat train --dry-run``: the resolved experiment as YAML, and what was checked."""
+    console.print(dump_yaml(prepare(loaded).resolved()), highlight=False, end="")
+    stepped = "built and stepped" if loaded.experiment.env.check else "built"
+    console.print(
+        f"# {experiment_file} is valid: every key checked, the env {stepped}, the RLlib "
+        "config built. Nothing was run.",
+        highlight=False,
     )
 
 

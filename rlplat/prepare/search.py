@@ -20,27 +20,16 @@ from ray.tune.search.repeater import TRIAL_INDEX
 from rlplat.errors import ConfigError, not_among
 from rlplat.experiment.schema import Experiment, TuneSpec, entry_parts
 from rlplat.experiment.spaces import Space, substitute, without_paths
+from rlplat.experiment.tuning import (
+    BOHB_SCHEDULER,
+    CONDITIONAL_SEARCHERS,
+    SCHEDULERS,
+    SEARCHERS,
+)
 from rlplat.metrics import metric_path
 from rlplat.util.imports import import_object
 
-# name -> (Tune class, the packages it needs, the option that takes the experiment's seed)
-SEARCHER_CLASSES: dict[str, tuple[str, tuple[str, ...], str | None]] = {
-    "random": ("ray.tune.search:BasicVariantGenerator", (), "random_state"),
-    "optuna": ("ray.tune.search.optuna:OptunaSearch", ("optuna",), "seed"),
-    "hyperopt": ("ray.tune.search.hyperopt:HyperOptSearch", ("hyperopt",), "random_state_seed"),
-    "bohb": ("ray.tune.search.bohb:TuneBOHB", ("hpbandster", "ConfigSpace"), "seed"),
-}
-SCHEDULER_CLASSES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "fifo": ("ray.tune.schedulers:FIFOScheduler", ()),
-    "asha": ("ray.tune.schedulers:ASHAScheduler", ()),
-    "hyperband": ("rlplat.tune_state:HyperBandScheduler", ()),
-    "median": ("ray.tune.schedulers:MedianStoppingRule", ()),
-    "pbt": ("ray.tune.schedulers:PopulationBasedTraining", ()),
-    "pb2": ("ray.tune.schedulers.pb2:PB2", ("GPy", "sklearn")),
-}
-BOHB_SCHEDULER = "rlplat.tune_state:HyperBandForBOHB"
-POPULATION_SCHEDULERS = ("pbt", "pb2")
-BUDGETED_SCHEDULERS = ("asha", "hyperband")  # they need max_t
+POPULATION_SCHEDULERS = tuple(name for name, s in SCHEDULERS.items() if s.population)
 
 # Options rlplat sets itself, and where the user sets them instead.
 OWNED_OPTIONS = {
@@ -61,8 +50,6 @@ OWNED_OPTIONS = {
 }
 
 INSTALL_HINT = "pip install 'rlplat[tune]'"
-# Searchers that draw a conditional choice's branch first and then only that branch's spaces.
-CONDITIONAL_SEARCHERS = ("random", "hyperopt", "optuna")
 # Where Optuna's own names for the drawn values go in a trial's config (dropped from the
 # experiment: ``trial_experiment`` leaves out ``__`` keys).
 OPTUNA_NAMES = "__search__"
@@ -145,17 +132,29 @@ def _nested(spaces: list[Space], value: Callable[[Space], Any]) -> dict[str, Any
 
 def _make_searcher(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], locate) -> Any:
     name, options = entry_parts(tune_spec.searcher)
-    path, packages, seed_option = SEARCHER_CLASSES[name]
-    _require(packages, f"searcher {name}", "tune.searcher", locate)
-    cls = import_object(path)
+    searcher = SEARCHERS[name]
+    _require(searcher.packages, f"searcher {name}", "tune.searcher", locate)
+    cls = import_object(searcher.cls)
     kwargs = _options(cls, options, name, "tune.searcher", locate)
-    if exp.seed is not None and seed_option:
-        kwargs[seed_option] = exp.seed
+    if exp.seed is not None and searcher.seed_option:
+        kwargs[searcher.seed_option] = exp.seed
     if name == "random":
         if exp.seeds:
             # seed is a grid over the seeds: every sampled value is kept for all of them.
             kwargs["constant_grid_search"] = True
         return cls(max_concurrent=tune_spec.max_concurrent or 0, **kwargs)
+    _check_sampled_spaces(name, spaces, locate)
+    built = _sampling_searcher(cls, name, kwargs, tune_spec, spaces, locate)
+    if exp.seeds:
+        built = SeedRepeater(built, exp.seeds)
+    if tune_spec.max_concurrent:
+        built = ConcurrencyLimiter(built, max_concurrent=tune_spec.max_concurrent)
+    return built
+
+
+def _check_sampled_spaces(name: str, spaces: list[Space], locate) -> None:
+    """What a sampling searcher (all but random) cannot search: a conditional choice (unless it
+    draws branches first), a grid, or no space at all."""
     conditional = [s.dotted for s in spaces if s.conditional]
     if conditional and name not in CONDITIONAL_SEARCHERS:
         raise ConfigError(
@@ -180,13 +179,20 @@ def _make_searcher(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], lo
             location=locate("tune.searcher"),
             key="tune.searcher",
         )
+
+
+def _sampling_searcher(
+    cls: type, name: str, kwargs: dict[str, Any], tune_spec: TuneSpec, spaces: list[Space], locate
+) -> Any:
+    """The searcher, given the spaces in its own form where it holds them (see owns_space); a
+    ConfigError where its library refuses them."""
     try:
-        if conditional:  # the searcher gets the whole space in its own form (see owns_space)
+        if any(s.conditional for s in spaces):
             kwargs["space"] = _own_space(name, spaces, locate)
             kwargs["metric"], kwargs["mode"] = metric_path(tune_spec.metric), tune_spec.mode
         else:
             cls.convert_search_space(_nested(spaces, Space.to_tune))
-        searcher = cls(**kwargs)
+        return cls(**kwargs)
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - each library raises its own types
@@ -195,11 +201,6 @@ def _make_searcher(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], lo
             location=locate("tune.searcher"),
             key="tune.searcher",
         ) from None
-    if exp.seeds:
-        searcher = SeedRepeater(searcher, exp.seeds)
-    if tune_spec.max_concurrent:
-        searcher = ConcurrencyLimiter(searcher, max_concurrent=tune_spec.max_concurrent)
-    return searcher
 
 
 def owns_space(tune_spec: TuneSpec, spaces: list[Space]) -> bool:
@@ -207,7 +208,7 @@ def owns_space(tune_spec: TuneSpec, spaces: list[Space]) -> bool:
     choice, which Tune's conversion of a param space cannot express for them. The trials'
     param space then leaves those keys out and the searcher's suggestion fills them in."""
     name = entry_parts(tune_spec.searcher)[0]
-    return name in ("hyperopt", "optuna") and any(s.conditional for s in spaces)
+    return name != "random" and name in CONDITIONAL_SEARCHERS and any(s.conditional for s in spaces)
 
 
 def _own_space(name: str, spaces: list[Space], locate) -> Any:
@@ -302,78 +303,100 @@ def _make_scheduler(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], l
     searcher_name, _ = entry_parts(tune_spec.searcher)
     name, options = scheduler_entry(tune_spec)
     key = "tune.scheduler"
-    path, packages = SCHEDULER_CLASSES[name]
-    if searcher_name == "bohb":
-        if name != "hyperband":
-            raise ConfigError(
-                f"searcher bohb runs with its own HyperBand scheduler, not {name}: set "
-                "tune.scheduler to hyperband (or leave it out).",
-                location=locate(key),
-                key=key,
-            )
-        path = BOHB_SCHEDULER
-    if name in POPULATION_SCHEDULERS and searcher_name != "random":
-        raise ConfigError(
-            f"{name} evolves a population drawn by searcher random; {searcher_name} would fight it "
-            "over the same hyperparameters. Remove tune.searcher.",
-            location=locate("tune.searcher"),
-            key="tune.searcher",
-        )
-    _require(packages, f"scheduler {name}", key, locate)
+    scheduler = SCHEDULERS[name]
+    path = _scheduler_class(searcher_name, name, locate)
+    _require(scheduler.packages, f"scheduler {name}", key, locate)
     cls = import_object(path)
     kwargs = _options(cls, options, name, key, locate)
     if name != "fifo":
         kwargs["time_attr"] = metric_path(tune_spec.time_attr)
-    if name in BUDGETED_SCHEDULERS and "max_t" not in kwargs:
-        budget = getattr(exp.stop, tune_spec.time_attr)
-        if budget is None:
-            raise ConfigError(
-                f"{name} needs max_t, the most {tune_spec.time_attr} a trial may run: give "
-                f"{key}.{name}.max_t, or stop.{tune_spec.time_attr} (then max_t is that budget).",
-                location=locate(key),
-                key=key,
-            )
-        kwargs["max_t"] = budget
-    if name in POPULATION_SCHEDULERS:
+    if scheduler.budgeted and "max_t" not in kwargs:
+        kwargs["max_t"] = _budget(exp, tune_spec, name, locate)
+    if scheduler.population:
         # rlplat's windowed return appears once a trial's first episode has ended.
         kwargs.setdefault("require_attrs", False)
-        if not spaces:
-            raise ConfigError(
-                f"{name} mutates the experiment's search spaces, and there are none: write the "
-                "hyperparameters it may change as spaces, e.g. training.lr: {loguniform: [1.0e-5, "
-                "1.0e-3]}.",
-                location=locate(key),
-                key=key,
-            )
-        conditional = [s.dotted for s in spaces if s.conditional]
-        if conditional:
-            raise ConfigError(
-                f"{name} mutates each hyperparameter on its own and cannot move a trial between "
-                f"the branches of a conditional choice ({conditional[0]}); use scheduler fifo, "
-                "asha or hyperband with it.",
-                location=locate(conditional[0]),
-                key=conditional[0],
-            )
-        if name == "pbt":
-            kwargs["hyperparam_mutations"] = _nested(
-                spaces, lambda s: list(s.args) if s.categorical else s.to_tune()
-            )
-        else:
-            unbounded = [s.dotted for s in spaces if s.bounds() is None]
-            if unbounded:
-                raise ConfigError(
-                    "pb2 explores numeric ranges (uniform, quniform, loguniform, randint, "
-                    f"qrandint); {', '.join(unbounded)} has none. Use pbt for categories.",
-                    location=locate(unbounded[0]),
-                    key=unbounded[0],
-                )
-            kwargs["hyperparam_bounds"] = _nested(spaces, lambda s: list(s.bounds()))
+        kwargs.update(_population_options(name, spaces, locate))
     try:
         return cls(**kwargs)
     except Exception as exc:  # noqa: BLE001
         raise ConfigError(
             f"scheduler {name} rejected its options: {exc}", location=locate(key), key=key
         ) from None
+
+
+def _scheduler_class(searcher_name: str, name: str, locate) -> str:
+    """The scheduler's class (``module:Class``): searcher bohb runs only with its own HyperBand,
+    and a population-based scheduler only with searcher random."""
+    if searcher_name == "bohb":
+        if name != "hyperband":
+            raise ConfigError(
+                f"searcher bohb runs with its own HyperBand scheduler, not {name}: set "
+                "tune.scheduler to hyperband (or leave it out).",
+                location=locate("tune.scheduler"),
+                key="tune.scheduler",
+            )
+        return BOHB_SCHEDULER
+    if SCHEDULERS[name].population and searcher_name != "random":
+        raise ConfigError(
+            f"{name} evolves a population drawn by searcher random; {searcher_name} would fight it "
+            "over the same hyperparameters. Remove tune.searcher.",
+            location=locate("tune.searcher"),
+            key="tune.searcher",
+        )
+    return SCHEDULERS[name].cls
+
+
+def _budget(exp: Experiment, tune_spec: TuneSpec, name: str, locate) -> float:
+    """max_t of a budgeted scheduler not given one: the experiment's stop at the time_attr."""
+    budget = getattr(exp.stop, tune_spec.time_attr)
+    if budget is None:
+        raise ConfigError(
+            f"{name} needs max_t, the most {tune_spec.time_attr} a trial may run: give "
+            f"tune.scheduler.{name}.max_t, or stop.{tune_spec.time_attr} (then max_t is that "
+            "budget).",
+            location=locate("tune.scheduler"),
+            key="tune.scheduler",
+        )
+    return budget
+
+
+def _population_options(name: str, spaces: list[Space], locate) -> dict[str, Any]:
+    """What pbt mutates (hyperparam_mutations) or pb2 explores (hyperparam_bounds): the
+    experiment's search spaces, which must exist, hold no conditional choice, and for pb2 be
+    numeric ranges."""
+    key = "tune.scheduler"
+    if not spaces:
+        raise ConfigError(
+            f"{name} mutates the experiment's search spaces, and there are none: write the "
+            "hyperparameters it may change as spaces, e.g. training.lr: {loguniform: [1.0e-5, "
+            "1.0e-3]}.",
+            location=locate(key),
+            key=key,
+        )
+    conditional = [s.dotted for s in spaces if s.conditional]
+    if conditional:
+        raise ConfigError(
+            f"{name} mutates each hyperparameter on its own and cannot move a trial between "
+            f"the branches of a conditional choice ({conditional[0]}); use scheduler fifo, "
+            "asha or hyperband with it.",
+            location=locate(conditional[0]),
+            key=conditional[0],
+        )
+    if name == "pbt":
+        return {
+            "hyperparam_mutations": _nested(
+                spaces, lambda s: list(s.args) if s.categorical else s.to_tune()
+            )
+        }
+    unbounded = [s.dotted for s in spaces if s.bounds() is None]
+    if unbounded:
+        raise ConfigError(
+            "pb2 explores numeric ranges (uniform, quniform, loguniform, randint, "
+            f"qrandint); {', '.join(unbounded)} has none. Use pbt for categories.",
+            location=locate(unbounded[0]),
+            key=unbounded[0],
+        )
+    return {"hyperparam_bounds": _nested(spaces, lambda s: list(s.bounds()))}
 
 
 def _check_seeds(exp: Experiment, tune_spec: TuneSpec, spaces: list[Space], locate) -> None:

@@ -15,9 +15,7 @@ value of the metric instead.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -50,6 +48,7 @@ from rlplat.report.model import (
     ToTarget,
     TrialScore,
 )
+from rlplat.report.options import ReportOptions
 from rlplat.report.render import markdown, score_words
 from rlplat.report.runs import (
     Trial,
@@ -61,7 +60,7 @@ from rlplat.report.runs import (
     run_experiment,
     run_trials,
 )
-from rlplat.util.paths import new_path
+from rlplat.util.paths import publish_dir
 from rlplat.util.versions import versions
 
 X_AXES = {
@@ -75,20 +74,6 @@ GRID_POINTS = 100
 UNLABELLED = ("name", "seed", "seeds", "output_dir", "tune", "watchdog_s", "video", "export")
 MARL_EVAL_FILE = "marl_eval.json"
 MEMBER_PATHS = (POLICY_RETURNS + "/", AGENT_RETURNS + "/")
-
-
-@dataclass
-class ReportOptions:
-    out: Path | None = None
-    metric: str | None = None  # default: the runs' own tune.metric (episode_return_mean)
-    x: str = "env_steps"
-    eval_episodes: int = 20
-    eval_seed: int = 0
-    checkpoint: str = "last"
-    score: str = "eval"
-    target: float | None = None  # default: stop.episode_return_mean, when the runs share it
-    bootstrap_seed: int = 0
-    marl_eval: bool = False
 
 
 @dataclass
@@ -494,21 +479,14 @@ def _write(
     out = options.out or Path("reports") / _default_name(experiments)
     out = out.expanduser().resolve()
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+        draft = publish_dir(out)
     except OSError as exc:
         raise UserError(f"cannot write the report under {out.parent}: {exc.strerror}.") from None
-    try:
-        _files(staging, report, experiments, curves, options)
-        destination = new_path(out.parent, out.name)
-        report.directory = str(destination)
-        (staging / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
-        staging.chmod(0o755)  # mkdtemp's 0o700 is for the half-written state only
-        staging.rename(destination)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return destination
+    with draft:
+        _files(draft.path, report, experiments, curves, options)
+        report.directory = str(draft.claim())
+        (draft.path / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    return draft.destination
 
 
 def _default_name(experiments: list[Experiment]) -> str:

@@ -29,11 +29,31 @@ from rlplat.experiment.spaces import describe
 from rlplat.export import load_exporter
 from rlplat.metrics import metric_path
 from rlplat.prepare import PreparedRun, prepare
-from rlplat.prepare.run_spec import refuse_if_impossible, storage_note
+from rlplat.prepare.run_spec import (
+    print_dry_run,
+    print_plan,
+    refuse_if_impossible,
+    storage_note,
+)
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
-from rlplat.run.run_dir import create_run_dir, record_driver, write_run_files, write_summary
+from rlplat.run.options import TrainOptions
+from rlplat.run.run_dir import (
+    create_run_dir,
+    record_driver,
+    record_timings,
+    write_run_files,
+    write_summary,
+)
 from rlplat.run.storage import atomic_filesystem, storage_failed, storage_reason
-from rlplat.run.summary import RunSummary, report_search, summarize, unfinished_trials
+from rlplat.run.summary import (
+    RunSummary,
+    print_summary,
+    print_timings,
+    raise_if_failed,
+    report_search,
+    summarize,
+    unfinished_trials,
+)
 from rlplat.run.trainable import trainable_for
 from rlplat.tune_state import drop_stale_decisions
 from rlplat.util.atomic import remove_partial_files
@@ -158,6 +178,82 @@ def resume(
         storage_filesystem=atomic_filesystem(),
     )
     return _fit(tuner, run, run_dir, console, clock)
+
+
+def train_command(
+    experiment: Path | None,
+    overrides: list[str],
+    options: TrainOptions,
+    *,
+    verbose: bool,
+    console: Console,
+    clock: StageClock,
+) -> None:
+    """``rlplat train``: check the experiment (``dry_run``: only that), or continue the run
+    ``resume`` names, then :func:`finish`. Ray is shut down at the end where the command started
+    it."""
+    started_here = embedded(options.address)
+    common = {"address": options.address, "verbose": verbose, "console": console, "clock": clock}
+    if options.resume is not None:
+        if any((experiment, overrides, options.dry_run, options.from_checkpoint, options.seeds)):
+            raise UserError(
+                "--resume continues a run with the experiment it started with: give only the run "
+                "directory (rlplat train --resume <run dir>), no experiment file, overrides, "
+                "--from, --seeds or --dry-run."
+            )
+        summary = resume(options.resume, retry_errored=options.retry_errored, **common)
+    elif experiment is None:
+        raise UserError(
+            "give an experiment file (rlplat train experiments/cartpole_ppo.yaml), or "
+            "--resume <run dir> to continue an interrupted run."
+        )
+    else:
+        if options.from_checkpoint is not None:
+            overrides = [*overrides, f"init.checkpoint={options.from_checkpoint}"]
+        if options.seeds is not None:
+            overrides = [*overrides, f"seeds={options.seeds}"]
+        loaded = load_experiment(experiment, overrides)
+        if options.dry_run:
+            print_dry_run(loaded, experiment, console)
+            return
+        summary = train(loaded, **common)
+    finish(summary, clock, console, shutdown_ray=started_here, show_timings=options.timings)
+
+
+def plan_command(
+    experiment: Path, overrides: list[str], address: str | None, verbose: bool, console: Console
+) -> None:
+    """``rlplat plan``: where one trial's env runners and learners would run on the cluster (a
+    local one by default), and a UserError (exit 2) where no node set can hold a trial."""
+    loaded = load_experiment(experiment, overrides)
+    start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
+    run = prepare(loaded, cluster_nodes())
+    print_plan(run, console)
+    refuse_if_impossible(run)
+
+
+def finish(
+    summary: RunSummary,
+    clock: StageClock,
+    console: Console,
+    *,
+    shutdown_ray: bool,
+    show_timings: bool,
+) -> None:
+    """The end of ``rlplat train``: the summary, Ray's shutdown (when the command started it),
+    the stage timings in run.json (and on the terminal with ``show_timings``), then the exit
+    status (an error for failed trials)."""
+    import ray  # noqa: PLC0415 - loaded with Tune already
+
+    print_summary(summary, console)
+    if shutdown_ray:
+        ray.shutdown()
+    clock.lap("shutdown")
+    record = clock.record()
+    record_timings(Path(summary.run_dir), record)
+    if show_timings:
+        print_timings(record, console)
+    raise_if_failed(summary)
 
 
 def prepare_on_cluster(

@@ -256,32 +256,7 @@ def print_summary(summary: RunSummary, console: Console) -> None:
         winners = {row.name for row in summary.search if row.rank == 1}
         shown = [t for t in summary.trials if t.error or t.name in winners]
     for trial in shown:
-        if trial.error:
-            report = Path(trial.path) / "error.txt"
-            where = f"\n  full traceback: {report}" if report.is_file() else ""
-            console.print(
-                f"  [red]{trial.name} failed[/red]: {escape(trial.error)}{where}", highlight=False
-            )
-            continue
-        best = f"{trial.best_return:.2f}" if trial.best_return is not None else "n/a"
-        final = f"{trial.final_return:.2f}" if trial.final_return is not None else "n/a"
-        console.print(
-            f"  {trial.name}: {trial.iterations or 0} iterations, {trial.env_steps or 0:,} env "
-            f"steps, final return {final}, best return {best}",
-            highlight=False,
-        )
-        for label, returns in (("policies", trial.policy_returns), ("agents", trial.agent_returns)):
-            values = member_returns(returns)
-            if values:
-                console.print(f"    final {label}: {values}", highlight=False)
-        if trial.env_runner_restarts:
-            console.print(f"    env runner restarts: {trial.env_runner_restarts}", highlight=False)
-        if trial.env_crashes:
-            console.print(
-                f"    env crashes (episodes dropped): {trial.env_crashes}", highlight=False
-            )
-        console.print(f"    best checkpoint: {trial.best_checkpoint or 'none'}", highlight=False)
-        console.print(f"    last checkpoint: {trial.last_checkpoint or 'none'}", highlight=False)
+        _print_trial(trial, console)
     if summary.export:
         console.print(f"  export: {describe_export(summary.export)}", highlight=False)
     console.print("Next:", highlight=False)
@@ -297,6 +272,34 @@ def print_summary(summary: RunSummary, console: Console) -> None:
     if summary.best_yaml:
         console.print(f"  rlplat train {summary.best_yaml}   # the best again", highlight=False)
     console.print(f"  tensorboard --logdir {run_dir.parent}", highlight=False)
+
+
+def _print_trial(trial: TrialSummary, console: Console) -> None:
+    """One trial of the summary: why it failed, or its returns, faults and checkpoints."""
+    if trial.error:
+        report = Path(trial.path) / "error.txt"
+        where = f"\n  full traceback: {report}" if report.is_file() else ""
+        console.print(
+            f"  [red]{trial.name} failed[/red]: {escape(trial.error)}{where}", highlight=False
+        )
+        return
+    best = f"{trial.best_return:.2f}" if trial.best_return is not None else "n/a"
+    final = f"{trial.final_return:.2f}" if trial.final_return is not None else "n/a"
+    console.print(
+        f"  {trial.name}: {trial.iterations or 0} iterations, {trial.env_steps or 0:,} env "
+        f"steps, final return {final}, best return {best}",
+        highlight=False,
+    )
+    for label, returns in (("policies", trial.policy_returns), ("agents", trial.agent_returns)):
+        values = member_returns(returns)
+        if values:
+            console.print(f"    final {label}: {values}", highlight=False)
+    if trial.env_runner_restarts:
+        console.print(f"    env runner restarts: {trial.env_runner_restarts}", highlight=False)
+    if trial.env_crashes:
+        console.print(f"    env crashes (episodes dropped): {trial.env_crashes}", highlight=False)
+    console.print(f"    best checkpoint: {trial.best_checkpoint or 'none'}", highlight=False)
+    console.print(f"    last checkpoint: {trial.last_checkpoint or 'none'}", highlight=False)
 
 
 def unfinished_trials(summary: RunSummary) -> list[str]:

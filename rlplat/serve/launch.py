@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlplat import runtime
-from rlplat.cluster.connect import start_ray
+from rlplat.cluster.connect import cluster_address, embedded, start_ray
 from rlplat.cluster.placement import (
     LabelledBundle,
     Node,
@@ -46,8 +46,8 @@ from rlplat.experiment.yaml_io import parse_yaml
 from rlplat.export import load_exporter
 from rlplat.policy.exported import is_export
 from rlplat.serve import require_serve
+from rlplat.serve.options import ServeOptions
 from rlplat.serve.protocol import PolicyView
-from rlplat.serve.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_TTL_S
 
 BACKENDS = ("onnx", "torch")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -55,27 +55,6 @@ MIN_TOKEN_LENGTH = 16
 READY_TIMEOUT_S = 120.0
 PARITY_SUMMARY = ("verified", "passed", "agreement", "compared_actions", "max_abs_diff",
                   "tolerance", "episodes")
-
-
-@dataclass
-class ServeOptions:
-    host: str = "127.0.0.1"
-    port: int = 8000
-    replicas: int | None = None  # default 1
-    autoscale: str | None = None  # MIN:MAX
-    replica_resources: str | None = None  # YAML: {cpus: 1, gpus: 0, custom: {npu: 1}}
-    max_batch_size: int = 32
-    batch_wait_ms: float = 2.0
-    backend: str = "onnx"
-    token_env: str | None = None
-    max_body: int = 1 << 20
-    max_sessions: int = DEFAULT_MAX_SESSIONS
-    session_ttl_s: float = DEFAULT_TTL_S
-    address: str | None = None
-    name: str = "rlplat"
-    episodes: int = 10  # parity episodes when serving a checkpoint
-    last: bool = False
-    verbose: bool = False
 
 
 @dataclass
@@ -348,12 +327,28 @@ def summary_lines(served: ServedPolicy, options: ServeOptions, checked: Checked,
     return lines
 
 
+def serve_command(path: Path | None, options: ServeOptions, say: Any) -> None:
+    """``rlplat serve``: serve the policy at ``path``, or with ``--stop`` remove the application
+    ``options.name`` from the cluster."""
+    if options.stop:
+        if path is not None:
+            raise UserError("--stop removes the application --name; it takes no path.")
+        stop_application(options, say)
+    elif path is None:
+        raise UserError(
+            "rlplat serve needs a path: a checkpoint, a run directory of rlplat train, or a "
+            "directory written by rlplat export (or --stop to remove a deployed application)."
+        )
+    else:
+        serve_policy(path, options, say)
+
+
 def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
     """Deploy the policy and, embedded, serve it until Ctrl-C (or SIGTERM)."""
     checked = check_options(path, options)
     serve = require_serve()
-    embedded = not (options.address or os.environ.get("RAY_ADDRESS"))
-    if embedded:
+    local = embedded(options.address)
+    if local:
         placement = check_placement(checked, local_machine())
         if not port_is_free(options.host, options.port):
             raise UserError(f"port {options.port} on {options.host} is in use (another rlplat "
@@ -361,7 +356,7 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
     served = served_policy(path, options, say)
     start_ray(options.address, options.verbose)
     quiet_serve_logs(options.verbose)
-    if not embedded:
+    if not local:
         placement = check_placement(checked, cluster_nodes())
     # Imported here: Ray Serve's deployments load with the optional serve extra only.
     from rlplat.serve.app import build_app  # noqa: PLC0415
@@ -398,7 +393,7 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
         metrics = metrics_url()
         if metrics:
             say(f"Metrics (Prometheus, this node): {metrics} (ray_serve_*, ray_rlplat_serve_*)")
-        if not embedded:
+        if not local:
             say(f"The application {options.name!r} runs on the cluster until: rlplat serve "
                 f"--stop --name {options.name} --address {options.address or '$RAY_ADDRESS'}")
             return
@@ -406,7 +401,7 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
         _wait_for_interrupt()
         say("Stopping...")
     finally:
-        if embedded:
+        if local:
             _shut_down(serve, options.verbose)
     say("Stopped.")
 
@@ -466,7 +461,7 @@ def _wait_for_interrupt() -> None:
 
 def stop_application(options: ServeOptions, say: Any) -> None:
     """Remove the application ``options.name`` from the running cluster."""
-    if not (options.address or os.environ.get("RAY_ADDRESS")):
+    if cluster_address(options.address) is None:
         raise UserError(
             "--stop removes an application that rlplat serve --address deployed onto a running "
             "Ray cluster: give that --address (auto, or host:port). An embedded rlplat serve "

@@ -1,8 +1,12 @@
-"""New names beside existing ones: ``stem``, ``stem-1``, ``stem-2``, ... never an existing one."""
+"""New names beside existing ones: ``stem``, ``stem-1``, ``stem-2``, ... never an existing one;
+and directories published whole under such a name (:func:`publish_dir`)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 
 def new_path(parent: Path, stem: str, suffix: str = "", *, make_dir: bool = False) -> Path:
@@ -25,3 +29,61 @@ def new_path(parent: Path, stem: str, suffix: str = "", *, make_dir: bool = Fals
         except FileExistsError:
             continue
     raise FileExistsError(f"no free name for {stem}{suffix} in {parent}")
+
+
+class DirectoryDraft:
+    """A directory being written under a hidden sibling name (``.<name>.partial-<pid>``), then
+    published whole under a claimed name; see :func:`publish_dir`."""
+
+    def __init__(self, out: Path, next_free: bool):
+        self.out = out
+        self.next_free = next_free
+        self.path = out.parent / f".{out.name}.partial-{os.getpid()}"
+        self._claimed: Path | None = None
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.path, ignore_errors=True)  # a killed earlier writer's, same PID
+        self.path.mkdir()
+
+    def claim(self) -> Path:
+        """The name the directory will have, claimed now (an empty directory) if it is not yet:
+        ``out``, or with ``next_free`` the first free of ``out``, ``out-1``, ..."""
+        if self._claimed is None:
+            if self.next_free:
+                self._claimed = new_path(self.out.parent, self.out.name, make_dir=True)
+            else:
+                self.out.mkdir()  # FileExistsError: never over what exists
+                self._claimed = self.out
+        return self._claimed
+
+    @property
+    def destination(self) -> Path:
+        """Where the directory was published (claimed)."""
+        if self._claimed is None:
+            raise RuntimeError(f"{self.out} was not published")
+        return self._claimed
+
+    def __enter__(self) -> DirectoryDraft:
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        try:
+            if exc_type is None:
+                os.replace(self.path, self.claim())  # onto the empty directory claimed
+            elif self._claimed is not None:
+                self._claimed.rmdir()
+                self._claimed = None
+        finally:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def publish_dir(out: Path, *, next_free: bool = True) -> DirectoryDraft:
+    """Write a directory whole, then publish it atomically without overwriting what exists.
+
+    Write into the returned draft's ``path`` (a new, hidden sibling of ``out``) inside a
+    ``with`` block. When the block ends without an error, the name is claimed
+    (:meth:`DirectoryDraft.claim`: ``out``, or with ``next_free`` the next free sibling name) and
+    the draft renamed onto it in one step: readers see the whole directory or none. When the block
+    raises, the draft and any name claimed for it are removed: nothing appears. Call ``claim()``
+    inside the block where the content must name its own directory.
+    """
+    return DirectoryDraft(out, next_free)
