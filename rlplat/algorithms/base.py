@@ -57,7 +57,7 @@ class OwnAlgorithmConfig(AlgorithmConfig):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        declared = cls.__dict__.get("__annotations__", {})
+        declared = inspect.get_annotations(cls, eval_str=True)
         own = {
             n: a for n, a in declared.items() if a is not ClassVar and get_origin(a) is not ClassVar
         }
@@ -122,6 +122,7 @@ def _training_method(cls: type, own: dict[str, Any]) -> Any:
         ],
         return_annotation=cls,
     )
+    training.__module__ = cls.__module__
     training.__qualname__ = f"{cls.__qualname__}.training"
     training.__doc__ = f"{cls.__name__}'s own settings ({', '.join(own)}), then the base ones."
     return training
@@ -168,6 +169,11 @@ class ReplayLoopAlgorithm(Algorithm):
     config: "OwnAlgorithmConfig"
     replay_memory: ReplayMemory
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if getattr(cls.config_class, "LEARNING_STARTS", None) is None:
+            raise TypeError(f"{cls.__name__}'s config_class must name its LEARNING_STARTS setting")
+
     @classmethod
     def get_default_config(cls) -> "OwnAlgorithmConfig":
         return cls.config_class(cls)
@@ -205,6 +211,8 @@ class TargetNetworkLearner(TorchLearner):
     algorithm's cadence) ``tau`` of the way towards the online ones (1.0: a copy).
 
     A subclass computes its losses in ``module_losses``, one per optimizer name."""
+
+    LOG_TARGET_UPDATES: ClassVar[bool] = False  # count them in the results (learners/<module>)
 
     def build(self) -> None:
         super().build()
@@ -245,7 +253,8 @@ class TargetNetworkLearner(TorchLearner):
             tau = self.config.get_config_for_module(module_id).tau
             for main, target in module.get_target_network_pairs():
                 update_target_network(main_net=main, target_net=target, tau=tau)
-            self.metrics.log_value((module_id, "target_updates"), 1, reduce="lifetime_sum")
+            if self.LOG_TARGET_UPDATES:
+                self.metrics.log_value((module_id, "target_updates"), 1, reduce="lifetime_sum")
 
 
 class TargetNetworks(TargetNetworkAPI):

@@ -144,6 +144,7 @@ register_algorithm("APPO")
 register_algorithm("IMPALA")
 register_algorithm("DQN", replay_memory=_REPLAY_BUFFER)
 register_algorithm("SAC", own_rates=_SAC_RATES, replay_memory=_REPLAY_BUFFER)
+register_algorithm("DreamerV3", replay_memory=_REPLAY_BUFFER)
 register_algorithm("BC", offline=True)
 register_algorithm("MARWIL", offline=True)
 # CQLConfig's own default lr fails CQLConfig.validate(), which takes the three rates only.

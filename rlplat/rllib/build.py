@@ -346,9 +346,8 @@ def _connector_calls(exp: Experiment, calls: dict[str, dict[str, Any]]) -> None:
 def _optimizer_calls(calls: dict[str, dict[str, Any]], config: AlgorithmConfig) -> None:
     """``training.optimizer: {type: ...}`` for a learner with RLlib's one optimizer per module:
     its learner class, extended to build that optimizer."""
-    if (calls["training"].get("optimizer") or {}).get("type") and isinstance(
-        config.optimizer, dict
-    ):
+    optimizer = calls["training"].get("optimizer")
+    if isinstance(optimizer, dict) and optimizer.get("type") and isinstance(config.optimizer, dict):
         base = calls["training"].get("learner_class") or config.get_default_learner_class()
         calls["training"]["learner_class"] = with_configured_optimizer(base)
 

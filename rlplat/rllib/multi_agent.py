@@ -88,8 +88,13 @@ def check_multi_agent(
         agents_of.setdefault(mapping(agent), []).append(agent)
     policies = list(agents_of)
 
-    observation_spaces = _space_per_policy(agents_of, env.observation_spaces, "observation", locate)
-    action_spaces = _space_per_policy(agents_of, env.action_spaces, "action", locate)
+    observation_spaces: dict[str, gym.Space] = {}
+    action_spaces: dict[str, gym.Space] = {}
+    for policy, agents in agents_of.items():
+        observation_spaces[policy] = _one_space(
+            policy, agents, env.observation_spaces, "observation", locate
+        )
+        action_spaces[policy] = _one_space(policy, agents, env.action_spaces, "action", locate)
     _check_policy_names(spec, policies, training_keys, locate)
     trained = [
         p for p in policies if p not in spec.random and (spec.train == "all" or p in spec.train)
@@ -114,29 +119,27 @@ def check_multi_agent(
 PADDING_WRAPPERS = {"observation": "pad_observations_v0", "action": "pad_action_space_v0"}
 
 
-def _space_per_policy(
-    agents_of: dict[str, list[str]],
+def _one_space(
+    policy: str,
+    agents: list[str],
     spaces: dict[str, gym.Space],
     kind: str,
     locate: Callable[[str], str],
-) -> dict[str, gym.Space]:
-    """Each policy's one ``kind`` space, which all its agents must share."""
-    per_policy: dict[str, gym.Space] = {}
-    for policy, agents in agents_of.items():
-        first = spaces[agents[0]]
-        for agent in agents[1:]:
-            if spaces[agent] != first:
-                raise ConfigError(
-                    f"policy {policy!r} acts for agents with different {kind} spaces: "
-                    f"{agents[0]} has {first}, {agent} has {spaces[agent]}. One network "
-                    f"needs one space: add the SuperSuit wrapper '{PADDING_WRAPPERS[kind]}' to "
-                    "env.wrappers (it pads every agent to the largest space), or give these "
-                    "agents separate policies (policies: independent, or patterns).",
-                    location=locate("multi_agent.policies"),
-                    key="multi_agent.policies",
-                )
-        per_policy[policy] = first
-    return per_policy
+) -> gym.Space:
+    """The one ``kind`` space that all of a policy's agents must share."""
+    first = spaces[agents[0]]
+    for agent in agents[1:]:
+        if spaces[agent] != first:
+            raise ConfigError(
+                f"policy {policy!r} acts for agents with different {kind} spaces: "
+                f"{agents[0]} has {first}, {agent} has {spaces[agent]}. One network "
+                f"needs one space: add the SuperSuit wrapper '{PADDING_WRAPPERS[kind]}' to "
+                "env.wrappers (it pads every agent to the largest space), or give these "
+                "agents separate policies (policies: independent, or patterns).",
+                location=locate("multi_agent.policies"),
+                key="multi_agent.policies",
+            )
+    return first
 
 
 def _check_policy_names(

@@ -21,7 +21,7 @@ from ray.data import DataContext
 from ray.util.annotations import RayDeprecationWarning
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from rlplat.algorithms.registry import algorithm_record, get_algorithm_class
+from rlplat.algorithms.registry import algorithm_record, canonical_name, get_algorithm_class
 from rlplat.checkpoints import REPLAY_STATE, RESOLVED_EXPERIMENT, checkpoint_info_from_result
 from rlplat.cluster.connect import env_runner_actor_ids, env_runner_restarts
 from rlplat.environments.guard import take_reported_failure
@@ -235,7 +235,7 @@ def trainable_for(algorithm: str) -> type:
 def __getattr__(name: str) -> type:
     if not name.endswith(SUFFIX):
         raise AttributeError(name)
-    registered = name.removesuffix(SUFFIX)
+    registered = canonical_name(name.removesuffix(SUFFIX))
     algo_cls = get_algorithm_class(registered)
     attributes = {"__module__": __name__, "__qualname__": name, "registered_name": registered}
     cls = type(name, (ExperimentTrial, algo_cls), attributes)

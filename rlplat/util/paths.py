@@ -3,8 +3,10 @@ and directories published whole under such a name (:func:`publish_dir`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +34,16 @@ def new_path(parent: Path, stem: str, suffix: str = "", *, make_dir: bool = Fals
 
 
 class DirectoryDraft:
-    """A directory being written under a hidden sibling name (``.<name>.partial-<pid>``), then
-    published whole under a claimed name; see :func:`publish_dir`."""
+    """A directory being written under a new hidden sibling name (``.<name>.partial-<random>``),
+    then published whole under a claimed name; see :func:`publish_dir`."""
 
     def __init__(self, out: Path, next_free: bool):
         self.out = out
         self.next_free = next_free
-        self.path = out.parent / f".{out.name}.partial-{os.getpid()}"
         self._claimed: Path | None = None
         out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(self.path, ignore_errors=True)  # a killed earlier writer's, same PID
-        self.path.mkdir()
+        self.path = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+        self.path.chmod(0o755)  # mkdtemp's 0o700 is for the half-written state only
 
     def claim(self) -> Path:
         """The name the directory will have, claimed now (an empty directory) if it is not yet:
@@ -69,11 +70,20 @@ class DirectoryDraft:
         try:
             if exc_type is None:
                 os.replace(self.path, self.claim())  # onto the empty directory claimed
-            elif self._claimed is not None:
-                self._claimed.rmdir()
-                self._claimed = None
+        except BaseException:
+            self._unclaim()
+            raise
         finally:
             shutil.rmtree(self.path, ignore_errors=True)
+        if exc_type is not None:
+            self._unclaim()
+
+    def _unclaim(self) -> None:
+        """Give back a claimed name that nothing was published under."""
+        if self._claimed is not None:
+            with contextlib.suppress(OSError):
+                self._claimed.rmdir()
+            self._claimed = None
 
 
 def publish_dir(out: Path, *, next_free: bool = True) -> DirectoryDraft:

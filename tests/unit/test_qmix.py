@@ -351,6 +351,7 @@ def stateless_two_step(**kwargs):
     return env
 
 
+def test_auto_global_state_is_the_envs_state_else_the_observations():
     from rlplat.experiment.load import load_experiment
     from rlplat.prepare import prepare
 
@@ -367,3 +368,11 @@ def stateless_two_step(**kwargs):
         ]
         == "env"
     )
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
+def test_qmix_optimizer_setting_is_accepted(optimizer):
+    from tests.helpers import check_before_ray
+
+    run = check_before_ray(EXPERIMENTS / "two_step_qmix.yaml", f"training.optimizer={optimizer}")
+    assert run.algo_config.optimizer == optimizer

@@ -70,6 +70,8 @@ class QMIXTorchLearner(TargetNetworkLearner):
     """One optimizer per module; the target networks move every ``target_update_interval``
     learner updates."""
 
+    LOG_TARGET_UPDATES = True
+
     def build(self) -> None:
         super().build()
         self._updates: dict[ModuleID, int] = {}
