@@ -142,8 +142,10 @@ _MASKED_PPO = "rlplat.rllib.modules:MaskedPPOModule"
 register_algorithm("PPO", masked_module=_MASKED_PPO, random_policies=True)
 register_algorithm("APPO")
 register_algorithm("IMPALA")
-register_algorithm("DQN", replay_memory=_REPLAY_BUFFER)
-register_algorithm("SAC", own_rates=_SAC_RATES, replay_memory=_REPLAY_BUFFER)
+register_algorithm("DQN", "rlplat.algorithms.transition_loop:DQN", replay_memory=_REPLAY_BUFFER)
+register_algorithm(
+    "SAC", "rlplat.algorithms.sac:SAC", own_rates=_SAC_RATES, replay_memory=_REPLAY_BUFFER
+)
 register_algorithm("DreamerV3", replay_memory=_REPLAY_BUFFER)
 register_algorithm("BC", offline=True)
 register_algorithm("MARWIL", offline=True)

@@ -6,6 +6,8 @@ output, so the table says what the registrations say.
 
 from __future__ import annotations
 
+from ray.rllib.algorithms.registry import ALGORITHMS
+
 from rlplat.algorithms.registry import AlgorithmRecord, algorithm_records
 
 GENERATOR = "python -m rlplat.algorithms.table"
@@ -36,10 +38,18 @@ def _actions(record: AlgorithmRecord) -> str:
     return record.actions or "those its RLlib module supports"
 
 
+def _source(record: AlgorithmRecord) -> str:
+    if record.rllib:
+        return "RLlib"
+    if record.name in ALGORITHMS:
+        return f"RLlib's, subclassed by rlplat (`{record.import_path}`)"
+    return f"rlplat (`{record.import_path}`)"
+
+
 def _row(record: AlgorithmRecord) -> str:
     cells = [
         f"`{record.name}`",
-        "RLlib" if record.rllib else f"rlplat (`{record.import_path}`)",
+        _source(record),
         "offline datasets" if record.offline else "its env",
         _actions(record),
         VIEWS[record.view],

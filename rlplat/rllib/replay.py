@@ -15,6 +15,9 @@ exponent of the bootstrap's discount) is the number of rewards it summed. Extra 
 (``include_extra_model_outputs``) are those of step ``t``; RLlib's sampler returns the
 episode's first step's for every item.
 
+``sample_batch`` draws a whole train batch at once, straight into arrays (no episode per item), for
+learners that read only the transition columns (``rlplat.algorithms.transition_loop``).
+
 Select it with ``training.replay_buffer_config.type: TransitionEpisodeReplayBuffer`` (single-agent
 DQN and SAC); sequence sampling (``batch_length_T``, stateful modules) and random n-step ranges
 use RLlib's own sampler. RLlib's config validation accepts only its own buffer names, so the
@@ -42,6 +45,41 @@ def transition_sampler_requested(replay_buffer_config: dict[str, Any] | None) ->
 
 class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
     """``EpisodeReplayBuffer`` whose n-step samples are read transition by transition."""
+
+    def sample_batch(self, num_items: int, n_step: int, gamma: float) -> dict[str, np.ndarray]:
+        """``num_items`` uniformly drawn n-step transitions as the learner's train batch columns
+        (float observations as float32), read per stored episode with array indexing."""
+        drawn: dict[int, list[int]] = {}
+        for position in self.rng.integers(len(self._indices), size=num_items):
+            episode_idx, t = self._indices[position]
+            drawn.setdefault(episode_idx - self._num_episodes_evicted, []).append(t)
+        parts = [
+            transitions(self.episodes[index], np.asarray(steps), n_step, gamma)
+            for index, steps in drawn.items()
+        ]
+        batch = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+        batch["weights"] = np.ones(num_items, dtype=np.float32)
+        self.sampled_timesteps += num_items
+        distinct_steps = sum(len(set(steps)) for steps in drawn.values())
+        mean_n_step = float(batch["n_step"].mean())
+        self._update_sample_metrics(
+            num_env_steps_sampled=num_items,
+            num_episodes_per_sample=len(drawn),
+            num_env_steps_per_sample=distinct_steps,
+            sampled_n_step=mean_n_step,
+            num_resamples=0,
+            agent_to_num_steps_sampled={DEFAULT_AGENT_ID: num_items},
+            agent_to_num_episodes_per_sample={DEFAULT_AGENT_ID: len(drawn)},
+            agent_to_num_steps_per_sample={DEFAULT_AGENT_ID: distinct_steps},
+            agent_to_sampled_n_step={DEFAULT_AGENT_ID: mean_n_step},
+            agent_to_num_resamples={DEFAULT_AGENT_ID: 0},
+            module_to_num_steps_sampled={DEFAULT_MODULE_ID: num_items},
+            module_to_num_episodes_per_sample={DEFAULT_MODULE_ID: len(drawn)},
+            module_to_num_steps_per_sample={DEFAULT_MODULE_ID: distinct_steps},
+            module_to_sampled_n_step={DEFAULT_MODULE_ID: mean_n_step},
+            module_to_num_resamples={DEFAULT_MODULE_ID: 0},
+        )
+        return batch
 
     def _sample_episodes(
         self,
@@ -160,3 +198,39 @@ def transition(
         np.ones((1 + lookback,)), lookback=lookback
     )
     return item
+
+
+def _stored(column: InfiniteLookbackBuffer) -> tuple[np.ndarray, int]:
+    """A stored episode column as an array, and the index of the episode's step 0 in it."""
+    return np.asarray(column.data), column.lookback
+
+
+def _float32(values: np.ndarray) -> np.ndarray:
+    return values.astype(np.float32, copy=False) if values.dtype.kind == "f" else values
+
+
+def transitions(
+    episode: SingleAgentEpisode, steps: np.ndarray, n_step: int, gamma: float
+) -> dict[str, np.ndarray]:
+    """The n-step transitions from ``steps`` of one stored episode, as train batch columns:
+    the same values ``transition`` gives item by item (rewards summed in float64)."""
+    observations, obs_start = _stored(episode.observations)
+    actions, action_start = _stored(episode.actions)
+    rewards, reward_start = _stored(episode.rewards)
+    length = len(episode)
+    ends = np.minimum(steps + n_step, length)
+    discounted = np.zeros(len(steps))
+    for k in range(n_step):
+        inside = steps + k < ends
+        at = reward_start + np.minimum(steps + k, length - 1)
+        discounted += np.where(inside, gamma**k * rewards[at].astype(np.float64), 0.0)
+    reaches_end = ends == length
+    return {
+        "obs": _float32(observations[obs_start + steps]),
+        "new_obs": _float32(observations[obs_start + ends]),
+        "actions": _float32(actions[action_start + steps]),
+        "rewards": discounted.astype(np.float32),
+        "terminateds": reaches_end & episode.is_terminated,
+        "truncateds": reaches_end & episode.is_truncated,
+        "n_step": ends - steps,
+    }

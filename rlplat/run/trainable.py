@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import ray
 from ray.data import DataContext
 from ray.util.annotations import RayDeprecationWarning
@@ -67,6 +68,14 @@ def replay_memory(algo: Any) -> Any | None:
     return getattr(algo, attribute, None)
 
 
+def _seeded(buffer: Any, seed: int | None) -> Any:
+    """RLlib's episode buffers draw from an unseeded generator: the run's ``seed`` seeds it, so
+    that a seeded DQN, SAC or TD3 run replays the same batches."""
+    if buffer is not None and seed is not None and hasattr(buffer, "rng"):
+        buffer.rng = np.random.default_rng(seed)
+    return buffer
+
+
 def keep_ray_data_in_the_trial() -> None:
     """Ray Data starts its tasks and actors with the SPREAD strategy, outside the trial's
     placement group, where Tune reserved nothing for them: a trial that fills the cluster (two
@@ -112,12 +121,12 @@ class ExperimentTrial:
         training = self._experiment.get("training") or {}
         buffer = config.get("replay_buffer_config")
         if not transition_sampler_requested(training.get("replay_buffer_config")):
-            return super()._create_local_replay_buffer_if_necessary(config)
+            return _seeded(super()._create_local_replay_buffer_if_necessary(config), config.seed)
         if not buffer or buffer.get("no_local_replay_buffer"):
             return None
         settings = {k: v for k, v in buffer.items() if k != "type"}
         settings["metrics_num_episodes_for_smoothing"] = config.metrics_num_episodes_for_smoothing
-        return TransitionEpisodeReplayBuffer(**settings)
+        return _seeded(TransitionEpisodeReplayBuffer(**settings), config.seed)
 
     def get_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         state = super().get_state(*args, **kwargs)

@@ -29,6 +29,7 @@ from rlplat.algorithms.actor_critic import ActorCriticConfig
 from rlplat.algorithms.base import not_negative
 from rlplat.algorithms.td3.learner import TD3TorchLearner
 from rlplat.algorithms.td3.rl_module import TD3Module
+from rlplat.algorithms.transition_loop import TransitionBatchLoop
 
 
 class TD3Config(ActorCriticConfig):
@@ -96,7 +97,7 @@ class DDPGConfig(TD3Config):
         super().__init__(algo_class=algo_class or DDPG)
 
 
-class TD3(DQN):
+class TD3(TransitionBatchLoop, DQN):
     """TD3 on RLlib's new API stack (see ``TD3Config`` for the settings); DQN's loop."""
 
     config: TD3Config

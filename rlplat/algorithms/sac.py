@@ -1,0 +1,82 @@
+"""SAC: RLlib's SAC (loss, learner, training loop) with the critic of the SAC paper.
+
+RLlib 2.60's continuous-action critic is a multi-stream network: an observation MLP and an action
+MLP (each ``fcnet_hiddens``), whose outputs go through a densely connected tanh fusion network
+(``fusionnet_hiddens``, 256x256 by default) into the Q head. With 256x256 layers one Q forward
+pass multiplies about ten 256-wide matrices where the paper's critic (Haarnoja et al. 2018, as in
+Stable-Baselines3 and CleanRL) multiplies one, so each update cost several times theirs.
+
+Here a Box-action critic is the paper's: one MLP (``fcnet_hiddens``, ``fcnet_activation``) over
+the concatenated observation and action, then RLlib's Q head (``head_fcnet_hiddens``). Discrete
+SAC and observations that are not flat vectors keep RLlib's critics.
+"""
+
+# No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+from ray.rllib.algorithms.sac.sac import SAC as RLlibSAC
+from ray.rllib.algorithms.sac.sac import SACConfig as RLlibSACConfig
+from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
+from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.base import ENCODER_OUT, Encoder
+from ray.rllib.core.models.configs import MLPEncoderConfig
+from ray.rllib.core.models.torch.encoder import TorchMLPEncoder
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+from rlplat.algorithms.transition_loop import TransitionBatchLoop
+
+
+class ObsActionMLPEncoder(TorchMLPEncoder):
+    """An MLP over ``concat(observation, action)``: the critic's body in the SAC paper."""
+
+    def _forward(self, inputs: dict, **kwargs: Any) -> dict:
+        obs = inputs[Columns.OBS]
+        features = torch.cat([obs.reshape(obs.shape[0], -1), inputs[Columns.ACTIONS]], dim=-1)
+        return {ENCODER_OUT: self.net(features)}
+
+
+@dataclass
+class ObsActionMLPEncoderConfig(MLPEncoderConfig):
+    """``MLPEncoderConfig`` whose input is the observation and the action side by side."""
+
+    def build(self, framework: str = "torch") -> Encoder:
+        self._validate(framework)
+        return ObsActionMLPEncoder(self)
+
+
+class PaperCriticSACCatalog(SACCatalog):
+    """SAC's catalog with the concatenating critic for Box actions over flat observations."""
+
+    def _build_qf_encoder_continuous(self, framework: str) -> Encoder:
+        obs_config = self._encoder_config
+        if type(obs_config) is not MLPEncoderConfig:  # images and nested spaces: RLlib's critic
+            return super()._build_qf_encoder_continuous(framework)
+        settings = {f.name: getattr(obs_config, f.name) for f in fields(obs_config)}
+        action_size = int(np.prod(self.action_space.shape))
+        settings["input_dims"] = [int(obs_config.input_dims[0]) + action_size]
+        self.qf_encoder_config = ObsActionMLPEncoderConfig(**settings)
+        return self.qf_encoder_config.build(framework=framework)
+
+
+class SACConfig(RLlibSACConfig):
+    """RLlib's ``SACConfig``; its default module has the paper's critic for Box actions."""
+
+    def __init__(self, algo_class: type | None = None):
+        super().__init__(algo_class=algo_class or SAC)
+
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        return RLModuleSpec(
+            module_class=DefaultSACTorchRLModule, catalog_class=PaperCriticSACCatalog
+        )
+
+
+class SAC(TransitionBatchLoop, RLlibSAC):
+    """RLlib's SAC with ``SACConfig``'s critic and ``TransitionBatchLoop``'s replayed batches."""
+
+    @classmethod
+    def get_default_config(cls) -> SACConfig:
+        return SACConfig(cls)
