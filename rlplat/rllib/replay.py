@@ -43,38 +43,37 @@ def transition_sampler_requested(replay_buffer_config: dict[str, Any] | None) ->
     return (replay_buffer_config or {}).get("type") == TRANSITION_SAMPLER
 
 
+BATCH_COLUMNS = ("obs", "new_obs", "actions", "rewards", "terminateds", "truncateds", "n_step")
+
+
 class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
     """``EpisodeReplayBuffer`` whose n-step samples are read transition by transition."""
 
     def sample_batch(self, num_items: int, n_step: int, gamma: float) -> dict[str, np.ndarray]:
         """``num_items`` uniformly drawn n-step transitions as the learner's train batch columns
-        (float observations as float32), read per stored episode with array indexing."""
-        drawn: dict[int, list[int]] = {}
-        for position in self.rng.integers(len(self._indices), size=num_items):
-            episode_idx, t = self._indices[position]
-            drawn.setdefault(episode_idx - self._num_episodes_evicted, []).append(t)
-        parts = [
-            transitions(self.episodes[index], np.asarray(steps), n_step, gamma)
-            for index, steps in drawn.items()
-        ]
-        batch = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
-        batch["weights"] = np.ones(num_items, dtype=np.float32)
+        (float observations as float32), read straight from the stored episodes' arrays."""
+        drawn = [self._indices[i] for i in self.rng.integers(len(self._indices), size=num_items)]
+        evicted = self._num_episodes_evicted
+        items = [(self.episodes[episode_idx - evicted], t) for episode_idx, t in drawn]
+        batch = transition_batch(items, n_step, gamma)
+        batch["weights"] = np.ones(num_items, dtype=np.float32)  # uniform replay
+        distinct_steps = len(set(drawn))
+        episodes = len({episode_idx for episode_idx, _ in drawn})
         self.sampled_timesteps += num_items
-        distinct_steps = sum(len(set(steps)) for steps in drawn.values())
         mean_n_step = float(batch["n_step"].mean())
         self._update_sample_metrics(
             num_env_steps_sampled=num_items,
-            num_episodes_per_sample=len(drawn),
+            num_episodes_per_sample=episodes,
             num_env_steps_per_sample=distinct_steps,
             sampled_n_step=mean_n_step,
             num_resamples=0,
             agent_to_num_steps_sampled={DEFAULT_AGENT_ID: num_items},
-            agent_to_num_episodes_per_sample={DEFAULT_AGENT_ID: len(drawn)},
+            agent_to_num_episodes_per_sample={DEFAULT_AGENT_ID: episodes},
             agent_to_num_steps_per_sample={DEFAULT_AGENT_ID: distinct_steps},
             agent_to_sampled_n_step={DEFAULT_AGENT_ID: mean_n_step},
             agent_to_num_resamples={DEFAULT_AGENT_ID: 0},
             module_to_num_steps_sampled={DEFAULT_MODULE_ID: num_items},
-            module_to_num_episodes_per_sample={DEFAULT_MODULE_ID: len(drawn)},
+            module_to_num_episodes_per_sample={DEFAULT_MODULE_ID: episodes},
             module_to_num_steps_per_sample={DEFAULT_MODULE_ID: distinct_steps},
             module_to_sampled_n_step={DEFAULT_MODULE_ID: mean_n_step},
             module_to_num_resamples={DEFAULT_MODULE_ID: 0},
@@ -200,37 +199,30 @@ def transition(
     return item
 
 
-def _stored(column: InfiniteLookbackBuffer) -> tuple[np.ndarray, int]:
-    """A stored episode column as an array, and the index of the episode's step 0 in it."""
-    return np.asarray(column.data), column.lookback
 
-
-def _float32(values: np.ndarray) -> np.ndarray:
-    return values.astype(np.float32, copy=False) if values.dtype.kind == "f" else values
-
-
-def transitions(
-    episode: SingleAgentEpisode, steps: np.ndarray, n_step: int, gamma: float
+def transition_batch(
+    items: list[tuple[SingleAgentEpisode, int]], n_step: int, gamma: float
 ) -> dict[str, np.ndarray]:
-    """The n-step transitions from ``steps`` of one stored episode, as train batch columns:
-    the same values ``transition`` gives item by item (rewards summed in float64)."""
-    observations, obs_start = _stored(episode.observations)
-    actions, action_start = _stored(episode.actions)
-    rewards, reward_start = _stored(episode.rewards)
-    length = len(episode)
-    ends = np.minimum(steps + n_step, length)
-    discounted = np.zeros(len(steps))
-    for k in range(n_step):
-        inside = steps + k < ends
-        at = reward_start + np.minimum(steps + k, length - 1)
-        discounted += np.where(inside, gamma**k * rewards[at].astype(np.float64), 0.0)
-    reaches_end = ends == length
-    return {
-        "obs": _float32(observations[obs_start + steps]),
-        "new_obs": _float32(observations[obs_start + ends]),
-        "actions": _float32(actions[action_start + steps]),
-        "rewards": discounted.astype(np.float32),
-        "terminateds": reaches_end & episode.is_terminated,
-        "truncateds": reaches_end & episode.is_truncated,
-        "n_step": ends - steps,
-    }
+    """The n-step transitions from step ``t`` of each ``(episode, t)`` as train batch columns,
+    with the values ``transition`` gives one by one (float observations and rewards as float32;
+    most sampled episodes are read once, so a plain loop beats per-episode array indexing)."""
+    powers = gamma ** np.arange(n_step)
+    columns: dict[str, list[Any]] = {key: [] for key in BATCH_COLUMNS}
+    for episode, t in items:
+        observations, actions, rewards = episode.observations, episode.actions, episode.rewards
+        length = len(episode)
+        end = min(t + n_step, length)
+        reaches_end = end == length
+        columns["obs"].append(observations.data[observations.lookback + t])
+        columns["new_obs"].append(observations.data[observations.lookback + end])
+        columns["actions"].append(actions.data[actions.lookback + t])
+        summed = np.asarray(rewards.data[rewards.lookback + t : rewards.lookback + end])
+        columns["rewards"].append(powers[: end - t] @ summed)
+        columns["terminateds"].append(reaches_end and episode.is_terminated)
+        columns["truncateds"].append(reaches_end and episode.is_truncated)
+        columns["n_step"].append(end - t)
+    batch = {key: np.asarray(values) for key, values in columns.items()}
+    for key in ("obs", "new_obs", "actions", "rewards"):
+        if batch[key].dtype.kind == "f":
+            batch[key] = batch[key].astype(np.float32)
+    return batch

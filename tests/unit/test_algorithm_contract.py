@@ -103,3 +103,18 @@ def test_docs_algorithm_table_is_current():
     assert docs.read_text() == render(), (
         "regenerate with: python -m rlplat.algorithms.table > docs/algorithms.md"
     )
+
+
+def test_target_networks_move_tau_of_the_way_and_copy_at_tau_one():
+    import torch
+
+    from rlplat.algorithms.base import move_towards
+
+    main, target = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    before = [p.detach().clone() for p in target.parameters()]
+    move_towards(main, target, 0.25)
+    for moved, old, online in zip(target.parameters(), before, main.parameters(), strict=True):
+        torch.testing.assert_close(moved, 0.25 * online + 0.75 * old)
+    move_towards(main, target, 1.0)
+    for copied, online in zip(target.parameters(), main.parameters(), strict=True):
+        assert torch.equal(copied, online)

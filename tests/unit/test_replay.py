@@ -8,7 +8,7 @@ import pytest
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
-from rlplat.rllib.replay import TransitionEpisodeReplayBuffer, transition, transitions
+from rlplat.rllib.replay import TransitionEpisodeReplayBuffer, transition, transition_batch
 
 GAMMA = 0.9
 
@@ -98,10 +98,10 @@ def test_transition_sampler_draws_rllibs_items_and_ends_n_step_returns_at_episod
 @pytest.mark.parametrize("n_step", [1, 3])
 def test_batch_columns_hold_the_item_samplers_transition_for_every_step(n_step):
     for episode in cartpole_episodes(6):
-        steps = np.arange(len(episode))
-        columns = transitions(episode, steps, n_step, GAMMA)
+        steps = range(len(episode))
+        columns = transition_batch([(episode, t) for t in steps], n_step, GAMMA)
         for t in steps:
-            item = transition(episode, int(t), n_step, GAMMA, 0, False)
+            item = transition(episode, t, n_step, GAMMA, 0, False)
             np.testing.assert_array_equal(columns["obs"][t], item.get_observations(0))
             np.testing.assert_array_equal(columns["new_obs"][t], item.get_observations(-1))
             assert columns["actions"][t] == item.get_actions(0)
