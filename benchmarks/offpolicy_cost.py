@@ -91,7 +91,7 @@ TASKS = {
 
 PARTS = {  # (file suffix, function): the outermost call of each part on either side
     "replay sampling": [
-        ("rlplat/rllib/replay.py", "sample_batch"),
+        ("rlplat/algorithms/replay.py", "sample_batch"),
         ("stable_baselines3/common/buffers.py", "sample"),
     ],
     "batch to tensors": [("ray/rllib/core/learner/learner.py", "_make_batch_if_necessary")],

@@ -33,7 +33,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rlplat.algorithms.loop import env_steps_sampled, sample_round
-from rlplat.rllib.replay import TransitionEpisodeReplayBuffer
+from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer
 
 FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete)
 

@@ -28,6 +28,7 @@ from rlplat.algorithms.registry import (
     is_team_algorithm,
     names_where,
 )
+from rlplat.algorithms.replay import TRANSITION_SAMPLER, transition_sampler_requested
 from rlplat.datasets.dataset import data_path
 from rlplat.environments.connectors import ConnectorFactory
 from rlplat.environments.guard import GuardedCreator
@@ -40,7 +41,6 @@ from rlplat.rllib.episode_stats import WindowedEpisodeStats
 from rlplat.rllib.modules import UniformRandomModule
 from rlplat.rllib.multi_agent import PolicyMapping, check_multi_agent
 from rlplat.rllib.optimizers import check_optimizer, with_configured_optimizer
-from rlplat.rllib.replay import TRANSITION_SAMPLER, transition_sampler_requested
 from rlplat.util.imports import import_object
 
 # Offline runs learn without playing: greedy evaluation episodes after every iteration, in the

@@ -23,6 +23,7 @@ from ray.util.annotations import RayDeprecationWarning
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rlplat.algorithms.registry import algorithm_record, canonical_name, get_algorithm_class
+from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer, transition_sampler_requested
 from rlplat.checkpoints import REPLAY_STATE, RESOLVED_EXPERIMENT, checkpoint_info_from_result
 from rlplat.cluster.connect import env_runner_actor_ids, env_runner_restarts
 from rlplat.environments.guard import take_reported_failure
@@ -42,7 +43,6 @@ from rlplat.metrics import (
 from rlplat.prepare import trial_algorithm_config
 from rlplat.rllib.build import with_data_pipeline
 from rlplat.rllib.episode_stats import episode_window
-from rlplat.rllib.replay import TransitionEpisodeReplayBuffer, transition_sampler_requested
 from rlplat.run.finetune import start_from_checkpoint
 from rlplat.util.atomic import write_atomic
 
@@ -117,7 +117,7 @@ class ExperimentTrial:
 
     def _create_local_replay_buffer_if_necessary(self, config: Any) -> Any | None:
         """RLlib's replay buffer, or rlplat's transition sampler where the experiment asks for
-        it (the RLlib config names RLlib's EpisodeReplayBuffer: see rlplat.rllib.replay)."""
+        it (the RLlib config names RLlib's EpisodeReplayBuffer: see rlplat.algorithms.replay)."""
         training = self._experiment.get("training") or {}
         buffer = config.get("replay_buffer_config")
         if not transition_sampler_requested(training.get("replay_buffer_config")):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlplat.rllib.replay import TransitionEpisodeReplayBuffer
+from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer
 from tests.helpers import EXPERIMENTS
 
 

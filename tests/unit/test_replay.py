@@ -8,7 +8,7 @@ import pytest
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
-from rlplat.rllib.replay import TransitionEpisodeReplayBuffer, transition, transition_batch
+from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer, transition, transition_batch
 
 GAMMA = 0.9
 
