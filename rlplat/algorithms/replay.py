@@ -61,23 +61,7 @@ class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
         episodes = len({episode_idx for episode_idx, _ in drawn})
         self.sampled_timesteps += num_items
         mean_n_step = float(batch["n_step"].mean())
-        self._update_sample_metrics(
-            num_env_steps_sampled=num_items,
-            num_episodes_per_sample=episodes,
-            num_env_steps_per_sample=distinct_steps,
-            sampled_n_step=mean_n_step,
-            num_resamples=0,
-            agent_to_num_steps_sampled={DEFAULT_AGENT_ID: num_items},
-            agent_to_num_episodes_per_sample={DEFAULT_AGENT_ID: episodes},
-            agent_to_num_steps_per_sample={DEFAULT_AGENT_ID: distinct_steps},
-            agent_to_sampled_n_step={DEFAULT_AGENT_ID: mean_n_step},
-            agent_to_num_resamples={DEFAULT_AGENT_ID: 0},
-            module_to_num_steps_sampled={DEFAULT_MODULE_ID: num_items},
-            module_to_num_episodes_per_sample={DEFAULT_MODULE_ID: episodes},
-            module_to_num_steps_per_sample={DEFAULT_MODULE_ID: distinct_steps},
-            module_to_sampled_n_step={DEFAULT_MODULE_ID: mean_n_step},
-            module_to_num_resamples={DEFAULT_MODULE_ID: 0},
-        )
+        self._record_sample(num_items, episodes, distinct_steps, mean_n_step)
         return batch
 
     def _sample_episodes(
@@ -132,24 +116,31 @@ class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
             count += (window_end - t - (n_step - 1) + 1) or 1
         self.sampled_timesteps += batch_size_B
         mean_n_step = float(np.mean([item.extra_model_outputs["n_step"][0] for item in sampled]))
+        self._record_sample(batch_size_B, len(episode_indices), len(steps), mean_n_step)
+        return sampled
+
+
+    def _record_sample(
+        self, items: int, episodes: int, distinct_steps: int, mean_n_step: float
+    ) -> None:
+        """RLlib's sample metrics for one single-agent draw (no resampling)."""
         self._update_sample_metrics(
-            num_env_steps_sampled=batch_size_B,
-            num_episodes_per_sample=len(episode_indices),
-            num_env_steps_per_sample=len(steps),
+            num_env_steps_sampled=items,
+            num_episodes_per_sample=episodes,
+            num_env_steps_per_sample=distinct_steps,
             sampled_n_step=mean_n_step,
             num_resamples=0,
-            agent_to_num_steps_sampled={DEFAULT_AGENT_ID: batch_size_B},
-            agent_to_num_episodes_per_sample={DEFAULT_AGENT_ID: len(episode_indices)},
-            agent_to_num_steps_per_sample={DEFAULT_AGENT_ID: len(steps)},
+            agent_to_num_steps_sampled={DEFAULT_AGENT_ID: items},
+            agent_to_num_episodes_per_sample={DEFAULT_AGENT_ID: episodes},
+            agent_to_num_steps_per_sample={DEFAULT_AGENT_ID: distinct_steps},
             agent_to_sampled_n_step={DEFAULT_AGENT_ID: mean_n_step},
             agent_to_num_resamples={DEFAULT_AGENT_ID: 0},
-            module_to_num_steps_sampled={DEFAULT_MODULE_ID: batch_size_B},
-            module_to_num_episodes_per_sample={DEFAULT_MODULE_ID: len(episode_indices)},
-            module_to_num_steps_per_sample={DEFAULT_MODULE_ID: len(steps)},
+            module_to_num_steps_sampled={DEFAULT_MODULE_ID: items},
+            module_to_num_episodes_per_sample={DEFAULT_MODULE_ID: episodes},
+            module_to_num_steps_per_sample={DEFAULT_MODULE_ID: distinct_steps},
             module_to_sampled_n_step={DEFAULT_MODULE_ID: mean_n_step},
             module_to_num_resamples={DEFAULT_MODULE_ID: 0},
         )
-        return sampled
 
 
 def transition(
