@@ -262,9 +262,9 @@ def move_towards(main: nn.Module, target: nn.Module, tau: float) -> None:
     """Polyak update ``target <- tau * main + (1 - tau) * target`` (``tau`` 1.0: a copy), in place
     with one fused call per network (RLlib's rebuilds and loads a state dict: 4x the time)."""
     targets, mains = list(target.parameters()), list(main.parameters())
-    if tau == 1.0:
+    if targets and tau == 1.0:  # (VDN's sum mixer has no weights)
         torch._foreach_copy_(targets, mains)
-    else:
+    elif targets:
         torch._foreach_lerp_(targets, mains, tau)
     for target_buffer, main_buffer in zip(target.buffers(), main.buffers(), strict=True):
         target_buffer.copy_(main_buffer)

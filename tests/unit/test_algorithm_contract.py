@@ -118,3 +118,4 @@ def test_target_networks_move_tau_of_the_way_and_copy_at_tau_one():
     move_towards(main, target, 1.0)
     for copied, online in zip(target.parameters(), main.parameters(), strict=True):
         assert torch.equal(copied, online)
+    move_towards(torch.nn.Identity(), torch.nn.Identity(), 0.5)  # no weights: nothing to move
