@@ -91,7 +91,7 @@ TASKS = {
 
 PARTS = {  # (file suffix, function): the outermost call of each part on either side
     "replay sampling": [
-        ("rlplat/algorithms/replay.py", "sample_batch"),
+        ("rlplat/algorithms/transition_loop.py", "replayed_batch"),
         ("stable_baselines3/common/buffers.py", "sample"),
     ],
     "batch to tensors": [("ray/rllib/core/learner/learner.py", "_make_batch_if_necessary")],
@@ -139,8 +139,6 @@ def timed(step: Callable[[], Any], count: int) -> float:
 
 def measure_rlplat(task: Task, updates: int, profiled: int) -> dict[str, Any]:
     import torch
-    from ray.rllib.core import DEFAULT_MODULE_ID
-    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
     from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
     from rlplat.experiment.load import load_experiment
@@ -163,13 +161,10 @@ def measure_rlplat(task: Task, updates: int, profiled: int) -> dict[str, Any]:
     env_steps = steps(result) - first
     ms_per_update = 1000 * seconds / (env_steps / task.env_steps_per_update)
 
-    config, buffer, learners = algo.config, algo.local_replay_buffer, algo.learner_group
     timesteps = {NUM_ENV_STEPS_SAMPLED_LIFETIME: steps(result)}
 
-    def one_update() -> None:
-        columns = buffer.sample_batch(config.total_train_batch_size, config.n_step, config.gamma)
-        batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, len(columns["obs"]))
-        learners.update(batch=batch, timesteps=timesteps)
+    def one_update() -> None:  # as TransitionBatchLoop makes each update
+        algo.learner_group.update(batch=algo.replayed_batch(), timesteps=timesteps)
 
     update_ms = timed(one_update, profiled)
     parts = profile_parts(one_update, profiled, update_ms)

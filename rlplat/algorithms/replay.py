@@ -59,7 +59,6 @@ class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
         batch["weights"] = np.ones(num_items, dtype=np.float32)  # uniform replay
         distinct_steps = len(set(drawn))
         episodes = len({episode_idx for episode_idx, _ in drawn})
-        self.sampled_timesteps += num_items
         mean_n_step = float(batch["n_step"].mean())
         self._record_sample(num_items, episodes, distinct_steps, mean_n_step)
         return batch
@@ -114,16 +113,15 @@ class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
             # (near an episode's end it can add 0 or less, so a batch may hold a few more items).
             window_end = min(t + n_step - 1, len(episode))
             count += (window_end - t - (n_step - 1) + 1) or 1
-        self.sampled_timesteps += batch_size_B
         mean_n_step = float(np.mean([item.extra_model_outputs["n_step"][0] for item in sampled]))
         self._record_sample(batch_size_B, len(episode_indices), len(steps), mean_n_step)
         return sampled
 
-
     def _record_sample(
         self, items: int, episodes: int, distinct_steps: int, mean_n_step: float
     ) -> None:
-        """RLlib's sample metrics for one single-agent draw (no resampling)."""
+        """Count one single-agent draw (no resampling) and log RLlib's sample metrics for it."""
+        self.sampled_timesteps += items
         self._update_sample_metrics(
             num_env_steps_sampled=items,
             num_episodes_per_sample=episodes,
@@ -188,7 +186,6 @@ def transition(
         np.ones((1 + lookback,)), lookback=lookback
     )
     return item
-
 
 
 def transition_batch(

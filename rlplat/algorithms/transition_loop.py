@@ -14,6 +14,8 @@ anything else (prioritized replay, sequences, multi-agent) runs RLlib's loop unc
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import gymnasium as gym
 from ray.rllib.algorithms.dqn.dqn import DQN as RLlibDQN
 from ray.rllib.algorithms.dqn.dqn import DQNConfig, calculate_rr_weights
@@ -42,7 +44,7 @@ class TransitionBatchLoop:
     """Mixin before an RLlib DQN-family algorithm: its ``training_step`` with array batches."""
 
     def training_step(self) -> None:
-        if not self.replays_transition_batches():
+        if not self.replays_transition_batches:
             return super().training_step()
         store_weight, updates = calculate_rr_weights(self.config)
         for _ in range(store_weight):
@@ -59,16 +61,9 @@ class TransitionBatchLoop:
         }
         for _ in range(updates):
             with self.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
-                batch = self.local_replay_buffer.sample_batch(
-                    self.config.total_train_batch_size, self.config.n_step, self.config.gamma
-                )
+                batch = self.replayed_batch()
             with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-                results = self.learner_group.update(
-                    batch=MultiAgentBatch(
-                        {DEFAULT_MODULE_ID: SampleBatch(batch)}, env_steps=len(batch["rewards"])
-                    ),
-                    timesteps=timesteps,
-                )
+                results = self.learner_group.update(batch=batch, timesteps=timesteps)
                 self.metrics.aggregate(results, key=LEARNER_RESULTS)
         self.metrics.aggregate([self.local_replay_buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS)
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
@@ -77,8 +72,20 @@ class TransitionBatchLoop:
             )
         return None
 
+    def replayed_batch(self) -> MultiAgentBatch:
+        """One learner update's batch, drawn from the replay buffer as arrays."""
+        config = self.config
+        columns = self.local_replay_buffer.sample_batch(
+            config.total_train_batch_size, config.n_step, config.gamma
+        )
+        return MultiAgentBatch(
+            {DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=len(columns["rewards"])
+        )
+
+    @cached_property
     def replays_transition_batches(self) -> bool:
-        """Whether this run's learner batches can come straight from the buffer."""
+        """Whether this run's learner batches can come straight from the buffer (decided once:
+        the buffer, spaces and modules are fixed when the algorithm is built)."""
         config = self.config
         spaces = (self.spaces or {}).get(DEFAULT_MODULE_ID, ())
         return (
