@@ -149,7 +149,7 @@ class ActorCriticLearner(TargetNetworkLearner):
             self.register_optimizer(
                 module_id=module_id,
                 optimizer_name=name,
-                optimizer=torch.optim.Adam(params),
+                optimizer=torch.optim.Adam(params, foreach=True),
                 params=params,
                 lr_or_lr_schedule=lr,
             )

@@ -12,12 +12,14 @@ An algorithm declares what is its own and the base does the rest:
   enough); the loop (sample, store, update, sync weights) is the base's.
 - ``TargetNetworkLearner``: its losses per optimizer and when a module's target networks are due
   an update; building them and moving them ``tau`` towards the online ones is the base's.
-- ``TargetNetworks``: the RL module names its networks that have target copies.
+- ``TargetNetworks``: the RL module names its networks that have target copies;
+  ``WithoutModeSwitch`` skips RLlib's train/eval switch around each forward pass.
 """
 
 # No ``from __future__ import annotations``: the settings' annotations are read at run time.
 import copy
 import inspect
+import logging
 from collections.abc import Iterable
 from typing import Any, ClassVar, get_origin
 
@@ -28,13 +30,15 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.learner.utils import make_target_network
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
-from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.metrics import REPLAY_BUFFER_RESULTS
 from ray.rllib.utils.typing import ModuleID, ParamDict
 from torch import nn
 
 from rlplat.algorithms.loop import OwedUpdates, sample_round, update_and_sync
+
+logger = logging.getLogger(__name__)
 
 
 class OwnAlgorithmConfig(AlgorithmConfig):
@@ -245,7 +249,10 @@ class TargetNetworkLearner(TorchLearner):
         raise NotImplementedError
 
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
-        super().apply_gradients(gradients_dict)
+        if self._grad_scalers is None and self._lr_scheduler_classes is None:
+            step_if_finite(self, gradients_dict)
+        else:
+            super().apply_gradients(gradients_dict)
         for module_id in self.module.keys():
             module = self.module[module_id].unwrapped()
             if not isinstance(module, TargetNetworkAPI) or not self.target_update_due(module_id):
@@ -255,6 +262,20 @@ class TargetNetworkLearner(TorchLearner):
                 move_towards(main, target, tau)
             if self.LOG_TARGET_UPDATES:
                 self.metrics.log_value((module_id, "target_updates"), 1, reduce="lifetime_sum")
+
+
+def step_if_finite(learner: TorchLearner, gradients: ParamDict) -> None:
+    """RLlib's ``apply_gradients`` without AMP or torch LR schedulers: gradients with nan or
+    inf become zeros, as RLlib's do; then every optimizer steps. One fused norm checks all
+    gradients, where RLlib checks each tensor twice."""
+    grads = list(gradients.values())
+    if grads and not torch.isfinite(torch.stack(torch._foreach_norm(grads))).all():
+        logger.warning("Gradients contain `nan/inf` values; setting them to zero.")
+        grads = [torch.nan_to_num(grad) for grad in grads]
+    for pid, grad in zip(gradients, grads, strict=True):
+        learner._params[pid].grad = grad
+    for optimizer in learner._optimizer_parameters:
+        optimizer.step()
 
 
 @torch.no_grad()
@@ -268,6 +289,22 @@ def move_towards(main: nn.Module, target: nn.Module, tau: float) -> None:
         torch._foreach_lerp_(targets, mains, tau)
     for target_buffer, main_buffer in zip(target.buffers(), main.buffers(), strict=True):
         target_buffer.copy_(main_buffer)
+
+
+class WithoutModeSwitch:
+    """RL module mixin (before ``TorchRLModule``) for networks without dropout or batch norm,
+    whose train and eval modes compute the same: RLlib's torch modules switch mode around every
+    forward pass, a walk over all submodules that costs more than a small network's forward
+    pass; these modules skip it."""
+
+    def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self._forward_inference(batch, **kwargs)
+
+    def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self._forward_exploration(batch, **kwargs)
+
+    def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return RLModule.forward_train(self, batch, **kwargs)  # (it refuses inference-only ones)
 
 
 class TargetNetworks(TargetNetworkAPI):

@@ -119,3 +119,23 @@ def test_target_networks_move_tau_of_the_way_and_copy_at_tau_one():
     for copied, online in zip(target.parameters(), main.parameters(), strict=True):
         assert torch.equal(copied, online)
     move_towards(torch.nn.Identity(), torch.nn.Identity(), 0.5)  # no weights: nothing to move
+
+
+def test_non_finite_gradients_become_zeros_and_every_optimizer_steps():
+    from types import SimpleNamespace
+
+    import torch
+
+    from rlplat.algorithms.base import step_if_finite
+
+    first, second = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(3))
+    sgd = [torch.optim.SGD([first], lr=1.0), torch.optim.SGD([second], lr=1.0)]
+    learner = SimpleNamespace(
+        _params={"a": first, "b": second}, _optimizer_parameters=dict.fromkeys(sgd)
+    )
+    step_if_finite(learner, {"a": torch.tensor([1.0, 2.0]), "b": torch.tensor([1.0, 1.0, 1.0])})
+    assert torch.equal(first.detach(), torch.tensor([0.0, -1.0]))
+    assert torch.equal(second.detach(), torch.zeros(3))
+    step_if_finite(learner, {"a": torch.tensor([float("nan"), 1.0]), "b": torch.ones(3)})
+    assert torch.equal(first.detach(), torch.tensor([0.0, -2.0]))  # nan -> 0, the rest applied
+    assert torch.equal(second.detach(), -torch.ones(3))

@@ -52,27 +52,36 @@ class MADDPGTorchLearner(ActorCriticLearner):
             return F.one_hot(torch.randint(0, width, (count,), device=device), width).float()
         return torch.rand(count, width, device=device) * 2.0 - 1.0
 
+    def compute_losses(self, *, fwd_out: dict, batch: dict) -> dict:
+        # Every policy's batch holds the same joint rows, so the joint view (with each agent's
+        # target action) is made once per update, not once per policy.
+        self._joint = self._joint_view(next(iter(batch.values())))
+        return super().compute_losses(fwd_out=fwd_out, batch=batch)
+
+    def _joint_view(self, columns: dict) -> dict[str, Any]:
+        count = len(self.layout)
+        obs = [columns[column("obs", i)].float() for i in range(count)]
+        actions = [
+            self._replayed_action(columns[column("actions", i)], entry)
+            for i, entry in enumerate(self.layout)
+        ]
+        with torch.no_grad():
+            next_obs = [columns[column("next_obs", i)].float() for i in range(count)]
+            next_actions = [
+                self._next_action(o, entry) for o, entry in zip(next_obs, self.layout, strict=True)
+            ]
+            joint_next = torch.cat(next_obs + next_actions, dim=-1)
+        joint_obs = torch.cat(obs, dim=-1)
+        return {"obs": obs, "actions": actions, "joint_obs": joint_obs, "joint_next": joint_next}
+
     def module_losses(
         self, module_id: ModuleID, config: AlgorithmConfig, batch: dict, fwd_out: dict
     ) -> dict[str, torch.Tensor]:
         columns = batch
         module = self.module[module_id].unwrapped()
         layout, count = self.layout, len(self.layout)
-        obs = [columns[column("obs", i)].float() for i in range(count)]
-        actions = [
-            self._replayed_action(columns[column("actions", i)], entry)
-            for i, entry in enumerate(layout)
-        ]
-        joint_obs = torch.cat(obs, dim=-1)
-        with torch.no_grad():
-            joint_next = torch.cat(
-                [columns[column("next_obs", i)].float() for i in range(count)]
-                + [
-                    self._next_action(columns[column("next_obs", i)], entry)
-                    for i, entry in enumerate(layout)
-                ],
-                dim=-1,
-            )
+        obs, actions = self._joint["obs"], self._joint["actions"]
+        joint_obs, joint_next = self._joint["joint_obs"], self._joint["joint_next"]
         own = [i for i, entry in enumerate(layout) if entry["policy"] == module_id]
         critic_loss, actor_loss, q_mean = 0.0, 0.0, 0.0
         for i in own:

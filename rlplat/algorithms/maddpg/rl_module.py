@@ -28,11 +28,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlplat.algorithms.actor_critic import BoxExploration, gaussian_inputs, mlp
-from rlplat.algorithms.base import TargetNetworks
+from rlplat.algorithms.base import TargetNetworks, WithoutModeSwitch
 from rlplat.algorithms.maddpg.layout import action_width
 
 
-class MADDPGModule(TorchRLModule, InferenceOnlyAPI, TargetNetworks):
+class MADDPGModule(WithoutModeSwitch, TorchRLModule, InferenceOnlyAPI, TargetNetworks):
     """Actor mu(o) for one policy's agents; critic Q(all observations, all actions, agent)."""
 
     TARGET_NETWORKS = ("actor", "critic")

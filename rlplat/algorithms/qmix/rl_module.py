@@ -16,7 +16,7 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 from torch.nn import functional as F
 
-from rlplat.algorithms.base import TargetNetworks
+from rlplat.algorithms.base import TargetNetworks, WithoutModeSwitch
 
 HIDDEN = "h"
 Q_VALUES = "q_values"  # (B, T+1, n_agents, n_actions): every agent's Q for every action
@@ -100,7 +100,7 @@ def masked_argmax(q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return q.masked_fill(mask <= 0, float("-inf")).argmax(dim=-1)
 
 
-class QMIXModule(TorchRLModule, TargetNetworks):
+class QMIXModule(WithoutModeSwitch, TorchRLModule, TargetNetworks):
     """Shared agent network + mixer (+ their target copies, made by the learner)."""
 
     TARGET_NETWORKS = ("agent", "mixer")

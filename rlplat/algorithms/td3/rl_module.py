@@ -21,13 +21,13 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
 from rlplat.algorithms.actor_critic import BoxExploration, gaussian_inputs, mlp
-from rlplat.algorithms.base import TargetNetworks
+from rlplat.algorithms.base import TargetNetworks, WithoutModeSwitch
 
 Q_VALUES = "q_values"  # Q(s, a) of the replayed action, (B,)
 Q_TWIN_VALUES = "q_twin_values"
 
 
-class TD3Module(TorchRLModule, InferenceOnlyAPI, TargetNetworks):
+class TD3Module(WithoutModeSwitch, TorchRLModule, InferenceOnlyAPI, TargetNetworks):
     """Deterministic actor mu(s) in [-1, 1]^d and critics Q(s, a) (twin when ``twin_q``)."""
 
     TARGET_NETWORKS = ("actor", "critic", "critic_twin")
