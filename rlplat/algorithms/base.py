@@ -209,7 +209,18 @@ class ReplayLoopAlgorithm(Algorithm):
         raise NotImplementedError
 
 
-class TargetNetworkLearner(TorchLearner):
+class FusedGradientSteps:
+    """Learner mixin (before a ``TorchLearner``): gradients applied by ``step_if_finite`` where
+    the learner uses neither AMP nor torch LR schedulers (RLlib's ``apply_gradients`` then)."""
+
+    def apply_gradients(self, gradients_dict: ParamDict) -> None:
+        if self._grad_scalers is None and self._lr_scheduler_classes is None:
+            step_if_finite(self, gradients_dict)
+        else:
+            super().apply_gradients(gradients_dict)
+
+
+class TargetNetworkLearner(FusedGradientSteps, TorchLearner):
     """A learner whose modules have target networks: it builds them, and after each optimizer
     step moves those of every module whose update is due (``target_update_due``, each
     algorithm's cadence) ``tau`` of the way towards the online ones (1.0: a copy).
@@ -249,10 +260,7 @@ class TargetNetworkLearner(TorchLearner):
         raise NotImplementedError
 
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
-        if self._grad_scalers is None and self._lr_scheduler_classes is None:
-            step_if_finite(self, gradients_dict)
-        else:
-            super().apply_gradients(gradients_dict)
+        super().apply_gradients(gradients_dict)
         for module_id in self.module.keys():
             module = self.module[module_id].unwrapped()
             if not isinstance(module, TargetNetworkAPI) or not self.target_update_due(module_id):

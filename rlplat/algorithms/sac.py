@@ -8,7 +8,8 @@ Stable-Baselines3 and CleanRL) multiplies one, so each update cost several times
 
 Here a Box-action critic is the paper's: one MLP (``fcnet_hiddens``, ``fcnet_activation``) over
 the concatenated observation and action, then RLlib's Q head (``head_fcnet_hiddens``). Discrete
-SAC and observations that are not flat vectors keep RLlib's critics.
+SAC and observations that are not flat vectors keep RLlib's critics. RLlib's SAC learner gets
+``InPlaceTargetUpdates`` (its loss unchanged).
 """
 
 # No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
@@ -21,13 +22,14 @@ from ray.rllib.algorithms.sac.sac import SAC as RLlibSAC
 from ray.rllib.algorithms.sac.sac import SACConfig as RLlibSACConfig
 from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
 from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.base import ENCODER_OUT, Encoder
 from ray.rllib.core.models.configs import MLPEncoderConfig
 from ray.rllib.core.models.torch.encoder import TorchMLPEncoder
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-from rlplat.algorithms.transition_loop import TransitionBatchLoop
+from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
 
 
 class ObsActionMLPEncoder(TorchMLPEncoder):
@@ -62,11 +64,19 @@ class PaperCriticSACCatalog(SACCatalog):
         return self.qf_encoder_config.build(framework=framework)
 
 
+class SACLearner(InPlaceTargetUpdates, SACTorchLearner):
+    """RLlib's SAC torch learner with ``InPlaceTargetUpdates``."""
+
+
 class SACConfig(RLlibSACConfig):
-    """RLlib's ``SACConfig``; its default module has the paper's critic for Box actions."""
+    """RLlib's ``SACConfig``; its default module has the paper's critic for Box actions, its
+    learner is ``SACLearner``."""
 
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or SAC)
+
+    def get_default_learner_class(self) -> type:
+        return SACLearner
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         return RLModuleSpec(
