@@ -58,6 +58,8 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
         lowered = {c.lower(): c for c in choices}
         close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
         matches = [lowered[c] for c in close]
+    if not matches and len(word) >= 3:  # a part of a longer name: 'return'
+        matches = sorted((c for c in choices if word.lower() in c.lower()), key=len)
     return f" Did you mean '{matches[0]}'?" if matches else ""
 
 

@@ -169,6 +169,10 @@ CASES = [
         ["dataset", "checkpoint", "--from-replay", "--out", "data"],
         setup=_copy,
     ),
+    Case(
+        "checkpoint.score naming a policy the run does not have",
+        ["train", "exp.yaml", "checkpoint.score=policy_return_mean/learner"],
+    ),
     Case("TD3 on discrete actions", ["train", "exp.yaml", "algorithm=TD3"]),
     Case("MADDPG on a single-agent env", ["train", "exp.yaml", "algorithm=MADDPG"]),
     Case(

@@ -30,7 +30,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rlplat.errors import UserError
+from rlplat.errors import UserError, did_you_mean
 from rlplat.util.paths import publish_dir
 
 DATASET_FILE = "dataset.json"
@@ -198,7 +198,10 @@ def _plain(action: Any) -> Any:
 def read_info(path: Path) -> DatasetInfo:
     """The dataset.json of the dataset directory ``path``; UserError if it is not one."""
     if not path.is_dir():
-        raise UserError(f"{path} does not exist or is not a directory.")
+        parent = path.parent
+        siblings = [str(p) for p in parent.iterdir() if p.is_dir()] if parent.is_dir() else []
+        hint = did_you_mean(str(path), siblings)
+        raise UserError(f"{path} does not exist or is not a directory.{hint}")
     file = path / DATASET_FILE
     if not file.is_file():
         raise UserError(

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -31,6 +32,15 @@ class Section(BaseModel):
     once validated (a changed experiment is a new one: ``model_copy(update=...)``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _whole(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Count = Annotated[int, BeforeValidator(_whole)]
+"""An int that may also be written as a float without a fraction (``1e5``, as big step counts
+are written); any other value is checked strictly."""
 
 
 NamedEntry = str | dict[str, dict[str, Any]]
@@ -222,8 +232,8 @@ class StopSpec(Section):
     """When a trial stops: whichever condition is met first."""
 
     episode_return_mean: float | None = Field(None, description="Target mean episode return.")
-    env_steps: int | None = Field(None, gt=0, description="Environment steps sampled.")
-    iterations: int | None = Field(None, gt=0, description="Training iterations.")
+    env_steps: Count | None = Field(None, gt=0, description="Environment steps sampled.")
+    iterations: Count | None = Field(None, gt=0, description="Training iterations.")
     time_s: float | None = Field(None, gt=0, description="Wall-clock seconds of training.")
 
     @model_validator(mode="after")

@@ -34,7 +34,8 @@ def _default(field: FieldInfo) -> str:
 
 def _type(annotation: Any) -> str:
     text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
-    text = re.sub(r"Optional\[(.*)\]$", r"\1 | None", text.replace("typing.", ""))
+    text = re.sub(r"Annotated\[(\w+), [^]]*\]", r"\1", text.replace("typing.", ""))
+    text = re.sub(r"Optional\[(.*)\]$", r"\1 | None", text)
     text = re.sub(r"Literal\[([^]]*)\]", lambda m: m.group(1).replace(", ", " | "), text)
     return text.replace("NoneType", "null").replace(" | ", " or ")
 
@@ -47,6 +48,12 @@ def _section(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def summary(section: type[BaseModel]) -> str:
+    """A section's docstring's first paragraph on one line, its ``code`` as Markdown's."""
+    paragraph = (section.__doc__ or "").strip().split("\n\n")[0]
+    return " ".join(paragraph.split()).replace("``", "`")
+
+
 def _rows(model: type[BaseModel], prefix: str) -> list[str]:
     rows = []
     for name, field in model.model_fields.items():
@@ -54,8 +61,7 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
         annotation = field.annotation
         section = _section(annotation)
         if section is not None:
-            doc = field.description or (section.__doc__ or "").strip().splitlines()[0]
-            rows.append(f"| `{key}` | section | | {doc} |")
+            rows.append(f"| `{key}` | section | | {field.description or summary(section)} |")
             rows.extend(_rows(section, f"{key}."))
         elif name in RLLIB_SECTIONS:
             rows.append(

@@ -41,7 +41,7 @@ from rlplat.cluster.placement import (
 from rlplat.cluster.preferences import PREFERENCE_GROUPS, ResourceChoice, resolve_preferences
 from rlplat.environments.connectors import check_connectors
 from rlplat.environments.make import EnvInfo, check_env
-from rlplat.errors import ConfigError, UserError
+from rlplat.errors import ConfigError, UserError, allowed_list, did_you_mean
 from rlplat.experiment.load import (
     LoadedExperiment,
     Locator,
@@ -125,6 +125,7 @@ def prepare(
         training = {**experiment.training, "global_state": team_state_source(experiment, locate)}
         experiment = experiment.model_copy(update={"training": training})
     algo_config = build_algorithm_config(experiment, locate, env)
+    _check_member_metrics(experiment, algo_config, env, locate)
     if experiment.init.checkpoint:
         path = resolve_init_checkpoint(experiment.init.checkpoint, algo_config, locate)
         init = experiment.init.model_copy(update={"checkpoint": path})
@@ -143,6 +144,40 @@ def prepare(
         trials = trial_count(experiment, loaded.spaces)
         plan = make_plan(bundles, strategy, nodes, trials, tune_spec.max_concurrent)
     return PreparedRun(experiment, locate, loaded.spaces, env, algo_config, search, choices, plan)
+
+
+def _check_member_metrics(
+    experiment: Experiment, algo_config: AlgorithmConfig, env: EnvInfo, locate: Locator
+) -> None:
+    """Refuse ``checkpoint.score`` or ``tune.metric`` naming a policy or agent the run will not
+    have: their values would be missing from every result, every checkpoint unscored."""
+    members = {
+        "policy_return_mean/": sorted(algo_config.policies) if algo_config.is_multi_agent else [],
+        "agent_return_mean/": list(env.agents or []),
+    }
+    named = {"checkpoint.score": experiment.checkpoint.score}
+    if experiment.tune is not None:
+        named["tune.metric"] = experiment.tune.metric
+    for key, metric in named.items():
+        for prefix, allowed in members.items():
+            if not metric.startswith(prefix):
+                continue
+            member = metric.removeprefix(prefix)
+            if member in allowed:
+                continue
+            kind = "policy" if prefix.startswith("policy") else "agent"
+            has = (
+                f"its {kind} ids are {allowed_list(allowed)}.{did_you_mean(member, allowed)}"
+                if allowed
+                else f"it has no {kind} ids (a single-agent or team run): use "
+                "episode_return_mean."
+            )
+            raise ConfigError(
+                f"{metric!r} names the {kind} {member!r}, which this run does not have, so no "
+                f"result would carry it; {has}",
+                location=locate(key),
+                key=key,
+            )
 
 
 def _has_preferences(experiment: Experiment) -> bool:

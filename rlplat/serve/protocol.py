@@ -270,7 +270,9 @@ def _array(value: Any, field: str, shape: tuple[int, ...], dtype: str | None) ->
         got = "a list holding non-numbers" if isinstance(value, list) else type(value).__name__
         raise HttpError(422, f"{field}: not numbers (got {got}); {expected}")
     if array.shape != shape:
-        raise HttpError(422, f"{field}: got shape {list(array.shape)}, {expected}")
+        several = field == "observation" and array.shape[1:] == shape
+        hint = "; several observations go in 'observations', a list of them" if several else ""
+        raise HttpError(422, f"{field}: got shape {list(array.shape)}, {expected}{hint}")
     with np.errstate(over="ignore"):
         as_float = array.astype(np.float32)  # what the graph computes with
     if not np.all(np.isfinite(as_float)):

@@ -229,3 +229,24 @@ def test_from_a_path_without_checkpoints_is_refused(tmp_path):
     empty.mkdir()
     message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", f"init.checkpoint={empty}")
     assert "key 'init.checkpoint'" in message and "no checkpoint found" in message
+
+
+def test_step_counts_may_be_written_as_whole_floats():
+    from rlplat.experiment.load import load_experiment
+
+    overrides = ["stop.env_steps=1e5", "stop.iterations=20.0"]
+    stop = load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", overrides).experiment.stop
+    assert (stop.env_steps, stop.iterations) == (100_000, 20)
+    message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", "stop.env_steps=2.5")
+    assert "key 'stop.env_steps'" in message and "valid integer (got 2.5)" in message
+
+
+def test_a_score_naming_a_policy_the_run_does_not_have_is_refused():
+    """connect_four trained as one shared policy keeps the file's policy_return_mean/learner:
+    no result would carry it, so every checkpoint would be unscored and "best" arbitrary."""
+    shared = ["multi_agent.policies=shared", "multi_agent.random=[]"]
+    message = rejection(EXPERIMENTS / "connect_four_ppo.yaml", *shared)
+    assert "key 'checkpoint.score'" in message and "policy 'learner'" in message
+    assert "its policy ids are shared" in message
+    message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", "checkpoint.score=agent_return_mean/a")
+    assert "no agent ids" in message and "episode_return_mean" in message

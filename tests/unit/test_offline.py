@@ -107,3 +107,13 @@ def test_an_interrupted_write_leaves_no_dataset(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         write_random_dataset(tmp_path / "data")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_misspelt_dataset_directory_gets_a_suggestion(tmp_path):
+    from rlplat.datasets.dataset import read_info
+    from rlplat.errors import UserError
+
+    (tmp_path / "cartpole_expert").mkdir()
+    with pytest.raises(UserError) as raised:
+        read_info(tmp_path / "cartpole_expret")
+    assert f"Did you mean '{tmp_path / 'cartpole_expert'}'?" in str(raised.value)

@@ -48,6 +48,7 @@ DISCRETE_MANIFEST = {
                           b'"action_mask": [0, 0, 0]}', 422, ["action_mask", "no legal action"]),
         (MASKED_MANIFEST, b"[" * 100_000 + b"]" * 100_000, 400, ["nested too deeply"]),
         (DISCRETE_MANIFEST, b'{"observation": 7}', 422, ["outside 0..4"]),
+        (DISCRETE_MANIFEST, b'{"observation": [1, 2]}', 422, ["got shape [2]", "'observations'"]),
         (DISCRETE_MANIFEST, b'{"observation": 2.5}', 422, ["fractions"]),
         (DISCRETE_MANIFEST, b'{"observations": [1, 2], "explore": true}', 422,
          ["greedy action only"]),

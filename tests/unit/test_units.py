@@ -49,6 +49,18 @@ def test_run_directories_are_never_reused(tmp_path):
     assert (first / "keep.txt").read_text() == "data"
 
 
+def test_every_key_in_the_schema_reference_has_a_whole_description():
+    from rlplat.experiment.schema_doc import EXAMPLE, render
+
+    page = render((REPO / EXAMPLE).read_text())
+    rows = [row for row in page.splitlines() if row.startswith("| `")]
+    keys = [[cell.strip() for cell in row.strip().strip("|").split("|")] for row in rows]
+    keys = [cells for cells in keys if len(cells) == 4]  # key, type, default, description
+    assert len(keys) > 80
+    cut = [cells[0] for cells in keys if not cells[3].endswith(".")]
+    assert not cut, f"descriptions that stop mid-sentence: {cut}"
+
+
 def test_schema_reference_is_up_to_date():
     from rlplat.experiment.schema_doc import EXAMPLE, render
 
@@ -56,3 +68,12 @@ def test_schema_reference_is_up_to_date():
     assert (REPO / "docs/schema.md").read_text() == expected, (
         "regenerate with: python -m rlplat.experiment.schema_doc > docs/schema.md"
     )
+
+
+def test_did_you_mean_suggests_close_spellings_and_longer_names_holding_the_word():
+    from rlplat.errors import did_you_mean
+
+    names = ["episode_return_mean", "episode_len_mean", "policy_return_mean/learner"]
+    assert did_you_mean("episode_retrun_mean", names) == " Did you mean 'episode_return_mean'?"
+    assert did_you_mean("return", names) == " Did you mean 'episode_return_mean'?"
+    assert did_you_mean("xyz", names) == ""
