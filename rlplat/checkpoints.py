@@ -161,17 +161,24 @@ def last_option() -> Any:
     return option(False, help="Newest checkpoint of a trial instead of the best.")
 
 
+def existing(path: Path) -> Path:
+    """``path`` made absolute; UserError when nothing is there. Cheap: commands check their
+    path with it before loading RLlib (seconds)."""
+    path = path.expanduser().resolve()
+    if not path.exists():
+        raise UserError(
+            f"{path} does not exist. Give a checkpoint, trial, run or experiment directory."
+        )
+    return path
+
+
 def find_checkpoint(path: Path, *, last: bool = False) -> PickedCheckpoint:
     """The checkpoint ``path`` designates, and a sentence saying why it was picked.
 
     A trial directory yields its best checkpoint by the experiment's ranking score (``last``: the
     newest); a run directory its best trial's; an experiment directory its newest run's.
     """
-    path = path.expanduser().resolve()
-    if not path.exists():
-        raise UserError(
-            f"{path} does not exist. Give a checkpoint, trial, run or experiment directory."
-        )
+    path = existing(path)
     if not path.is_dir():
         raise UserError(
             f"{path} is a file, not a checkpoint. Give a checkpoint directory (one containing "

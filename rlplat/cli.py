@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.exceptions import Abort, Exit, TyperException
 
+from rlplat.checkpoints import existing
 from rlplat.cluster.connect import FIXED_HASH_SEED, quiet_ray_logs
 from rlplat.errors import Interrupted, RlplatError, UserError
 from rlplat.export.options import ExportOptions
@@ -167,6 +168,10 @@ def train(
 
     With a tune: section or search spaces in the file, runs a hyperparameter search.
     """
+    if experiment is not None and options.resume is None:
+        from rlplat.experiment.load import read_experiment_file  # noqa: PLC0415
+
+        read_experiment_file(experiment)  # a missing file is refused before RLlib loads
     from rlplat.run.launch import train_command  # noqa: PLC0415 - Ray Tune and RLlib load here
 
     clock = StageClock()  # counts from the process's start
@@ -214,6 +219,7 @@ def eval_(
 ) -> None:
     """Roll out a trained policy (or its ONNX export) without Ray: statistics, and videos or
     terminal frames."""
+    existing(path)
     from rlplat.policy.evaluate import evaluate, print_report  # noqa: PLC0415
     from rlplat.policy.exported import is_export  # noqa: PLC0415
 
@@ -238,6 +244,7 @@ def export_(
     verbose: Verbose = False,
 ) -> None:
     """Export a trained policy to ONNX (runs without Ray or torch) with a parity certificate."""
+    existing(path)
     from rlplat.export import load_exporter  # noqa: PLC0415 - torch, RLlib and onnx load here
 
     _start(verbose, path)

@@ -163,3 +163,15 @@ def test_debug_shows_the_traceback(write_yaml, tmp_path):
     path = write_yaml(replace(TINY_PPO, "algorithm: PPO", "algoritm: PPO"))
     with pytest.raises(ConfigError):
         main(["train", str(path), "--debug"])
+
+
+@pytest.mark.parametrize("command", [["train", "nope.yaml"], ["eval", "nope"], ["export", "nope"]])
+def test_a_missing_path_is_refused_before_rllib_loads(command, tmp_path):
+    script = (
+        "import sys\nfrom rlplat.cli import main\n"
+        f"try:\n    main({[*command[:1], str(tmp_path / command[1])]!r})\n"
+        "except SystemExit as exc:\n    print(exc.code, 'ray.rllib' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.stdout.split() == ["2", "False"], proc.stdout + proc.stderr
+    assert str(tmp_path / command[1]) in proc.stderr

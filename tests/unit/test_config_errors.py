@@ -250,3 +250,4 @@ def test_a_score_naming_a_policy_the_run_does_not_have_is_refused():
     assert "its policy ids are shared" in message
     message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", "checkpoint.score=agent_return_mean/a")
     assert "no agent ids" in message and "episode_return_mean" in message
+
