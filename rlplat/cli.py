@@ -286,6 +286,10 @@ def report(
 ) -> None:
     """Compare runs over seeds: IQM, mean, median and optimality gap with 95% bootstrap
     intervals, probability of improvement, learning curves (report.md, report.json, PNG/SVG)."""
+    from rlplat.report.runs import resolve_run  # noqa: PLC0415
+
+    for run in runs:  # a wrong path is refused before the heavy imports below
+        resolve_run(run)
     # Imported per command: scipy, matplotlib and the policy code load only for rlplat report.
     from rlplat.report.render import print_report  # noqa: PLC0415
     from rlplat.report.report import make_report  # noqa: PLC0415

@@ -165,7 +165,9 @@ def test_debug_shows_the_traceback(write_yaml, tmp_path):
         main(["train", str(path), "--debug"])
 
 
-@pytest.mark.parametrize("command", [["train", "nope.yaml"], ["eval", "nope"], ["export", "nope"]])
+@pytest.mark.parametrize(
+    "command", [["train", "nope.yaml"], ["eval", "nope"], ["export", "nope"], ["report", "nope"]]
+)
 def test_a_missing_path_is_refused_before_rllib_loads(command, tmp_path):
     script = (
         "import sys\nfrom rlplat.cli import main\n"
