@@ -114,6 +114,7 @@ class InPlaceTargetUpdates(FusedGradientSteps):
     loads a state dict per network: 0.8 ms of a SAC HalfCheetah update."""
 
     def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+        # In place of DQNLearner's own target update; the learners after it in the MRO still run.
         super(RLlibDQNLearner, self).after_gradient_based_update(timesteps=timesteps)
         timestep = timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0)
         for module_id, module in self.module._rl_modules.items():

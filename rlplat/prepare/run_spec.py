@@ -53,6 +53,7 @@ from rlplat.experiment.load import (
 from rlplat.experiment.schema import Experiment, MultiAgentSpec, TuneSpec
 from rlplat.experiment.spaces import Space, substitute
 from rlplat.experiment.yaml_io import dump_yaml
+from rlplat.metrics import GROUP_PREFIXES
 from rlplat.prepare.init_checkpoint import resolve_init_checkpoint
 from rlplat.prepare.offline import check_offline
 from rlplat.prepare.search import SearchSetup, search_setup
@@ -151,10 +152,8 @@ def _check_member_metrics(
 ) -> None:
     """Refuse ``checkpoint.score`` or ``tune.metric`` naming a policy or agent the run will not
     have: their values would be missing from every result, every checkpoint unscored."""
-    members = {
-        "policy_return_mean/": sorted(algo_config.policies) if algo_config.is_multi_agent else [],
-        "agent_return_mean/": list(env.agents or []),
-    }
+    policies = sorted(algo_config.policies) if algo_config.is_multi_agent else []
+    members = dict(zip(GROUP_PREFIXES, (policies, list(env.agents or [])), strict=True))
     named = {"checkpoint.score": experiment.checkpoint.score}
     if experiment.tune is not None:
         named["tune.metric"] = experiment.tune.metric
@@ -165,7 +164,7 @@ def _check_member_metrics(
             member = metric.removeprefix(prefix)
             if member in allowed:
                 continue
-            kind = "policy" if prefix.startswith("policy") else "agent"
+            kind = prefix.split("_", 1)[0]  # policy or agent
             has = (
                 f"its {kind} ids are {allowed_list(allowed)}.{did_you_mean(member, allowed)}"
                 if allowed
