@@ -38,6 +38,7 @@ class FlakyCartPole(gym.Wrapper):
       deadlocked simulator).
     - ``crash_in_ray_actors``: ``step`` raises in Ray actors (the env runners), never in the
       driver that checks the env before training.
+    - ``step_delay_s``: every ``step`` takes this much longer (a slow simulator).
     """
 
     def __init__(
@@ -50,6 +51,7 @@ class FlakyCartPole(gym.Wrapper):
         observation_offset: float = 0.0,
         crash_in_ray_actors: bool = False,
         hang_at_step: int | None = None,
+        step_delay_s: float = 0.0,
         render_mode: str | None = None,
     ):
         super().__init__(gym.make("CartPole-v1", render_mode=render_mode))
@@ -61,6 +63,7 @@ class FlakyCartPole(gym.Wrapper):
         self.observation_offset = observation_offset
         self.crash_in_ray_actors = crash_in_ray_actors
         self.hang_at_step = hang_at_step
+        self.step_delay_s = step_delay_s
         self._steps = 0
 
     def reset(self, **kwargs: Any):
@@ -71,6 +74,7 @@ class FlakyCartPole(gym.Wrapper):
 
     def step(self, action: Any):
         self._steps += 1
+        time.sleep(self.step_delay_s)
         while self.hang_at_step is not None and self._steps >= self.hang_at_step:
             time.sleep(1.0)
         if self.crash_in_ray_actors and _in_ray_actor():

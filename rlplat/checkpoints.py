@@ -8,8 +8,10 @@ Layout written by ``rlplat train``::
           checkpoint_000004/              RLlib checkpoint, experiment.yaml, rlplat_checkpoint.json
 
 ``rlplat_checkpoint.json`` records the iteration, env steps and ranking score at which the
-checkpoint was taken; it is what "best" means here. rlplat writes it last, once Tune has
-finished writing the checkpoint, so only checkpoints that have it count as a trial's best or last.
+checkpoint was taken, and what the score is; it is what "best" means here. rlplat writes it last,
+once Tune has finished writing the checkpoint, so only checkpoints that have it count as a trial's
+best or last. ``rlplat_evaluation.json``, written with the checkpoint by the trial, holds the greedy
+evaluation of the checkpoint's own weights (the default score).
 """
 
 from __future__ import annotations
@@ -21,12 +23,22 @@ from pathlib import Path
 from typing import Any
 
 from rlplat.errors import UserError
-from rlplat.metrics import ENV_STEPS, REPLAY_STEPS, RETURN_MEAN, finite, lookup, metric_path
+from rlplat.metrics import (
+    ENV_STEPS,
+    EVAL_SCORE,
+    REPLAY_STEPS,
+    RETURN_MEAN,
+    WINDOW_BEFORE_LEARNING,
+    finite,
+    lookup,
+    metric_path,
+)
 from rlplat.util.atomic import write_atomic
 from rlplat.util.options import option
 
 RLLIB_MARKER = "rllib_checkpoint.json"
 CHECKPOINT_INFO = "rlplat_checkpoint.json"
+EVALUATION = "rlplat_evaluation.json"
 # The resolved experiment, in every run, trial and checkpoint directory.
 RESOLVED_EXPERIMENT = "experiment.yaml"
 # Where rlplat keeps the replay memory (DQN, SAC, QMIX) in a checkpoint's algorithm_state.pkl.
@@ -44,16 +56,50 @@ RL_MODULE = f"{LEARNER}/rl_module"
 
 
 @dataclass(frozen=True)
+class GreedyEvaluation:
+    """Greedy episodes (explore off) of the weights a checkpoint holds, played by RLlib's
+    evaluation at the checkpoint's iteration."""
+
+    iteration: int
+    episodes: int
+    return_mean: float | None
+
+    @classmethod
+    def from_result(cls, evaluation: dict[str, Any], iteration: int) -> GreedyEvaluation:
+        """From RLlib's ``evaluation`` results of one evaluation."""
+        runners = evaluation.get("env_runners") or {}
+        return cls(
+            iteration=iteration,
+            episodes=int(finite(runners.get("num_episodes")) or 0),
+            return_mean=finite(runners.get("episode_return_mean")),
+        )
+
+    @classmethod
+    def read(cls, checkpoint: Path) -> GreedyEvaluation | None:
+        try:
+            data = json.loads((checkpoint / EVALUATION).read_text())
+            return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write(self, checkpoint: Path) -> None:
+        write_atomic(checkpoint / EVALUATION, json.dumps(asdict(self), indent=2) + "\n")
+
+
+@dataclass(frozen=True)
 class CheckpointInfo:
-    """What the run reported when the checkpoint was written."""
+    """What the run reported when the checkpoint was written, and what its score means."""
 
     iteration: int | None = None
     env_steps: int | None = None
     score_metric: str | None = None
     score: float | None = None
     mode: str = "max"
+    scored_by: str | None = None  # what the score is, in words (printed by eval/export/serve)
     episode_return_mean: float | None = None
     iteration_episode_return_mean: float | None = None
+    evaluation_episodes: int | None = None
+    evaluation_return_mean: float | None = None
     replay_env_steps: int | None = None  # off-policy: env steps in the stored replay memory
 
     @classmethod
@@ -128,9 +174,10 @@ def _pick_in_trial(trial: Path, last: bool) -> PickedCheckpoint:
         return PickedCheckpoint(
             newest, f"newest checkpoint of {trial.name} (no scores recorded)", infos[newest]
         )
+    scored_by = f": {info.scored_by}" if info.scored_by else ""
     return PickedCheckpoint(
         best,
-        f"best checkpoint of {trial.name} by {info.score_metric} = {info.score:.2f} "
+        f"best checkpoint of {trial.name} by {info.score_metric} = {info.score:.2f}{scored_by} "
         f"(iteration {info.iteration}, {len(checkpoints)} checkpoint(s) kept)",
         info,
     )
@@ -203,6 +250,14 @@ def find_checkpoint(path: Path, *, last: bool = False) -> PickedCheckpoint:
     )
 
 
+def describe_score(info: CheckpointInfo | None) -> str | None:
+    """``eval_episode_return_mean -983.26 (greedy return over 10 episodes)``; None unscored."""
+    if info is None or info.score is None:
+        return None
+    what = f" ({info.scored_by})" if info.scored_by else ""
+    return f"{info.score_metric} {info.score:.2f}{what}"
+
+
 def describe_checkpoint(checkpoint: Path) -> str:
     """``checkpoint_000004 (iteration 5, 10,045 env steps)``, as far as it was recorded."""
     info = CheckpointInfo.read(checkpoint)
@@ -213,23 +268,52 @@ def describe_checkpoint(checkpoint: Path) -> str:
 
 
 def checkpoint_info_from_result(
-    result: dict[str, Any], score_metric: str, mode: str
+    result: dict[str, Any],
+    score_metric: str,
+    mode: str,
+    evaluation: GreedyEvaluation | None = None,
 ) -> CheckpointInfo:
-    """The ``CheckpointInfo`` for a checkpoint taken right after ``result``."""
+    """The ``CheckpointInfo`` for a checkpoint taken right after ``result``, whose weights
+    ``evaluation`` played (if they were evaluated)."""
     steps = finite(lookup(result, ENV_STEPS))
     replay = finite(lookup(result, REPLAY_STEPS))
+    score, scored_by = _score(result, score_metric, evaluation)
     return CheckpointInfo(
         iteration=result.get("training_iteration"),
         env_steps=int(steps) if steps is not None else None,
         score_metric=score_metric,
-        score=finite(lookup(result, metric_path(score_metric))),
+        score=score,
         mode=mode,
+        scored_by=scored_by,
         episode_return_mean=finite(lookup(result, RETURN_MEAN)),
         iteration_episode_return_mean=finite(
             lookup(result, metric_path("iteration_episode_return_mean"))
         ),
+        evaluation_episodes=evaluation.episodes if evaluation else None,
+        evaluation_return_mean=evaluation.return_mean if evaluation else None,
         replay_env_steps=int(replay) if replay is not None else None,
     )
+
+
+def _score(
+    result: dict[str, Any], score_metric: str, evaluation: GreedyEvaluation | None
+) -> tuple[float | None, str]:
+    """A checkpoint's score and what it is. The greedy evaluation scores only the weights it
+    played; a training-window score is withheld while the window holds episodes played before
+    the first update (a warm-up checkpoint is never best)."""
+    if score_metric == EVAL_SCORE:
+        if evaluation is None or evaluation.return_mean is None:
+            return None, "not evaluated"
+        return evaluation.return_mean, f"greedy return over {evaluation.episodes} episodes"
+    path = metric_path(score_metric)
+    if path.startswith("window/"):
+        before = int(finite(lookup(result, WINDOW_BEFORE_LEARNING)) or 0)
+        if before:
+            return None, f"unscored: {before} episode(s) in the window precede learning"
+        episodes = finite(lookup(result, "window/num_episodes"))
+        size = f" over the last {int(episodes)} episodes" if episodes else ""
+        return finite(lookup(result, path)), f"training window{size}"
+    return finite(lookup(result, path)), f"the run's {score_metric}"
 
 
 def obsolete_checkpoints(trial: Path, keep: int | None) -> list[Path]:

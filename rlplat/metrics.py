@@ -46,6 +46,16 @@ METRIC_ALIASES: dict[str, str] = {
     "time_s": TIME_TOTAL,
 }
 
+# Set in the result of the iteration after which stop.time_s ended a trial because another
+# iteration would have ended past the budget (rlplat.run.trainable.another_iteration_fits).
+TIME_BUDGET_ENDED = "stop/time_budget_ended"
+# The two default checkpoint scores: the greedy evaluation of the checkpoint's own weights
+# (rlplat_evaluation.json, written by the trainable) and the training window.
+EVAL_SCORE = "eval_episode_return_mean"
+WINDOW_SCORE = "episode_return_mean"
+# Episodes in the window that were played before the first gradient update: a window score
+# with any of them is not the trained policy's.
+WINDOW_BEFORE_LEARNING = "window/episodes_before_learning"
 
 # Multi-agent runs: ``policy_return_mean/<policy>`` and ``agent_return_mean/<agent>``, windowed
 # like episode_return_mean (which is then the team's return, summed over agents).

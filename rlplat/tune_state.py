@@ -98,3 +98,9 @@ class HyperBandScheduler(_RecordStopsOfPausedTrials, _TuneHyperBandScheduler):
 
 class HyperBandForBOHB(_RecordStopsOfPausedTrials, _TuneHyperBandForBOHB):
     """Tune's HyperBandForBOHB whose stopped paused trials are saved as stopped."""
+
+
+def training_time_s(trainable: Any) -> float:
+    """Seconds a Tune trainable spent in its finished iterations (the ``time_total_s`` of its
+    last result, a resumed trial's earlier sessions included)."""
+    return float(trainable._time_total)

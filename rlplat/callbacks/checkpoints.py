@@ -10,6 +10,7 @@ from ray.tune import Callback
 
 from rlplat.checkpoints import (
     RESOLVED_EXPERIMENT,
+    GreedyEvaluation,
     checkpoint_info_from_result,
     obsolete_checkpoints,
     trials_in,
@@ -29,7 +30,7 @@ def checkpoint_recorder(
     It adds the trial's experiment (a checkpoint copied away from its run still says how to
     rebuild its environment, with the values a search chose) and ``rlplat_checkpoint.json`` (what
     the run reported at that point, used to pick the best checkpoint and to compare with
-    ``rlplat eval``).
+    ``rlplat eval``), with the greedy evaluation the trial wrote into the checkpoint.
 
     Why rlplat deletes checkpoints rather than Tune: Tune deletes a trial's older checkpoint as
     soon as a newer one is written, but saves the experiment state (which checkpoint each trial
@@ -50,7 +51,11 @@ def checkpoint_recorder(
             if not target.is_dir():
                 return
             write_atomic(target / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(trial.config)))
-            checkpoint_info_from_result(trial.last_result or {}, score_metric, mode).write(target)
+            evaluation = GreedyEvaluation.read(target)
+            info = checkpoint_info_from_result(
+                trial.last_result or {}, score_metric, mode, evaluation
+            )
+            info.write(target)
             if prune_while_running:
                 for old in obsolete_checkpoints(target.parent, keep):
                     self._obsolete[old] = trial

@@ -27,7 +27,15 @@ from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import StopSpec
 from rlplat.experiment.spaces import Space, value_at
 from rlplat.experiment.yaml_io import dump_yaml
-from rlplat.metrics import ENV_STEPS, ITERATION, RETURN_MEAN, TIME_TOTAL, finite, lookup
+from rlplat.metrics import (
+    ENV_STEPS,
+    ITERATION,
+    RETURN_MEAN,
+    TIME_BUDGET_ENDED,
+    TIME_TOTAL,
+    finite,
+    lookup,
+)
 from rlplat.util.atomic import write_atomic
 from rlplat.util.tables import new_table, print_table
 
@@ -55,6 +63,8 @@ def stop_reason(status: str, result: dict[str, Any], stop: StopSpec, scheduler: 
     score = finite(lookup(result, RETURN_MEAN))
     if target is not None and score is not None and score >= target:
         return TARGET_REACHED
+    if lookup(result, TIME_BUDGET_ENDED):
+        return "stop.time_s"
     for name, path in (("env_steps", ENV_STEPS), ("iterations", ITERATION), ("time_s", TIME_TOTAL)):
         budget = getattr(stop, name)
         done = finite(lookup(result, path))

@@ -24,7 +24,7 @@ from pydantic import (
 from rlplat.errors import did_you_mean
 from rlplat.experiment.connectors import CONNECTORS, connector_options
 from rlplat.experiment.tuning import SCHEDULERS, SEARCHERS
-from rlplat.metrics import METRIC_ALIASES, is_known_metric
+from rlplat.metrics import EVAL_SCORE, METRIC_ALIASES, WINDOW_SCORE, is_known_metric
 
 
 class Section(BaseModel):
@@ -234,7 +234,15 @@ class StopSpec(Section):
     episode_return_mean: float | None = Field(None, description="Target mean episode return.")
     env_steps: Count | None = Field(None, gt=0, description="Environment steps sampled.")
     iterations: Count | None = Field(None, gt=0, description="Training iterations.")
-    time_s: float | None = Field(None, gt=0, description="Wall-clock seconds of training.")
+    time_s: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds of training iterations (time_total_s: Ray's start and the "
+        "algorithm's build are not counted). An iteration is never cut short: another one starts "
+        "only if, as long as the last, it would end within time_s + 10 %, so a run ends by "
+        "1.1 x time_s unless an iteration runs longer than the one before, and at most one "
+        "iteration early.",
+    )
 
     @model_validator(mode="after")
     def _at_least_one(self) -> StopSpec:
@@ -266,8 +274,13 @@ class CheckpointSpec(Section):
         "from (null: all).",
     )
     at_end: bool = Field(True, description="Write a checkpoint when the trial stops.")
-    score: str = Field(
-        "episode_return_mean", description="Metric that ranks checkpoints (short name or path)."
+    score: str | None = Field(
+        None,
+        description="Metric that ranks checkpoints (short name or path). Default: "
+        "eval_episode_return_mean, the greedy evaluation of each checkpoint, when the run "
+        "evaluates (it does unless evaluation.evaluation_interval is null); else "
+        "episode_return_mean, the training window, which no checkpoint whose window holds "
+        "episodes played before the first update can win.",
     )
     mode: Literal["max", "min"] = Field("max", description="Whether a higher score is better.")
     replay_buffer: bool = Field(
@@ -278,8 +291,8 @@ class CheckpointSpec(Section):
 
     @field_validator("score")
     @classmethod
-    def _known_metric(cls, value: str) -> str:
-        return _metric_name(value)
+    def _known_metric(cls, value: str | None) -> str | None:
+        return None if value is None else _metric_name(value)
 
 
 class InitSpec(Section):
@@ -453,6 +466,25 @@ class TuneSpec(Section):
         return None if value is None else _known_name(value, SCHEDULERS, "scheduler")
 
 
+# Every checkpoint is scored by greedy episodes of its own weights: RLlib evaluates at each
+# checkpoint's iteration (offline runs: every iteration, their only episodes), and the trainable
+# evaluates a checkpoint written at any other iteration when it saves it.
+GREEDY_EVALUATION: dict[str, Any] = {
+    "evaluation_duration": 10,
+    "evaluation_duration_unit": "episodes",
+    "evaluation_num_env_runners": 0,  # in the algorithm's process, between iterations
+    "evaluation_config": {"explore": False},  # RLlib's evaluation samples actions by default
+}
+# Evaluation interval of runs that checkpoint only at the end (checkpoint.every: 0).
+EVALUATION_INTERVAL = 10
+
+
+def score_metric(checkpoint: CheckpointSpec, evaluates: bool) -> str:
+    """The metric that ranks a run's checkpoints: ``checkpoint.score``, else the greedy
+    evaluation's return when the run evaluates, else the training window's return."""
+    return checkpoint.score or (EVAL_SCORE if evaluates else WINDOW_SCORE)
+
+
 RLLIB_SECTIONS = (
     "environment",
     "training",
@@ -545,6 +577,26 @@ class Experiment(Section):
             if repeated:
                 raise ValueError(f"seeds lists {repeated[0]} more than once; each seed runs once")
         return value
+
+    def evaluation_settings(self) -> dict[str, Any]:
+        """RLlib's ``evaluation`` settings for the run: the experiment's own keys over rlplat's
+        greedy evaluation at every checkpoint's iteration (``GREEDY_EVALUATION``)."""
+        interval = 1 if self.offline else (self.checkpoint.every or EVALUATION_INTERVAL)
+        own_config = self.evaluation.get("evaluation_config") or {}
+        return {
+            **GREEDY_EVALUATION,
+            "evaluation_interval": interval,
+            **self.evaluation,
+            "evaluation_config": {**GREEDY_EVALUATION["evaluation_config"], **own_config},
+        }
+
+    def evaluates(self) -> bool:
+        """Whether the run plays greedy evaluation episodes (``evaluation_interval: null``
+        turns them off)."""
+        return bool(self.evaluation_settings()["evaluation_interval"])
+
+    def score_metric(self) -> str:
+        return score_metric(self.checkpoint, self.evaluates())
 
     def seed_list(self) -> list[int] | None:
         """The trials' seeds (``seeds: N`` counts up from ``seed``, which ``prepare`` has drawn

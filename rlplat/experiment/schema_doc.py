@@ -106,6 +106,20 @@ with a pointer to their place: `env_runners.num_env_runners` -> `resources.env_r
 `environment.env`/`env_config` -> `env.id`/`env.kwargs`, `debugging.seed` -> `seed`,
 `rl_module.algorithm_config_overrides_per_module` -> `multi_agent.overrides`.
 
+## Evaluation and the best checkpoint
+
+Every run scores its checkpoints by greedy episodes (explore off) of each checkpoint's own
+weights: rlplat's defaults for the `evaluation` section are 10 episodes
+(`evaluation_duration: 10`, `evaluation_duration_unit: episodes`) at every checkpoint's iteration
+(`evaluation_interval` = `checkpoint.every`; offline runs: every iteration), played in the
+algorithm's process between iterations (`evaluation_num_env_runners: 0`); a checkpoint written
+at another iteration (the one at the end) is evaluated when it is saved. Each checkpoint's
+`rlplat_evaluation.json` holds its evaluation, and `rlplat_checkpoint.json` its score and what the
+score is; `rlplat eval`, `export` and `serve` print it with the checkpoint they pick. Keys given
+in `evaluation` override these defaults; `evaluation: {{evaluation_interval: null}}` turns
+evaluation off, and "best" is then by the training window (`episode_return_mean`, exploring),
+where no checkpoint whose window holds episodes played before the first update gets a score.
+
 ## Multi-agent environments
 
 `env.pettingzoo: mpe2.simple_spread_v3` (or a factory returning a PettingZoo env) makes a

@@ -154,7 +154,7 @@ def _check_member_metrics(
     have: their values would be missing from every result, every checkpoint unscored."""
     policies = sorted(algo_config.policies) if algo_config.is_multi_agent else []
     members = dict(zip(GROUP_PREFIXES, (policies, list(env.agents or [])), strict=True))
-    named = {"checkpoint.score": experiment.checkpoint.score}
+    named = {"checkpoint.score": experiment.score_metric()}
     if experiment.tune is not None:
         named["tune.metric"] = experiment.tune.metric
     for key, metric in named.items():

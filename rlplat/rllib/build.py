@@ -43,16 +43,6 @@ from rlplat.rllib.multi_agent import PolicyMapping, check_multi_agent
 from rlplat.rllib.optimizers import check_optimizer, with_configured_optimizer
 from rlplat.util.imports import import_object
 
-# Offline runs learn without playing: greedy evaluation episodes after every iteration, in the
-# algorithm's own process, give their returns (the evaluation section overrides each).
-OFFLINE_EVALUATION = {
-    "evaluation_interval": 1,
-    "evaluation_duration": 10,
-    "evaluation_duration_unit": "episodes",
-    "evaluation_num_env_runners": 0,
-    "evaluation_config": {"explore": False},  # RLlib's evaluation samples actions by default
-}
-
 # An offline run's data pipeline runs in the trial's placement group (see
 # rlplat.run.trainable.keep_ray_data_in_the_trial): Ray Data samples a Parquet file in a one-CPU
 # task, then reads it and runs RLlib's OfflinePreLearner in an actor pool. RLlib asks Tune for no
@@ -297,6 +287,7 @@ def build_algorithm_config(
     calls: dict[str, dict[str, Any]] = {s: dict(v) for s, v in exp.rllib_sections().items()}
     calls["environment"].update(env=env_name, env_config={})
     calls["debugging"]["seed"] = exp.seed
+    calls["evaluation"] = exp.evaluation_settings()
     calls["callbacks"] = {"callbacks_class": WindowedEpisodeStats}
     _connector_calls(exp, calls)
     if env.multi_agent and not team:
@@ -304,7 +295,6 @@ def build_algorithm_config(
     _transition_replay(calls, env.multi_agent and not team, locate)
     if exp.offline is not None:
         calls["offline_data"]["input_"] = [str(data_path(Path(p))) for p in exp.offline.inputs()]
-        calls["evaluation"] = {**OFFLINE_EVALUATION, **calls["evaluation"]}
         _offline_data_defaults(calls["offline_data"])
     _optimizer_calls(calls, config)
     for key, value in algorithm_record(exp.algorithm).training_defaults.items():

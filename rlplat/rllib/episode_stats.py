@@ -6,7 +6,9 @@ lucky iteration. ``WindowedEpisodeStats`` adds ``window/episode_return_mean`` an
 ``window/episode_len_mean``: the mean over the last ``metrics_num_episodes_for_smoothing`` finished
 episodes (RLlib's own smoothing setting, default 100), which is what ``stop.episode_return_mean``
 and checkpoint ranking use. Offline runs (BC, MARWIL, CQL, IQL) play episodes only in evaluation:
-their window is over the evaluation episodes.
+their window is over the evaluation episodes. ``window/episodes_before_learning`` counts the
+window's episodes that were played before the first gradient update (a replay warm-up's random
+actions, or PPO's first, untrained batch): a window score with any of them is no trained policy's.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rlplat.environments.team import AGENT_REWARDS
-from rlplat.metrics import finite
+from rlplat.metrics import finite, lookup
 
 WINDOW_KEY = "window"
+BEFORE_LEARNING = "episodes_before_learning"
+TRAINED_LIFETIME = "learners/__all_modules__/num_env_steps_trained_lifetime"
 WINDOWED = ("episode_return_mean", "episode_len_mean")
 # Multi-agent runs: RLlib's per-policy and per-agent means -> rlplat's windowed names.
 RLLIB_AGENT_RETURNS = "agent_episode_returns_mean"
@@ -50,16 +54,23 @@ class WindowedEpisodeStats(RLlibCallback):
 
     def __init__(self) -> None:
         super().__init__()
-        self._recent: deque[tuple[int, dict[str, float]]] = deque()
+        # (episodes, their means, whether they were played before the first update)
+        self._recent: deque[tuple[int, dict[str, float], bool]] = deque()
+        self._learning_started = False
 
     # The window is saved in checkpoints (see rlplat.run.trainable): a restored trial (PBT's
     # exploit, --resume) reports the same windowed return it had, not one over its first few
     # episodes.
-    def get_state(self) -> list[tuple[int, dict[str, float]]]:
-        return list(self._recent)
+    def get_state(self) -> dict[str, Any]:
+        return {"recent": list(self._recent), "learning_started": self._learning_started}
 
-    def set_state(self, state: list[tuple[int, dict[str, float]]]) -> None:
-        self._recent = deque((int(count), dict(means)) for count, means in state)
+    def set_state(self, state: dict[str, Any] | list) -> None:
+        if isinstance(state, list):  # checkpoints written before the window kept more
+            state = {"recent": [(*entry, False) for entry in state], "learning_started": True}
+        self._recent = deque(
+            (int(count), dict(means), bool(before)) for count, means, before in state["recent"]
+        )
+        self._learning_started = bool(state["learning_started"])
 
     def on_episode_end(
         self, *, episode: Any, env_runner: Any = None, metrics_logger: Any = None, **kwargs: Any
@@ -88,20 +99,29 @@ class WindowedEpisodeStats(RLlibCallback):
             runners = (result.get("evaluation") or {}).get("env_runners") or {}
         count = int(finite(runners.get("num_episodes")) or 0)
         means = iteration_means(runners)
+        # This iteration's episodes were played by trained weights if an update came before it.
+        before_learning = not (self._learning_started or algorithm.config.is_offline)
         if count > 0 and all(key in means for key in WINDOWED):
-            self._recent.append((count, means))
+            self._recent.append((count, means, before_learning))
+        self._learning_started |= bool(finite(lookup(result, TRAINED_LIFETIME)))
         # Drop whole iterations while the rest still fill the window.
-        while self._recent and sum(c for c, _ in self._recent) - self._recent[0][0] >= window:
+        while self._recent and sum(c for c, *_ in self._recent) - self._recent[0][0] >= window:
             self._recent.popleft()
-        total = sum(c for c, _ in self._recent)
+        total = sum(c for c, *_ in self._recent)
         if total == 0:
             return
         # The oldest iteration may overfill the window: count only the episodes that fit.
         excess = max(total - window, 0)
-        weighted = [(c - (excess if i == 0 else 0), m) for i, (c, m) in enumerate(self._recent)]
-        stats: dict[str, Any] = {"num_episodes": sum(w for w, _ in weighted)}
-        for key in dict.fromkeys(k for _, m in weighted for k in m):
-            pairs = [(w, m[key]) for w, m in weighted if key in m]
+        weighted = [
+            (c - (excess if i == 0 else 0), m, before)
+            for i, (c, m, before) in enumerate(self._recent)
+        ]
+        stats: dict[str, Any] = {
+            "num_episodes": sum(w for w, *_ in weighted),
+            BEFORE_LEARNING: sum(w for w, _, before in weighted if before),
+        }
+        for key in dict.fromkeys(k for _, m, _ in weighted for k in m):
+            pairs = [(w, m[key]) for w, m, _ in weighted if key in m]
             value = sum(w * v for w, v in pairs) / sum(w for w, _ in pairs)
             group, _, member = key.partition("/")
             if member:

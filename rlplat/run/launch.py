@@ -127,8 +127,6 @@ def train(
             stop=stop_criteria(exp),
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=None,  # rlplat's checkpoint_recorder keeps checkpoint.keep
-                checkpoint_score_attribute=metric_path(exp.checkpoint.score),
-                checkpoint_score_order=exp.checkpoint.mode,
                 checkpoint_frequency=exp.checkpoint.every,
                 checkpoint_at_end=exp.checkpoint.at_end,
             ),
@@ -285,7 +283,7 @@ def _callbacks(run: PreparedRun, run_dir: Path, console: Console) -> list:
         progress,
         tensorboard,
         checkpoint_recorder(
-            exp.checkpoint.score,
+            exp.score_metric(),
             exp.checkpoint.mode,
             exp.checkpoint.keep,
             prune_while_running=not population,

@@ -24,7 +24,7 @@ from rlplat.callbacks.search_report import (
     write_best_yaml,
     write_results_csv,
 )
-from rlplat.checkpoints import best_and_last
+from rlplat.checkpoints import CheckpointInfo, best_and_last, describe_score
 from rlplat.errors import Interrupted, RlplatError, UserError
 from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import TuneSpec
@@ -36,6 +36,7 @@ from rlplat.metrics import (
     POLICY_RETURNS,
     RETURN_MEAN,
     RUNNER_RESTARTS,
+    TIME_BUDGET_ENDED,
     finite,
     lookup,
     member_returns,
@@ -59,12 +60,16 @@ class TrialSummary:
     best_return: float | None
     best_checkpoint: str | None
     last_checkpoint: str | None
+    best_checkpoint_score: str | None = None  # its score and what it is (describe_score)
     error: str | None = None
     user_error: bool = False  # the trial failed on bad input (exit code 2), not at run time
     policy_returns: dict[str, float] = field(default_factory=dict)  # multi-agent, windowed
     agent_returns: dict[str, float] = field(default_factory=dict)
     env_runner_restarts: int = 0  # processes Ray restarted since the trial last started
     env_crashes: int = 0  # env steps/resets that raised; each dropped the episodes in progress
+    time_s: float | None = None  # training time (time_total_s)
+    # stop.time_s ended it early: another iteration would have ended past the budget
+    time_budget_ended: bool = False
 
 
 @dataclass
@@ -114,12 +119,15 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
                 best_return=_extreme(_column(result, RETURN_MEAN), "max"),
                 best_checkpoint=str(best) if best else None,
                 last_checkpoint=str(last) if last else None,
+                best_checkpoint_score=describe_score(CheckpointInfo.read(best)) if best else None,
                 error=_first_line(error) if error else None,
                 user_error=bool(error) and _is_user_error(error),
                 policy_returns=dict(lookup(metrics, POLICY_RETURNS) or {}),
                 agent_returns=dict(lookup(metrics, AGENT_RETURNS) or {}),
                 env_runner_restarts=int(finite(lookup(metrics, RUNNER_RESTARTS)) or 0),
                 env_crashes=int(finite(lookup(metrics, ENV_CRASHES)) or 0),
+                time_s=finite(metrics.get("time_total_s")),
+                time_budget_ended=bool(lookup(metrics, TIME_BUDGET_ENDED)),
             )
         )
         experiment = trial_experiment(trial.config if trial else {})
@@ -287,7 +295,7 @@ def _print_trial(trial: TrialSummary, console: Console) -> None:
     final = f"{trial.final_return:.2f}" if trial.final_return is not None else "n/a"
     console.print(
         f"  {trial.name}: {trial.iterations or 0} iterations, {trial.env_steps or 0:,} env "
-        f"steps, final return {final}, best return {best}",
+        f"steps, training return (exploring) final {final}, best {best}",
         highlight=False,
     )
     for label, returns in (("policies", trial.policy_returns), ("agents", trial.agent_returns)):
@@ -296,9 +304,18 @@ def _print_trial(trial: TrialSummary, console: Console) -> None:
             console.print(f"    final {label}: {values}", highlight=False)
     if trial.env_runner_restarts:
         console.print(f"    env runner restarts: {trial.env_runner_restarts}", highlight=False)
+    if trial.time_budget_ended:
+        console.print(
+            f"    ended after {trial.time_s or 0:.0f} s of training: another iteration would "
+            "have ended past stop.time_s (+10%)",
+            highlight=False,
+        )
     if trial.env_crashes:
         console.print(f"    env crashes (episodes dropped): {trial.env_crashes}", highlight=False)
-    console.print(f"    best checkpoint: {trial.best_checkpoint or 'none'}", highlight=False)
+    score = f"\n      by {trial.best_checkpoint_score}" if trial.best_checkpoint_score else ""
+    console.print(
+        f"    best checkpoint: {trial.best_checkpoint or 'none'}{score}", highlight=False
+    )
     console.print(f"    last checkpoint: {trial.last_checkpoint or 'none'}", highlight=False)
 
 

@@ -12,6 +12,7 @@ classes on first access, so they unpickle by name in every Ray worker.
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,17 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rlplat.algorithms.registry import algorithm_record, canonical_name, get_algorithm_class
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer, transition_sampler_requested
-from rlplat.checkpoints import REPLAY_STATE, RESOLVED_EXPERIMENT, checkpoint_info_from_result
+from rlplat.checkpoints import (
+    REPLAY_STATE,
+    RESOLVED_EXPERIMENT,
+    GreedyEvaluation,
+    checkpoint_info_from_result,
+)
 from rlplat.cluster.connect import env_runner_actor_ids, env_runner_restarts
 from rlplat.environments.guard import take_reported_failure
 from rlplat.errors import EnvKeepsFailing, RlplatError
 from rlplat.experiment.load import trial_experiment
-from rlplat.experiment.schema import CheckpointSpec
+from rlplat.experiment.schema import CheckpointSpec, StopSpec, score_metric
 from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.metrics import (
     ENV_STEPS,
@@ -37,6 +43,7 @@ from rlplat.metrics import (
     REPLAY_STEPS,
     RESTORED_REPLAY_STEPS,
     RUNNER_RESTARTS,
+    TIME_BUDGET_ENDED,
     finite,
     lookup,
 )
@@ -44,9 +51,20 @@ from rlplat.prepare import trial_algorithm_config
 from rlplat.rllib.build import with_data_pipeline
 from rlplat.rllib.episode_stats import episode_window
 from rlplat.run.finetune import start_from_checkpoint
+from rlplat.tune_state import training_time_s
 from rlplat.util.atomic import write_atomic
 
 SUFFIX = "Trial"
+# A run with stop.time_s starts another iteration only if, as long as the last one, it would
+# end by the budget plus this share of it; Tune's own stop ends the run once the budget is spent.
+TIME_BUDGET_SLACK = 0.1
+
+
+def another_iteration_fits(elapsed_s: float, last_iteration_s: float, budget_s: float) -> bool:
+    """Whether an iteration as long as the last one would end within ``stop.time_s`` (and
+    its slack). A run thus ends by ``budget x 1.1`` unless an iteration runs longer than the one
+    before it, and at most one iteration early."""
+    return elapsed_s + last_iteration_s <= budget_s * (1 + TIME_BUDGET_SLACK)
 
 
 def algorithm_config(config: Any) -> Any:
@@ -105,8 +123,11 @@ class ExperimentTrial:
         experiment = config if isinstance(config, dict) else {}
         self._experiment = experiment
         self._checkpoint_spec = CheckpointSpec.model_validate(experiment.get("checkpoint", {}))
+        stop = experiment.get("stop")
+        self._time_budget_s = StopSpec.model_validate(stop).time_s if stop else None
         self._restored_replay_steps: int | None = None
         self._previous_result: dict[str, Any] = {}
+        self._evaluation: GreedyEvaluation | None = None  # the latest one
         if experiment.get("offline"):
             keep_ray_data_in_the_trial()
         super().__init__(config=algorithm_config(config), **kwargs)
@@ -150,7 +171,18 @@ class ExperimentTrial:
             memory.set_state(state[REPLAY_STATE])
             self._restored_replay_steps = memory.get_num_timesteps()
 
+    @property
+    def _evaluates(self) -> bool:
+        return bool(self.config.evaluation_interval)
+
+    @property
+    def _score_metric(self) -> str:
+        return score_metric(self._checkpoint_spec, self._evaluates)
+
     def step(self) -> dict[str, Any]:
+        started = time.monotonic()
+        interval = self.config.evaluation_interval
+        evaluates = bool(interval) and (self.iteration + 1) % interval == 0  # as RLlib decides
         try:
             result = super().step()
             self._raise_if_remote_envs_keep_failing()
@@ -161,6 +193,17 @@ class ExperimentTrial:
             raise replacement from None
         check_losses_finite(result, self.iteration + 1)
         self._previous_result = result
+        if evaluates:
+            self._evaluation = GreedyEvaluation.from_result(
+                result.get("evaluation") or {}, self.iteration + 1
+            )
+        if self._time_budget_s is not None:
+            elapsed = training_time_s(self)
+            last = time.monotonic() - started
+            budget = self._time_budget_s
+            if elapsed + last < budget and not another_iteration_fits(elapsed + last, last, budget):
+                result["done"] = True
+                put(result, TIME_BUDGET_ENDED, 1)
         group = getattr(self, "env_runner_group", None)
         put(result, RUNNER_RESTARTS, env_runner_restarts(group) if group else 0)
         if self.config.is_offline:
@@ -172,6 +215,21 @@ class ExperimentTrial:
             put(result, RESTORED_REPLAY_STEPS, self._restored_replay_steps)
             self._restored_replay_steps = None
         return result
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        """RLlib's checkpoint, with the greedy evaluation of its weights (``rlplat_evaluation
+        .json``): the one RLlib ran at this iteration, else one run now (a checkpoint at the
+        end, or at any iteration the evaluation interval skipped)."""
+        super().save_checkpoint(checkpoint_dir)
+        if not self._evaluates:
+            return
+        if self._evaluation is None or self._evaluation.iteration != self.iteration:
+            self._evaluation = GreedyEvaluation.from_result(self.evaluate(), self.iteration)
+        self._evaluation.write(Path(checkpoint_dir))
+
+    def _current_evaluation(self) -> GreedyEvaluation | None:
+        evaluation = self._evaluation
+        return evaluation if evaluation and evaluation.iteration == self.iteration else None
 
     def _raise_if_remote_envs_keep_failing(self) -> None:
         """A remote env runner whose env keeps failing exits (RLlib restarts it as a new
@@ -197,8 +255,12 @@ class ExperimentTrial:
         path = Path(self._storage.trial_fs_path) / f"checkpoint_failed_{self.iteration:06d}"
         self.save_to_path(str(path))
         write_atomic(path / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(self._experiment)))
-        spec = self._checkpoint_spec
-        checkpoint_info_from_result(self._previous_result, spec.score, spec.mode).write(path)
+        checkpoint_info_from_result(
+            self._previous_result,
+            self._score_metric,
+            self._checkpoint_spec.mode,
+            self._current_evaluation(),
+        ).write(path)
         return path
 
     @classmethod

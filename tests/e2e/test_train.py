@@ -11,7 +11,7 @@ from rich.console import Console
 from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
-from tests.helpers import read_results, read_scalars
+from tests.helpers import EXPERIMENTS, read_results, read_scalars
 
 
 def test_run_writes_checkpoints_and_run_files(tiny_run):
@@ -144,3 +144,60 @@ def test_a_trial_bigger_than_the_cluster_is_refused(ray_session, tiny_ppo, tmp_p
         train(loaded, console=Console(quiet=True))
     assert info.value.exit_code == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_the_best_sac_checkpoint_plays_as_well_as_the_best_of_them(ray_session, tmp_path, capsys):
+    """SAC on Pendulum: every checkpoint is scored by greedy episodes of its own weights, so the
+    checkpoint ``rlplat eval`` picks by default plays within noise of the best one, and the one
+    taken at the end of the random warm-up is never it."""
+    from tests.e2e.helpers import eval_json
+
+    loaded = load_experiment(
+        EXPERIMENTS / "pendulum_sac.yaml",
+        [
+            f"output_dir={tmp_path}",
+            "stop.env_steps=4000",
+            "reporting.min_time_s_per_iteration=0",
+            "reporting.min_sample_timesteps_per_iteration=500",
+            "checkpoint.every=2",
+            "checkpoint.keep=null",
+        ],
+    )
+    summary = train(loaded, console=Console(quiet=True))
+    [trial] = summary.trials
+    assert "greedy return over 10 episodes" in trial.best_checkpoint_score
+    checkpoints = sorted(Path(trial.path).glob("checkpoint_*"))
+    assert len(checkpoints) == 4, "at 1,000 (the warm-up's end), 2,000, 3,000 and 4,000 steps"
+    greedy = {c.name: eval_json(capsys, c, "-n", "10")["returns"] for c in checkpoints}
+    best = max(greedy.values(), key=lambda stats: stats["mean"])
+    picked = eval_json(capsys, summary.run_dir, "-n", "10")
+    noise = 2 * best["std"] / 10**0.5
+    assert picked["returns"]["mean"] >= best["mean"] - noise, (picked["picked"], greedy)
+    assert Path(picked["checkpoint"]).name != checkpoints[0].name, picked["picked"]
+    assert "greedy return over 10 episodes" in picked["picked"]
+
+
+def test_a_time_budget_ends_before_an_iteration_that_would_overshoot(ray_session, tmp_path):
+    """stop.time_s 5 with ~3.3 s iterations: not a second iteration ending at ~6.6 s (Tune alone
+    stops only once the budget is spent), but after the first, within 10 % of the budget."""
+    loaded = load_experiment(
+        EXPERIMENTS / "cartpole_ppo.yaml",
+        [
+            f"output_dir={tmp_path}",
+            "env.id=null",
+            "env.factory=envs.flaky:FlakyCartPole",
+            "env.kwargs={step_delay_s: 0.005}",
+            "stop={time_s: 5}",
+            "training.train_batch_size_per_learner=600",
+            "training.minibatch_size=200",
+            "training.num_epochs=1",
+            "resources.env_runners={count: 0, envs: 1}",
+            "evaluation.evaluation_duration=1",
+        ],
+    )
+    summary = train(loaded, console=Console(quiet=True))
+    [trial] = summary.trials
+    durations = [r["time_this_iter_s"] for r in read_results(Path(trial.path))]
+    assert trial.time_budget_ended, durations
+    assert trial.time_s <= 5 * 1.1, durations
+    assert trial.time_s + durations[-1] > 5 * 1.1, "one more iteration would have overshot"

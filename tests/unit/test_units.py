@@ -11,20 +11,65 @@ from rlplat.run.run_dir import create_run_dir
 from tests.helpers import REPO
 
 
-def feed(stats: WindowedEpisodeStats, window: int, iterations: list[tuple[int, float]]) -> dict:
+def feed(
+    stats: WindowedEpisodeStats,
+    window: int,
+    iterations: list[tuple[int, float]],
+    trained: list[int] | None = None,
+) -> dict:
+    """Results of iterations of (episodes, their mean return), with the env steps the learners
+    had trained on by the end of each (``trained``; default: an update in every iteration)."""
     config = SimpleNamespace(metrics_num_episodes_for_smoothing=window, is_offline=False)
     algorithm = SimpleNamespace(config=config)
     result: dict = {}
-    for count, mean in iterations:
+    for index, (count, mean) in enumerate(iterations):
+        steps = trained[index] if trained else 64 * (index + 1)
         result = {
             "env_runners": {
                 "num_episodes": count,
                 "episode_return_mean": mean,
                 "episode_len_mean": mean,
-            }
+            },
+            "learners": {"__all_modules__": {"num_env_steps_trained_lifetime": steps}},
         }
         stats.on_train_result(algorithm=algorithm, result=result)
     return result
+
+
+def test_window_counts_the_episodes_played_before_the_first_update():
+    # Two warm-up iterations (no update yet), then learning: the warm-up's 5 + 5 episodes stay
+    # in a 20-episode window until 20 newer ones push them out.
+    warm_up = [(5, -1.0), (5, -1.0)]
+    result = feed(WindowedEpisodeStats(), 20, [*warm_up, (10, 3.0)], trained=[0, 64, 128])
+    assert result["window"]["episodes_before_learning"] == 10
+    result = feed(WindowedEpisodeStats(), 20, [*warm_up, (20, 3.0)], trained=[0, 64, 128])
+    assert result["window"]["episodes_before_learning"] == 0
+
+
+def test_a_checkpoint_is_scored_by_its_greedy_evaluation_or_a_window_after_learning():
+    from rlplat.checkpoints import GreedyEvaluation, checkpoint_info_from_result
+
+    result = {"training_iteration": 4, "window": {"episode_return_mean": 9.0, "num_episodes": 20}}
+    evaluation = GreedyEvaluation(iteration=4, episodes=10, return_mean=-150.0)
+    info = checkpoint_info_from_result(result, "eval_episode_return_mean", "max", evaluation)
+    assert info.score == -150.0 and info.scored_by == "greedy return over 10 episodes"
+    unevaluated = checkpoint_info_from_result(result, "eval_episode_return_mean", "max")
+    assert unevaluated.score is None
+    window = checkpoint_info_from_result(result, "episode_return_mean", "max")
+    assert window.score == 9.0 and "last 20 episodes" in window.scored_by
+    result["window"]["episodes_before_learning"] = 3
+    warm_up = checkpoint_info_from_result(result, "episode_return_mean", "max")
+    assert warm_up.score is None and "precede learning" in warm_up.scored_by
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "last", "fits"),
+    [(60, 60, True), (121, 61, True), (130, 65, True), (140, 70, False), (167, 167, False)],
+)
+def test_another_iteration_starts_only_if_it_ends_within_the_budget_slack(elapsed, last, fits):
+    from rlplat.run.trainable import another_iteration_fits
+
+    assert another_iteration_fits(elapsed, last, 180) is fits
 
 
 def test_window_is_the_mean_over_the_last_n_episodes():
