@@ -7,7 +7,7 @@ sampling asynchronously; the run stops when the mean return of the last 100 trai
 reaches 475, or at 1M env steps), then ``rlplat eval <run> -n 100 --json`` scores its best
 checkpoint greedily (episode seeds 0..99). One process runs at a time; a stage whose output is
 under ``--work`` is skipped. Results go to benchmarks/results/appo_impala.json; the Markdown
-table printed at the end has README's numbers.
+table printed at the end has docs/benchmarks.md's numbers.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ trained or random x adversary trained or random (``--random good`` / ``--random 
 
 One process runs at a time; stages are skipped when their output exists under ``--work``.
 Results go to benchmarks/results/maddpg.json; the Markdown tables printed at the end have
-README's numbers.
+docs/benchmarks.md's numbers.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ MARWIL experiment with ``training.beta=0``) learn from it. Every policy is score
 One process runs at a time. Each stage writes under ``--work`` (default: a new temporary
 directory) and is skipped when its output is already there, so an interrupted benchmark goes on
 where it stopped. Results go to benchmarks/results/offline.json; the Markdown table printed at
-the end has README's numbers.
+the end has docs/benchmarks.md's numbers.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ to the target. ``eval_cartpole`` times ``rlplat eval <run> -n 1`` against an SB3
 the saved model and plays one greedy episode, using the models the ``ppo_cartpole`` pairs saved.
 
 One process runs at a time (never two trainings on the CPU at once). Results go to
-benchmarks/results/peers.json; the Markdown table printed at the end has README's numbers. A side
+benchmarks/results/peers.json; the Markdown table printed at the end has docs/benchmarks.md's
+numbers. A side
 that never reached the target has no time to it: its whole-command seconds are only its budget,
 so the table gives no ratio then.
 """

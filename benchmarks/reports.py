@@ -1,4 +1,4 @@
-"""The README's tables over seeds, made with rlplat's own commands: each shipped experiment
+"""docs/benchmarks.md's tables over seeds, made with rlplat's own commands: each shipped experiment
 trained with ``rlplat train <file> --seeds 3``, then compared with ``rlplat report``.
 
     python benchmarks/reports.py [--only qmix cartpole pendulum spread connect_four] [--runs DIR]

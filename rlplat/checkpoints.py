@@ -251,7 +251,7 @@ def find_checkpoint(path: Path, *, last: bool = False) -> PickedCheckpoint:
 
 
 def describe_score(info: CheckpointInfo | None) -> str | None:
-    """``eval_episode_return_mean -983.26 (greedy return over 10 episodes)``; None unscored."""
+    """``eval_episode_return_mean -983.26 (greedy return over 5 episodes)``; None unscored."""
     if info is None or info.score is None:
         return None
     what = f" ({info.scored_by})" if info.scored_by else ""

@@ -36,6 +36,7 @@ from rlplat.run.options import TrainOptions
 from rlplat.serve.options import ServeOptions
 from rlplat.util.options import from_values, typer_parameters
 from rlplat.util.project import project_paths, use_project_paths
+from rlplat.util.streams import StdoutOrStderr
 from rlplat.util.timings import StageClock
 from rlplat.util.versions import versions
 
@@ -267,6 +268,8 @@ def serve(
 ) -> None:
     """Serve a trained policy over HTTP with Ray Serve (embedded until Ctrl-C, or on a
     cluster with --address)."""
+    if path is not None and not options.stop:
+        existing(path)  # a wrong path is refused before Ray Serve loads
     from rlplat.serve.launch import serve_command  # noqa: PLC0415 - Ray Serve loads here
 
     _start(verbose, None if options.stop else path)
@@ -355,6 +358,7 @@ def main(argv: list[str] | None = None) -> None:
     global _debug
     if argv is None:
         fix_hash_seed()
+        sys.stdout = StdoutOrStderr(sys.stdout, sys.stderr)
     _debug = False
     try:
         app(args=sys.argv[1:] if argv is None else argv, standalone_mode=False)

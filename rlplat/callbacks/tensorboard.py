@@ -62,9 +62,6 @@ LEARNER_TAGS = {
 
 
 
-EVAL_EPISODES_LIFETIME = "evaluation/env_runners/num_episodes_lifetime"
-
-
 def _learner_tag(stat: str) -> str:
     """The tag of a learner statistic: learning rates per optimizer, the gradients' global norm,
     the short names of LEARNER_TAGS, else ``learner/<stat>``."""
@@ -76,14 +73,9 @@ def _learner_tag(stat: str) -> str:
     return LEARNER_TAGS.get(stat, f"learner/{stat}")
 
 
-def short_scalars(
-    result: dict[str, Any], steps_per_s: float | None, fresh_eval: bool = True
-) -> dict[str, float]:
-    """The scalars rlplat plots for one training result, by tag.
-
-    RLlib repeats the latest evaluation in every later result; ``fresh_eval=False`` leaves the
-    ``eval/*`` tags out so each evaluation is plotted once, at the step it ran.
-    """
+def short_scalars(result: dict[str, Any], steps_per_s: float | None) -> dict[str, float]:
+    """The scalars rlplat plots for one training result, by tag (``eval/*`` only in the results
+    of iterations that evaluated: the trial drops RLlib's repeats of an older evaluation)."""
     scalars: dict[str, float] = {}
 
     def put(tag: str, value: Any) -> None:
@@ -92,8 +84,7 @@ def short_scalars(
             scalars[tag] = number
 
     for tag, path in EPISODE_TAGS.items():
-        if fresh_eval or not tag.startswith("eval/"):
-            put(tag, lookup(result, path))
+        put(tag, lookup(result, path))
     put("perf/env_steps_per_s", steps_per_s)
     put("perf/iteration", result.get("training_iteration"))
     put("perf/time_total_s", result.get("time_total_s"))
@@ -136,7 +127,6 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
         self._flush_secs = flush_secs
         self._hparams = list(hparams or [])
         self._throughput = Throughput()
-        self._eval_episodes: dict[Any, float | None] = {}
         self._last_scalars: dict[Any, dict[str, float]] = {}
 
     def log_trial_start(self, trial: Any) -> None:
@@ -153,11 +143,8 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
             self.log_trial_start(trial)
         steps = finite(lookup(result, ENV_STEPS)) or 0.0
         rate = self._throughput.update(trial, result)
-        eval_episodes = finite(lookup(result, EVAL_EPISODES_LIFETIME))
-        fresh_eval = eval_episodes != self._eval_episodes.get(trial)
-        self._eval_episodes[trial] = eval_episodes
         writer = self._trial_writer[trial]
-        scalars = short_scalars(result, rate, fresh_eval)
+        scalars = short_scalars(result, rate)
         for tag, value in scalars.items():
             writer.add_scalar(tag, value, global_step=int(steps))
         self._last_scalars.setdefault(trial, {}).update(scalars)

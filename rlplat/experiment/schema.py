@@ -470,7 +470,7 @@ class TuneSpec(Section):
 # checkpoint's iteration (offline runs: every iteration, their only episodes), and the trainable
 # evaluates a checkpoint written at any other iteration when it saves it.
 GREEDY_EVALUATION: dict[str, Any] = {
-    "evaluation_duration": 10,
+    "evaluation_duration": 5,  # as Stable-Baselines3's EvalCallback and RL Zoo
     "evaluation_duration_unit": "episodes",
     "evaluation_num_env_runners": 0,  # in the algorithm's process, between iterations
     "evaluation_config": {"explore": False},  # RLlib's evaluation samples actions by default

@@ -109,8 +109,8 @@ with a pointer to their place: `env_runners.num_env_runners` -> `resources.env_r
 ## Evaluation and the best checkpoint
 
 Every run scores its checkpoints by greedy episodes (explore off) of each checkpoint's own
-weights: rlplat's defaults for the `evaluation` section are 10 episodes
-(`evaluation_duration: 10`, `evaluation_duration_unit: episodes`) at every checkpoint's iteration
+weights: rlplat's defaults for the `evaluation` section are 5 episodes
+(`evaluation_duration: 5`, `evaluation_duration_unit: episodes`) at every checkpoint's iteration
 (`evaluation_interval` = `checkpoint.every`; offline runs: every iteration), played in the
 algorithm's process between iterations (`evaluation_num_env_runners: 0`); a checkpoint written
 at another iteration (the one at the end) is evaluated when it is saved. Each checkpoint's

@@ -97,9 +97,10 @@ class ExperimentStats:
     trials: list[TrialScore]
     aggregates: dict[str, Estimate]  # iqm, mean, median (and optimality_gap with a target)
     curve: CurveBand | None = None
+    eval_curve: CurveBand | None = None  # greedy evaluation during training, when logged
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "label": self.label,
             "name": self.name,
             "algorithm": self.algorithm,
@@ -112,16 +113,20 @@ class ExperimentStats:
             "aggregates": {name: value.to_json() for name, value in self.aggregates.items()},
             "curve": asdict(self.curve) if self.curve is not None else None,
         }
+        if self.eval_curve is not None:  # reports of runs that evaluated during training
+            data["eval_curve"] = asdict(self.eval_curve)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ExperimentStats:
-        curve = data.get("curve")
+        curve, eval_curve = data.get("curve"), data.get("eval_curve")
         return cls(
             **{key: data[key] for key in ("label", "name", "algorithm", "env", "run_dir",
                                           "differs", "seeds", "final_scores")},
             trials=[TrialScore.from_json(trial) for trial in data["trials"]],
             aggregates={name: Estimate.from_json(v) for name, v in data["aggregates"].items()},
             curve=CurveBand(**curve) if curve is not None else None,
+            eval_curve=CurveBand(**eval_curve) if eval_curve is not None else None,
         )
 
 

@@ -32,4 +32,17 @@ class ReportOptions:
         None, help="Score for the optimality gap and time to target (default: stop's)."
     )
     bootstrap_seed: int = option(0, help="Seed of the bootstrap resampling.")
+    title: str | None = option(None, help="Title above each figure (default: none).")
+    x_label: str | None = option(
+        None, help="The curves' x axis label (default: Environment steps or Training time (s))."
+    )
+    y_label: str | None = option(
+        None, help="The metric's name in figures (default: e.g. Episode return)."
+    )
+    label: list[str] = option(
+        help="Rename an experiment in figures and tables: 'LABEL=NAME' (repeatable).",
+        factory=list,
+    )
+    size: str = option("7x4", help="Size of the curve figures in inches: WIDTHxHEIGHT.")
+    font_size: float = option(10.0, help="Font size of the figures in points.")
     marl_eval: bool = option(False, help="Also write marl_eval.json (marl-eval's layout).")

@@ -7,6 +7,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
@@ -29,6 +30,15 @@ AGGREGATE_TITLES = {
     "mean": "Mean",
     "optimality_gap": "Optimality gap (lower is better)",
 }
+
+
+@dataclass(frozen=True)
+class Style:
+    """What ``rlplat report``'s figure options set: a title, the curves' size, the font."""
+
+    title: str | None = None
+    size: tuple[float, float] = (7.0, 4.0)  # inches, the curve figures
+    font_size: float = 10.0
 
 
 def colour(index: int) -> str:
@@ -54,7 +64,7 @@ class Curve:
 
 def _legend_right(figure: Figure, axes) -> None:
     """The legend beside the axes, never over the data."""
-    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, fontsize=9)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, fontsize="small")
 
 
 def _save(figure: Figure, stem: Path, formats: tuple[str, ...]) -> list[Path]:
@@ -67,11 +77,18 @@ def _save(figure: Figure, stem: Path, formats: tuple[str, ...]) -> list[Path]:
 
 
 def curves_figure(
-    curves: list[Curve], x_label: str, y_label: str, title: str, stem: Path
+    curves: list[Curve], x_label: str, y_label: str, style: Style, stem: Path
 ) -> list[Path]:
     """``stem.png`` and ``stem.svg``: each experiment's aggregate curve with its 95% band and
     its seeds' own curves, thin."""
-    figure = Figure(figsize=(9.0, 4.8))
+    with matplotlib.rc_context({"font.size": style.font_size}):
+        return _curves_figure(curves, x_label, y_label, style, stem)
+
+
+def _curves_figure(
+    curves: list[Curve], x_label: str, y_label: str, style: Style, stem: Path
+) -> list[Path]:
+    figure = Figure(figsize=style.size)
     axes = figure.add_subplot()
     for index, curve in enumerate(curves):
         c = colour(index)
@@ -83,7 +100,8 @@ def curves_figure(
     axes.xaxis.set_major_formatter(EngFormatter(sep=""))
     axes.set_xlabel(x_label)
     axes.set_ylabel(y_label)
-    axes.set_title(title, fontsize=10, loc="left")
+    if style.title:
+        axes.set_title(style.title)
     axes.grid(alpha=0.3)
     axes.set_xlim(left=0)
     _legend_right(figure, axes)
@@ -112,10 +130,23 @@ def final_figure(
     aggregates: dict[str, list[Interval]],
     scores: list[list[float]],
     metric: str,
+    style: Style,
     stem: Path,
 ) -> list[Path]:
     """``stem.png``: one panel per aggregate, each experiment's point estimate with its 95%
     interval as a bar, and the seeds' own scores as dots."""
+    with matplotlib.rc_context({"font.size": style.font_size}):
+        return _final_figure(labels, aggregates, scores, metric, style, stem)
+
+
+def _final_figure(
+    labels: list[str],
+    aggregates: dict[str, list[Interval]],
+    scores: list[list[float]],
+    metric: str,
+    style: Style,
+    stem: Path,
+) -> list[Path]:
     names = list(aggregates)
     labels = [wrapped(label) for label in labels]
     lines = max(label.count("\n") + 1 for label in labels)
@@ -138,12 +169,14 @@ def final_figure(
             axes.plot([interval.estimate], [row], marker="|", markersize=18, color=c, mew=2.5)
             if name != "optimality_gap":
                 axes.plot(scores[index], [row] * len(scores[index]), "o", color=c, ms=3.5)
-        axes.set_yticks(rows, labels if panel == 0 else [""] * len(labels), fontsize=8)
-        axes.set_title(AGGREGATE_TITLES.get(name, name), fontsize=10)
+        axes.set_yticks(rows, labels if panel == 0 else [""] * len(labels), fontsize="small")
+        axes.set_title(AGGREGATE_TITLES.get(name, name))
         axes.grid(axis="x", alpha=0.3)
         axes.set_ylim(-0.6, len(labels) - 0.4)
         axes.set_xlim(*_padded(aggregates[name], scores if name != "optimality_gap" else []))
-        axes.tick_params(axis="x", labelsize=8)
-    figure.supxlabel(f"{metric} (95% bootstrap CI; dots: seeds)", fontsize=9)
+        axes.tick_params(axis="x", labelsize="small")
+    figure.supxlabel(f"{metric} (95% bootstrap CI; dots: seeds)")
+    if style.title:
+        figure.suptitle(style.title)
     figure.tight_layout()
     return _save(figure, stem, ("png",))

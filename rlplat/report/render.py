@@ -40,7 +40,8 @@ def _estimate(entry: Estimate) -> str:
 
 
 def markdown(report: Report) -> str:
-    """report.md: how the scores were made, the aggregates, improvement, time to target."""
+    """report.md: how the scores were made, the aggregates, improvement, time to target, and
+    the figures with captions saying what each curve is."""
     entries = report.experiments
     names = list(entries[0].aggregates)
     lines = [
@@ -70,7 +71,14 @@ def markdown(report: Report) -> str:
         cells = [entry.label, str(len(entry.seeds)), scores]
         cells += [_estimate(entry.aggregates[name]) for name in names]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "![final scores](final.png)", ""]
+    lines += [
+        "",
+        "![final scores](final.png)",
+        "",
+        f"*Final scores (final.png): {score_words(report)} per seed (dots), and each "
+        "aggregate's estimate with its 95% bootstrap interval (bar).*",
+        "",
+    ]
     if len(entries) > 1:
         labels = [entry.label for entry in entries]
         lines += [
@@ -87,8 +95,42 @@ def markdown(report: Report) -> str:
         lines.append("")
     if report.target is not None:
         lines += _target_table(report)
-    lines += [f"![learning curves](curves.png) ({report.x}; also curves.svg)", ""]
+    lines += _figure_captions(report)
     return "\n".join(lines)
+
+
+def _figure_captions(report: Report) -> list[str]:
+    x = "environment steps" if report.x == "env_steps" else "training time"
+    band = (
+        "Thick line: IQM over seeds, up to the shortest seed; band: its 95% bootstrap "
+        "interval; thin lines: each seed."
+    )
+    what = f"{report.metric} against {x}, as training logged it"
+    if report.metric_path.startswith("window/"):
+        what += (
+            ": at each iteration the mean over the training window (the last "
+            "reporting.metrics_num_episodes_for_smoothing episodes, 100 by default), played "
+            "with exploration"
+        )
+        if report.score == "eval":
+            what += ", by the exploring policy, not the greedy one scored above"
+    lines = [
+        "![learning curves](curves.png)",
+        "",
+        f"*Learning curves (curves.png, curves.svg): {what}. {band}*",
+        "",
+    ]
+    if any(entry.eval_curve for entry in report.experiments):
+        lines += [
+            "![greedy evaluation during training](eval_curves.png)",
+            "",
+            "*Greedy evaluation during training (eval_curves.png, eval_curves.svg): the mean "
+            f"return of greedy episodes (explore off) against {x}, played at each checkpoint's "
+            "iteration with the weights of that checkpoint (evaluation.evaluation_duration "
+            "episodes, 5 by default). " + band + "*",
+            "",
+        ]
+    return lines
 
 
 def _target_table(report: Report) -> list[str]:

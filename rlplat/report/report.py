@@ -30,10 +30,12 @@ from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.metrics import (
     AGENT_RETURNS,
     ENV_STEPS,
+    EVAL_SCORE,
     METRIC_ALIASES,
     POLICY_RETURNS,
     RETURN_MEAN,
     TIME_TOTAL,
+    WINDOW_SCORE,
     lookup,
     metric_path,
 )
@@ -64,9 +66,11 @@ from rlplat.util.paths import publish_dir
 from rlplat.util.versions import versions
 
 X_AXES = {
-    "env_steps": (ENV_STEPS, "environment steps"),
-    "time_s": (TIME_TOTAL, "training time (s)"),
+    "env_steps": (ENV_STEPS, "Environment steps"),
+    "time_s": (TIME_TOTAL, "Training time (s)"),
 }
+DISPLAY_NAMES = {"episode_return_mean": "Episode return", "episode_len_mean": "Episode length"}
+EVAL_RETURN = metric_path(EVAL_SCORE)
 CHECKPOINTS = ("last", "best")
 SCORES = ("eval", "training")
 GRID_POINTS = 100
@@ -107,6 +111,40 @@ def check_options(options: ReportOptions) -> None:
             )
     if options.eval_episodes < 1:
         raise UserError(f"--eval-episodes must be at least 1, got {options.eval_episodes}.")
+    figure_size(options.size)
+    if options.font_size <= 0:
+        raise UserError(f"--font-size must be positive, got {options.font_size:g}.")
+    for rename in options.label:
+        if "=" not in rename or not rename.partition("=")[0].strip():
+            raise UserError(
+                f"--label {rename!r} is not LABEL=NAME: give an experiment's label (as the "
+                "report shows it) and the name to show instead, e.g. --label 'cartpole-ppo=PPO'."
+            )
+
+
+def figure_size(size: str) -> tuple[float, float]:
+    """``--size 7x4`` -> (7.0, 4.0) inches."""
+    width, _, height = size.lower().partition("x")
+    try:
+        inches = (float(width), float(height))
+    except ValueError:
+        inches = (0.0, 0.0)
+    if min(inches) <= 0:
+        raise UserError(f"--size {size!r} is not WIDTHxHEIGHT in inches, e.g. --size 7x4.")
+    return inches
+
+
+def _rename(experiments: list[Experiment], renames: list[str]) -> None:
+    """``--label LABEL=NAME``: show an experiment under NAME in figures and tables."""
+    labels = [e.label for e in experiments]
+    for rename in renames:
+        label, _, name = (part.strip() for part in rename.partition("="))
+        if label not in labels:
+            raise UserError(
+                f"--label {rename!r}: no experiment is labelled {label!r}; the labels are "
+                f"{allowed_list(labels)}.{did_you_mean(label, labels)}"
+            )
+        experiments[labels.index(label)].label = name
 
 
 def make_report(
@@ -116,6 +154,7 @@ def make_report(
     what report.json holds (with ``directory``, where it was written)."""
     check_options(options)
     experiments = _experiments(paths, say)
+    _rename(experiments, options.label)
     metric = _metric(experiments, options.metric)
     warnings = _check_metric_and_envs(experiments, metric, say)
     if options.score == "eval":
@@ -126,16 +165,23 @@ def make_report(
     target = _target(experiments, metric, options.target)
     report = _statistics(experiments, metric, target, options)
     report.warnings = warnings
-    curves = _curves(experiments, metric, options)
-    for entry, curve in zip(report.experiments, curves, strict=True):
-        entry.curve = CurveBand(
-            x=curve.x.tolist(),
-            centre=curve.centre.tolist(),
-            low=None if curve.low is None else curve.low.tolist(),
-            high=None if curve.high is None else curve.high.tolist(),
-        )
-    report.directory = str(_write(report, experiments, curves, options))
+    curves = _curves(experiments, metric_path(metric), options)
+    # Greedy evaluation during training is of the whole return (team return for multi-agent).
+    greedy = _curves(experiments, EVAL_RETURN, options) if metric == WINDOW_SCORE else None
+    for index, entry in enumerate(report.experiments):
+        entry.curve = _band(curves[index])
+        entry.eval_curve = _band(greedy[index]) if greedy else None
+    report.directory = str(_write(report, experiments, (curves, greedy), options))
     return report
+
+
+def _band(curve: plots.Curve) -> CurveBand:
+    return CurveBand(
+        x=curve.x.tolist(),
+        centre=curve.centre.tolist(),
+        low=None if curve.low is None else curve.low.tolist(),
+        high=None if curve.high is None else curve.high.tolist(),
+    )
 
 
 # -- which experiments -------------------------------------------------------------------------
@@ -440,18 +486,21 @@ def _statistics(
 
 
 def _curves(
-    experiments: list[Experiment], metric: str, options: ReportOptions
-) -> list[plots.Curve]:
-    """Each experiment's seeds resampled (linearly) on a common grid of x values from the
-    latest first point to the earliest last point of its seeds, then IQM across seeds."""
+    experiments: list[Experiment], path: str, options: ReportOptions
+) -> list[plots.Curve] | None:
+    """Each experiment's seeds' ``path`` resampled (linearly) on a common grid of x values from
+    the latest first point to the earliest last point of its seeds, then IQM across seeds; None
+    when a seed never logged it (runs that did not evaluate have no greedy curve)."""
     x_path = X_AXES[options.x][0]
     curves = []
     for experiment in experiments:
         seeds = []
         for s in experiment.seeds:
             xs = column(s.results, x_path)
-            ys = column(s.results, metric_path(metric))
+            ys = column(s.results, path)
             keep = np.isfinite(xs) & np.isfinite(ys)
+            if not keep.any():
+                return None
             xs, ys = xs[keep], ys[keep]
             # x only grows (a PBT exploit restarts a trial's clock): keep each new maximum.
             rising = np.concatenate(([True], xs[1:] > np.maximum.accumulate(xs)[:-1]))
@@ -471,7 +520,7 @@ def _curves(
 def _write(
     report: Report,
     experiments: list[Experiment],
-    curves: list[plots.Curve],
+    curves: tuple[list[plots.Curve], list[plots.Curve] | None],
     options: ReportOptions,
 ) -> Path:
     """Everything into a temporary directory beside the destination, renamed into place once
@@ -498,21 +547,16 @@ def _files(
     directory: Path,
     report: Report,
     experiments: list[Experiment],
-    curves: list[plots.Curve],
+    curves: tuple[list[plots.Curve], list[plots.Curve] | None],
     options: ReportOptions,
 ) -> None:
-    metric = report.metric
-    x_label = X_AXES[options.x][1]
-    seeds = {len(e.seeds) for e in experiments}
-    how = "IQM" + (f" over {seeds.pop()} seeds" if len(seeds) == 1 else " over seeds")
-    plots.curves_figure(
-        curves,
-        x_label,
-        metric,
-        f"{metric} during training: {how} (up to the shortest seed), 95% bootstrap band; "
-        "thin lines: each seed",
-        directory / "curves",
-    )
+    training, greedy = curves
+    style = plots.Style(options.title, figure_size(options.size), options.font_size)
+    x_label = options.x_label or X_AXES[options.x][1]
+    name = options.y_label or display_name(report.metric)
+    plots.curves_figure(training, x_label, name, style, directory / "curves")
+    if greedy:
+        plots.curves_figure(greedy, x_label, name, style, directory / "eval_curves")
     names = list(report.experiments[0].aggregates)
     intervals = {
         name: [
@@ -527,7 +571,8 @@ def _files(
         [e.label for e in experiments],
         intervals,
         [e.final_scores for e in report.experiments],
-        score_words(report),
+        options.y_label or score_words(report),
+        style,
         directory / "final",
     )
     (directory / "report.md").write_text(markdown(report))
@@ -535,13 +580,21 @@ def _files(
         (directory / MARL_EVAL_FILE).write_text(json.dumps(marl_eval(report, experiments)) + "\n")
 
 
+def display_name(metric: str) -> str:
+    """A metric's name on a figure's axis: ``Episode return``, ``Return of policy learner``."""
+    for prefix, kind in (("policy_return_mean/", "policy"), ("agent_return_mean/", "agent")):
+        if metric.startswith(prefix):
+            return f"Return of {kind} {metric.removeprefix(prefix)}"
+    return DISPLAY_NAMES.get(metric, metric)
+
+
 def marl_eval(report: Report, experiments: list[Experiment]) -> dict[str, Any]:
     """The layout of marl-eval (used by BenchMARL): env -> task -> algorithm -> seed_i ->
     step_j {step_count, return: [values]} and absolute_metrics {return: [episode returns]}.
 
-    rlplat does not evaluate during training: each step holds the run's windowed training value
-    of the metric at that iteration; absolute_metrics holds the final evaluation's episodes
-    (or the final windowed value with score=training).
+    Each step holds the run's windowed training value of the metric at that iteration;
+    absolute_metrics holds the final evaluation's episodes (or the final windowed value with
+    score=training).
     """
     data: dict[str, Any] = {}
     path = report.metric_path

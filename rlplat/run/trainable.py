@@ -197,6 +197,8 @@ class ExperimentTrial:
             self._evaluation = GreedyEvaluation.from_result(
                 result.get("evaluation") or {}, self.iteration + 1
             )
+        else:  # RLlib repeats its latest evaluation: each result carries only its own
+            result.pop("evaluation", None)
         if self._time_budget_s is not None:
             elapsed = training_time_s(self)
             last = time.monotonic() - started

@@ -166,7 +166,14 @@ def test_debug_shows_the_traceback(write_yaml, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "command", [["train", "nope.yaml"], ["eval", "nope"], ["export", "nope"], ["report", "nope"]]
+    "command",
+    [
+        ["train", "nope.yaml"],
+        ["eval", "nope"],
+        ["export", "nope"],
+        ["report", "nope"],
+        ["serve", "nope"],
+    ],
 )
 def test_a_missing_path_is_refused_before_rllib_loads(command, tmp_path):
     script = (

@@ -50,6 +50,7 @@ def test_a_stuck_iteration_gets_a_watchdog_warning_and_ctrl_c_stops_at_once(
         "  factory: envs.flaky:FlakyCartPole\n  kwargs: {hang_at_step: 600}\n",
     )
     text = replace(text, "iterations: 3", "iterations: 100") + "watchdog_s: 3\n"
+    text += "evaluation: {evaluation_interval: null}\n"  # greedy episodes would hang too
     process = launch([str(write_yaml(text.replace("OUTPUT", str(tmp_path / "out"))))], ray_session)
     _, lines = read_until_iteration(process, 1)
     for line in process.stdout:

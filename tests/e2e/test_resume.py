@@ -172,6 +172,33 @@ def test_sigterm_stops_after_the_iteration_with_a_final_checkpoint(
     assert info is not None and 3 <= info.iteration < 400
 
 
+def test_ctrl_c_through_a_pipe_whose_reader_died_still_ends_with_a_checkpoint(
+    ray_session, write_yaml, tmp_path
+):
+    """``rlplat train exp.yaml | tee log`` and Ctrl-C, which stops tee too: the run still
+    writes its final checkpoint, and the rest of its output (the --resume hint) goes to stderr."""
+    text = (EXPERIMENTS["PPO"] + COMMON).replace("every: 3", "every: 100")
+    path = write_yaml(text.replace("iterations: 12", "iterations: 400"))
+    path.write_text(path.read_text().replace("OUTPUT", str(tmp_path / "out")))
+    with open(tmp_path / "stderr.txt", "w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session, str(path)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
+        run_dir, _ = read_until_iteration(process, 2)
+        process.stdout.close()  # the reader is gone
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=120)
+    errors = (tmp_path / "stderr.txt").read_text()
+    assert process.returncode == 130, errors[-3000:]
+    assert "continue with: rlplat train --resume" in errors and "BrokenPipeError" not in errors
+    [trial_dir] = run_dir.glob("trial_*")
+    assert list(trial_dir.glob("checkpoint_*")), "the final checkpoint of the graceful stop"
+
+
 def test_second_ctrl_c_stops_at_once(ray_session, write_yaml, tmp_path):
     """Two Ctrl-C in a row: no waiting for a final checkpoint; the run can still be resumed."""
     text = (EXPERIMENTS["DQN"] + COMMON).replace("iterations: 12", "iterations: 400")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY
+from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY, CheckpointInfo
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
 from tests.helpers import EXPERIMENTS, read_results, read_scalars
@@ -20,7 +20,12 @@ def test_run_writes_checkpoints_and_run_files(tiny_run):
     [trial] = tiny_run.trials
     assert trial.status == "finished" and trial.iterations == 3
     checkpoints = sorted(Path(trial.path).glob("checkpoint_*"))
-    assert len(checkpoints) == 2, "keep: 2 keeps two of the three checkpoints"
+    scores = {c.name: CheckpointInfo.read(c).score for c in checkpoints}
+    assert len(checkpoints) in (2, 3), "keep: 2 keeps the two best and the newest"
+    assert checkpoints[-1].name == "checkpoint_000002", scores
+    if len(checkpoints) == 3:  # the newest is not among the two best: kept for --resume
+        older = min(scores["checkpoint_000000"], scores["checkpoint_000001"])
+        assert scores["checkpoint_000002"] < older, scores
     assert (Path(trial.last_checkpoint) / "rllib_checkpoint.json").is_file()
     in_checkpoint = Path(trial.last_checkpoint) / RESOLVED_EXPERIMENT
     assert in_checkpoint.read_text() == (run_dir / RESOLVED_EXPERIMENT).read_text()
@@ -88,7 +93,16 @@ def test_checkpoints_record_what_the_run_reported(tiny_run):
         info = json.loads((checkpoint / "rlplat_checkpoint.json").read_text())
         row = by_iteration[info["iteration"]]
         assert info["env_steps"] == row["num_env_steps_sampled_lifetime"]
-        assert info["score"] == pytest.approx(row["window"]["episode_return_mean"])
+        assert info["episode_return_mean"] == pytest.approx(row["window"]["episode_return_mean"])
+        # The score: greedy episodes of the checkpoint's weights, RLlib's at iteration 2 (the
+        # evaluation interval), played as the checkpoint was saved at 1 and 3.
+        evaluation = json.loads((checkpoint / "rlplat_evaluation.json").read_text())
+        assert evaluation["iteration"] == info["iteration"]
+        assert info["score"] == evaluation["return_mean"] == info["evaluation_return_mean"]
+        assert info["scored_by"] == f"greedy return over {evaluation['episodes']} episodes"
+        if info["iteration"] == 2:
+            reported = row["evaluation"]["env_runners"]["episode_return_mean"]
+            assert evaluation["return_mean"] == pytest.approx(reported)
 
 
 def test_evaluation_section_runs_rllib_evaluation(tiny_run):
@@ -165,7 +179,7 @@ def test_the_best_sac_checkpoint_plays_as_well_as_the_best_of_them(ray_session, 
     )
     summary = train(loaded, console=Console(quiet=True))
     [trial] = summary.trials
-    assert "greedy return over 10 episodes" in trial.best_checkpoint_score
+    assert "greedy return over 5 episodes" in trial.best_checkpoint_score
     checkpoints = sorted(Path(trial.path).glob("checkpoint_*"))
     assert len(checkpoints) == 4, "at 1,000 (the warm-up's end), 2,000, 3,000 and 4,000 steps"
     greedy = {c.name: eval_json(capsys, c, "-n", "10")["returns"] for c in checkpoints}
@@ -174,7 +188,7 @@ def test_the_best_sac_checkpoint_plays_as_well_as_the_best_of_them(ray_session, 
     noise = 2 * best["std"] / 10**0.5
     assert picked["returns"]["mean"] >= best["mean"] - noise, (picked["picked"], greedy)
     assert Path(picked["checkpoint"]).name != checkpoints[0].name, picked["picked"]
-    assert "greedy return over 10 episodes" in picked["picked"]
+    assert "greedy return over 5 episodes" in picked["picked"]
 
 
 def test_a_time_budget_ends_before_an_iteration_that_would_overshoot(ray_session, tmp_path):

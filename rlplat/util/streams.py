@@ -1,0 +1,53 @@
+"""Standard output that outlives its reader."""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import TextIO
+
+
+class StdoutOrStderr(io.TextIOBase):
+    """``sys.stdout`` that moves to stderr once its reader is gone.
+
+    ``rlplat train exp.yaml | tee log``: a Ctrl-C in the terminal stops ``tee`` as well, and
+    every later line rlplat writes would raise BrokenPipeError in the middle of the graceful
+    stop, losing the final checkpoint. Here the rest goes to stderr (still the terminal), so
+    the run stops as it should and the ``--resume`` hint is shown."""
+
+    def __init__(self, stdout: TextIO, stderr: TextIO):
+        super().__init__()
+        self._stream = stdout
+        self._stderr = stderr
+
+    def write(self, text: str) -> int:
+        try:
+            written = self._stream.write(text)
+            self._stream.flush()  # a closed pipe shows on flushing
+            return written
+        except BrokenPipeError:
+            self._to_stderr()
+            return self._stream.write(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_stderr()
+
+    def _to_stderr(self) -> None:
+        # What the dead pipe still buffers is flushed into /dev/null at exit, not reported.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+        self._stream = self._stderr
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._stream.encoding
