@@ -8,6 +8,7 @@ real ``AlgorithmConfig`` builder methods in :mod:`rlplat.rllib.build`.
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -228,6 +229,11 @@ class Resources(Section):
     )
 
 
+# A run with stop.time_s starts another iteration only if, as long as the last one, it would
+# end by the budget plus this share of it; Tune's own stop ends the run once the budget is spent.
+TIME_BUDGET_SLACK = 0.1
+
+
 class StopSpec(Section):
     """When a trial stops: whichever condition is met first."""
 
@@ -243,6 +249,13 @@ class StopSpec(Section):
         "1.1 x time_s unless an iteration runs longer than the one before, and at most one "
         "iteration early.",
     )
+
+    def another_iteration_fits(self, elapsed_s: float, last_iteration_s: float) -> bool:
+        """Whether an iteration as long as the last one would end within ``time_s`` and its
+        slack: a run thus ends by ``1.1 x time_s`` unless an iteration runs longer than the one
+        before it, and at most one iteration early (the trial checks it after each iteration)."""
+        budget = math.inf if self.time_s is None else self.time_s * (1 + TIME_BUDGET_SLACK)
+        return elapsed_s + last_iteration_s <= budget
 
     @model_validator(mode="after")
     def _at_least_one(self) -> StopSpec:

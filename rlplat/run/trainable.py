@@ -55,18 +55,6 @@ from rlplat.tune_state import training_time_s
 from rlplat.util.atomic import write_atomic
 
 SUFFIX = "Trial"
-# A run with stop.time_s starts another iteration only if, as long as the last one, it would
-# end by the budget plus this share of it; Tune's own stop ends the run once the budget is spent.
-TIME_BUDGET_SLACK = 0.1
-
-
-def another_iteration_fits(elapsed_s: float, last_iteration_s: float, budget_s: float) -> bool:
-    """Whether an iteration as long as the last one would end within ``stop.time_s`` (and
-    its slack). A run thus ends by ``budget x 1.1`` unless an iteration runs longer than the one
-    before it, and at most one iteration early."""
-    return elapsed_s + last_iteration_s <= budget_s * (1 + TIME_BUDGET_SLACK)
-
-
 def algorithm_config(config: Any) -> Any:
     """The RLlib ``AlgorithmConfig`` for a trial's experiment dict (anything else unchanged)."""
     if not (isinstance(config, dict) and "algorithm" in config and "env" in config):
@@ -124,7 +112,7 @@ class ExperimentTrial:
         self._experiment = experiment
         self._checkpoint_spec = CheckpointSpec.model_validate(experiment.get("checkpoint", {}))
         stop = experiment.get("stop")
-        self._time_budget_s = StopSpec.model_validate(stop).time_s if stop else None
+        self._stop = StopSpec.model_validate(stop) if stop else None
         self._restored_replay_steps: int | None = None
         self._previous_result: dict[str, Any] = {}
         self._evaluation: GreedyEvaluation | None = None  # the latest one
@@ -199,11 +187,10 @@ class ExperimentTrial:
             )
         else:  # RLlib repeats its latest evaluation: each result carries only its own
             result.pop("evaluation", None)
-        if self._time_budget_s is not None:
-            elapsed = training_time_s(self)
+        if self._stop is not None and self._stop.time_s is not None:
             last = time.monotonic() - started
-            budget = self._time_budget_s
-            if elapsed + last < budget and not another_iteration_fits(elapsed + last, last, budget):
+            elapsed = training_time_s(self) + last
+            if elapsed < self._stop.time_s and not self._stop.another_iteration_fits(elapsed, last):
                 result["done"] = True
                 put(result, TIME_BUDGET_ENDED, 1)
         group = getattr(self, "env_runner_group", None)

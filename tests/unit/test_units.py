@@ -67,9 +67,9 @@ def test_a_checkpoint_is_scored_by_its_greedy_evaluation_or_a_window_after_learn
     [(60, 60, True), (121, 61, True), (130, 65, True), (140, 70, False), (167, 167, False)],
 )
 def test_another_iteration_starts_only_if_it_ends_within_the_budget_slack(elapsed, last, fits):
-    from rlplat.run.trainable import another_iteration_fits
+    from rlplat.experiment.schema import StopSpec
 
-    assert another_iteration_fits(elapsed, last, 180) is fits
+    assert StopSpec(time_s=180).another_iteration_fits(elapsed, last) is fits
 
 
 def test_window_is_the_mean_over_the_last_n_episodes():
