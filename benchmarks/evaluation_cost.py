@@ -25,6 +25,7 @@ from harness import (
     save_results,
     take_turns,
     train_row,
+    trial_results,
 )
 
 # experiment -> the budget both sides train to (the target is dropped: equal env steps)
@@ -45,6 +46,9 @@ def measure(task: str, budget: str, out: Path, round_: int) -> dict:
 
     row = take_turns(round_, {name: side(name) for name in SIDES})
     evaluating, plain = row["evaluating"], row["not evaluating"]
+    results = trial_results(Path(evaluating["run_dir"]) / "trial_00000")
+    # RLlib's at checkpoint iterations, and the final checkpoint's as it was saved
+    evaluating["evaluations"] = sum("evaluation" in result for result in results) + 1
     row["training_cost"] = round(evaluating["training_s"] / plain["training_s"] - 1, 3)
     row["command_cost"] = round(evaluating["command_wall_s"] / plain["command_wall_s"] - 1, 3)
     return row
@@ -52,15 +56,15 @@ def measure(task: str, budget: str, out: Path, round_: int) -> dict:
 
 def table(results: dict) -> str:
     lines = [
-        "| experiment (budget) | checkpoints | training s: evaluating / not | added | "
-        "command s: evaluating / not | added |",
-        "|---|---|---|---|---|---|",
+        "| experiment (budget) | iterations | evaluations | training s: evaluating / not | "
+        "added | command s: evaluating / not | added |",
+        "|---|---|---|---|---|---|---|",
     ]
     for task, row in results["tasks"].items():
         evaluating, plain = row["evaluating"], row["not evaluating"]
         lines.append(
             f"| {task} ({TASKS[task].split(': ')[1].rstrip('}')} env steps) | "
-            f"{evaluating['iterations']} iterations | "
+            f"{evaluating['iterations']} | {evaluating.get('evaluations', '-')} | "
             f"{evaluating['training_s']} / {plain['training_s']} | "
             f"{row['training_cost']:+.0%} | "
             f"{evaluating['command_wall_s']} / {plain['command_wall_s']} | "

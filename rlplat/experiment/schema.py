@@ -595,13 +595,18 @@ class Experiment(Section):
         """RLlib's ``evaluation`` settings for the run: the experiment's own keys over rlplat's
         greedy evaluation at every checkpoint's iteration (``GREEDY_EVALUATION``)."""
         interval = 1 if self.offline else (self.checkpoint.every or EVALUATION_INTERVAL)
-        own_config = self.evaluation.get("evaluation_config") or {}
-        return {
-            **GREEDY_EVALUATION,
-            "evaluation_interval": interval,
-            **self.evaluation,
-            "evaluation_config": {**GREEDY_EVALUATION["evaluation_config"], **own_config},
+        settings = {**GREEDY_EVALUATION, "evaluation_interval": interval, **self.evaluation}
+        config = {
+            **GREEDY_EVALUATION["evaluation_config"],
+            **(self.evaluation.get("evaluation_config") or {}),
         }
+        duration = settings["evaluation_duration"]
+        if settings["evaluation_duration_unit"] == "episodes" and isinstance(duration, int):
+            # No more envs than episodes: each env plays about one (a 16-env CartPole
+            # runner would play 16 long episodes for 5), and no more than training's.
+            envs = min(self.resources.env_runners.envs or 1, duration)
+            config.setdefault("num_envs_per_env_runner", envs)
+        return {**settings, "evaluation_config": config}
 
     def evaluates(self) -> bool:
         """Whether the run plays greedy evaluation episodes (``evaluation_interval: null``

@@ -112,13 +112,17 @@ Every run scores its checkpoints by greedy episodes (explore off) of each checkp
 weights: rlplat's defaults for the `evaluation` section are 5 episodes
 (`evaluation_duration: 5`, `evaluation_duration_unit: episodes`) at every checkpoint's iteration
 (`evaluation_interval` = `checkpoint.every`; offline runs: every iteration), played in the
-algorithm's process between iterations (`evaluation_num_env_runners: 0`); a checkpoint written
+algorithm's process between iterations (`evaluation_num_env_runners: 0`, with as many envs as
+episodes, at most training's `resources.env_runners.envs`); a checkpoint written
 at another iteration (the one at the end) is evaluated when it is saved. Each checkpoint's
 `rlplat_evaluation.json` holds its evaluation, and `rlplat_checkpoint.json` its score and what the
 score is; `rlplat eval`, `export` and `serve` print it with the checkpoint they pick. Keys given
 in `evaluation` override these defaults; `evaluation: {{evaluation_interval: null}}` turns
 evaluation off, and "best" is then by the training window (`episode_return_mean`, exploring),
 where no checkpoint whose window holds episodes played before the first update gets a score.
+The evaluation's return is the whole episode's (for multi-agent runs the team's, summed over
+agents); in a competitive game that sum ranks nothing, so name a policy's return in
+`checkpoint.score` instead, as `connect_four_ppo.yaml` does (`policy_return_mean/learner`).
 
 ## Multi-agent environments
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from rlplat.callbacks.search_report import configuration_key, format_value
-from rlplat.checkpoints import best_and_last
+from rlplat.checkpoints import GreedyEvaluation, best_and_last
 from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.metrics import (
     AGENT_RETURNS,
@@ -167,7 +167,8 @@ def make_report(
     report.warnings = warnings
     curves = _curves(experiments, metric_path(metric), options)
     # Greedy evaluation during training is of the whole return (team return for multi-agent).
-    greedy = _curves(experiments, EVAL_RETURN, options) if metric == WINDOW_SCORE else None
+    greedy = _curves(experiments, EVAL_RETURN, options, with_checkpoint_evaluations)
+    greedy = greedy if metric == WINDOW_SCORE else None
     for index, entry in enumerate(report.experiments):
         entry.curve = _band(curves[index])
         entry.eval_curve = _band(greedy[index]) if greedy else None
@@ -485,19 +486,38 @@ def _statistics(
     )
 
 
+def with_checkpoint_evaluations(seed: SeedResult) -> list[dict[str, Any]]:
+    """A seed's results, with the greedy evaluation of each checkpoint still on disk written
+    into the result of its iteration (the final checkpoint's is made as it is saved, after the
+    last result)."""
+    results = {r.get("training_iteration"): r for r in seed.results}
+    for checkpoint in sorted(seed.trial.path.glob("checkpoint_*")):
+        evaluation = GreedyEvaluation.read(checkpoint)
+        row = results.get(evaluation.iteration) if evaluation else None
+        if row is not None and "evaluation" not in row and evaluation.return_mean is not None:
+            runners = {"episode_return_mean": evaluation.return_mean}
+            results[evaluation.iteration] = {**row, "evaluation": {"env_runners": runners}}
+    return list(results.values())
+
+
 def _curves(
-    experiments: list[Experiment], path: str, options: ReportOptions
+    experiments: list[Experiment],
+    path: str,
+    options: ReportOptions,
+    results: Callable[[SeedResult], list[dict[str, Any]]] = lambda seed: seed.results,
 ) -> list[plots.Curve] | None:
-    """Each experiment's seeds' ``path`` resampled (linearly) on a common grid of x values from
-    the latest first point to the earliest last point of its seeds, then IQM across seeds; None
-    when a seed never logged it (runs that did not evaluate have no greedy curve)."""
+    """Each experiment's seeds' ``path`` (in ``results(seed)``) resampled (linearly) on a common
+    grid of x values from the latest first point to the earliest last point of its seeds, then
+    IQM across seeds; None when a seed never logged it (runs that did not evaluate have no
+    greedy curve)."""
     x_path = X_AXES[options.x][0]
     curves = []
     for experiment in experiments:
         seeds = []
         for s in experiment.seeds:
-            xs = column(s.results, x_path)
-            ys = column(s.results, path)
+            rows = results(s)
+            xs = column(rows, x_path)
+            ys = column(rows, path)
             keep = np.isfinite(xs) & np.isfinite(ys)
             if not keep.any():
                 return None
@@ -553,10 +573,12 @@ def _files(
     training, greedy = curves
     style = plots.Style(options.title, figure_size(options.size), options.font_size)
     x_label = options.x_label or X_AXES[options.x][1]
-    name = options.y_label or display_name(report.metric)
-    plots.curves_figure(training, x_label, name, style, directory / "curves")
+    name = display_name(report.metric)
+    training_name = options.y_label or f"{name} (training)"
+    plots.curves_figure(training, x_label, training_name, style, directory / "curves")
     if greedy:
-        plots.curves_figure(greedy, x_label, name, style, directory / "eval_curves")
+        greedy_name = options.y_label or f"{name} (greedy)"
+        plots.curves_figure(greedy, x_label, greedy_name, style, directory / "eval_curves")
     names = list(report.experiments[0].aggregates)
     intervals = {
         name: [

@@ -150,11 +150,21 @@ def test_report_scores_seeds_by_greedy_episodes_of_their_last_checkpoint(
     assert image.std() > 10  # not blank
     assert band_pixels(image, COLOURS[0]) > 2000  # one experiment's band ...
     assert band_pixels(image, COLOURS[1]) == 0  # ... and no other
-    # A second report never overwrites the first.
+    # The greedy evaluation during training, up to the final checkpoint's, and captions.
+    assert len(entry["eval_curve"]["x"]) > 1
+    assert entry["eval_curve"]["x"][-1] == pytest.approx(entry["curve"]["x"][-1], rel=0.01)
+    text = (directory / "report.md").read_text()
+    assert "*Greedy evaluation during training (eval_curves.png" in text
+    assert "by the exploring policy, not the greedy one scored above" in text
+    # A second report never overwrites the first; figure options for a paper.
     again = report_json(
-        capsys, seeded_cartpole.run_dir, "--out", tmp_path / "r", "--score", "training"
+        capsys, seeded_cartpole.run_dir, "--out", tmp_path / "r", "--score", "training",
+        "--label", "cartpole-ppo=PPO", "--size", "3.4x2.4", "--font-size", "8",
     )
     assert Path(again["directory"]) == tmp_path / "r-1"
+    assert again["experiments"][0]["label"] == "PPO"
+    width, height = Image.open(tmp_path / "r-1" / "curves.png").size
+    assert width < Image.open(directory / "curves.png").size[0] and height < 480
 
 
 def test_report_compares_configurations_with_probability_of_improvement(
@@ -200,6 +210,8 @@ def test_report_refuses_bad_input_and_writes_nothing(seeded_cartpole, spread_run
     )
     assert "is not a return" in refused(run_dir, "--metric", "episode_len_mean")
     assert "--x 'steps' is not one of env_steps, time_s" in refused(run_dir, "--x", "steps")
+    assert "no experiment is labelled 'cartpole'" in refused(run_dir, "--label", "cartpole=PPO")
+    assert "is not WIDTHxHEIGHT" in refused(run_dir, "--size", "big")
     # The same run ranked by another metric: scores that do not compare.
     other = tmp_path / "other" / run_dir.name
     shutil.copytree(run_dir, other)
