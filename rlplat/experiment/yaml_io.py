@@ -62,6 +62,12 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[KeyPath, int]]:
         raise ConfigError(f"invalid YAML: {problem}.", location=line) from None
     except YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}".replace("\n", " "), location=source) from None
+    except TypeError:  # ruamel hashes a complex key (``? {a: [1]}``), and a list is unhashable
+        raise ConfigError(
+            "invalid YAML: a key is itself a mapping holding a list (a '?' complex key); "
+            "experiment keys are names.",
+            location=source,
+        ) from None
     lines: dict[KeyPath, int] = {}
     return _plain(data, (), lines), lines
 

@@ -251,3 +251,13 @@ def test_a_score_naming_a_policy_the_run_does_not_have_is_refused():
     message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", "checkpoint.score=agent_return_mean/a")
     assert "no agent ids" in message and "episode_return_mean" in message
 
+
+
+def test_a_complex_key_holding_a_list_is_invalid_yaml():
+    """ruamel raises TypeError while hashing such a key: one paragraph, not a traceback."""
+    from rlplat.errors import ConfigError
+    from rlplat.experiment.yaml_io import parse_yaml
+
+    with pytest.raises(ConfigError, match="a key is itself a mapping holding a list") as info:
+        parse_yaml("training:\n  ? {lr: [1, 2]}\n  : 1\n", "exp.yaml")
+    assert info.value.exit_code == 2
