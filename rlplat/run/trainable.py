@@ -55,6 +55,8 @@ from rlplat.tune_state import training_time_s
 from rlplat.util.atomic import write_atomic
 
 SUFFIX = "Trial"
+
+
 def algorithm_config(config: Any) -> Any:
     """The RLlib ``AlgorithmConfig`` for a trial's experiment dict (anything else unchanged)."""
     if not (isinstance(config, dict) and "algorithm" in config and "env" in config):
