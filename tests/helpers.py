@@ -220,6 +220,28 @@ def replace(text: str, old: str, new: str) -> str:
 # --- the checks before Ray ----------------------------------------------------------------------
 
 
+def assert_shipped_file_validates(path: Path, tmp_path: Path) -> None:
+    """What ``rlplat train <path> --dry-run`` checks passes: every key, the env built and
+    stepped, the RLlib config (and any search) built. An offline experiment is checked against
+    a dataset of its env (its own data directory is made by the commands in its header)."""
+    import yaml
+
+    from rlplat.experiment.load import load_experiment
+    from rlplat.experiment.yaml_io import dump_yaml
+    from rlplat.prepare import prepare
+    from rlplat.util.project import project_paths, use_project_paths
+
+    spec = yaml.safe_load(path.read_text())
+    extra = []
+    if "offline" in spec:
+        data = write_random_dataset(tmp_path / path.stem, spec["env"]["id"], episodes=1)
+        extra = [f"offline.input={data}"]
+    use_project_paths(project_paths(path))
+    run = prepare(load_experiment(path, extra))
+    resolved = yaml.safe_load(dump_yaml(run.resolved()))  # what --dry-run prints
+    assert resolved["name"] == spec["name"] and resolved["algorithm"] == spec["algorithm"]
+
+
 def check_before_ray(path: Path, *overrides: str):
     """What ``rlplat train path overrides`` checks before it starts Ray (an embedded Ray: the
     experiment loaded, prepared and placed on this machine); returns the prepared run."""

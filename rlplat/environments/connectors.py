@@ -1,13 +1,15 @@
-"""Observation connectors declared in YAML instead of Python callables.
+"""Connectors declared in YAML instead of Python callables.
 
     connectors:
       - mean_std_filter                 # running mean/std normalisation of observations
       - frame_stack: {num_frames: 4}    # the last 4 observations, in acting and in learning
+      - reward_scaling                  # learn from rewards / std of the discounted return
 
-Each entry becomes an RLlib ConnectorV2 piece at the front of the env runners' env-to-module
-pipeline (and of the learner pipeline where RLlib needs the same transformation there). Their
-state, such as a filter's running statistics, is saved in every checkpoint and restored by
-``rlplat eval`` with the pipeline.
+Each observation entry becomes an RLlib ConnectorV2 piece at the front of the env runners'
+env-to-module pipeline (and of the learner pipeline where RLlib needs the same transformation
+there). Their state, such as a filter's running statistics, is saved in every checkpoint and
+restored by ``rlplat eval`` with the pipeline. A learning-only entry (``reward_scaling``) is a
+learner piece only; its state is in the learner's checkpoint state.
 """
 
 from __future__ import annotations
@@ -24,9 +26,14 @@ from rlplat.util.imports import import_object
 class ConnectorFactory:
     """Picklable builder RLlib calls on every env runner (or learner) to make the pieces."""
 
-    def __init__(self, entries: list[str | dict[str, Any]], side: str):
+    def __init__(
+        self,
+        entries: list[str | dict[str, Any]],
+        side: str,
+        training: dict[str, Any] | None = None,
+    ):
         self.side = side  # "env_to_module" or "learner"
-        self.entries = [entry_parts(e) for e in entries]
+        self.entries = [_with_training_defaults(entry_parts(e), training or {}) for e in entries]
 
     def pieces(self) -> list[tuple[str, dict[str, Any]]]:
         return [
@@ -39,15 +46,35 @@ class ConnectorFactory:
         return [import_object(path)(**options) for path, options in self.pieces()]
 
 
+def _with_training_defaults(
+    entry: tuple[str, dict[str, Any]], training: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """An entry's options, with those it takes from the training settings filled in."""
+    name, options = entry
+    inherited = {key: training[key] for key in CONNECTORS[name].from_training if key in training}
+    return name, {**inherited, **options}
+
+
 def check_connectors(
     entries: list[str | dict[str, Any]],
     observation_space: Any,
     action_space: Any,
+    algorithm: str,
     locate: Callable[[str], str],
 ) -> None:
-    """Build each env-to-module piece on the env's real spaces, in order, before Ray starts."""
+    """Each entry fits the algorithm; each env-to-module piece is built on the env's real
+    spaces, in order, before Ray starts."""
     for index, (name, options) in enumerate(map(entry_parts, entries)):
         kind = CONNECTORS[name]
+        if kind.algorithms and algorithm not in kind.algorithms:
+            raise ConfigError(
+                f"connector {name!r} works with {', '.join(kind.algorithms)} (algorithms that "
+                f"learn from the batch's rewards on policy), not {algorithm}.",
+                location=locate(f"connectors.{index}"),
+                key=f"connectors[{index}]",
+            )
+        if kind.env_to_module is None:
+            continue
         try:
             if kind.accepts is not None and not kind.accepts(observation_space):
                 raise ValueError(kind.needs)

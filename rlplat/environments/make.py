@@ -13,6 +13,7 @@ import gymnasium as gym
 
 from rlplat.environments.contract import ContractBroken, EnvRaised, check_contract
 from rlplat.environments.kinds import is_multi_agent, is_pettingzoo
+from rlplat.environments.opengl import opengl_failure
 from rlplat.environments.wrappers import WrapperProblem, apply_chain, resolve_chain
 from rlplat.errors import ConfigError, UserError, allowed_list, did_you_mean
 from rlplat.experiment.schema import EnvSpec
@@ -68,6 +69,9 @@ def build_env(
     try:
         return creator({"render_mode": render_mode} if render_mode else {})
     except Exception as exc:  # noqa: BLE001 - any failure here means the env cannot be rebuilt
+        no_opengl = opengl_failure(exc) if render_mode == "rgb_array" else None
+        if no_opengl is not None:
+            raise UserError(f"cannot render {spec.label!r}: {no_opengl}") from None
         hint = (
             " The environment may not accept a render_mode argument."
             if render_mode and isinstance(exc, TypeError)

@@ -1,7 +1,7 @@
-"""The observation connectors a YAML may name (``connectors:``) and the options each accepts.
+"""The connectors a YAML may name (``connectors:``) and the options each accepts.
 
-The catalog is data: each name points at RLlib's ConnectorV2 piece by ``module:Class``; the
-pieces are built by ``rlplat.environments.connectors``.
+The catalog is data: each name points at its ConnectorV2 pieces (RLlib's or rlplat's) by
+``module:Class``; the pieces are built by ``rlplat.environments.connectors``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,16 @@ from rlplat.util.imports import import_object
 
 @dataclass(frozen=True)
 class ConnectorKind:
-    env_to_module: str  # "module:Class" of the env-to-module piece
+    env_to_module: str | None  # "module:Class" of the env-to-module piece (None: learning only)
     learner: str | None  # the learner-side piece, when learning needs it too
     needs: str = ""  # what the observations must look like, for error messages
     accepts: Callable[[Any], bool] | None = None  # checks the observation space against needs
+    algorithms: tuple[str, ...] = ()  # the algorithms it works with (empty: all)
+    from_training: tuple[str, ...] = ()  # options that default to the training key of that name
+
+    def piece(self) -> str:
+        """The piece whose signature lists the options (env-to-module first)."""
+        return self.env_to_module or self.learner or ""
 
 
 CONNECTORS: dict[str, ConnectorKind] = {
@@ -34,6 +40,12 @@ CONNECTORS: dict[str, ConnectorKind] = {
         "grayscale frames (84, 84, 1)",
         lambda space: len(getattr(space, "shape", None) or ()) == 3 and space.shape[-1] == 1,
     ),
+    "reward_scaling": ConnectorKind(
+        None,
+        "rlplat.environments.reward_scaling:RewardScaling",
+        algorithms=("PPO", "APPO", "IMPALA"),
+        from_training=("gamma",),
+    ),
 }
 
 # Arguments RLlib fills in itself; not settable from YAML.
@@ -43,6 +55,6 @@ _INTERNAL |= {"as_learner_connector", "kwargs", "self"}
 
 def connector_options(name: str) -> list[str]:
     """The keyword arguments a connector accepts from YAML (read from its signature)."""
-    piece = import_object(CONNECTORS[name].env_to_module)
+    piece = import_object(CONNECTORS[name].piece())
     params = inspect.signature(piece).parameters
     return [p for p in params if p not in _INTERNAL]

@@ -24,6 +24,7 @@ import torch
 from ray.rllib.algorithms.dqn.default_dqn_rl_module import QF_PREDS
 from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.torch.heads import TorchFreeLogStdMLPHead
 from ray.rllib.models.torch.torch_distributions import TorchCategorical
 from ray.rllib.utils.filter import SMALL_NUMBER
 from torch import nn
@@ -370,6 +371,7 @@ def build_graph(
     else:
         inputs = observation_inputs(observation_space)
         graph_space = observation_space
+    _traceable_log_std(module)
     graph = PolicyGraph(module, graph_space, inputs, steps, to_env).eval()
     return GraphParts(
         graph=graph,
@@ -379,6 +381,24 @@ def build_graph(
         frame_stack=frames,
         exploration=_exploration(module),
     )
+
+
+def _traceable_log_std(module: nn.Module) -> None:
+    """Free log std heads (``free_log_std: true``) repeat their log std ``len(mean)`` times,
+    which a trace records as the example's batch size; broadcasting it to the mean's shape
+    keeps the exported graph's batch dimension free."""
+
+    def forward(head: TorchFreeLogStdMLPHead, inputs: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        mean = head.net(inputs)
+        log_std = head.log_std
+        if head.clip_log_std:
+            limit = head.log_std_clip_param_const
+            log_std = torch.clamp(log_std, -limit, limit)
+        return torch.cat([mean, log_std.expand_as(mean)], dim=-1)
+
+    for part in module.modules():
+        if isinstance(part, TorchFreeLogStdMLPHead):
+            part._forward = forward.__get__(part)
 
 
 def _exploration(module: Any) -> str | None:

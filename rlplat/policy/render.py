@@ -17,6 +17,8 @@ import imageio.v3 as iio
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from rlplat.environments.opengl import headless_gl
+
 VIDEO_FORMATS = ("gif", "mp4")
 RENDER_CHOICES = ("gif", "mp4", "ansi", "human")
 GIF_MAX_FPS = 50  # GIF delays are in 1/100 s and most viewers slow down anything under 2/100 s
@@ -29,10 +31,15 @@ def render_mode_for(render: str) -> str:
 
 
 def run_headless(render: str | None) -> None:
-    """No window and no sound device unless the user asked for ``human`` rendering."""
+    """No window and no sound device unless the user asked for ``human`` rendering; MuJoCo
+    renders off-screen through a backend this machine has, unless ``MUJOCO_GL`` says which.
+    (Set before MuJoCo is imported: it reads ``MUJOCO_GL`` once.)"""
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     if render != "human":
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        backend = headless_gl()
+        if backend is not None:
+            os.environ.setdefault("MUJOCO_GL", backend)
 
 
 def has_display() -> bool:

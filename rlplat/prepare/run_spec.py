@@ -231,7 +231,13 @@ def _check_env_fits(experiment: Experiment, env: EnvInfo, locate: Locator) -> No
             location=locate("multi_agent"),
             key="multi_agent",
         )
-    check_connectors(experiment.connectors, env.observation_space, env.action_space, locate)
+    check_connectors(
+        experiment.connectors,
+        env.observation_space,
+        env.action_space,
+        experiment.algorithm,
+        locate,
+    )
 
 
 def _check_action_spaces(experiment: Experiment, env: EnvInfo, locate: Locator) -> None:

@@ -33,12 +33,14 @@ from rlplat.datasets.dataset import data_path
 from rlplat.environments.connectors import ConnectorFactory
 from rlplat.environments.guard import GuardedCreator
 from rlplat.environments.make import EnvInfo
+from rlplat.environments.seeding import seeded_env_runner_class
 from rlplat.environments.team import TeamEnvError
 from rlplat.errors import ConfigError, not_among
 from rlplat.experiment.schema import Experiment, MultiAgentSpec
 from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
-from rlplat.rllib.modules import UniformRandomModule
+from rlplat.rllib.learner_state import with_learner_connector_state
+from rlplat.rllib.modules import LOG_STD_INIT, InitialLogStdPPOModule, UniformRandomModule
 from rlplat.rllib.multi_agent import PolicyMapping, check_multi_agent
 from rlplat.rllib.optimizers import check_optimizer, with_configured_optimizer
 from rlplat.util.imports import import_object
@@ -289,7 +291,8 @@ def build_algorithm_config(
     calls["debugging"]["seed"] = exp.seed
     calls["evaluation"] = exp.evaluation_settings()
     calls["callbacks"] = {"callbacks_class": WindowedEpisodeStats}
-    _connector_calls(exp, calls)
+    _connector_calls(exp, config, calls)
+    _initial_log_std(exp, env, calls, locate)
     if env.multi_agent and not team:
         _multi_agent_calls(exp, env, config, calls, locate)
     _transition_replay(calls, env.multi_agent and not team, locate)
@@ -305,6 +308,8 @@ def build_algorithm_config(
             calls.setdefault(section, {})[keyword] = value
     calls["fault_tolerance"] = {**FAULT_TOLERANCE_DEFAULTS, **calls["fault_tolerance"]}
     _call_builders(config, calls, locate)
+    if config.env_runner_cls is None:
+        config.env_runners(env_runner_cls=seeded_env_runner_class(config.is_multi_agent))
     if is_joint_algorithm(exp.algorithm):
         mapping = PolicyMapping((exp.multi_agent or MultiAgentSpec()).policies)
         config.joint_layout = joint_layout(
@@ -321,16 +326,49 @@ def build_algorithm_config(
     return config
 
 
-def _connector_calls(exp: Experiment, calls: dict[str, dict[str, Any]]) -> None:
-    """The experiment's ``connectors:`` as RLlib's env-to-module and learner connectors."""
+def _connector_calls(
+    exp: Experiment, config: AlgorithmConfig, calls: dict[str, dict[str, Any]]
+) -> None:
+    """The experiment's ``connectors:`` as RLlib's env-to-module and learner connectors; a
+    learner with learner pieces keeps their state in its checkpoints."""
     if not exp.connectors:
         return
     calls["env_runners"]["env_to_module_connector"] = ConnectorFactory(
         exp.connectors, "env_to_module"
     )
-    learner_side = ConnectorFactory(exp.connectors, "learner")
+    training = {"gamma": config.gamma, **calls["training"]}
+    learner_side = ConnectorFactory(exp.connectors, "learner", training)
     if learner_side.pieces():
         calls["learners"]["learner_connector"] = learner_side
+        base = calls["training"].get("learner_class") or config.get_default_learner_class()
+        calls["training"]["learner_class"] = with_learner_connector_state(base)
+
+
+def _initial_log_std(
+    exp: Experiment, env: EnvInfo, calls: dict[str, dict[str, Any]], locate: Callable[[str], str]
+) -> None:
+    """``rl_module.model_config.log_std_init``: single-agent PPO's module with that start."""
+    model_config = calls["rl_module"].get("model_config") or {}
+    if LOG_STD_INIT not in model_config:
+        return
+    key = f"rl_module.model_config.{LOG_STD_INIT}"
+    if exp.algorithm != "PPO" or env.multi_agent or not model_config.get("free_log_std"):
+        raise ConfigError(
+            f"{LOG_STD_INIT} (the initial log std of the action distribution) applies to "
+            "single-agent PPO with a state-independent log std: set "
+            "rl_module.model_config.free_log_std: true beside it"
+            + ("." if exp.algorithm == "PPO" else f", not {exp.algorithm}."),
+            location=locate(key),
+            key=key,
+        )
+    if not isinstance(model_config[LOG_STD_INIT], int | float):
+        raise ConfigError(
+            f"{LOG_STD_INIT} is a number (RL Zoo's MuJoCo settings use -2), got "
+            f"{model_config[LOG_STD_INIT]!r}.",
+            location=locate(key),
+            key=key,
+        )
+    calls["rl_module"]["rl_module_spec"] = RLModuleSpec(module_class=InitialLogStdPPOModule)
 
 
 def _optimizer_calls(calls: dict[str, dict[str, Any]], config: AlgorithmConfig) -> None:

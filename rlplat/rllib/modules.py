@@ -1,8 +1,12 @@
-"""RLModules rlplat adds for multi-agent envs: PPO with action masks, and random players.
+"""RLModules rlplat adds: PPO with action masks, random players, PPO with an initial log std.
 
 PettingZoo's board games observe ``{"observation": board, "action_mask": legal moves}``. The
 masked module feeds the (flattened) board to RLlib's default PPO networks and pushes the logits of
 illegal moves to the lowest float, so they get probability 0 when acting and when learning.
+
+RLlib starts a free (state-independent) log std at 0, a standard deviation of 1 on actions in
+[-1, 1]; RL Zoo's tuned MuJoCo PPO settings start it at -2 (``log_std_init``).
+``rl_module.model_config.log_std_init`` gives PPO that start.
 """
 
 from __future__ import annotations
@@ -32,6 +36,18 @@ def _observation_key(space: gym.spaces.Dict) -> str:
 
 def _mask_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return logits + torch.clamp(torch.log(mask.to(logits.dtype)), min=FLOAT_MIN)
+
+
+LOG_STD_INIT = "log_std_init"
+
+
+class InitialLogStdPPOModule(DefaultPPOTorchRLModule):
+    """RLlib's default PPO module whose free log std starts at ``model_config.log_std_init``."""
+
+    def setup(self) -> None:
+        super().setup()
+        with torch.no_grad():
+            self.pi.log_std.fill_(float(self.model_config[LOG_STD_INIT]))
 
 
 class MaskedPPOModule(DefaultPPOTorchRLModule):

@@ -5,7 +5,8 @@ RLlib 2.60's ``SingleAgentEnvRunner`` resets its envs at the start of every epis
 "initial" one, which passes the configured seed again. With a seed set, every call therefore
 replays the same episode: on simple_spread every training episode had the same landmarks, the
 policy learned that one layout and failed on others. Seeding only the first reset keeps runs
-reproducible and episodes different.
+reproducible and episodes different. Its envs' seeds are rlplat's independent ones
+(``rlplat.environments.seeding``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any
 
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
+from rlplat.environments.seeding import IndependentSeeds
 
-class EpisodeEnvRunner(SingleAgentEnvRunner):
+
+class EpisodeEnvRunner(IndependentSeeds, SingleAgentEnvRunner):
     def sample(self, *args: Any, **kwargs: Any) -> Any:
         episodes = super().sample(*args, **kwargs)
         # The next call still resets (it samples whole episodes) but lets the envs' random

@@ -1,0 +1,310 @@
+"""MuJoCo: rlplat's experiments/mujoco files against Stable-Baselines3 with RL Zoo's settings, at
+the same env-step budget, beside the published numbers.
+
+    pip install -e ".[mujoco,bench]" && pip install --no-deps rl-zoo3==2.9.2
+    python benchmarks/mujoco.py --runs ppo:halfcheetah ppo:hopper --seeds 3 --sb3-seeds 0
+                                [--budget 1000000] [--out DIR]
+
+For each ``algo:env``, one training at a time (never two on the CPU at once): ``rlplat train
+experiments/mujoco/<env>_<algo>.yaml --seeds N tune.max_concurrent=1 stop.env_steps=B`` into
+``<out>/<env>_<algo>/rlplat``, and for each SB3 seed a Stable-Baselines3 process built
+from RL Zoo's own hyperparameter file (``rl_zoo3/hyperparams/<algo>.yml``, entry ``<Env>-v4``; run
+on the same ``-v5`` env as rlplat): VecNormalize when RL Zoo normalises, its policy_kwargs, its
+action noise. What finished under ``out`` is reused and an unfinished rlplat run is continued
+with ``rlplat train --resume``, so a long benchmark goes on in a later session with the same
+``--out``.
+
+Scores are the final policy's greedy return over 10 episodes: rlplat's seeds through
+``rlplat report`` (each seed's last checkpoint; IQM and 95% bootstrap CI over seeds), SB3's with
+``evaluate_policy(deterministic=True)`` on a fresh env with the training VecNormalize statistics
+frozen. Speeds are env steps per second of training (rlplat: the trial's ``time_total_s``; SB3:
+``learn()``). Results go to benchmarks/results/mujoco.json; the table printed at the end has
+docs/mujoco.md's numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import (
+    invocation,
+    load_results,
+    machine,
+    read_json,
+    results_file,
+    rlplat,
+    run,
+    save_results,
+    train,
+    trial_results,
+)
+
+# This file's folder holds harness.py, and this file's name would hide the mujoco package from
+# the SB3 process: MuJoCo is imported from site-packages, not from here.
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != HERE]
+
+RESULTS = results_file("mujoco.json")
+EPISODES = 10  # greedy episodes scoring each final policy
+ENVS = {
+    "halfcheetah": "HalfCheetah",
+    "hopper": "Hopper",
+    "walker2d": "Walker2d",
+    "ant": "Ant",
+    "humanoid": "Humanoid",
+}
+# Published returns at 1M env steps (Humanoid SAC/TD3 on RL Zoo: 2M): RL Zoo's benchmark.md
+# (-v3 envs, one run, deterministic evaluation) / CleanRL's docs/benchmark (-v4, 3 seeds, its
+# own default settings), as issue 40 quotes them.
+PUBLISHED = {
+    ("ppo", "halfcheetah"): ("5819", "1443 ± 46"),
+    ("ppo", "hopper"): ("2410", "2383 ± 272"),
+    ("ppo", "walker2d"): ("3479", "2288 ± 572"),
+    ("ppo", "ant"): ("1327", "-"),
+    ("ppo", "humanoid"): ("-", "716 ± 49"),
+    ("sac", "halfcheetah"): ("9535", "9635 ± 1424"),
+    ("sac", "hopper"): ("2326", "2310 ± 343"),
+    ("sac", "walker2d"): ("3863", "3591 ± 911"),
+    ("sac", "ant"): ("4616", "-"),
+    ("sac", "humanoid"): ("6232 (2M)", "4996 ± 686"),
+    ("td3", "halfcheetah"): ("9656", "9583 ± 126"),
+    ("td3", "hopper"): ("3606", "3135 ± 360"),
+    ("td3", "walker2d"): ("4718", "4058 ± 659"),
+    ("td3", "ant"): ("5813", "-"),
+    ("td3", "humanoid"): ("5567 (2M)", "5035 ± 22"),
+}
+
+
+# --- Stable-Baselines3 with RL Zoo's settings (its own process: ``mujoco.py --sb3 ...``) ---------
+
+
+def zoo_hyperparams(algo: str, env: str) -> dict[str, Any]:
+    """RL Zoo's entry for ``<Env>-v4`` in the installed rl_zoo3's hyperparams/<algo>.yml (read as
+    data; rl_zoo3's modules and their dependencies are not needed)."""
+    import importlib.util
+
+    import yaml
+
+    spec = importlib.util.find_spec("rl_zoo3")
+    if spec is None or spec.origin is None:
+        raise SystemExit("RL Zoo's settings: pip install --no-deps rl-zoo3==2.9.2")
+    path = Path(spec.origin).parent / "hyperparams" / f"{algo}.yml"
+    return dict(yaml.load(path.read_text(), Loader=yaml.UnsafeLoader)[f"{ENVS[env]}-v4"])
+
+
+def sb3_model(algo: str, env: str, seed: int) -> tuple[Any, Any]:
+    """The SB3 model RL Zoo would build (on -v5), and its training env."""
+    import numpy as np
+    from stable_baselines3 import PPO, SAC, TD3
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.noise import NormalActionNoise
+    from stable_baselines3.common.vec_env import VecNormalize
+    from torch import nn
+
+    settings = zoo_hyperparams(algo, env)
+    for unused in ("n_timesteps", "policy"):
+        settings.pop(unused, None)
+    normalize = settings.pop("normalize", False)
+    vec_env = make_vec_env(f"{ENVS[env]}-v5", n_envs=settings.pop("n_envs", 1), seed=seed)
+    if normalize:  # RL Zoo: true, or VecNormalize's keyword arguments
+        options = normalize if isinstance(normalize, dict) else {}
+        vec_env = VecNormalize(vec_env, gamma=settings.get("gamma", 0.99), **options)
+    if "policy_kwargs" in settings:
+        settings["policy_kwargs"] = eval(settings["policy_kwargs"], {"dict": dict, "nn": nn})
+    if settings.pop("noise_type", None) == "normal":
+        n = vec_env.action_space.shape[-1]
+        std = settings.pop("noise_std")
+        settings["action_noise"] = NormalActionNoise(np.zeros(n), std * np.ones(n))
+    model_class = {"ppo": PPO, "sac": SAC, "td3": TD3}[algo]
+    model = model_class("MlpPolicy", vec_env, seed=seed, device="cpu", **settings)
+    return model, vec_env
+
+
+def sb3_train(algo: str, env: str, seed: int, budget: int) -> dict[str, Any]:
+    import gymnasium as gym
+    import numpy as np
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    model, vec_env = sb3_model(algo, env, seed)
+    started = time.monotonic()
+    model.learn(total_timesteps=budget)
+    train_s = time.monotonic() - started
+    eval_env: Any = DummyVecEnv([lambda: gym.make(f"{ENVS[env]}-v5")])
+    eval_env.seed(10_000 + seed)
+    if isinstance(vec_env, VecNormalize):
+        frozen = VecNormalize(eval_env, training=False, norm_reward=False)
+        frozen.obs_rms = vec_env.obs_rms
+        eval_env = frozen
+    returns, _ = evaluate_policy(
+        model, eval_env, n_eval_episodes=EPISODES, deterministic=True, return_episode_rewards=True
+    )
+    return {
+        "seed": seed,
+        "env_steps": model.num_timesteps,
+        "train_s": round(train_s, 1),
+        "env_steps_per_s": round(model.num_timesteps / train_s, 1),
+        "greedy_return_mean": round(float(np.mean(returns)), 1),
+        "greedy_returns": [round(float(r), 1) for r in returns],
+    }
+
+
+# --- rlplat -------------------------------------------------------------------------------------
+
+
+def experiment_file(algo: str, env: str) -> str:
+    return f"experiments/mujoco/{env}_{algo}.yaml"
+
+
+def rlplat_run(algo: str, env: str, seeds: int, budget: int, out: Path) -> list[dict[str, Any]]:
+    """``rlplat train <file> --seeds N`` into ``out``, one trial at a time; a run found there
+    unfinished (an earlier session ended) is continued with ``rlplat train --resume``. Returns
+    each seed's row."""
+    overrides = ("--seeds", str(seeds), "tune.max_concurrent=1", f"stop.env_steps={budget}")
+    training = train(experiment_file(algo, env), *overrides, out=out, reuse=True)
+    if training.wall_s is None and not _finished(training.run_dir):
+        rlplat("train", "--resume", str(training.run_dir))
+    rows = []
+    for trial in sorted(training.run_dir.glob("trial_*/result.json")):
+        results = trial_results(trial.parent)
+        last = results[-1]
+        steps, seconds = int(last["num_env_steps_sampled_lifetime"]), float(last["time_total_s"])
+        rows.append({
+            "trial": trial.parent.name,
+            "seed": read_json(trial.parent / "params.json").get("seed"),
+            "env_steps": steps,
+            "train_s": round(seconds, 1),
+            "env_steps_per_s": round(steps / seconds, 1),
+        })
+    return rows
+
+
+def _finished(run_dir: Path) -> bool:
+    summary = run_dir / "summary.json"
+    return summary.exists() and all(
+        trial["status"] == "finished" for trial in read_json(summary)["trials"]
+    )
+
+
+def rlplat_report(run_dirs: list[str], out: Path) -> dict[str, Any]:
+    """``rlplat report`` of the seeds' runs: one experiment, its IQM and per-seed scores."""
+    done = rlplat("report", *run_dirs, "--out", str(out), "--eval-episodes", str(EPISODES))
+    report = read_json(out / "report.json")
+    [experiment] = report["experiments"]
+    return {
+        "command": f"rlplat report {' '.join(run_dirs)} --eval-episodes {EPISODES}",
+        "report_dir": str(out),
+        "iqm": experiment["aggregates"]["iqm"],
+        "mean": experiment["aggregates"]["mean"],
+        "final_scores": experiment["final_scores"],
+        "wall_s": done.wall_s,
+    }
+
+
+def run_pair(
+    algo: str, env: str, seeds: int, sb3_seeds: list[int], budget: int, out: Path
+) -> dict[str, Any]:
+    base = out / f"{env}_{algo}"
+    seed_rows = rlplat_run(algo, env, seeds, budget, base / "rlplat")
+    [run_dir] = (base / "rlplat").glob("*/*/run.json")
+    report = rlplat_report([str(run_dir.parent)], base / "report")
+    sb3_rows = []
+    for seed in sb3_seeds:
+        saved = base / "sb3" / f"seed{seed}.json"
+        if not saved.exists():
+            command = [sys.executable, __file__, "--sb3", algo, env, str(seed), str(budget)]
+            done = run(command, check=True)
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            row["command_wall_s"] = done.wall_s
+            saved.write_text(json.dumps(row, indent=2))
+        sb3_rows.append(read_json(saved))
+    return {
+        "algo": algo,
+        "env": f"{ENVS[env]}-v5",
+        "budget": budget,
+        "rlplat": {
+            "command": f"rlplat train {experiment_file(algo, env)} --seeds {seeds} "
+            f"tune.max_concurrent=1 stop.env_steps={budget}",
+            "run_dir": str(run_dir.parent),
+            "seeds": seed_rows,
+            "report": report,
+        },
+        "sb3": {"settings": f"rl_zoo3 2.9.2 hyperparams/{algo}.yml {ENVS[env]}-v4",
+                "seeds": sb3_rows},
+        "published": dict(zip(("rl_zoo", "cleanrl"), PUBLISHED[(algo, env)], strict=True)),
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| algorithm | env | env steps | rlplat IQM [95% CI] (seeds) | SB3 (seeds) "
+        "| env steps/s rlplat / SB3 | training min rlplat / SB3 | RL Zoo / CleanRL |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        iqm = row["rlplat"]["report"]["iqm"]
+        ci = iqm["ci"]
+        ours = f"{iqm['estimate']:.0f}" + (f" [{ci[0]:.0f}, {ci[1]:.0f}]" if ci else "")
+        seeds, sb3 = row["rlplat"]["seeds"], row["sb3"]["seeds"]
+        theirs = (
+            f"{sum(s['greedy_return_mean'] for s in sb3) / len(sb3):.0f} ({len(sb3)})"
+            if sb3 else "-"
+        )
+
+        def median(items: list[dict], key: str) -> float | None:
+            values = sorted(item[key] for item in items)
+            return values[len(values) // 2] if values else None
+
+        speed = [median(seeds, "env_steps_per_s"), median(sb3, "env_steps_per_s")]
+        minutes = [median(seeds, "train_s"), median(sb3, "train_s")]
+        published = row["published"]
+        lines.append(
+            f"| {row['algo'].upper()} | {row['env']} | {row['budget']:,} | {ours} ({len(seeds)}) "
+            f"| {theirs} | {speed[0] or '-'} / {speed[1] or '-'} "
+            f"| {_minutes(minutes[0])} / {_minutes(minutes[1])} "
+            f"| {published['rl_zoo']} / {published['cleanrl']} |"
+        )
+    return "\n".join(lines)
+
+
+def _minutes(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 60:.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", nargs="+", default=["ppo:halfcheetah", "ppo:hopper"],
+                        help="algo:env pairs, e.g. ppo:halfcheetah sac:hopper")
+    parser.add_argument("--seeds", type=int, default=3, help="rlplat's seeds: 0..N-1")
+    parser.add_argument("--sb3-seeds", nargs="*", type=int, default=[0])
+    parser.add_argument("--budget", type=int, default=1_000_000, help="env steps per run")
+    parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
+    parser.add_argument("--sb3", nargs=4, metavar=("ALGO", "ENV", "SEED", "BUDGET"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.sb3:
+        algo, env, seed, budget = args.sb3
+        print(json.dumps(sb3_train(algo, env, int(seed), int(budget))))
+        return
+    out = args.out or Path(tempfile.mkdtemp(prefix="mujoco_"))
+    results = load_results(RESULTS)
+    rows = results.get("rows", {})
+    for pair in args.runs:
+        algo, env = pair.split(":")
+        row = run_pair(algo, env, args.seeds, args.sb3_seeds, args.budget, out)
+        rows[f"{algo}:{env}:{args.budget}"] = row
+        save_results(RESULTS, {"command": invocation(), "machine": machine(),
+                               "date": time.strftime("%Y-%m-%d"), "rows": rows})
+        print(table([row]), flush=True)
+    print(table(list(rows.values())))
+
+
+if __name__ == "__main__":
+    main()

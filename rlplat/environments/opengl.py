@@ -1,0 +1,50 @@
+"""Which OpenGL backend MuJoCo renders with off-screen, and a clear error when there is none.
+
+MuJoCo picks its backend from ``MUJOCO_GL`` once, when it is imported; unset, it tries a window
+system (GLFW), which fails on a machine without a display. rlplat sets it, unless the user did,
+to the first headless backend whose library this machine has.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import traceback
+
+# MuJoCo's headless backends (their MUJOCO_GL values), with the library each loads.
+HEADLESS_GL = (("egl", "EGL"), ("osmesa", "OSMesa"))
+_GL_CODE = (f"{os.sep}OpenGL{os.sep}", f"mujoco{os.sep}egl", f"mujoco{os.sep}osmesa",
+            f"mujoco{os.sep}glfw", "mujoco_rendering")
+
+
+def headless_gl() -> str | None:
+    """The first headless OpenGL backend MuJoCo can load here (EGL, then OSMesa), if any."""
+    for backend, library in HEADLESS_GL:
+        if ctypes.util.find_library(library):
+            return backend
+    return None
+
+
+def opengl_failure(exc: BaseException) -> str | None:
+    """What to install, when ``exc`` came from MuJoCo's (or PyOpenGL's) OpenGL set-up; else
+    None."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    text = f"{exc}"
+    if not any(part in frame.filename for frame in frames for part in _GL_CODE) and (
+        "OpenGL" not in text
+    ):
+        return None
+    chosen = os.environ.get("MUJOCO_GL")
+    found = [backend for backend, library in HEADLESS_GL if ctypes.util.find_library(library)]
+    return (
+        f"MuJoCo could not render: no OpenGL backend loaded (MUJOCO_GL="
+        f"{chosen or 'unset'}; {type(exc).__name__}: {str(exc).rstrip('.')}). It renders "
+        "headless through EGL or OSMesa; "
+        + (
+            f"this machine has {' and '.join(found)}: set MUJOCO_GL={found[0]} or unset it."
+            if found
+            else "neither library is installed here. Install one (Debian/Ubuntu: "
+            "`apt install libegl1`, Mesa's EGL, which renders on the CPU without a GPU, or "
+            "`apt install libosmesa6`), or set MUJOCO_GL=glfw on a machine with a display."
+        )
+    )

@@ -1,0 +1,69 @@
+"""Independent env streams: every env of every env runner seeded from one ``SeedSequence(seed)``.
+
+RLlib seeds env ``i`` of env runner ``w`` with ``seed + w + i`` (as Gymnasium's vector envs do
+with an int seed). Seeds 0 and 1 of an 8-env run then share 7 of their 8 env streams, and within
+one run env 1 of runner 0 replays env 0 of runner 1. Comparisons over seeds need seeds whose
+episodes have nothing in common, so rlplat's env runners derive each env's seed, and the runner's
+own seed for ``random``, numpy and torch (action sampling), from
+``SeedSequence(seed, spawn_key=(role, runner, env))``: training and evaluation runners are
+distinct roles. One seed still reproduces itself exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.utils.debug import update_global_seed_if_necessary
+
+TRAINING_ROLE, EVALUATION_ROLE = 0, 1
+
+
+def runner_seeds(seed: int, runner: int, evaluation: bool, num_envs: int) -> tuple[int, list[int]]:
+    """The env runner's own seed and one seed per env, each from its own spawned sequence."""
+    role = EVALUATION_ROLE if evaluation else TRAINING_ROLE
+    # SeedSequence takes non-negative entropy only; a negative seed maps to its two's complement.
+    runner_sequence = np.random.SeedSequence(seed % 2**64, spawn_key=(role, runner))
+    env_sequences = runner_sequence.spawn(num_envs)
+    return _as_int(runner_sequence), [_as_int(each) for each in env_sequences]
+
+
+def _as_int(sequence: np.random.SeedSequence) -> int:
+    return int(sequence.generate_state(1, dtype=np.uint32)[0])
+
+
+class IndependentSeeds:
+    """Env-runner mixin: after RLlib's set-up, re-seed with :func:`runner_seeds`.
+
+    RLlib passes ``self._seed`` to the vector env's first reset, which takes one seed per env.
+    """
+
+    _seed: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        config = self.config  # type: ignore[attr-defined]
+        if config.seed is None:
+            return
+        own_seed, self._seed = runner_seeds(
+            config.seed,
+            self.worker_index or 0,  # type: ignore[attr-defined]
+            config.in_evaluation,
+            config.num_envs_per_env_runner,
+        )
+        update_global_seed_if_necessary(framework=config.framework_str, seed=own_seed)
+
+
+class SeededSingleAgentEnvRunner(IndependentSeeds, SingleAgentEnvRunner):
+    """RLlib's single-agent env runner with independent env streams."""
+
+
+class SeededMultiAgentEnvRunner(IndependentSeeds, MultiAgentEnvRunner):
+    """RLlib's multi-agent env runner with independent env streams."""
+
+
+def seeded_env_runner_class(multi_agent: bool) -> type:
+    """The env runner rlplat gives an algorithm that does not bring its own."""
+    return SeededMultiAgentEnvRunner if multi_agent else SeededSingleAgentEnvRunner
