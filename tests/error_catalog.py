@@ -174,6 +174,14 @@ CASES = [
         ["train", "exp.yaml", "checkpoint.score=policy_return_mean/learner"],
     ),
     Case("TD3 on discrete actions", ["train", "exp.yaml", "algorithm=TD3"]),
+    Case(
+        "reward_scaling for an off-policy algorithm",
+        ["train", "exp.yaml", "algorithm=DQN", "connectors=[reward_scaling]"],
+    ),
+    Case(
+        "log_std_init without a free log std",
+        ["train", "exp.yaml", "rl_module.model_config.log_std_init=-2"],
+    ),
     Case("MADDPG on a single-agent env", ["train", "exp.yaml", "algorithm=MADDPG"]),
     Case(
         "MADDPG on a turn-based (AEC) env",

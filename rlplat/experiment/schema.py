@@ -539,8 +539,11 @@ class Experiment(Section):
     )
     connectors: list[NamedEntry] = Field(
         default_factory=list,
-        description="Observation connectors, in order: mean_std_filter, "
-        "frame_stack: {num_frames: N}. Their state is saved in checkpoints.",
+        description="Connectors, in order: mean_std_filter and frame_stack: {num_frames: N} "
+        "(observations, when acting and learning); reward_scaling: {gamma, clip} (learning only: "
+        "rewards divided by the running std of the discounted return, as SB3's VecNormalize; "
+        "PPO, APPO, IMPALA; gamma defaults to training.gamma). Their state is saved in "
+        "checkpoints.",
     )
     video: VideoSpec = Field(default_factory=VideoSpec)
     export: ExportSpec = Field(default_factory=ExportSpec)

@@ -105,6 +105,17 @@ with a pointer to their place: `env_runners.num_env_runners` -> `resources.env_r
 (likewise the CPU/GPU/custom resource keys of `env_runners` and `learners`),
 `environment.env`/`env_config` -> `env.id`/`env.kwargs`, `debugging.seed` -> `seed`,
 `rl_module.algorithm_config_overrides_per_module` -> `multi_agent.overrides`.
+One key is rlplat's own: `rl_module.model_config.log_std_init` starts single-agent PPO's free
+(state-independent) log std at that value (with `free_log_std: true`; RLlib starts it at 0, RL
+Zoo's tuned MuJoCo settings at -2).
+
+## Seeds
+
+`seed` fixes a run as far as RLlib allows: the learner's initial weights, and every env of every
+env runner. Each env is seeded from `numpy.random.SeedSequence(seed)` spawned per role (training,
+evaluation), per env runner and per env, and each env runner's own random generators (action
+sampling) likewise, so no two seeds of a `--seeds` run, and no two envs of one run, replay the
+same episodes (RLlib alone seeds env `i` of runner `w` with `seed + w + i`).
 
 ## Evaluation and the best checkpoint
 

@@ -60,7 +60,7 @@ def test_eval_renders_a_gif_headless_with_nothing_set(tiny_halfcheetah, tmp_path
     assert done.returncode == 0, done.stderr
     [gif] = tmp_path.glob("*.gif")
     with Image.open(gif) as image:
-        assert image.n_frames == EPISODE_STEPS + 1  # the reset frame and one per step
+        assert image.n_frames == EPISODE_STEPS  # one frame per step
         image.seek(EPISODE_STEPS // 2)
         pixels = image.convert("RGB").getcolors(maxcolors=1 << 16)
     assert pixels is None or len(pixels) > 50, "the frame is blank"
