@@ -32,10 +32,13 @@ class Locator:
     overridden: dict[str, str] = field(default_factory=dict)
 
     def __call__(self, dotted: str) -> str:
-        """'file:line' for a dotted key path (the nearest parent with a line), or the override."""
-        if dotted in self.overridden:
-            return f"command-line override '{self.overridden[dotted]}'"
+        """The override that set the key or a parent of it (it replaced everything below), else
+        'file:line' of the key (the nearest parent with a line)."""
         path: KeyPath = tuple(p for p in dotted.split(".") if p)
+        for end in range(len(path), 0, -1):
+            override = self.overridden.get(".".join(path[:end]))
+            if override is not None:
+                return f"command-line override '{override}'"
         while path:
             if path in self.lines:
                 return f"{self.source}:{self.lines[path]}"

@@ -261,3 +261,13 @@ def test_a_complex_key_holding_a_list_is_invalid_yaml():
     with pytest.raises(ConfigError, match="a key is itself a mapping holding a list") as info:
         parse_yaml("training:\n  ? {lr: [1, 2]}\n  : 1\n", "exp.yaml")
     assert info.value.exit_code == 2
+
+
+def test_a_key_under_an_overridden_section_is_located_at_the_override(tmp_path):
+    """The override replaced the whole list, so the file's line for it would be wrong."""
+    path = tmp_path / "exp.yaml"
+    text = TINY_PPO.replace("OUTPUT", str(tmp_path / "out")) + "connectors: [mean_std_filter]\n"
+    path.write_text(text)
+    message = rejection(path, "algorithm=DQN", "connectors=[reward_scaling]")
+    assert message.startswith("command-line override 'connectors=[reward_scaling]'"), message
+    assert "works with PPO, APPO, IMPALA" in message
