@@ -78,6 +78,7 @@ resources:
   env_runners: {count: 0}
 stop: {iterations: ITERATIONS}
 checkpoint: {every: 1, keep: 2}
+evaluation: {evaluation_interval: null}   # the disk is under test, not the policy
 output_dir: OUTPUT
 """
 
@@ -88,7 +89,7 @@ def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_ses
     OS error, the checkpoint the run continues from and the command to continue; that checkpoint
     is complete; once the disk is fixed ``--resume --retry-errored`` finishes the run with each
     iteration logged once."""
-    iterations = 60
+    iterations = 40
     text = TRAIN.replace("ITERATIONS", str(iterations)).replace("OUTPUT", str(small_disk))
     process = launch([str(write_yaml(text))], ray_session)
     run_dir, lines = read_until_iteration(process, 8)
