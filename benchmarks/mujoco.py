@@ -7,7 +7,7 @@ the same env-step budget, beside the published numbers.
 
 For each ``algo:env``, one training at a time (never two on the CPU at once): ``rlplat train
 experiments/mujoco/<env>_<algo>.yaml --seeds N tune.max_concurrent=1 stop.env_steps=B`` into
-``<out>/<env>_<algo>/rlplat``, and for each SB3 seed a Stable-Baselines3 process built
+``<out>/<env>_<algo>/rlplat``, after a Stable-Baselines3 process for each SB3 seed, built
 from RL Zoo's own hyperparameter file (``rl_zoo3/hyperparams/<algo>.yml``, entry ``<Env>-v4``; run
 on the same ``-v5`` env as rlplat): VecNormalize when RL Zoo normalises, its policy_kwargs, its
 action noise. What finished under ``out`` is reused and an unfinished rlplat run is continued
@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from harness import (
     invocation,
     load_results,
@@ -147,6 +148,7 @@ def sb3_train(algo: str, env: str, seed: int, budget: int) -> dict[str, Any]:
     )
     return {
         "seed": seed,
+        "budget": budget,
         "env_steps": model.num_timesteps,
         "train_s": round(train_s, 1),
         "env_steps_per_s": round(model.num_timesteps / train_s, 1),
@@ -168,6 +170,8 @@ def rlplat_run(algo: str, env: str, seeds: int, budget: int, out: Path) -> list[
     each seed's row."""
     overrides = ("--seeds", str(seeds), "tune.max_concurrent=1", f"stop.env_steps={budget}")
     training = train(experiment_file(algo, env), *overrides, out=out, reuse=True)
+    resolved = yaml.safe_load((training.run_dir / "experiment.yaml").read_text())
+    _same_budget({}, resolved["stop"]["env_steps"], budget, training.run_dir)
     if training.wall_s is None and not _finished(training.run_dir):
         rlplat("train", "--resume", str(training.run_dir))
     rows = []
@@ -183,6 +187,14 @@ def rlplat_run(algo: str, env: str, seeds: int, budget: int, out: Path) -> list[
             "env_steps_per_s": round(steps / seconds, 1),
         })
     return rows
+
+
+def _same_budget(row: dict[str, Any], trained: int, budget: int, where: Path) -> dict[str, Any]:
+    """A reused result must be of this budget: another ``--budget`` needs another ``--out``."""
+    if trained != budget:
+        raise SystemExit(f"{where} was trained for {trained} env steps, not {budget}: use "
+                         "another --out for another --budget.")
+    return row
 
 
 def _finished(run_dir: Path) -> bool:
@@ -211,9 +223,6 @@ def run_pair(
     algo: str, env: str, seeds: int, sb3_seeds: list[int], budget: int, out: Path
 ) -> dict[str, Any]:
     base = out / f"{env}_{algo}"
-    seed_rows = rlplat_run(algo, env, seeds, budget, base / "rlplat")
-    [run_dir] = (base / "rlplat").glob("*/*/run.json")
-    report = rlplat_report([str(run_dir.parent)], base / "report")
     sb3_rows = []
     for seed in sb3_seeds:
         saved = base / "sb3" / f"seed{seed}.json"
@@ -224,7 +233,11 @@ def run_pair(
             row = json.loads(done.stdout.strip().splitlines()[-1])
             row["command_wall_s"] = done.wall_s
             saved.write_text(json.dumps(row, indent=2))
-        sb3_rows.append(read_json(saved))
+        row = read_json(saved)
+        sb3_rows.append(_same_budget(row, row["budget"], budget, saved))
+    seed_rows = rlplat_run(algo, env, seeds, budget, base / "rlplat")
+    [run_dir] = (base / "rlplat").glob("*/*/run.json")
+    report = rlplat_report([str(run_dir.parent)], base / "report")
     return {
         "algo": algo,
         "env": f"{ENVS[env]}-v5",
@@ -258,10 +271,6 @@ def table(rows: list[dict[str, Any]]) -> str:
             if sb3 else "-"
         )
 
-        def median(items: list[dict], key: str) -> float | None:
-            values = sorted(item[key] for item in items)
-            return values[len(values) // 2] if values else None
-
         speed = [median(seeds, "env_steps_per_s"), median(sb3, "env_steps_per_s")]
         minutes = [median(seeds, "train_s"), median(sb3, "train_s")]
         published = row["published"]
@@ -272,6 +281,11 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {published['rl_zoo']} / {published['cleanrl']} |"
         )
     return "\n".join(lines)
+
+
+def median(items: list[dict[str, Any]], key: str) -> float | None:
+    values = sorted(item[key] for item in items)
+    return values[len(values) // 2] if values else None
 
 
 def _minutes(seconds: float | None) -> str:

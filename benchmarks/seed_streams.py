@@ -6,7 +6,7 @@ iteration-to-iteration changes of the iteration's mean training return
 (simple_spread_ppo.yaml, 8 envs, fixed 25-step episodes: 0.46 on average with RLlib's ``seed + i``
 env seeding); independent seeds correlate near 0.
 
-    python benchmarks/seed_streams.py [--experiment simple_spread_ppo.yaml] [--fresh]
+    python benchmarks/seed_streams.py [--experiment simple_spread_ppo.yaml] [--out DIR]
 
 Writes benchmarks/results/seed_streams.json.
 """

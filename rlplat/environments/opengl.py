@@ -36,15 +36,23 @@ def opengl_failure(exc: BaseException) -> str | None:
         return None
     chosen = os.environ.get("MUJOCO_GL")
     found = [backend for backend, library in HEADLESS_GL if ctypes.util.find_library(library)]
-    return (
-        f"MuJoCo could not render: no OpenGL backend loaded (MUJOCO_GL="
-        f"{chosen or 'unset'}; {type(exc).__name__}: {str(exc).rstrip('.')}). It renders "
-        "headless through EGL or OSMesa; "
-        + (
-            f"this machine has {' and '.join(found)}: set MUJOCO_GL={found[0]} or unset it."
-            if found
-            else "neither library is installed here. Install one (Debian/Ubuntu: "
-            "`apt install libegl1`, Mesa's EGL, which renders on the CPU without a GPU, or "
+    others = [backend for backend in found if backend != chosen]
+    if others:
+        advice = f"this machine has {' and '.join(found)}: set MUJOCO_GL={others[0]}."
+    elif found:  # the library is there (perhaps only its dispatch stub) but made no context
+        advice = (
+            f"the {chosen} library loads but made no context: install a driver for it "
+            "(Debian/Ubuntu: `apt install libegl-mesa0` for Mesa's EGL, which renders on the "
+            "CPU without a GPU) or OSMesa (`apt install libosmesa6`)."
+        )
+    else:
+        advice = (
+            "neither library is installed here. Install one (Debian/Ubuntu: `apt install "
+            "libegl1 libegl-mesa0`, Mesa's EGL, which renders on the CPU without a GPU, or "
             "`apt install libosmesa6`), or set MUJOCO_GL=glfw on a machine with a display."
         )
+    return (
+        f"MuJoCo could not render: no OpenGL backend loaded (MUJOCO_GL={chosen or 'unset'}; "
+        f"{type(exc).__name__}: {str(exc).rstrip('.')}). It renders headless through EGL or "
+        f"OSMesa; {advice}"
     )

@@ -9,7 +9,10 @@ near unit scale whatever the env's reward scale.
 rlplat applies it in the learner connector pipeline only, as the batch's reward column: the env
 runners' episodes keep the env's rewards, so episode returns, evaluation and checkpoint scores
 are in the env's units. The statistics and each unfinished episode's running return are the
-piece's state, saved in the learner's checkpoint state (``rlplat.rllib.learner_state``).
+piece's state, saved in the learner's checkpoint state (``rlplat.rllib.learner_state``). Each
+learner keeps its own (with several learners, the first one's is saved), and where IMPALA or
+APPO run the learner pipeline in aggregator actors (``num_aggregator_actors_per_learner``) the
+statistics live there and are not saved.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ray.rllib.core.columns import Columns
 # Set by RLlib's AddOneTsToEpisodesAndTruncate (PPO's pipeline): every episode chunk then ends in
 # an artificial bootstrap step (reward 0) and its id has "_<index>" appended.
 ELONGATED = "_added_loss_mask_for_valid_episode_ts"
+STALE_CALLS = 100
 
 
 class RunningVariance:
@@ -66,7 +70,10 @@ class RewardScaling(ConnectorV2):
             raise ValueError(f"clip is a positive bound on scaled rewards, got {clip}")
         self.gamma, self.clip, self.epsilon = gamma, clip, epsilon
         self.returns = RunningVariance()
-        self.open_returns: dict[str, float] = {}  # episode id -> G at the end of its last chunk
+        # Episode id -> (G at the end of its newest chunk, the call that saw it): an episode's
+        # next chunk may come in a later batch, or later in the same one.
+        self.open_returns: dict[str, tuple[float, int]] = {}
+        self.calls = 0
 
     def __call__(
         self,
@@ -80,15 +87,19 @@ class RewardScaling(ConnectorV2):
         elongated = bool((shared_data or {}).get(ELONGATED))
         chunks = list(self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False))
         rewards = [np.asarray(c.get_rewards(slice(0, len(c))), dtype=np.float64) for c in chunks]
-        discounted, open_returns = [], {}
+        self.calls += 1
+        discounted = []
         for chunk, chunk_rewards in zip(chunks, rewards, strict=True):
             key = chunk.id_.rsplit("_", 1)[0] if elongated else chunk.id_
-            running = self.open_returns.get(key, 0.0) if chunk.t_started > 0 else 0.0
+            running = self.open_returns.get(key, (0.0, 0))[0] if chunk.t_started > 0 else 0.0
             for reward in chunk_rewards[:-1] if elongated else chunk_rewards:
                 running = self.gamma * running + reward
                 discounted.append(running)
-            open_returns[key] = float(running)
-        self.open_returns = open_returns
+            if chunk.is_terminated:
+                self.open_returns.pop(key, None)
+            else:  # cut by the batch (or truncated: a new episode starts again from 0)
+                self.open_returns[key] = (float(running), self.calls)
+        self._forget_stale()
         self.returns.update(np.asarray(discounted))
         scale = 1.0 / np.sqrt(self.returns.var + self.epsilon)
         for chunk, chunk_rewards in zip(chunks, rewards, strict=True):
@@ -96,16 +107,24 @@ class RewardScaling(ConnectorV2):
             self.add_n_batch_items(batch, Columns.REWARDS, list(scaled), len(chunk), chunk)
         return batch
 
+    def _forget_stale(self) -> None:
+        """Drop the running returns of episodes no batch continued for ``STALE_CALLS`` calls
+        (ended by truncation: their next chunk never comes)."""
+        oldest = self.calls - STALE_CALLS
+        self.open_returns = {k: v for k, v in self.open_returns.items() if v[1] > oldest}
+
     def get_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         stats = self.returns
         return {
             "mean": stats.mean,
             "var": stats.var,
             "count": stats.count,
-            "open_returns": dict(self.open_returns),
+            "open_returns": {key: list(value) for key, value in self.open_returns.items()},
+            "calls": self.calls,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.returns.mean, self.returns.var = state["mean"], state["var"]
         self.returns.count = state["count"]
-        self.open_returns = dict(state["open_returns"])
+        self.open_returns = {key: tuple(value) for key, value in state["open_returns"].items()}
+        self.calls = state["calls"]

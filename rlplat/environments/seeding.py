@@ -3,10 +3,11 @@
 RLlib seeds env ``i`` of env runner ``w`` with ``seed + w + i`` (as Gymnasium's vector envs do
 with an int seed). Seeds 0 and 1 of an 8-env run then share 7 of their 8 env streams, and within
 one run env 1 of runner 0 replays env 0 of runner 1. Comparisons over seeds need seeds whose
-episodes have nothing in common, so rlplat's env runners derive each env's seed, and the runner's
-own seed for ``random``, numpy and torch (action sampling), from
+episodes have nothing in common, so rlplat's env runners derive each env's seed, and a remote
+runner's own seed for ``random``, numpy and torch (action sampling), from
 ``SeedSequence(seed, spawn_key=(role, runner, env))``: training and evaluation runners are
-distinct roles. One seed still reproduces itself exactly.
+distinct roles. (The local runner shares the algorithm's process, whose generators the learner
+seeds with ``seed`` after it.) One seed still reproduces itself exactly.
 """
 
 from __future__ import annotations

@@ -540,7 +540,8 @@ class Experiment(Section):
     connectors: list[NamedEntry] = Field(
         default_factory=list,
         description="Connectors, in order: mean_std_filter and frame_stack: {num_frames: N} "
-        "(observations, when acting and learning); reward_scaling: {gamma, clip} (learning only: "
+        "(observations, when acting and learning); reward_scaling: {gamma, clip, epsilon} "
+        "(learning only: "
         "rewards divided by the running std of the discounted return, as SB3's VecNormalize; "
         "PPO, APPO, IMPALA; gamma defaults to training.gamma). Their state is saved in "
         "checkpoints.",

@@ -112,10 +112,10 @@ Zoo's tuned MuJoCo settings at -2).
 ## Seeds
 
 `seed` fixes a run as far as RLlib allows: the learner's initial weights, and every env of every
-env runner. Each env is seeded from `numpy.random.SeedSequence(seed)` spawned per role (training,
-evaluation), per env runner and per env, and each env runner's own random generators (action
-sampling) likewise, so no two seeds of a `--seeds` run, and no two envs of one run, replay the
-same episodes (RLlib alone seeds env `i` of runner `w` with `seed + w + i`).
+env runner. Each env is seeded from `numpy.random.SeedSequence(seed)` spawned per role
+(training, evaluation), per env runner and per env, and each remote env runner's own random
+generators (action sampling) likewise, so no two seeds of a `--seeds` run, and no two envs of
+one run, replay the same episodes (RLlib alone seeds env `i` of runner `w` with `seed + w + i`).
 
 ## Evaluation and the best checkpoint
 

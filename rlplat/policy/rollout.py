@@ -16,7 +16,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from rlplat.environments.opengl import opengl_failure
 from rlplat.environments.team import AGENT_REWARDS
+from rlplat.errors import UserError
 
 
 class Actor(Protocol):
@@ -86,7 +88,7 @@ def run_episode(
     done = False
     while not done:
         if capture_frames:
-            result.frames.append(env.render())
+            result.frames.append(_frame(env))
             result.returns_before.append(result.episode_return)
         action = actor.act(observation, explore)
         if watch is not None:
@@ -146,3 +148,15 @@ class Stats:
             return cls(math.nan, math.nan, math.nan, math.nan)
         array = np.asarray(values, dtype=float)
         return cls(float(array.mean()), float(array.std()), float(array.min()), float(array.max()))
+
+
+def _frame(env: Any) -> Any:
+    """``env.render()``; a renderer without OpenGL (MuJoCo makes its context at the first
+    frame) is a user error naming what to install."""
+    try:
+        return env.render()
+    except Exception as exc:  # noqa: BLE001 - whatever the renderer raised
+        no_opengl = opengl_failure(exc)
+        if no_opengl is None:
+            raise
+        raise UserError(f"cannot render the environment: {no_opengl}") from None

@@ -308,7 +308,7 @@ def build_algorithm_config(
             calls.setdefault(section, {})[keyword] = value
     calls["fault_tolerance"] = {**FAULT_TOLERANCE_DEFAULTS, **calls["fault_tolerance"]}
     _call_builders(config, calls, locate)
-    if config.env_runner_cls is None:
+    if config.env_runner_cls is None and not config.output:  # RLlib records with its own
         config.env_runners(env_runner_cls=seeded_env_runner_class(config.is_multi_agent))
     if is_joint_algorithm(exp.algorithm):
         mapping = PolicyMapping((exp.multi_agent or MultiAgentSpec()).policies)
@@ -352,19 +352,25 @@ def _initial_log_std(
     if LOG_STD_INIT not in model_config:
         return
     key = f"rl_module.model_config.{LOG_STD_INIT}"
-    if exp.algorithm != "PPO" or env.multi_agent or not model_config.get("free_log_std"):
+    if exp.algorithm != "PPO" or env.multi_agent:
         raise ConfigError(
             f"{LOG_STD_INIT} (the initial log std of the action distribution) applies to "
-            "single-agent PPO with a state-independent log std: set "
-            "rl_module.model_config.free_log_std: true beside it"
-            + ("." if exp.algorithm == "PPO" else f", not {exp.algorithm}."),
+            f"single-agent PPO, not {exp.algorithm}"
+            + (" on a multi-agent env." if exp.algorithm == "PPO" else "."),
             location=locate(key),
             key=key,
         )
-    if not isinstance(model_config[LOG_STD_INIT], int | float):
+    if not model_config.get("free_log_std"):
         raise ConfigError(
-            f"{LOG_STD_INIT} is a number (RL Zoo's MuJoCo settings use -2), got "
-            f"{model_config[LOG_STD_INIT]!r}.",
+            f"{LOG_STD_INIT} starts a state-independent log std: set "
+            "rl_module.model_config.free_log_std: true beside it.",
+            location=locate(key),
+            key=key,
+        )
+    value = model_config[LOG_STD_INIT]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            f"{LOG_STD_INIT} is a number (RL Zoo's MuJoCo settings use -2), got {value!r}.",
             location=locate(key),
             key=key,
         )

@@ -68,6 +68,13 @@ def test_an_episode_cut_between_batches_keeps_its_running_return():
     assert restored.get_state() == state
 
 
+def test_two_chunks_of_one_episode_in_one_batch_continue_the_return():
+    piece = RewardScaling(gamma=0.5)
+    scaled(piece, chunk([1.0, 1.0], id_="a"), chunk([1.0, 1.0], id_="a", t_started=2))
+    whole = discounted([1.0] * 4, 0.5)
+    assert piece.get_state()["mean"] == pytest.approx(np.mean(whole))
+
+
 def test_scaled_rewards_are_clipped():
     piece = RewardScaling(gamma=0.0, clip=1.5)
     [rewards] = scaled(piece, chunk([0.0] * 99 + [1000.0]))
