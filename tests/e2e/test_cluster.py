@@ -18,7 +18,7 @@ from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
 from tests.helpers import TINY_PPO, replace, rlplat
 
-RUNNER_CLASS = "SingleAgentEnvRunner"
+RUNNER_CLASS = "SeededSingleAgentEnvRunner"  # rlplat's (rlplat.environments.seeding)
 
 TWO_RUNNERS = replace(
     TINY_PPO,
