@@ -340,8 +340,9 @@ def _connector_calls(
     learner_side = ConnectorFactory(exp.connectors, "learner", training)
     if learner_side.pieces():
         calls["learners"]["learner_connector"] = learner_side
-        base = calls["training"].get("learner_class") or config.get_default_learner_class()
-        calls["training"]["learner_class"] = with_learner_connector_state(base)
+        calls["training"]["learner_class"] = with_learner_connector_state(
+            _learner_class(calls, config)
+        )
 
 
 def _initial_log_std(
@@ -377,13 +378,19 @@ def _initial_log_std(
     calls["rl_module"]["rl_module_spec"] = RLModuleSpec(module_class=InitialLogStdPPOModule)
 
 
+def _learner_class(calls: dict[str, dict[str, Any]], config: AlgorithmConfig) -> type:
+    """The learner class the run uses so far: one an earlier step chose, else RLlib's."""
+    return calls["training"].get("learner_class") or config.get_default_learner_class()
+
+
 def _optimizer_calls(calls: dict[str, dict[str, Any]], config: AlgorithmConfig) -> None:
     """``training.optimizer: {type: ...}`` for a learner with RLlib's one optimizer per module:
     its learner class, extended to build that optimizer."""
     optimizer = calls["training"].get("optimizer")
     if isinstance(optimizer, dict) and optimizer.get("type") and isinstance(config.optimizer, dict):
-        base = calls["training"].get("learner_class") or config.get_default_learner_class()
-        calls["training"]["learner_class"] = with_configured_optimizer(base)
+        calls["training"]["learner_class"] = with_configured_optimizer(
+            _learner_class(calls, config)
+        )
 
 
 def _call_builders(
