@@ -7,14 +7,17 @@ current. Paths under the scratch directory print as ``<dir>``, run timestamps as
 
 from __future__ import annotations
 
+import contextlib
+import json
+import multiprocessing
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -428,24 +431,56 @@ def message(output: str) -> str:
     return "\n".join(lines)
 
 
+_PROCESSES = multiprocessing.get_context("fork")
+# Cases that start Ray run one at a time: two runs started in the same second on one cluster
+# would share Tune's staging directory (named by the second), and a trial would be renamed.
+_TRAINING = _PROCESSES.Lock()
+
+
 def run_case(case: Case, scratch: Path, checkpoint: Path, address: str | None) -> tuple[int, str]:
-    """Run one case in its own directory; its exit code and its normalized message."""
+    """Run one case in its own directory, in this process as the ``rlplat`` entry point would:
+    its exit code and its normalized message. The process must be one it can end as it likes."""
     scratch.mkdir(parents=True)
     for name, text in case.files.items():
         (scratch / name).write_text(text)
     if case.setup is not None:
         case.setup(scratch, checkpoint)
     extra = ["--address", address] if case.needs_ray and address else []
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-m", "rlplat.cli", *case.args, *extra],
-        cwd=scratch,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    return done.returncode, normalize(message(done.stdout + done.stderr), scratch)
+    output = scratch / "output.txt"
+    with _TRAINING if case.needs_ray else contextlib.nullcontext():
+        code = _rlplat_command(["rlplat", *case.args, *extra], scratch, output)
+    return code, normalize(message(output.read_text()), scratch)
+
+
+def _rlplat_command(argv: list[str], cwd: Path, output: Path) -> int:
+    """The ``rlplat`` command line ``argv`` as its entry point runs it, printing to ``output``:
+    its exit code (1 and a traceback for an exception it does not handle, as Python's would)."""
+    from rlplat.cli import main
+
+    os.chdir(cwd)
+    with output.open("w") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    sys.argv = argv
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code
+
+
+def _rlplat_env() -> dict[str, str]:
+    """The environment of an ``rlplat`` process: this checkout importable, and the hash seed the
+    command would otherwise restart itself to fix."""
+    from rlplat.cli import FIXED_HASH_SEED
+
+    return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": FIXED_HASH_SEED}
 
 
 def trained_checkpoint(workdir: Path, address: str | None) -> Path:
@@ -457,26 +492,42 @@ def trained_checkpoint(workdir: Path, address: str | None) -> Path:
         cwd=workdir,
         check=True,
         capture_output=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=_rlplat_env(),
     )
     return next(workdir.glob("out/bad/*/trial_*/checkpoint_*"))
 
 
 def run_all(address: str | None = None) -> list[tuple[Case, int, str]]:
-    """Every case, in order; as many at once as there are cores (each is its own process in its
-    own directory, and most of their time is Python's start and imports)."""
+    """Every case, in order: run by a fresh Python process of this module (see ``_run_cases``)."""
+    extra = ["--address", address] if address else []
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.error_catalog", "--results", *extra],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+        env=_rlplat_env(),
+    )
+    outcomes = json.loads(done.stdout.splitlines()[-1])
+    return [(case, code, text) for case, (code, text) in zip(CASES, outcomes, strict=True)]
+
+
+def _run_cases(address: str | None) -> list[tuple[int, str]]:
+    """Every case, as many at once as there are cores, each in a process of its own forked from
+    this one after it imported what every command imports (most of a fresh ``rlplat``'s time)."""
+    import ray.rllib.algorithms.ppo  # noqa: F401
+
+    import rlplat.cli  # noqa: F401
+    import rlplat.prepare.run_spec  # noqa: F401
+
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "trained").mkdir()
         checkpoint = trained_checkpoint(root / "trained", address)
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-            outcomes = pool.map(
-                lambda indexed: run_case(
-                    indexed[1], root / f"case{indexed[0]:02d}", checkpoint, address
-                ),
-                enumerate(CASES),
-            )
-            return [(case, *outcome) for case, outcome in zip(CASES, outcomes, strict=True)]
+        jobs = [(case, root / f"case{i:02d}", checkpoint, address) for i, case in enumerate(CASES)]
+        with _PROCESSES.Pool(os.cpu_count() or 2, maxtasksperchild=1) as pool:
+            return pool.starmap(run_case, jobs, chunksize=1)
 
 
 def command(case: Case) -> str:
@@ -521,4 +572,8 @@ def render(results: list[tuple[Case, int, str]]) -> str:
 
 
 if __name__ == "__main__":
-    print(render(run_all()), end="")
+    if "--results" in sys.argv:  # run_all's worker: the outcomes as one JSON line
+        given = sys.argv[sys.argv.index("--address") + 1] if "--address" in sys.argv else None
+        print(json.dumps(_run_cases(given)))
+    else:
+        print(render(run_all()), end="")
