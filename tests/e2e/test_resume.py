@@ -37,6 +37,7 @@ training:
   replay_buffer_config: {type: EpisodeReplayBuffer, capacity: 50000}
   num_steps_sampled_before_learning_starts: 64
   training_intensity: 0.25
+reporting: {min_sample_timesteps_per_iteration: 250}
 evaluation: {evaluation_interval: null}   # PPO's run resumes with evaluation; this one without
 """,
 }
