@@ -10,9 +10,10 @@ experiments/mujoco/<env>_<algo>.yaml --seeds N tune.max_concurrent=1 stop.env_st
 ``<out>/<env>_<algo>/rlplat``, after a Stable-Baselines3 process for each SB3 seed, built
 from RL Zoo's own hyperparameter file (``rl_zoo3/hyperparams/<algo>.yml``, entry ``<Env>-v4``; run
 on the same ``-v5`` env as rlplat): VecNormalize when RL Zoo normalises, its policy_kwargs, its
-action noise. What finished under ``out`` is reused and an unfinished rlplat run is continued
-with ``rlplat train --resume``, so a long benchmark goes on in a later session with the same
-``--out``.
+action noise. Where rlplat's file takes CleanRL's defaults instead (``SB3_SETTINGS``), SB3 gets
+the same settings written in RL Zoo's format. What finished under ``out`` is reused and an
+unfinished rlplat run is continued with ``rlplat train --resume``, so a long benchmark goes on in
+a later session with the same ``--out``.
 
 Scores are the final policy's greedy return over 10 episodes: rlplat's seeds through
 ``rlplat report`` (each seed's last checkpoint; IQM and 95% bootstrap CI over seeds), SB3's with
@@ -82,25 +83,51 @@ PUBLISHED = {
 }
 
 
-# --- Stable-Baselines3 with RL Zoo's settings (its own process: ``mujoco.py --sb3 ...``) ---------
+# CleanRL's ppo_continuous_action.py defaults in RL Zoo's format, for the files that take them
+# (RL Zoo's tuned Hopper settings stand still at ~1,000 on -v5). SB3's PPO defaults already are
+# CleanRL's network (64x64 tanh, orthogonal weights, log std 0) and Adam eps 1e-5.
+CLEANRL_PPO = {
+    "normalize": True, "n_envs": 1, "n_steps": 2048, "batch_size": 64, "n_epochs": 10,
+    "learning_rate": "lin_3e-4", "gamma": 0.99, "gae_lambda": 0.95, "clip_range": 0.2,
+    "ent_coef": 0.0, "vf_coef": 0.5, "max_grad_norm": 0.5,
+}
+SB3_SETTINGS = {("ppo", "hopper"): ("CleanRL ppo_continuous_action.py defaults", CLEANRL_PPO)}
 
 
-def zoo_hyperparams(algo: str, env: str) -> dict[str, Any]:
-    """RL Zoo's entry for ``<Env>-v4`` in the installed rl_zoo3's hyperparams/<algo>.yml (read as
-    data; rl_zoo3's modules and their dependencies are not needed)."""
+# --- Stable-Baselines3 (its own process: ``mujoco.py --sb3 ...``) ---------------------------------
+
+
+def sb3_settings(algo: str, env: str) -> tuple[str, dict[str, Any]]:
+    """Where SB3's settings come from, and the settings: ``SB3_SETTINGS``, else RL Zoo's entry
+    for ``<Env>-v4`` in the installed rl_zoo3's hyperparams/<algo>.yml (read as data; rl_zoo3's
+    modules and their dependencies are not needed)."""
     import importlib.util
 
     import yaml
 
+    if (algo, env) in SB3_SETTINGS:
+        source, settings = SB3_SETTINGS[(algo, env)]
+        return source, dict(settings)
     spec = importlib.util.find_spec("rl_zoo3")
     if spec is None or spec.origin is None:
         raise SystemExit("RL Zoo's settings: pip install --no-deps rl-zoo3==2.9.2")
     path = Path(spec.origin).parent / "hyperparams" / f"{algo}.yml"
-    return dict(yaml.load(path.read_text(), Loader=yaml.UnsafeLoader)[f"{ENVS[env]}-v4"])
+    entry = f"{ENVS[env]}-v4"
+    settings = yaml.load(path.read_text(), Loader=yaml.UnsafeLoader)[entry]
+    return f"rl_zoo3 2.9.2 hyperparams/{algo}.yml {entry}", dict(settings)
+
+
+def _learning_rate(value: float | str) -> Any:
+    """RL Zoo's ``lin_<rate>``: decayed linearly to 0 over training (SB3 passes the remaining
+    fraction of training)."""
+    if isinstance(value, str) and value.startswith("lin_"):
+        initial = float(value.removeprefix("lin_"))
+        return lambda remaining: remaining * initial
+    return value
 
 
 def sb3_model(algo: str, env: str, seed: int) -> tuple[Any, Any]:
-    """The SB3 model RL Zoo would build (on -v5), and its training env."""
+    """The SB3 model RL Zoo would build from ``sb3_settings`` (on -v5), and its training env."""
     import numpy as np
     from stable_baselines3 import PPO, SAC, TD3
     from stable_baselines3.common.env_util import make_vec_env
@@ -108,7 +135,9 @@ def sb3_model(algo: str, env: str, seed: int) -> tuple[Any, Any]:
     from stable_baselines3.common.vec_env import VecNormalize
     from torch import nn
 
-    settings = zoo_hyperparams(algo, env)
+    _, settings = sb3_settings(algo, env)
+    if "learning_rate" in settings:
+        settings["learning_rate"] = _learning_rate(settings["learning_rate"])
     for unused in ("n_timesteps", "policy"):
         settings.pop(unused, None)
     normalize = settings.pop("normalize", False)
@@ -148,6 +177,7 @@ def sb3_train(algo: str, env: str, seed: int, budget: int) -> dict[str, Any]:
     )
     return {
         "seed": seed,
+        "settings": sb3_settings(algo, env)[0],
         "budget": budget,
         "env_steps": model.num_timesteps,
         "train_s": round(train_s, 1),
@@ -223,6 +253,7 @@ def run_pair(
     algo: str, env: str, seeds: int, sb3_seeds: list[int], budget: int, out: Path
 ) -> dict[str, Any]:
     base = out / f"{env}_{algo}"
+    settings = sb3_settings(algo, env)[0]
     sb3_rows = []
     for seed in sb3_seeds:
         saved = base / "sb3" / f"seed{seed}.json"
@@ -234,6 +265,9 @@ def run_pair(
             row["command_wall_s"] = done.wall_s
             saved.write_text(json.dumps(row, indent=2))
         row = read_json(saved)
+        if row.get("settings", settings) != settings:
+            raise SystemExit(f"{saved} was trained with {row['settings']}, not {settings}: use "
+                             "another --out.")
         sb3_rows.append(_same_budget(row, row["budget"], budget, saved))
     seed_rows = rlplat_run(algo, env, seeds, budget, base / "rlplat")
     [run_dir] = (base / "rlplat").glob("*/*/run.json")
@@ -249,8 +283,7 @@ def run_pair(
             "seeds": seed_rows,
             "report": report,
         },
-        "sb3": {"settings": f"rl_zoo3 2.9.2 hyperparams/{algo}.yml {ENVS[env]}-v4",
-                "seeds": sb3_rows},
+        "sb3": {"settings": settings, "seeds": sb3_rows},
         "published": dict(zip(("rl_zoo", "cleanrl"), PUBLISHED[(algo, env)], strict=True)),
     }
 

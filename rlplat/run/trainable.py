@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import ray
 from ray.data import DataContext
+from ray.rllib.core import COMPONENT_ENV_TO_MODULE_CONNECTOR, COMPONENT_MODULE_TO_ENV_CONNECTOR
 from ray.util.annotations import RayDeprecationWarning
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -55,6 +56,7 @@ from rlplat.tune_state import training_time_s
 from rlplat.util.atomic import write_atomic
 
 SUFFIX = "Trial"
+CONNECTOR_COMPONENTS = [COMPONENT_ENV_TO_MODULE_CONNECTOR, COMPONENT_MODULE_TO_ENV_CONNECTOR]
 
 
 def algorithm_config(config: Any) -> Any:
@@ -160,6 +162,15 @@ class ExperimentTrial:
         if memory is not None and REPLAY_STATE in state:
             memory.set_state(state[REPLAY_STATE])
             self._restored_replay_steps = memory.get_num_timesteps()
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """RLlib's greedy evaluation, played with the training env runners' connector state (the
+        observation filter's statistics): RLlib hands that state only to remote evaluation
+        runners, and rlplat evaluates in the algorithm's process."""
+        evaluation, training = self.eval_env_runner, self.env_runner
+        if evaluation is not None and training is not None:
+            evaluation.set_state(training.get_state(components=CONNECTOR_COMPONENTS))
+        return super().evaluate(*args, **kwargs)
 
     @property
     def _evaluates(self) -> bool:

@@ -215,3 +215,32 @@ def test_a_time_budget_ends_before_an_iteration_that_would_overshoot(ray_session
     assert trial.time_budget_ended, durations
     assert trial.time_s <= 5 * 1.1, durations
     assert trial.time_s + durations[-1] > 5 * 1.1, "one more iteration would have overshot"
+
+
+def _filter_pushes(env_runner) -> int:
+    state = env_runner.get_state(components=["env_to_module_connector"])
+    [filter_state] = state["env_to_module_connector"]["MeanStdFilter"].values()
+    return filter_state["running_stats"][0]["num_pushes"]
+
+
+def test_greedy_evaluation_normalises_with_the_training_statistics(ray_session, tiny_ppo):
+    """A checkpoint's greedy score plays the policy on observations normalised as in training:
+    the evaluation runner starts from the training filter's statistics (a 1,024-step iteration),
+    not from a filter of its own that saw one evaluation episode."""
+    from rlplat.prepare import prepare
+    from rlplat.run.trainable import trainable_for
+
+    loaded = load_experiment(
+        tiny_ppo,
+        ["connectors=[mean_std_filter]", "training.train_batch_size_per_learner=1024",
+         "evaluation.evaluation_duration=1"],
+    )
+    algo = trainable_for("PPO")(config=prepare(loaded, step_env=False).resolved())
+    try:
+        result = algo.train()
+        trained, evaluated = _filter_pushes(algo.env_runner), _filter_pushes(algo.eval_env_runner)
+        played = result["evaluation"]["env_runners"]["num_env_steps_sampled"]
+        assert trained >= 1024
+        assert trained < evaluated <= trained + played + 1, (trained, evaluated, played)
+    finally:
+        algo.stop()
