@@ -124,7 +124,8 @@ weights: rlplat's defaults for the `evaluation` section are 5 episodes
 (`evaluation_duration: 5`, `evaluation_duration_unit: episodes`) at every checkpoint's iteration
 (`evaluation_interval` = `checkpoint.every`; offline runs: every iteration), played in the
 algorithm's process between iterations (`evaluation_num_env_runners: 0`, with as many envs as
-episodes, at most training's `resources.env_runners.envs`); a checkpoint written
+episodes, at most training's `resources.env_runners.envs`), with the training env runners'
+connector state (a `mean_std_filter`'s statistics) copied in first; a checkpoint written
 at another iteration (the one at the end) is evaluated when it is saved. Each checkpoint's
 `rlplat_evaluation.json` holds its evaluation, and `rlplat_checkpoint.json` its score and what the
 score is; `rlplat eval`, `export` and `serve` print it with the checkpoint they pick. Keys given
