@@ -97,6 +97,10 @@ SB3_SETTINGS = {("ppo", "hopper"): ("CleanRL ppo_continuous_action.py defaults",
 # --- Stable-Baselines3 (its own process: ``mujoco.py --sb3 ...``) ---------------------------------
 
 
+def zoo_source(algo: str, env: str) -> str:
+    return f"rl_zoo3 2.9.2 hyperparams/{algo}.yml {ENVS[env]}-v4"
+
+
 def sb3_settings(algo: str, env: str) -> tuple[str, dict[str, Any]]:
     """Where SB3's settings come from, and the settings: ``SB3_SETTINGS``, else RL Zoo's entry
     for ``<Env>-v4`` in the installed rl_zoo3's hyperparams/<algo>.yml (read as data; rl_zoo3's
@@ -112,9 +116,8 @@ def sb3_settings(algo: str, env: str) -> tuple[str, dict[str, Any]]:
     if spec is None or spec.origin is None:
         raise SystemExit("RL Zoo's settings: pip install --no-deps rl-zoo3==2.9.2")
     path = Path(spec.origin).parent / "hyperparams" / f"{algo}.yml"
-    entry = f"{ENVS[env]}-v4"
-    settings = yaml.load(path.read_text(), Loader=yaml.UnsafeLoader)[entry]
-    return f"rl_zoo3 2.9.2 hyperparams/{algo}.yml {entry}", dict(settings)
+    settings = yaml.load(path.read_text(), Loader=yaml.UnsafeLoader)[f"{ENVS[env]}-v4"]
+    return zoo_source(algo, env), dict(settings)
 
 
 def _learning_rate(value: float | str) -> Any:
@@ -265,8 +268,9 @@ def run_pair(
             row["command_wall_s"] = done.wall_s
             saved.write_text(json.dumps(row, indent=2))
         row = read_json(saved)
-        if row.get("settings", settings) != settings:
-            raise SystemExit(f"{saved} was trained with {row['settings']}, not {settings}: use "
+        trained_with = row.get("settings", zoo_source(algo, env))  # rows before the field: RL Zoo's
+        if trained_with != settings:
+            raise SystemExit(f"{saved} was trained with {trained_with}, not {settings}: use "
                              "another --out.")
         sb3_rows.append(_same_budget(row, row["budget"], budget, saved))
     seed_rows = rlplat_run(algo, env, seeds, budget, base / "rlplat")
