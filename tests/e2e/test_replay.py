@@ -28,5 +28,7 @@ def test_a_trial_that_asks_for_the_transition_sampler_replays_with_it(ray_sessio
         result = algo.train()
         trained = result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
         assert trained > 0, "updates ran on batches the transition sampler drew"
+        # The learner's per-sample TD errors (for prioritized replay) stay out of the result.
+        assert "td_error" not in result["learners"]["default_policy"]
     finally:
         algo.stop()
