@@ -37,6 +37,7 @@ RESTORED_REPLAY_STEPS = "replay/env_steps_restored"
 METRIC_ALIASES: dict[str, str] = {
     "episode_return_mean": RETURN_MEAN,
     "episode_len_mean": "window/episode_len_mean",
+    "game_score_mean": "window/game_score_mean",
     "iteration_episode_return_mean": "env_runners/episode_return_mean",
     "iteration_episode_return_min": "env_runners/episode_return_min",
     "iteration_episode_return_max": "env_runners/episode_return_max",

@@ -30,28 +30,43 @@ def _pettingzoo_constructor(spec: EnvSpec) -> Callable[..., Any]:
     return getattr(module, name)
 
 
+# Gymnasium namespaces whose ids are registered by importing a package, and the extra with it.
+NAMESPACE_PACKAGES = {"ALE": ("ale_py", "atari")}
+
+
+def import_namespace(env_id: str) -> None:
+    """Import the package that registers ``env_id``'s namespace (``ALE/...``: ale_py)."""
+    namespace = env_id.partition("/")[0] if "/" in env_id else ""
+    if namespace in NAMESPACE_PACKAGES:
+        importlib.import_module(NAMESPACE_PACKAGES[namespace][0])
+
+
 class EnvCreator:
     """Picklable env creator handed to RLlib: ``creator(env_config) -> env``.
 
     Builds the env (Gymnasium id, factory or PettingZoo module), applies ``env.wrappers`` in
     order, and turns PettingZoo envs into RLlib ``MultiAgentEnv``s. RLlib passes its
     ``EnvContext`` (the kwargs plus worker/vector indices); only the kwargs reach the env.
+    ``evaluation``: the env as evaluation plays it, without training-only wrappers.
     """
 
-    def __init__(self, spec: EnvSpec):
+    def __init__(self, spec: EnvSpec, *, evaluation: bool = False):
         self.spec = spec
+        self.evaluation = evaluation
 
     def __call__(self, env_config: dict[str, Any] | None = None) -> Any:
         kwargs = dict(self.spec.kwargs)
         kwargs.update(dict(env_config or {}))
         if self.spec.id is not None:
+            import_namespace(self.spec.id)
             env = gym.make(self.spec.id, **kwargs)
         elif self.spec.pettingzoo is not None:
             env = _pettingzoo_constructor(self.spec)(**kwargs)
         else:
             env = import_object(self.spec.factory)(**kwargs)
         multi_agent = is_pettingzoo(env)
-        env = apply_chain(env, resolve_chain(self.spec.wrappers, multi_agent=multi_agent))
+        chain = resolve_chain(self.spec.wrappers, multi_agent=multi_agent)
+        env = apply_chain(env, chain, evaluation=self.evaluation)
         if not multi_agent:
             return env
         # RLlib's MultiAgentEnv (and torch with it) loads only for multi-agent envs: evaluating
@@ -157,6 +172,8 @@ def _check_source(spec: EnvSpec, locate: Callable[[str], str]) -> None:
         else:
             _check_factory(spec, locate)
     elif spec.id not in gym.registry:
+        _import_namespace_package(spec, locate)
+    if spec.id is not None and spec.id not in gym.registry:
         raise ConfigError(
             f"unknown Gymnasium environment {spec.id!r}."
             + did_you_mean(spec.id, gym.registry)
@@ -166,6 +183,23 @@ def _check_source(spec: EnvSpec, locate: Callable[[str], str]) -> None:
             location=locate("env.id"),
             key="env.id",
         )
+
+
+def _import_namespace_package(spec: EnvSpec, locate: Callable[[str], str]) -> None:
+    """Register the id's namespace (``ALE/``) by importing its package, or say which extra
+    installs it."""
+    try:
+        import_namespace(spec.id)
+    except ImportError as exc:
+        namespace = spec.id.partition("/")[0]
+        package, extra = NAMESPACE_PACKAGES[namespace]
+        raise ConfigError(
+            f"{spec.id!r} is a {namespace} environment, registered by the {package} package, "
+            f"which cannot be imported ({exc}). Install the {extra} extra: pip install "
+            f"'rlplat[{extra}]' (in a checkout: pip install -e '.[{extra}]').",
+            location=locate("env.id"),
+            key="env.id",
+        ) from None
 
 
 def _build(spec: EnvSpec, locate: Callable[[str], str]) -> Any:

@@ -5,6 +5,9 @@ SuperSuit wrappers (``color_reduction_v0``, ``resize_v1``, ``frame_stack_v1``, .
 PettingZoo and Gymnasium envs), Gymnasium wrapper classes (``TimeLimit``, ``FlattenObservation``;
 single-agent envs only), or any ``module.path:callable`` taking the env as first argument.
 Arguments are bound against the wrapper's real signature before the env is built.
+
+A wrapper whose ``training_only`` attribute is true (an episodic-life or reward-clipping wrapper)
+is applied to training envs only; the env built for evaluation leaves it out.
 """
 
 from __future__ import annotations
@@ -57,6 +60,10 @@ class Wrapper:
     function: Callable[..., Any]
     kwargs: dict[str, Any]
 
+    @property
+    def training_only(self) -> bool:
+        return bool(getattr(self.function, "training_only", False))
+
     def apply(self, env: Any, index: int) -> Any:
         try:
             return self.function(env, **self.kwargs)
@@ -85,9 +92,11 @@ def resolve_chain(entries: list[NamedEntry], *, multi_agent: bool) -> list[Wrapp
     return [resolve(entry, i, multi_agent=multi_agent) for i, entry in enumerate(entries)]
 
 
-def apply_chain(env: Any, chain: list[Wrapper]) -> Any:
+def apply_chain(env: Any, chain: list[Wrapper], *, evaluation: bool = False) -> Any:
+    """``env`` in the chain's wrappers; for ``evaluation``, without the training-only ones."""
     for index, wrapper in enumerate(chain):
-        env = wrapper.apply(env, index)
+        if not (evaluation and wrapper.training_only):
+            env = wrapper.apply(env, index)
     return env
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 
 from rlplat.errors import ConfigError, allowed_list, did_you_mean, not_among
+from rlplat.experiment.presets import expand_preset
 from rlplat.experiment.schema import Experiment
 from rlplat.experiment.spaces import Space, find_spaces, substitute
 from rlplat.experiment.yaml_io import KeyPath, parse_yaml
@@ -195,9 +196,10 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Loa
 def validate(data: dict[str, Any], locate: Locator) -> Experiment:
     """The typed experiment for concrete data (no search spaces), or the first schema error."""
     try:
-        return Experiment.model_validate(data)
+        experiment = Experiment.model_validate(data)
     except ValidationError as exc:
         raise _pydantic_error(exc, locate) from None
+    return expand_preset(experiment)
 
 
 def experiment_from_data(data: dict[str, Any], locate: Locator) -> LoadedExperiment:

@@ -66,6 +66,7 @@ def _one_key_entries(entries: list[NamedEntry], what: str) -> None:
 
 
 ENV_SOURCES = ("id", "factory", "pettingzoo")
+ATARI_NAMESPACE = "ALE/"
 
 
 class EnvSpec(Section):
@@ -95,6 +96,14 @@ class EnvSpec(Section):
         description="Wrappers applied in order: SuperSuit names (resize_v1: {x_size: 84, "
         "y_size: 84}), Gymnasium wrapper classes (single-agent) or 'module:callable'.",
     )
+    preset: Literal["atari"] | None = Field(
+        None,
+        description="A standard preprocessing chain, written out into kwargs, wrappers and "
+        "connectors in the run's experiment.yaml. atari (for ALE/ ids): Gymnasium's "
+        "AtariPreprocessing (no-op reset, frame skip 4 with max-pooling, 84x84 grayscale), the "
+        "game score, FIRE at each start, episodic life and sign-clipped rewards in training "
+        "only, 4 stacked frames; sticky actions as ALE v5 has them (0.25).",
+    )
     check: bool = Field(
         True,
         description="Before Ray starts, reset the env and take random steps, checking what it "
@@ -121,6 +130,11 @@ class EnvSpec(Section):
         if self.api is not None and self.id is not None:
             raise ValueError("'api' applies to PettingZoo environments, not Gymnasium ids")
         _one_key_entries(self.wrappers, "wrapper")
+        if self.preset == "atari" and not (self.id or "").startswith(ATARI_NAMESPACE):
+            raise ValueError(
+                "preset 'atari' preprocesses Atari games: it needs an ALE id such as "
+                f"ALE/Breakout-v5 or ALE/Pong-v5 in env.id, not {self.label!r}"
+            )
         return self
 
     @property

@@ -254,7 +254,7 @@ def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
         # is evaluated without them.
         from rlplat.rllib.env_creator import env_creator_for  # noqa: PLC0415
 
-        return env_creator_for(experiment)
+        return env_creator_for(experiment, evaluation=True)
 
     def actor(experiment: Any, env: Any) -> Actor:
         # torch and RLlib's modules load only now (the slow part of start-up): a bad path or

@@ -87,7 +87,7 @@ def agent_observation(space: gym.Space, team_observation: dict, index: int) -> t
 def export_env_creator(manifest: runtime.Manifest, spec: EnvSpec) -> Callable[[dict], Any]:
     """The env as the export's policy acts in it: the experiment's env, or its team view (QMIX)
     with the settings recorded in the manifest."""
-    creator = EnvCreator(spec)
+    creator = EnvCreator(spec, evaluation=True)
     team = manifest.env.team if manifest.env else None
     return creator if team is None else TeamEnvCreator(creator, **team)
 

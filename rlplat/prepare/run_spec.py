@@ -62,6 +62,7 @@ from rlplat.rllib.build import (
     check_rllib_sections,
     effective_settings,
     team_state_source,
+    with_image_model,
 )
 from rlplat.rllib.multi_agent import PolicyMapping
 
@@ -125,6 +126,7 @@ def prepare(
     if is_team_algorithm(experiment.algorithm):
         training = {**experiment.training, "global_state": team_state_source(experiment, locate)}
         experiment = experiment.model_copy(update={"training": training})
+    experiment = with_image_model(experiment, env)
     algo_config = build_algorithm_config(experiment, locate, env)
     _check_member_metrics(experiment, algo_config, env, locate)
     if experiment.init.checkpoint:

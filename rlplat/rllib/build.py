@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 from pydantic import TypeAdapter, ValidationError
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
@@ -35,12 +37,18 @@ from rlplat.environments.guard import GuardedCreator
 from rlplat.environments.make import EnvInfo
 from rlplat.environments.seeding import seeded_env_runner_class
 from rlplat.environments.team import TeamEnvError
+from rlplat.environments.wrappers import resolve_chain
 from rlplat.errors import ConfigError, not_among
 from rlplat.experiment.schema import Experiment, MultiAgentSpec
 from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
 from rlplat.rllib.learner_state import with_learner_connector_state
-from rlplat.rllib.modules import LOG_STD_INIT, InitialLogStdPPOModule, UniformRandomModule
+from rlplat.rllib.modules import (
+    LOG_STD_INIT,
+    SCALED_FRAMES_MODULES,
+    InitialLogStdPPOModule,
+    UniformRandomModule,
+)
 from rlplat.rllib.multi_agent import PolicyMapping, check_multi_agent
 from rlplat.rllib.optimizers import check_optimizer, with_configured_optimizer
 from rlplat.util.imports import import_object
@@ -290,9 +298,11 @@ def build_algorithm_config(
     calls["environment"].update(env=env_name, env_config={})
     calls["debugging"]["seed"] = exp.seed
     calls["evaluation"] = exp.evaluation_settings()
+    _evaluation_env(exp, env, env_name, calls)
     calls["callbacks"] = {"callbacks_class": WindowedEpisodeStats}
     _connector_calls(exp, config, calls)
     _initial_log_std(exp, env, calls, locate)
+    _scaled_frames_module(exp, env, config, calls, locate)
     if env.multi_agent and not team:
         _multi_agent_calls(exp, env, config, calls, locate)
     _transition_replay(calls, env.multi_agent and not team, locate)
@@ -324,6 +334,19 @@ def build_algorithm_config(
             location=locate(""),
         ) from None
     return config
+
+
+def _evaluation_env(
+    exp: Experiment, env: EnvInfo, env_name: str, calls: dict[str, dict[str, Any]]
+) -> None:
+    """Evaluation plays the env without its training-only wrappers (an episodic life, clipped
+    rewards: Atari's), so its episodes are whole games scored as the game scores them."""
+    chain = resolve_chain(exp.env.wrappers, multi_agent=env.multi_agent)
+    if not any(wrapper.training_only for wrapper in chain):
+        return
+    name = f"{env_name}/evaluation"
+    register_env(name, GuardedCreator(env_creator_for(exp, evaluation=True)))
+    calls["evaluation"]["evaluation_config"]["env"] = name
 
 
 def _connector_calls(
@@ -376,6 +399,60 @@ def _initial_log_std(
             key=key,
         )
     calls["rl_module"]["rl_module_spec"] = RLModuleSpec(module_class=InitialLogStdPPOModule)
+
+
+# DeepMind's Nature CNN (Mnih et al. 2015): three unpadded convolutions down to 7x7x64 for 84x84
+# frames, then 512 units (here one layer of 512 in each head on the shared convolutions).
+NATURE_CNN = {
+    "conv_filters": [[32, [8, 8], 4, "valid"], [64, [4, 4], 2, "valid"], [64, [3, 3], 1, "valid"]],
+    "conv_activation": "relu",
+    "head_fcnet_hiddens": [512],
+    "head_fcnet_activation": "relu",
+    "vf_share_layers": True,
+}
+
+
+def _single_agent_images(env: EnvInfo) -> bool:
+    space = env.observation_space
+    return not env.multi_agent and isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+
+
+def with_image_model(exp: Experiment, env: EnvInfo) -> Experiment:
+    """The experiment with the Nature CNN in ``rl_module.model_config`` for single-agent 84x84
+    frames, unless it names its own ``conv_filters`` (RLlib's default for 84x84 ends in a
+    256-filter 11x11 convolution, about 20x slower on a CPU)."""
+    model_config = exp.rl_module.get("model_config") or {}
+    if not _single_agent_images(env) or "conv_filters" in model_config:
+        return exp
+    if tuple(env.observation_space.shape[:2]) != (84, 84):
+        return exp
+    rl_module = {**exp.rl_module, "model_config": {**NATURE_CNN, **model_config}}
+    return exp.model_copy(update={"rl_module": rl_module})
+
+
+def _scaled_frames_module(
+    exp: Experiment,
+    env: EnvInfo,
+    config: AlgorithmConfig,
+    calls: dict[str, dict[str, Any]],
+    locate: Callable[[str], str],
+) -> None:
+    """Single-agent uint8 frames: the algorithm's default module that scales them to [0, 1]."""
+    if not _single_agent_images(env) or env.observation_space.dtype != np.uint8:
+        return
+    default = config.get_default_rl_module_spec().module_class
+    scaled = SCALED_FRAMES_MODULES.get(default)
+    if scaled is None:
+        supported = sorted(cls.__name__ for cls in SCALED_FRAMES_MODULES)
+        raise ConfigError(
+            f"{exp.env.label!r} observes uint8 images {env.observation_space.shape}, which "
+            f"rlplat scales to [0, 1] in RLlib's default modules ({', '.join(supported)}), not "
+            f"in {exp.algorithm}'s {default.__name__}. Convert them to float32 in a wrapper "
+            "instead (e.g. AtariPreprocessing's scale_obs: true).",
+            location=locate("env"),
+            key="env",
+        )
+    calls["rl_module"]["rl_module_spec"] = RLModuleSpec(module_class=scaled)
 
 
 def _learner_class(calls: dict[str, dict[str, Any]], config: AlgorithmConfig) -> type:

@@ -22,10 +22,13 @@ def _team_settings(experiment: Experiment) -> dict[str, Any] | None:
     return {key: value for key, value in experiment.training.items() if key in TEAM_SETTINGS}
 
 
-def env_creator_for(experiment: Experiment) -> Callable[[dict[str, Any] | None], Any]:
+def env_creator_for(
+    experiment: Experiment, *, evaluation: bool = False
+) -> Callable[[dict[str, Any] | None], Any]:
     """The env factory training and evaluation use: the env as the experiment names it, or, for
-    a team algorithm (QMIX), that multi-agent env seen as one team."""
-    creator = EnvCreator(experiment.env)
+    a team algorithm (QMIX), that multi-agent env seen as one team. ``evaluation``: without the
+    chain's training-only wrappers."""
+    creator = EnvCreator(experiment.env, evaluation=evaluation)
     settings = _team_settings(experiment)
     if settings is None:
         return creator
@@ -45,5 +48,7 @@ def rllib_env_name(experiment: Experiment) -> str:
 
 
 def rebuild_env(experiment: Experiment, render_mode: str | None, source: Path) -> Any:
-    """Build a run's environment again (for evaluation), with ``render_mode`` if given."""
-    return build_env(env_creator_for(experiment), experiment.env, render_mode, source)
+    """Build a run's environment again for evaluation, with ``render_mode`` if given."""
+    return build_env(
+        env_creator_for(experiment, evaluation=True), experiment.env, render_mode, source
+    )

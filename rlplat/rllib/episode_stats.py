@@ -9,6 +9,10 @@ and checkpoint ranking use. Offline runs (BC, MARWIL, CQL, IQL) play episodes on
 their window is over the evaluation episodes. ``window/episodes_before_learning`` counts the
 window's episodes that were played before the first gradient update (a replay warm-up's random
 actions, or PPO's first, untrained batch): a window score with any of them is no trained policy's.
+
+Envs that report a game's end in the step's info (``game_score``, ``game_length``: the Atari
+preset's ``GameScore``, where an episode is one life) also get ``window/game_score_mean`` and
+``window/game_length_mean`` over the last N finished games, and ``window/num_games``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
+from rlplat.environments.atari import GAME_LENGTH, GAME_SCORE
 from rlplat.environments.team import AGENT_REWARDS
 from rlplat.metrics import finite, lookup
 
@@ -29,10 +34,42 @@ TRAINED_LIFETIME = "learners/__all_modules__/num_env_steps_trained_lifetime"
 WINDOWED = ("episode_return_mean", "episode_len_mean")
 # Multi-agent runs: RLlib's per-policy and per-agent means -> rlplat's windowed names.
 RLLIB_AGENT_RETURNS = "agent_episode_returns_mean"
+NUM_GAMES = "num_games"
+GAME_MEANS = {GAME_SCORE: "game_score_mean", GAME_LENGTH: "game_length_mean"}
 PER_GROUP = {
     "module_episode_returns_mean": "policy_return_mean",
     RLLIB_AGENT_RETURNS: "agent_return_mean",
 }
+
+
+def _runner_window(config: Any) -> int:
+    """RLlib's window for episode metrics, shared among the env runners."""
+    runners = config.num_env_runners or 1
+    return max(1, math.ceil(config.metrics_num_episodes_for_smoothing / runners))
+
+
+def _window_means(
+    recent: deque[tuple[int, dict[str, float], bool]], window: int
+) -> tuple[int, int, dict[str, float]]:
+    """Drop whole iterations from ``recent`` while the rest still fill the window; the entries'
+    count (up to the window), how many of those were before learning, and their means."""
+    while recent and sum(c for c, *_ in recent) - recent[0][0] >= window:
+        recent.popleft()
+    total = sum(c for c, *_ in recent)
+    # The oldest iteration may overfill the window: count only the entries that fit.
+    excess = max(total - window, 0)
+    weighted = [
+        (c - (excess if i == 0 else 0), m, before) for i, (c, m, before) in enumerate(recent)
+    ]
+    means = {}
+    for key in dict.fromkeys(k for _, m, _ in weighted for k in m):
+        pairs = [(w, m[key]) for w, m, _ in weighted if key in m]
+        means[key] = sum(w * v for w, v in pairs) / sum(w for w, _ in pairs)
+    return sum(w for w, *_ in weighted), sum(w for w, _, before in weighted if before), means
+
+
+def _entries(saved: list) -> deque[tuple[int, dict[str, float], bool]]:
+    return deque((int(count), dict(means), bool(before)) for count, means, before in saved)
 
 
 def iteration_means(runners: dict[str, Any]) -> dict[str, float]:
@@ -56,39 +93,46 @@ class WindowedEpisodeStats(RLlibCallback):
         super().__init__()
         # (episodes, their means, whether they were played before the first update)
         self._recent: deque[tuple[int, dict[str, float], bool]] = deque()
+        self._games: deque[tuple[int, dict[str, float], bool]] = deque()  # the same for games
         self._learning_started = False
 
     # The window is saved in checkpoints (see rlplat.run.trainable): a restored trial (PBT's
     # exploit, --resume) reports the same windowed return it had, not one over its first few
     # episodes.
     def get_state(self) -> dict[str, Any]:
-        return {"recent": list(self._recent), "learning_started": self._learning_started}
+        return {
+            "recent": list(self._recent),
+            "games": list(self._games),
+            "learning_started": self._learning_started,
+        }
 
     def set_state(self, state: dict[str, Any] | list) -> None:
         if isinstance(state, list):  # checkpoints written before the window kept more
             state = {"recent": [(*entry, False) for entry in state], "learning_started": True}
-        self._recent = deque(
-            (int(count), dict(means), bool(before)) for count, means, before in state["recent"]
-        )
+        self._recent = _entries(state["recent"])
+        self._games = _entries(state.get("games", []))
         self._learning_started = bool(state["learning_started"])
 
     def on_episode_end(
         self, *, episode: Any, env_runner: Any = None, metrics_logger: Any = None, **kwargs: Any
     ) -> None:
-        """Team envs (QMIX) report each member's reward in its infos: log each member's return
-        under RLlib's multi-agent key, so they are windowed and shown like any agent's."""
+        """A game's end (its score in the last info) is logged; team envs (QMIX) report each
+        member's reward in its infos: each member's return is logged under RLlib's multi-agent
+        key, so they are windowed and shown like any agent's."""
         if not isinstance(episode, SingleAgentEpisode) or metrics_logger is None:
             return
+        window = _runner_window(env_runner.config)
+        last = episode.get_infos(-1) or {}
+        if GAME_SCORE in last:
+            metrics_logger.log_value(NUM_GAMES, 1, reduce="sum")
+            for info_key, name in GAME_MEANS.items():
+                metrics_logger.log_value(name, float(last.get(info_key, math.nan)), window=window)
         returns: dict[str, float] = {}
         for info in episode.get_infos():
             for agent, reward in (info.get(AGENT_REWARDS) or {}).items():
                 returns[agent] = returns.get(agent, 0.0) + reward
         if not returns:
             return
-        config = env_runner.config
-        # RLlib's own window for episode metrics, shared among the env runners.
-        runners = config.num_env_runners or 1
-        window = max(1, math.ceil(config.metrics_num_episodes_for_smoothing / runners))
         metrics_logger.log_dict({RLLIB_AGENT_RETURNS: returns}, window=window)
 
     def on_train_result(self, *, algorithm: Any, result: dict, **kwargs: Any) -> None:
@@ -103,31 +147,24 @@ class WindowedEpisodeStats(RLlibCallback):
         before_learning = not (self._learning_started or algorithm.config.is_offline)
         if count > 0 and all(key in means for key in WINDOWED):
             self._recent.append((count, means, before_learning))
+        games = int(finite(runners.get(NUM_GAMES)) or 0)
+        game_means = {name: finite(runners.get(name)) for name in GAME_MEANS.values()}
+        if games > 0 and None not in game_means.values():
+            self._games.append((games, game_means, before_learning))
         self._learning_started |= bool(finite(lookup(result, TRAINED_LIFETIME)))
-        # Drop whole iterations while the rest still fill the window.
-        while self._recent and sum(c for c, *_ in self._recent) - self._recent[0][0] >= window:
-            self._recent.popleft()
-        total = sum(c for c, *_ in self._recent)
+        total, before, means = _window_means(self._recent, window)
         if total == 0:
             return
-        # The oldest iteration may overfill the window: count only the episodes that fit.
-        excess = max(total - window, 0)
-        weighted = [
-            (c - (excess if i == 0 else 0), m, before)
-            for i, (c, m, before) in enumerate(self._recent)
-        ]
-        stats: dict[str, Any] = {
-            "num_episodes": sum(w for w, *_ in weighted),
-            BEFORE_LEARNING: sum(w for w, _, before in weighted if before),
-        }
-        for key in dict.fromkeys(k for _, m, _ in weighted for k in m):
-            pairs = [(w, m[key]) for w, m, _ in weighted if key in m]
-            value = sum(w * v for w, v in pairs) / sum(w for w, _ in pairs)
+        stats: dict[str, Any] = {"num_episodes": total, BEFORE_LEARNING: before}
+        for key, value in means.items():
             group, _, member = key.partition("/")
             if member:
                 stats.setdefault(group, {})[member] = value
             else:
                 stats[key] = value
+        played, _, game_means = _window_means(self._games, window)
+        if played:
+            stats.update(game_means, **{NUM_GAMES: played})
         result[WINDOW_KEY] = stats
 
 

@@ -1,4 +1,5 @@
-"""RLModules rlplat adds: PPO with action masks, random players, PPO with an initial log std.
+"""RLModules rlplat adds: PPO with action masks, random players, PPO with an initial log std,
+image modules for uint8 frames.
 
 PettingZoo's board games observe ``{"observation": board, "action_mask": legal moves}``. The
 masked module feeds the (flattened) board to RLlib's default PPO networks and pushes the logits of
@@ -7,6 +8,10 @@ illegal moves to the lowest float, so they get probability 0 when acting and whe
 RLlib starts a free (state-independent) log std at 0, a standard deviation of 1 on actions in
 [-1, 1]; RL Zoo's tuned MuJoCo PPO settings start it at -2 (``log_std_init``).
 ``rl_module.model_config.log_std_init`` gives PPO that start.
+
+Atari frames are uint8 (84x84 grayscale, stacked). Episodes and replay keep them so (a quarter of
+float32's memory); the modules for such observations divide them by 255 as float32 where they
+enter the CNN, as Stable-Baselines3 and CleanRL do. RLlib's own CNN takes floats only.
 """
 
 from __future__ import annotations
@@ -16,8 +21,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from ray.rllib.algorithms.appo.torch.default_appo_torch_rl_module import (
+    DefaultAPPOTorchRLModule,
+)
+from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.torch.primitives import TorchCNN
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
@@ -48,6 +58,41 @@ class InitialLogStdPPOModule(DefaultPPOTorchRLModule):
         super().setup()
         with torch.no_grad():
             self.pi.log_std.fill_(float(self.model_config[LOG_STD_INIT]))
+
+
+def _scaled_frames(_layer: torch.nn.Module, inputs: tuple[torch.Tensor]) -> tuple[torch.Tensor]:
+    (frames,) = inputs
+    return (frames.to(torch.float32) / 255.0,) if frames.dtype == torch.uint8 else inputs
+
+
+class ScaledFrames:
+    """Mixin before an RLlib default module: uint8 frames enter each CNN as float32 / 255."""
+
+    def setup(self) -> None:
+        super().setup()
+        for layer in self.modules():
+            if isinstance(layer, TorchCNN):
+                layer.register_forward_pre_hook(_scaled_frames)
+
+
+class ScaledFramesPPOModule(ScaledFrames, DefaultPPOTorchRLModule):
+    """PPO's (and IMPALA's) default module on uint8 frames."""
+
+
+class ScaledFramesAPPOModule(ScaledFrames, DefaultAPPOTorchRLModule):
+    """APPO's default module on uint8 frames."""
+
+
+class ScaledFramesDQNModule(ScaledFrames, DefaultDQNTorchRLModule):
+    """DQN's default module on uint8 frames."""
+
+
+# RLlib's default module -> the same module on uint8 frames.
+SCALED_FRAMES_MODULES: dict[type, type] = {
+    DefaultPPOTorchRLModule: ScaledFramesPPOModule,
+    DefaultAPPOTorchRLModule: ScaledFramesAPPOModule,
+    DefaultDQNTorchRLModule: ScaledFramesDQNModule,
+}
 
 
 class MaskedPPOModule(DefaultPPOTorchRLModule):
