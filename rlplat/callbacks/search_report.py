@@ -35,6 +35,7 @@ from rlplat.metrics import (
     TIME_TOTAL,
     finite,
     lookup,
+    metric_path,
 )
 from rlplat.util.atomic import write_atomic
 from rlplat.util.tables import new_table, print_table
@@ -63,6 +64,10 @@ def stop_reason(status: str, result: dict[str, Any], stop: StopSpec, scheduler: 
     score = finite(lookup(result, RETURN_MEAN))
     if target is not None and score is not None and score >= target:
         return TARGET_REACHED
+    game_target = stop.game_score_mean
+    game_score = finite(lookup(result, metric_path("game_score_mean")))
+    if game_target is not None and game_score is not None and game_score >= game_target:
+        return "stop.game_score_mean"
     if lookup(result, TIME_BUDGET_ENDED):
         return "stop.time_s"
     for name, path in (("env_steps", ENV_STEPS), ("iterations", ITERATION), ("time_s", TIME_TOTAL)):

@@ -252,6 +252,11 @@ class StopSpec(Section):
     """When a trial stops: whichever condition is met first."""
 
     episode_return_mean: float | None = Field(None, description="Target mean episode return.")
+    game_score_mean: float | None = Field(
+        None,
+        description="Target mean game score over the last finished games, for envs that report "
+        "a game's end in its last step's info (the atari preset, whose game spans its lives).",
+    )
     env_steps: Count | None = Field(None, gt=0, description="Environment steps sampled.")
     iterations: Count | None = Field(None, gt=0, description="Training iterations.")
     time_s: float | None = Field(
@@ -275,8 +280,8 @@ class StopSpec(Section):
     def _at_least_one(self) -> StopSpec:
         if all(v is None for v in self.model_dump().values()):
             raise ValueError(
-                "give at least one stop condition: episode_return_mean, env_steps, iterations "
-                "or time_s (otherwise the run never ends)"
+                "give at least one stop condition: episode_return_mean, game_score_mean, "
+                "env_steps, iterations or time_s (otherwise the run never ends)"
             )
         return self
 

@@ -1,0 +1,101 @@
+"""The Atari preset: what it writes out, how its chain plays a real ALE game in training and in
+evaluation, and what it refuses before anything runs."""
+
+from __future__ import annotations
+
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rlplat.environments.atari import GAME_LENGTH, GAME_SCORE
+from rlplat.environments.make import EnvCreator
+from rlplat.errors import ConfigError
+from rlplat.experiment.load import load_experiment
+from rlplat.experiment.schema import entry_parts
+from tests.helpers import EXPERIMENTS, assert_shipped_file_validates
+
+BREAKOUT = """\
+name: breakout
+algorithm: PPO
+env: {id: ALE/Breakout-v5, preset: atari}
+stop: {env_steps: 1000}
+"""
+NOOP = 0
+
+
+def load(tmp_path, text: str = BREAKOUT, *overrides: str):
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    return load_experiment(path, list(overrides)).experiment
+
+
+@pytest.mark.parametrize(
+    "path", sorted((EXPERIMENTS / "atari").glob("*.yaml")), ids=lambda p: p.stem
+)
+def test_suite_file_validates(path, tmp_path):
+    assert_shipped_file_validates(path, tmp_path)
+
+
+def test_the_preset_is_written_out_and_what_the_user_wrote_wins(tmp_path):
+    text = BREAKOUT + "connectors: [{frame_stack: {num_frames: 2}}]\n"
+    experiment = load(tmp_path, text, "env.kwargs.repeat_action_probability=0.0")
+    env = experiment.env
+    assert env.preset is None
+    assert env.kwargs == {"frameskip": 1, "repeat_action_probability": 0.0}
+    names = [entry_parts(entry)[0] for entry in env.wrappers]
+    assert names[0] == "AtariPreprocessing" and names[-1].endswith(":SignReward")
+    assert experiment.connectors == [{"frame_stack": {"num_frames": 2}}]
+    assert load(tmp_path).connectors == [{"frame_stack": {"num_frames": 4}}]
+
+
+def play_noop(env: gym.Env, max_steps: int = 5_000) -> list[tuple[float, dict]]:
+    """Episodes of NOOP only until the game is over: (return, last info) of each."""
+    episodes: list[tuple[float, dict]] = []
+    env.reset(seed=0)
+    total = 0.0
+    for _ in range(max_steps):
+        _, reward, terminated, truncated, info = env.step(NOOP)
+        total += reward
+        if terminated or truncated:
+            episodes.append((total, info))
+            if GAME_SCORE in info:
+                return episodes
+            env.reset()
+            total = 0.0
+    raise AssertionError(f"the game did not end in {max_steps} NOOP steps")
+
+
+def test_training_episodes_are_lives_of_one_game_and_evaluation_plays_the_whole_game(tmp_path):
+    spec = load(tmp_path).env
+    training = EnvCreator(spec)()
+    observation, _ = training.reset(seed=0)
+    assert observation.shape == (84, 84, 1) and observation.dtype == np.uint8
+    lives = training.unwrapped.ale.lives()
+    # NOOP only: FIRE at each start launches the ball, the paddle stays put, each life is lost.
+    lost = play_noop(training)
+    assert len(lost) == lives == 5
+    assert [GAME_SCORE in info for _, info in lost] == [False] * (lives - 1) + [True]
+    assert lost[-1][1][GAME_SCORE] >= sum(total for total, _ in lost)  # clipped per life
+
+    evaluation = EnvCreator(spec, evaluation=True)()
+    [(total, info)] = play_noop(evaluation)
+    assert total == info[GAME_SCORE] and info[GAME_LENGTH] > 5 * 20
+
+
+def test_the_preset_needs_an_ale_id(tmp_path):
+    with pytest.raises(ConfigError, match="needs an ALE id such as ALE/Breakout-v5"):
+        load(tmp_path, BREAKOUT, "env.id=CartPole-v1")
+
+
+def test_an_ale_id_without_its_package_names_the_atari_extra(tmp_path, monkeypatch):
+    from rlplat.environments.make import check_env
+
+    # As on a machine without ale_py: no ALE ids registered, the package not importable.
+    for env_id in [name for name in gym.registry if name.startswith("ALE/")]:
+        monkeypatch.delitem(gym.registry, env_id)
+    monkeypatch.setitem(sys.modules, "ale_py", None)
+    spec = load(tmp_path, BREAKOUT.replace("Breakout-v5, preset: atari", "Pong-v5")).env
+    with pytest.raises(ConfigError, match=r"Install the atari extra: pip install 'rlplat\[atari"):
+        check_env(spec, lambda key: key)
