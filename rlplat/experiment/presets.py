@@ -1,16 +1,14 @@
 """Env presets: ``env.preset`` names a standard preprocessing chain, written out in full.
 
-``expand_preset`` turns the preset into the env kwargs, wrappers and connectors it stands for;
-the run's resolved ``experiment.yaml`` keeps that expansion, not the preset's name. What the
-user wrote wins: their kwargs over the preset's, their wrappers after the preset's, and a
-``frame_stack`` connector of their own instead of the preset's.
+``expand_preset`` turns the preset into the env kwargs and wrappers it stands for; the run's
+resolved ``experiment.yaml`` keeps that expansion, not the preset's name. What the user wrote
+wins: their kwargs over the preset's, their wrappers after the preset's.
 
 ``atari`` is the DeepMind chain as RL Zoo's ``AtariWrapper`` and CleanRL's ``ppo_atari`` apply
 it: Gymnasium's ``AtariPreprocessing`` (up to 30 no-ops at reset, 4 frames per step with the last
 two max-pooled, 84x84 grayscale), the game score, FIRE at each start, a lost life ending the
 episode and rewards clipped to their sign (these two in training only), and the last 4 frames
-stacked by RLlib's frame-stacking connector (episodes keep single uint8 frames, a quarter of the
-memory of stacked ones). The ALE v5 env itself keeps its sticky actions (a 0.25 chance of
+stacked, uint8 (84, 84, 4). The ALE v5 env itself keeps its sticky actions (a 0.25 chance of
 repeating the last action); its own frame skip is off, since the wrapper skips frames.
 """
 
@@ -18,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlplat.experiment.schema import Experiment, entry_parts
+from rlplat.experiment.schema import Experiment
 
 ATARI_MODULE = "rlplat.environments.atari"
 
@@ -37,12 +35,12 @@ PRESETS: dict[str, dict[str, Any]] = {
                     "scale_obs": False,
                 }
             },
+            {f"{ATARI_MODULE}:StackFrames": {"size": 4}},
             f"{ATARI_MODULE}:GameScore",
             f"{ATARI_MODULE}:FireReset",
             f"{ATARI_MODULE}:EpisodicLife",
             f"{ATARI_MODULE}:SignReward",
         ],
-        "connectors": [{"frame_stack": {"num_frames": 4}}],
     },
 }
 
@@ -53,19 +51,11 @@ def expand_preset(experiment: Experiment) -> Experiment:
     if env.preset is None:
         return experiment
     preset = PRESETS[env.preset]
-    own_connectors = {entry_parts(entry)[0] for entry in experiment.connectors}
-    connectors = [
-        entry for entry in preset["connectors"] if entry_parts(entry)[0] not in own_connectors
-    ]
-    return experiment.model_copy(
+    expanded = env.model_copy(
         update={
-            "env": env.model_copy(
-                update={
-                    "preset": None,
-                    "kwargs": {**preset["kwargs"], **env.kwargs},
-                    "wrappers": [*preset["wrappers"], *env.wrappers],
-                }
-            ),
-            "connectors": [*connectors, *experiment.connectors],
+            "preset": None,
+            "kwargs": {**preset["kwargs"], **env.kwargs},
+            "wrappers": [*preset["wrappers"], *env.wrappers],
         }
     )
+    return experiment.model_copy(update={"env": expanded})

@@ -39,15 +39,13 @@ def test_suite_file_validates(path, tmp_path):
 
 
 def test_the_preset_is_written_out_and_what_the_user_wrote_wins(tmp_path):
-    text = BREAKOUT + "connectors: [{frame_stack: {num_frames: 2}}]\n"
-    experiment = load(tmp_path, text, "env.kwargs.repeat_action_probability=0.0")
-    env = experiment.env
+    text = BREAKOUT.replace("preset: atari", "preset: atari, wrappers: [TimeAwareObservation]")
+    env = load(tmp_path, text, "env.kwargs.repeat_action_probability=0.0").env
     assert env.preset is None
     assert env.kwargs == {"frameskip": 1, "repeat_action_probability": 0.0}
     names = [entry_parts(entry)[0] for entry in env.wrappers]
-    assert names[0] == "AtariPreprocessing" and names[-1].endswith(":SignReward")
-    assert experiment.connectors == [{"frame_stack": {"num_frames": 2}}]
-    assert load(tmp_path).connectors == [{"frame_stack": {"num_frames": 4}}]
+    assert names[0] == "AtariPreprocessing" and names[-2].endswith(":SignReward")
+    assert names[-1] == "TimeAwareObservation"
 
 
 def play_noop(env: gym.Env, max_steps: int = 5_000) -> list[tuple[float, dict]]:
@@ -71,7 +69,11 @@ def test_training_episodes_are_lives_of_one_game_and_evaluation_plays_the_whole_
     spec = load(tmp_path).env
     training = EnvCreator(spec)()
     observation, _ = training.reset(seed=0)
-    assert observation.shape == (84, 84, 1) and observation.dtype == np.uint8
+    assert observation.shape == (84, 84, 4) and observation.dtype == np.uint8
+    # Zeros, then the frames of the reset and of FIRE and action 2 (the start FireReset presses).
+    assert not observation[..., 0].any() and observation[..., 1:].any(axis=(0, 1)).all()
+    stepped, *_ = training.step(NOOP)
+    assert (stepped[..., 2] == observation[..., 3]).all()  # the newest frame moved one back
     lives = training.unwrapped.ale.lives()
     # NOOP only: FIRE at each start launches the ball, the paddle stays put, each life is lost.
     lost = play_noop(training)
