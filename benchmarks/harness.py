@@ -161,6 +161,83 @@ def train_row(experiment: str, overrides: Sequence[str], out: Path) -> dict[str,
     }
 
 
+def same_budget(trained: int, budget: int, where: Path) -> None:
+    """A reused run must be of this budget: another ``--budget`` needs another ``--out``."""
+    if trained != budget:
+        raise SystemExit(f"{where} was trained for {trained} env steps, not {budget}: use "
+                         "another --out for another --budget.")
+
+
+def finished(run_dir: Path) -> bool:
+    """Whether every trial of the run finished (an interrupted one is continued by --resume)."""
+    summary = run_dir / "summary.json"
+    return summary.exists() and all(
+        trial["status"] == "finished" for trial in read_json(summary)["trials"]
+    )
+
+
+def train_seeds(
+    experiment: str, seeds: int, budget: int, out: Path, *overrides: str
+) -> tuple[Path, list[dict[str, Any]]]:
+    """``rlplat train <experiment> --seeds N tune.max_concurrent=1 stop.env_steps=<budget>`` into
+    ``out``, one trial at a time; a run found there unfinished (an earlier session ended) is
+    continued with ``rlplat train --resume``. The run directory, and each seed's row: its env
+    steps, training seconds (the trial's ``time_total_s``) and env steps per second."""
+    common = ("--seeds", str(seeds), "tune.max_concurrent=1", f"stop.env_steps={budget}")
+    training = train(experiment, *common, *overrides, out=out, reuse=True)
+    run_dir = training.run_dir
+    resolved = _yaml(run_dir / "experiment.yaml")
+    same_budget(resolved["stop"]["env_steps"], budget, run_dir)
+    if training.wall_s is None and not finished(run_dir):
+        rlplat("train", "--resume", str(run_dir))
+    rows = []
+    for trial in sorted(run_dir.glob("trial_*/result.json")):
+        last = trial_results(trial.parent)[-1]
+        steps, seconds = int(last["num_env_steps_sampled_lifetime"]), float(last["time_total_s"])
+        rows.append({
+            "trial": trial.parent.name,
+            "seed": read_json(trial.parent / "params.json").get("seed"),
+            "env_steps": steps,
+            "train_s": round(seconds, 1),
+            "env_steps_per_s": round(steps / seconds, 1),
+        })
+    return run_dir, rows
+
+
+def _yaml(path: Path) -> Any:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+def report_row(run_dirs: Sequence[str], out: Path, episodes: int) -> dict[str, Any]:
+    """``rlplat report`` of runs of one experiment: its IQM and mean over seeds, each seed's
+    score (its last checkpoint's greedy return over ``episodes``)."""
+    done = rlplat("report", *run_dirs, "--out", str(out), "--eval-episodes", str(episodes))
+    [experiment] = read_json(out / "report.json")["experiments"]
+    return {
+        "command": f"rlplat report {' '.join(run_dirs)} --eval-episodes {episodes}",
+        "report_dir": str(out),
+        "iqm": experiment["aggregates"]["iqm"],
+        "mean": experiment["aggregates"]["mean"],
+        "final_scores": experiment["final_scores"],
+        "wall_s": done.wall_s,
+    }
+
+
+def peer_row(saved: Path, command: Sequence[str]) -> dict[str, Any]:
+    """A peer's result (a process printing its row as JSON on its last line): read from
+    ``saved``, or run (timed whole) and saved there, so a benchmark going on in a later session
+    keeps what finished."""
+    if not saved.exists():
+        done = run(command, check=True)
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        row["command_wall_s"] = done.wall_s
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(json.dumps(row, indent=2))
+    return read_json(saved)
+
+
 # --- scoring with rlplat eval -------------------------------------------------------------------
 
 

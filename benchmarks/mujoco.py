@@ -33,18 +33,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from harness import (
     invocation,
     load_results,
     machine,
-    read_json,
+    peer_row,
+    report_row,
     results_file,
-    rlplat,
-    run,
+    same_budget,
     save_results,
-    train,
-    trial_results,
+    train_seeds,
 )
 
 # This file's folder holds harness.py, and this file's name would hide the mujoco package from
@@ -197,61 +195,6 @@ def experiment_file(algo: str, env: str) -> str:
     return f"experiments/mujoco/{env}_{algo}.yaml"
 
 
-def rlplat_run(algo: str, env: str, seeds: int, budget: int, out: Path) -> list[dict[str, Any]]:
-    """``rlplat train <file> --seeds N`` into ``out``, one trial at a time; a run found there
-    unfinished (an earlier session ended) is continued with ``rlplat train --resume``. Returns
-    each seed's row."""
-    overrides = ("--seeds", str(seeds), "tune.max_concurrent=1", f"stop.env_steps={budget}")
-    training = train(experiment_file(algo, env), *overrides, out=out, reuse=True)
-    resolved = yaml.safe_load((training.run_dir / "experiment.yaml").read_text())
-    _same_budget({}, resolved["stop"]["env_steps"], budget, training.run_dir)
-    if training.wall_s is None and not _finished(training.run_dir):
-        rlplat("train", "--resume", str(training.run_dir))
-    rows = []
-    for trial in sorted(training.run_dir.glob("trial_*/result.json")):
-        results = trial_results(trial.parent)
-        last = results[-1]
-        steps, seconds = int(last["num_env_steps_sampled_lifetime"]), float(last["time_total_s"])
-        rows.append({
-            "trial": trial.parent.name,
-            "seed": read_json(trial.parent / "params.json").get("seed"),
-            "env_steps": steps,
-            "train_s": round(seconds, 1),
-            "env_steps_per_s": round(steps / seconds, 1),
-        })
-    return rows
-
-
-def _same_budget(row: dict[str, Any], trained: int, budget: int, where: Path) -> dict[str, Any]:
-    """A reused result must be of this budget: another ``--budget`` needs another ``--out``."""
-    if trained != budget:
-        raise SystemExit(f"{where} was trained for {trained} env steps, not {budget}: use "
-                         "another --out for another --budget.")
-    return row
-
-
-def _finished(run_dir: Path) -> bool:
-    summary = run_dir / "summary.json"
-    return summary.exists() and all(
-        trial["status"] == "finished" for trial in read_json(summary)["trials"]
-    )
-
-
-def rlplat_report(run_dirs: list[str], out: Path) -> dict[str, Any]:
-    """``rlplat report`` of the seeds' runs: one experiment, its IQM and per-seed scores."""
-    done = rlplat("report", *run_dirs, "--out", str(out), "--eval-episodes", str(EPISODES))
-    report = read_json(out / "report.json")
-    [experiment] = report["experiments"]
-    return {
-        "command": f"rlplat report {' '.join(run_dirs)} --eval-episodes {EPISODES}",
-        "report_dir": str(out),
-        "iqm": experiment["aggregates"]["iqm"],
-        "mean": experiment["aggregates"]["mean"],
-        "final_scores": experiment["final_scores"],
-        "wall_s": done.wall_s,
-    }
-
-
 def run_pair(
     algo: str, env: str, seeds: int, sb3_seeds: list[int], budget: int, out: Path
 ) -> dict[str, Any]:
@@ -260,22 +203,16 @@ def run_pair(
     sb3_rows = []
     for seed in sb3_seeds:
         saved = base / "sb3" / f"seed{seed}.json"
-        if not saved.exists():
-            command = [sys.executable, __file__, "--sb3", algo, env, str(seed), str(budget)]
-            done = run(command, check=True)
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            row = json.loads(done.stdout.strip().splitlines()[-1])
-            row["command_wall_s"] = done.wall_s
-            saved.write_text(json.dumps(row, indent=2))
-        row = read_json(saved)
+        command = [sys.executable, __file__, "--sb3", algo, env, str(seed), str(budget)]
+        row = peer_row(saved, command)
         trained_with = row.get("settings", zoo_source(algo, env))  # rows before the field: RL Zoo's
         if trained_with != settings:
             raise SystemExit(f"{saved} was trained with {trained_with}, not {settings}: use "
                              "another --out.")
-        sb3_rows.append(_same_budget(row, row["budget"], budget, saved))
-    seed_rows = rlplat_run(algo, env, seeds, budget, base / "rlplat")
-    [run_dir] = (base / "rlplat").glob("*/*/run.json")
-    report = rlplat_report([str(run_dir.parent)], base / "report")
+        same_budget(row["budget"], budget, saved)
+        sb3_rows.append(row)
+    run_dir, seed_rows = train_seeds(experiment_file(algo, env), seeds, budget, base / "rlplat")
+    report = report_row([str(run_dir)], base / "report", EPISODES)
     return {
         "algo": algo,
         "env": f"{ENVS[env]}-v5",
@@ -283,7 +220,7 @@ def run_pair(
         "rlplat": {
             "command": f"rlplat train {experiment_file(algo, env)} --seeds {seeds} "
             f"tune.max_concurrent=1 stop.env_steps={budget}",
-            "run_dir": str(run_dir.parent),
+            "run_dir": str(run_dir),
             "seeds": seed_rows,
             "report": report,
         },
