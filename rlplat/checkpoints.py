@@ -97,6 +97,7 @@ class CheckpointInfo:
     mode: str = "max"
     scored_by: str | None = None  # what the score is, in words (printed by eval/export/serve)
     episode_return_mean: float | None = None
+    game_score_mean: float | None = None  # envs that report whole games (the atari preset)
     iteration_episode_return_mean: float | None = None
     evaluation_episodes: int | None = None
     evaluation_return_mean: float | None = None
@@ -286,6 +287,7 @@ def checkpoint_info_from_result(
         mode=mode,
         scored_by=scored_by,
         episode_return_mean=finite(lookup(result, RETURN_MEAN)),
+        game_score_mean=finite(lookup(result, metric_path("game_score_mean"))),
         iteration_episode_return_mean=finite(
             lookup(result, metric_path("iteration_episode_return_mean"))
         ),

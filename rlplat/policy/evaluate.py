@@ -391,9 +391,17 @@ def print_report(report: EvalReport, console: Any) -> None:
         if reported.get("offline"):
             steps, episodes = ("recorded env steps trained on", "greedy evaluation")
         when = f"iteration {reported.get('iteration')}, {reported.get('env_steps') or 0:,} {steps}"
+        games = reported.get("game_score_mean")
+        game_score = (
+            f", and a mean game score of {games:.2f} over its recent games (training episodes: "
+            "one life each, rewards clipped)"
+            if games is not None
+            else ""
+        )
         console.print(
             f"At this checkpoint ({when}) training reported a mean return of "
-            f"{reported['episode_return_mean']:.2f} over its recent ({episodes}) episodes.",
+            f"{reported['episode_return_mean']:.2f} over its recent ({episodes}) episodes"
+            f"{game_score}.",
             highlight=False,
         )
     for video in report.videos:
