@@ -242,6 +242,15 @@ CASES = [
         ["train", "exp.yaml"],
         _edit("{id: CartPole-v1}", "{id: CartPole-v1, wrappers: [flatten_observaton]}"),
     ),
+    Case("Atari preset on a non-Atari env", ["train", "exp.yaml", "env.preset=atari"]),
+    Case(
+        "Frame stacking on observations that are not frames",
+        ["train", "exp.yaml"],
+        _edit(
+            "{id: CartPole-v1}",
+            '{id: CartPole-v1, wrappers: ["rlplat.environments.atari:StackFrames"]}',
+        ),
+    ),
     Case(
         "Unknown searcher", ["train", "exp.yaml"], {"exp.yaml": BASE + "tune: {searcher: optima}\n"}
     ),

@@ -111,6 +111,17 @@ class EnvSpec(Section):
         "false skips it, for envs too slow to step.",
     )
 
+    @field_validator("preset")
+    @classmethod
+    def _preset_fits_the_env(cls, preset: str | None, info: ValidationInfo) -> str | None:
+        env = info.data.get("id") or info.data.get("factory") or info.data.get("pettingzoo")
+        if preset == "atari" and not (info.data.get("id") or "").startswith(ATARI_NAMESPACE):
+            raise ValueError(
+                "preset 'atari' preprocesses Atari games: it needs an ALE id such as "
+                f"ALE/Breakout-v5 or ALE/Pong-v5 in env.id, not {env!r}"
+            )
+        return preset
+
     @model_validator(mode="after")
     def _exactly_one_source(self) -> EnvSpec:
         given = [k for k in ENV_SOURCES if getattr(self, k) is not None]
@@ -130,11 +141,6 @@ class EnvSpec(Section):
         if self.api is not None and self.id is not None:
             raise ValueError("'api' applies to PettingZoo environments, not Gymnasium ids")
         _one_key_entries(self.wrappers, "wrapper")
-        if self.preset == "atari" and not (self.id or "").startswith(ATARI_NAMESPACE):
-            raise ValueError(
-                "preset 'atari' preprocesses Atari games: it needs an ALE id such as "
-                f"ALE/Breakout-v5 or ALE/Pong-v5 in env.id, not {self.label!r}"
-            )
         return self
 
     @property
