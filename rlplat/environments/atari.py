@@ -74,8 +74,8 @@ class FireReset(gym.Wrapper):
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
         if self._fire is not None:
-            obs, _, ended, info = self._press_start(obs, info)
-            if ended:
+            obs, _, terminated, truncated, info = self._press_start()
+            if terminated or truncated:
                 obs, info = self.env.reset(**kwargs)
         self._lives = _lives(self.env)
         return obs, info
@@ -84,23 +84,23 @@ class FireReset(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         lives = _lives(self.env)
         if self._fire is not None and 0 < lives < self._lives and not (terminated or truncated):
-            obs, extra, ended, start_info = self._press_start(obs, info)
+            # The new life starts now; a game that ends meanwhile ends at this step.
+            obs, extra, terminated, truncated, info = self._press_start()
             reward += extra
-            if ended:  # the game ended while starting the new life: report it as this step's end
-                terminated, info = True, start_info
             lives = _lives(self.env)
         self._lives = lives
         return obs, reward, terminated, truncated, info
 
-    def _press_start(self, obs: Any, info: dict[str, Any]) -> tuple[Any, float, bool, dict]:
-        """FIRE, then action 2: the observation, their reward, whether the game ended, the info."""
+    def _press_start(self) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """FIRE, then action 2 (unless the game ends after FIRE): the last step's outcome, with
+        the reward of both."""
         total = 0.0
         for action in (self._fire, 2):
             obs, reward, terminated, truncated, info = self.env.step(action)
             total += float(reward)
             if terminated or truncated:
-                return obs, total, True, info
-        return obs, total, False, info
+                break
+        return obs, total, terminated, truncated, info
 
 
 class EpisodicLife(gym.Wrapper):
