@@ -34,7 +34,9 @@ GAME_LENGTH = "game_length"
 
 class GameScore(gym.Wrapper):
     """Adds ``game_score`` (the unclipped rewards of the whole game) and ``game_length`` (its
-    agent steps) to the info of the step that ends the game (terminated or truncated)."""
+    steps) to the info of the step that ends the game (terminated or truncated). Placed above
+    ``FireReset`` and below ``EpisodicLife``, it counts the agent's steps and the no-op step
+    that continues the game after a lost life."""
 
     def __init__(self, env: gym.Env):
         super().__init__(env)

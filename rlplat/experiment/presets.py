@@ -36,8 +36,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                 }
             },
             {f"{ATARI_MODULE}:StackFrames": {"size": 4}},
-            f"{ATARI_MODULE}:GameScore",
             f"{ATARI_MODULE}:FireReset",
+            f"{ATARI_MODULE}:GameScore",
             f"{ATARI_MODULE}:EpisodicLife",
             f"{ATARI_MODULE}:SignReward",
         ],
