@@ -5,6 +5,7 @@ settings, at the same env-step budget, on the same env; and the env backends' sp
     python benchmarks/atari.py --runs breakout --seeds 1 --sb3-seeds 0 [--budget 1000000]
                                [--out DIR]
     python benchmarks/atari.py --backends [--game breakout]
+    python benchmarks/atari.py --modules
 
 For each game, one training at a time (never two on the CPU at once): a Stable-Baselines3 process
 per SB3 seed, built as RL Zoo builds it from its ``atari:`` entry in ``rl_zoo3/hyperparams/
@@ -20,6 +21,9 @@ games). What finished under ``--out`` is reused, so a long run goes on in a late
 
 ``--backends``: env steps per second of the preset's env with random actions, in Gymnasium's
 synchronous vector env (what an RLlib env runner steps) and in EnvPool, at 1, 8 and 16 envs.
+``--modules``: milliseconds of PPO's module on stacked 84x84 frames, acting on 8 and learning
+from 256 (forward and backward, one torch thread), with RLlib's default CNN for 84x84 and with
+rlplat's default, the Nature CNN.
 """
 
 from __future__ import annotations
@@ -202,7 +206,7 @@ def steps_per_second(envs: Any, count: int, actions: int, seconds: float = 10.0)
     """Env steps per second of ``count`` envs stepped together with random actions."""
     import numpy as np
 
-    envs.reset(seed=0)
+    envs.reset()
     rng = np.random.default_rng(0)
     steps, started = 0, time.monotonic()
     while time.monotonic() - started < seconds:
@@ -229,6 +233,46 @@ def backends(game: str) -> list[dict[str, Any]]:
     return rows
 
 
+def modules() -> dict[str, Any]:
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    from rlplat.rllib.build import NATURE_CNN
+    from rlplat.rllib.modules import ScaledFramesPPOModule
+
+    torch.set_num_threads(1)
+    frames = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+    rows = {}
+    for name, model_config in (("rllib_default", {}), ("nature_cnn", dict(NATURE_CNN))):
+        module = ScaledFramesPPOModule(
+            observation_space=frames, action_space=gym.spaces.Discrete(4),
+            model_config=model_config, inference_only=False,
+        )
+        acting = {Columns.OBS: torch.randint(0, 255, (8, 84, 84, 4), dtype=torch.uint8)}
+        learning = {Columns.OBS: torch.randint(0, 255, (256, 84, 84, 4), dtype=torch.uint8)}
+        with torch.no_grad():
+            module.forward_exploration(acting)
+            started = time.perf_counter()
+            for _ in range(20):
+                module.forward_exploration(acting)
+            act_ms = (time.perf_counter() - started) / 20 * 1000
+        started = time.perf_counter()
+        for _ in range(3):
+            output = module.forward_train(learning)
+            loss = output[Columns.ACTION_DIST_INPUTS].sum() + module.compute_values(learning).sum()
+            loss.backward()
+        learn_ms = (time.perf_counter() - started) / 3 * 1000
+        rows[name] = {
+            "parameters": sum(p.numel() for p in module.parameters()),
+            "act_ms_batch_8": round(act_ms, 1),
+            "learn_ms_batch_256": round(learn_ms, 1),
+        }
+        print(name, rows[name], flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", nargs="+", default=["breakout"], choices=sorted(GAMES))
@@ -238,6 +282,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
     parser.add_argument("--backends", action="store_true", help="measure the env backends")
     parser.add_argument("--game", default="breakout", choices=sorted(GAMES))
+    parser.add_argument("--modules", action="store_true", help="time the default CNNs")
     parser.add_argument("--sb3", nargs=3, metavar=("GAME", "SEED", "BUDGET"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -247,8 +292,11 @@ def main() -> None:
         return
     results = load_results(RESULTS)
     stamp = {"command": invocation(), "machine": machine(), "date": time.strftime("%Y-%m-%d")}
-    if args.backends:
-        results["backends"] = {**stamp, "game": args.game, "rows": backends(args.game)}
+    if args.backends or args.modules:
+        if args.backends:
+            results["backends"] = {**stamp, "game": args.game, "rows": backends(args.game)}
+        if args.modules:
+            results["modules"] = {**stamp, "rows": modules()}
         save_results(RESULTS, results)
         return
     out = args.out or Path(tempfile.mkdtemp(prefix="atari_"))
