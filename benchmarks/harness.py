@@ -186,7 +186,7 @@ def train_seeds(
     common = ("--seeds", str(seeds), "tune.max_concurrent=1", f"stop.env_steps={budget}")
     training = train(experiment, *common, *overrides, out=out, reuse=True)
     run_dir = training.run_dir
-    resolved = _yaml(run_dir / "experiment.yaml")
+    resolved = read_yaml(run_dir / "experiment.yaml")
     same_budget(resolved["stop"]["env_steps"], budget, run_dir)
     if training.wall_s is None and not finished(run_dir):
         rlplat("train", "--resume", str(run_dir))
@@ -204,7 +204,7 @@ def train_seeds(
     return run_dir, rows
 
 
-def _yaml(path: Path) -> Any:
+def read_yaml(path: Path) -> Any:
     import yaml
 
     return yaml.safe_load(path.read_text())

@@ -38,10 +38,12 @@ from harness import (
     load_results,
     machine,
     peer_row,
+    read_yaml,
     report_row,
     results_file,
     same_budget,
     save_results,
+    train,
     train_seeds,
 )
 
@@ -127,8 +129,12 @@ def _learning_rate(value: float | str) -> Any:
     return value
 
 
-def sb3_model(algo: str, env: str, seed: int) -> tuple[Any, Any]:
-    """The SB3 model RL Zoo would build from ``sb3_settings`` (on -v5), and its training env."""
+def sb3_model(
+    algo: str, env: str, seed: int, n_envs: int | None = None, **extra: Any
+) -> tuple[Any, Any]:
+    """The SB3 model RL Zoo would build from ``sb3_settings`` (on -v5), and its training env.
+    ``n_envs``: that many envs in subprocesses instead of RL Zoo's count; ``extra``: more keyword
+    arguments of the model."""
     import numpy as np
     from stable_baselines3 import PPO, SAC, TD3
     from stable_baselines3.common.env_util import make_vec_env
@@ -142,7 +148,15 @@ def sb3_model(algo: str, env: str, seed: int) -> tuple[Any, Any]:
     for unused in ("n_timesteps", "policy"):
         settings.pop(unused, None)
     normalize = settings.pop("normalize", False)
-    vec_env = make_vec_env(f"{ENVS[env]}-v5", n_envs=settings.pop("n_envs", 1), seed=seed)
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    zoo_envs = settings.pop("n_envs", 1)
+    vec_env = make_vec_env(
+        f"{ENVS[env]}-v5", n_envs=n_envs or zoo_envs, seed=seed,
+        vec_env_cls=SubprocVecEnv if n_envs else None,
+        # forked, not spawned: a spawned worker would import this file without harness beside it
+        vec_env_kwargs={"start_method": "fork"} if n_envs else None,
+    )
     if normalize:  # RL Zoo: true, or VecNormalize's keyword arguments
         options = normalize if isinstance(normalize, dict) else {}
         vec_env = VecNormalize(vec_env, gamma=settings.get("gamma", 0.99), **options)
@@ -153,7 +167,7 @@ def sb3_model(algo: str, env: str, seed: int) -> tuple[Any, Any]:
         std = settings.pop("noise_std")
         settings["action_noise"] = NormalActionNoise(np.zeros(n), std * np.ones(n))
     model_class = {"ppo": PPO, "sac": SAC, "td3": TD3}[algo]
-    model = model_class("MlpPolicy", vec_env, seed=seed, device="cpu", **settings)
+    model = model_class("MlpPolicy", vec_env, seed=seed, device="cpu", **settings, **extra)
     return model, vec_env
 
 
@@ -266,6 +280,96 @@ def _minutes(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 60:.1f}"
 
 
+# --- time to a return on one node (issue 40's GPU check) ----------------------------------------
+
+NODE_FILE = "experiments/mujoco/halfcheetah_ppo_node.yaml"
+WINDOW = 10  # finished training episodes averaged, both sides, when checking the threshold
+
+
+def sb3_time_to(threshold: float, limit_s: float, n_envs: int, seed: int) -> dict[str, Any]:
+    """SB3's PPO with RL Zoo's HalfCheetah settings on ``n_envs`` subprocess envs until the mean
+    return of its last ``WINDOW`` training episodes reaches ``threshold`` (checked after each
+    rollout) or ``limit_s`` seconds of ``learn()`` pass."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Clock(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.curve: list[tuple[float, int, float]] = []
+            self.done = False
+
+        def _on_training_start(self) -> None:
+            self.started = time.monotonic()
+
+        def _on_rollout_end(self) -> None:
+            episodes = self.model.ep_info_buffer
+            if len(episodes) == WINDOW:
+                mean = sum(e["r"] for e in episodes) / WINDOW
+                seconds = time.monotonic() - self.started
+                self.curve.append((round(seconds, 1), self.num_timesteps, round(mean, 1)))
+                self.done = mean >= threshold or seconds >= limit_s
+
+        def _on_step(self) -> bool:
+            return not self.done
+
+    model, _ = sb3_model("ppo", "halfcheetah", seed, n_envs=n_envs, stats_window_size=WINDOW)
+    clock = Clock()
+    model.learn(total_timesteps=10**8, callback=clock)
+    return _crossing("sb3", clock.curve, threshold) | {
+        "settings": f"{zoo_source('ppo', 'halfcheetah')}, {n_envs} SubprocVecEnv envs",
+    }
+
+
+def _crossing(side: str, curve: list[tuple[float, int, float]], threshold: float) -> dict[str, Any]:
+    """Where ``curve`` (seconds, env steps, windowed return) first reaches ``threshold``."""
+    reached = next((point for point in curve if point[2] >= threshold), None)
+    return {
+        "side": side,
+        "seconds_to": reached[0] if reached else None,
+        "env_steps_to": reached[1] if reached else None,
+        "last": curve[-1] if curve else None,
+        "curve": curve,
+    }
+
+
+def rlplat_time_to(
+    threshold: float, limit_s: float, out: Path, node: list[str]
+) -> dict[str, Any]:
+    """``rlplat train NODE_FILE`` until its windowed training return reaches ``threshold``;
+    ``node``: overrides that size it to another node, e.g. resources.env_runners.count=30."""
+    overrides = (f"stop.episode_return_mean={threshold}", f"stop.time_s={limit_s}",
+                 f"reporting.metrics_num_episodes_for_smoothing={WINDOW}", *node)
+    training = train(NODE_FILE, *overrides, out=out)
+    curve = [
+        (round(r["time_total_s"], 1), int(r["num_env_steps_sampled_lifetime"]),
+         round(r["window"]["episode_return_mean"], 1))
+        for r in training.results()
+        if (r.get("window") or {}).get("episode_return_mean") is not None
+    ]
+    resolved = read_yaml(training.run_dir / "experiment.yaml")
+    return _crossing("rlplat", curve, threshold) | {
+        "command": f"rlplat train {NODE_FILE} {' '.join(overrides)}",
+        "command_wall_s": training.wall_s,
+        "run_dir": str(training.run_dir),
+        "resources": resolved["resources"],
+    }
+
+
+def time_to(
+    threshold: float, limit_s: float, sb3_envs: int, out: Path, node: list[str]
+) -> dict[str, Any]:
+    """SB3, then rlplat (one at a time), each until ``threshold`` or ``limit_s``."""
+    command = [sys.executable, __file__, "--sb3-time-to", str(threshold), str(limit_s),
+               str(sb3_envs)]
+    sb3 = peer_row(out / "sb3.json", command)
+    ours = rlplat_time_to(threshold, limit_s, out / "rlplat", node)
+    row = {"threshold": threshold, "window": WINDOW, "limit_s": limit_s, "machine": machine(),
+           "sb3": sb3, "rlplat": ours}
+    if sb3["seconds_to"] and ours["seconds_to"]:
+        row["speedup"] = round(sb3["seconds_to"] / ours["seconds_to"], 2)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", nargs="+", default=["ppo:halfcheetah", "ppo:hopper"],
@@ -274,6 +378,13 @@ def main() -> None:
     parser.add_argument("--sb3-seeds", nargs="*", type=int, default=[0])
     parser.add_argument("--budget", type=int, default=1_000_000, help="env steps per run")
     parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
+    parser.add_argument("--time-to", type=float, metavar="RETURN",
+                        help=f"race {NODE_FILE} against SB3 to this training return")
+    parser.add_argument("--limit-s", type=float, default=240, help="--time-to: seconds per side")
+    parser.add_argument("--sb3-envs", type=int, default=16, help="--time-to: SB3's envs")
+    parser.add_argument("--node", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="--time-to: overrides of the rlplat file for another node size")
+    parser.add_argument("--sb3-time-to", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--sb3", nargs=4, metavar=("ALGO", "ENV", "SEED", "BUDGET"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -281,7 +392,18 @@ def main() -> None:
         algo, env, seed, budget = args.sb3
         print(json.dumps(sb3_train(algo, env, int(seed), int(budget))))
         return
+    if args.sb3_time_to:
+        threshold, limit_s, n_envs = args.sb3_time_to
+        print(json.dumps(sb3_time_to(float(threshold), float(limit_s), int(n_envs), seed=0)))
+        return
     out = args.out or Path(tempfile.mkdtemp(prefix="mujoco_"))
+    if args.time_to:
+        row = time_to(args.time_to, args.limit_s, args.sb3_envs, out, args.node)
+        save_results(out / "time_to.json", row)
+        print(json.dumps({k: v for k, v in row.items() if k not in ("sb3", "rlplat")}))
+        for side in ("sb3", "rlplat"):
+            print(side, {k: v for k, v in row[side].items() if k != "curve"})
+        return
     results = load_results(RESULTS)
     rows = results.get("rows", {})
     for pair in args.runs:
