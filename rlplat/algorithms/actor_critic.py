@@ -15,7 +15,7 @@ from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, ParamDict
 from torch import nn
 
-from rlplat.algorithms.base import OwnAlgorithmConfig, TargetNetworkLearner, not_negative
+from rlplat.algorithms.base import RandomWarmupConfig, TargetNetworkLearner, not_negative
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
 CRITIC, ACTOR = "critic", "actor"  # optimizer names
@@ -34,7 +34,7 @@ def mlp(in_dim: int, hiddens: list[int], out_dim: int, activation: str) -> nn.Se
 Activation = Literal["relu", "tanh", "elu", "silu"]
 
 
-class ActorCriticConfig(OwnAlgorithmConfig):
+class ActorCriticConfig(RandomWarmupConfig):
     """The settings TD3 and MADDPG share; each sets its own defaults."""
 
     MODULE_KEYS = ("actor_hiddens", "critic_hiddens", "hidden_activation", "exploration_noise")
@@ -46,9 +46,6 @@ class ActorCriticConfig(OwnAlgorithmConfig):
     critic_lr: float = 3e-4
     tau: float = 0.005  # target networks: target <- tau * online + (1 - tau) * target
     exploration_noise: float = 0.1  # std of the acting noise, in [-1, 1] action units
-    # Uniformly random actions for this many env steps; None: as many as
-    # num_steps_sampled_before_learning_starts (the TD3 reference code's start_timesteps).
-    random_steps: int | None = None
     num_steps_sampled_before_learning_starts: int | None = 25_000
 
     def __init__(self, algo_class: type | None = None):
@@ -81,16 +78,6 @@ class ActorCriticConfig(OwnAlgorithmConfig):
                 "[-1, 1], scaled to the Box bounds by it"
             )
         return problems
-
-    def module_settings(self) -> dict[str, Any]:
-        return super().module_settings() | {"random_steps": self.warmup_steps()}
-
-    def warmup_steps(self) -> int:
-        """Env steps acted uniformly at random before the actors take over: ``random_steps``, or
-        when that is None as many as ``num_steps_sampled_before_learning_starts``."""
-        if self.random_steps is None:
-            return self.num_steps_sampled_before_learning_starts
-        return self.random_steps
 
 
 class BoxExploration:

@@ -6,7 +6,8 @@ An algorithm declares what is its own and the base does the rest:
   ``LEARNER_CLASS``), and its settings, once, as annotated class attributes (the default, and the
   type rlplat checks YAML values against); ``training()`` takes each of them; ``problems()`` lists
   what is wrong with them (``validate()`` raises them together); ``MODULE_KEYS`` go to the RL
-  module's ``model_config``.
+  module's ``model_config``. ``RandomWarmupConfig`` adds ``random_steps``, uniformly random
+  actions before the policy acts.
 - ``ReplayLoopAlgorithm``: its replay memory, how many updates new data earns and one replayed
   batch (its config's ``LEARNING_STARTS`` names the setting that says when the memory is full
   enough); the loop (sample, store, update, sync weights) is the base's.
@@ -130,6 +131,33 @@ def _training_method(cls: type, own: dict[str, Any]) -> Any:
     training.__qualname__ = f"{cls.__qualname__}.training"
     training.__doc__ = f"{cls.__name__}'s own settings ({', '.join(own)}), then the base ones."
     return training
+
+
+class RandomWarmupConfig(OwnAlgorithmConfig):
+    """An off-policy config whose RL module acts uniformly at random for its first
+    ``random_steps`` env steps (it reads ``random_steps`` from its ``model_config``), as
+    Stable-Baselines3 and CleanRL do before ``learning_starts`` and the TD3 reference code before
+    ``start_timesteps``: the first replayed data covers the action space evenly."""
+
+    # Uniformly random actions for this many env steps; None: as many as
+    # num_steps_sampled_before_learning_starts.
+    random_steps: int | None = None
+
+    def problems(self) -> list[str]:
+        problems = super().problems()
+        if self.random_steps is not None:
+            problems += not_negative(self, ["random_steps"])
+        return problems
+
+    def module_settings(self) -> dict[str, Any]:
+        return super().module_settings() | {"random_steps": self.warmup_steps()}
+
+    def warmup_steps(self) -> int:
+        """Env steps acted uniformly at random before the policy takes over: ``random_steps``,
+        or when that is None as many as ``num_steps_sampled_before_learning_starts``."""
+        if self.random_steps is None:
+            return self.num_steps_sampled_before_learning_starts or 0
+        return self.random_steps
 
 
 class ReplayMemory:

@@ -10,12 +10,18 @@ Here a Box-action critic is the paper's: one MLP (``fcnet_hiddens``, ``fcnet_act
 the concatenated observation and action, then RLlib's Q head (``head_fcnet_hiddens``). Discrete
 SAC and observations that are not flat vectors keep RLlib's critics. RLlib's SAC learner gets
 ``InPlaceTargetUpdates`` (its loss unchanged).
+
+Exploring, the module acts uniformly at random for its first ``random_steps`` env steps (by
+default until learning starts), as Stable-Baselines3's and CleanRL's SAC do before
+``learning_starts``; RLlib's samples its untrained policy there.
 """
 
 # No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.algorithms.sac.sac import SAC as RLlibSAC
@@ -29,6 +35,7 @@ from ray.rllib.core.models.configs import MLPEncoderConfig
 from ray.rllib.core.models.torch.encoder import TorchMLPEncoder
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+from rlplat.algorithms.base import RandomWarmupConfig, WithoutModeSwitch
 from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
 
 
@@ -64,13 +71,45 @@ class PaperCriticSACCatalog(SACCatalog):
         return self.qf_encoder_config.build(framework=framework)
 
 
+class SACModule(WithoutModeSwitch, DefaultSACTorchRLModule):
+    """RLlib's SAC module that explores uniformly at random for its first ``random_steps`` env
+    steps (``model_config``; none in checkpoints from before the setting). It draws its exploring
+    actions itself in both phases, so every step carries the same outputs: the policy's
+    distribution inputs, the action and the action's log-probability under what drew it."""
+
+    @torch.no_grad()
+    def _forward_exploration(
+        self, batch: dict[str, Any], t: int | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        out = self._forward_inference(batch)
+        inputs = out[Columns.ACTION_DIST_INPUTS]
+        if (t or 0) < int(self.model_config.get("random_steps", 0)):
+            actions, logp = self.uniform_actions(len(inputs))
+        else:
+            dist = self.get_exploration_action_dist_cls().from_logits(inputs)
+            actions = dist.sample()
+            logp = dist.logp(actions)
+        return out | {Columns.ACTIONS: actions, Columns.ACTION_LOGP: logp}
+
+    def uniform_actions(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` actions drawn uniformly (Box: in the squashed range [-1, 1] that
+        ``normalize_actions`` scales to the bounds) and their log-density."""
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            actions = torch.randint(int(space.n), (n,))
+            return actions, torch.full((n,), -math.log(space.n))
+        shape = space.shape
+        actions = torch.rand((n, *shape)) * 2.0 - 1.0
+        return actions, torch.full((n,), -math.log(2.0) * math.prod(shape))
+
+
 class SACLearner(InPlaceTargetUpdates, SACTorchLearner):
     """RLlib's SAC torch learner with ``InPlaceTargetUpdates``."""
 
 
-class SACConfig(RLlibSACConfig):
-    """RLlib's ``SACConfig``; its default module has the paper's critic for Box actions, its
-    learner is ``SACLearner``."""
+class SACConfig(RandomWarmupConfig, RLlibSACConfig):
+    """RLlib's ``SACConfig`` and ``random_steps``; its default module is ``SACModule`` with the
+    paper's critic for Box actions, its learner ``SACLearner``."""
 
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or SAC)
@@ -79,9 +118,7 @@ class SACConfig(RLlibSACConfig):
         return SACLearner
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
-        return RLModuleSpec(
-            module_class=DefaultSACTorchRLModule, catalog_class=PaperCriticSACCatalog
-        )
+        return RLModuleSpec(module_class=SACModule, catalog_class=PaperCriticSACCatalog)
 
 
 class SAC(TransitionBatchLoop, RLlibSAC):

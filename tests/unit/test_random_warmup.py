@@ -1,0 +1,74 @@
+"""SAC acts uniformly at random for its first ``random_steps`` env steps, then from its policy."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core.columns import Columns
+
+from rlplat.algorithms.sac import SACConfig
+
+OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+BOX = gym.spaces.Box(-2.0, 2.0, (3,), np.float32)
+
+
+def sac_module(action_space: gym.Space, **training: object) -> torch.nn.Module:
+    config = SACConfig().environment(observation_space=OBS, action_space=action_space)
+    config.training(**training)
+    spaces = {"default_policy": (OBS, action_space)}
+    return config.get_rl_module_spec(env=None, spaces=spaces).build()
+
+
+def explore(module: torch.nn.Module, t: int, n: int = 2000) -> dict:
+    batch = {Columns.OBS: torch.zeros((n, *OBS.shape))}
+    return module.forward_exploration(batch, t=t)
+
+
+def confident_policy(module: torch.nn.Module, mean: float) -> None:
+    """Make the policy put (nearly) all its mass on tanh(``mean``) in every dimension."""
+    [head] = [layer for layer in module.pi.modules() if isinstance(layer, torch.nn.Linear)]
+    with torch.no_grad():
+        head.weight.zero_()
+        size = head.bias.shape[0] // 2
+        head.bias[:size] = mean  # the Gaussian's means
+        head.bias[size:] = -10.0  # its log stds
+
+
+def test_box_actions_are_uniform_until_random_steps_then_the_policys():
+    module = sac_module(BOX, random_steps=100)
+    confident_policy(module, mean=3.0)  # tanh(3) = 0.995
+
+    warmup = explore(module, t=99)
+    actions = warmup[Columns.ACTIONS].numpy()
+    assert actions.shape == (2000, 3)
+    assert actions.min() >= -1.0 and actions.max() <= 1.0
+    assert 0.4 < (actions < 0).mean() < 0.6, "warm-up actions ignore the policy"
+    assert np.allclose(warmup[Columns.ACTION_LOGP].numpy(), -3 * np.log(2.0))
+
+    acting = explore(module, t=100)[Columns.ACTIONS].numpy()
+    assert np.allclose(acting, np.tanh(3.0), atol=1e-3), "after the warm-up the policy acts"
+    # Both phases give the same outputs, so an episode that spans them is stored as one.
+    assert explore(module, t=0).keys() == explore(module, t=100).keys()
+
+
+def test_the_warmup_lasts_until_learning_starts_by_default():
+    module = sac_module(BOX, num_steps_sampled_before_learning_starts=300)
+    assert module.model_config["random_steps"] == 300
+    confident_policy(module, mean=-3.0)
+    assert (explore(module, t=299)[Columns.ACTIONS].numpy() > 0).mean() > 0.4
+    assert (explore(module, t=300)[Columns.ACTIONS].numpy() < -0.99).all()
+
+
+def test_discrete_actions_are_drawn_uniformly_during_the_warmup():
+    module = sac_module(gym.spaces.Discrete(4), random_steps=10)
+    actions = explore(module, t=0)[Columns.ACTIONS].numpy()
+    counts = np.bincount(actions, minlength=4)
+    assert counts.min() > 400, counts
+
+
+def test_a_negative_warmup_is_refused():
+    config = SACConfig().environment(observation_space=OBS, action_space=BOX)
+    with pytest.raises(ValueError, match="training.random_steps must not be negative"):
+        config.training(random_steps=-1).validate()
