@@ -344,7 +344,7 @@ def rlplat_time_to(
         (round(r["time_total_s"], 1), int(r["num_env_steps_sampled_lifetime"]),
          round(r["window"]["episode_return_mean"], 1))
         for r in training.results()
-        if (r.get("window") or {}).get("episode_return_mean") is not None
+        if (r.get("window") or {}).get("num_episodes", 0) >= WINDOW  # full windows, as SB3's
     ]
     resolved = read_yaml(training.run_dir / "experiment.yaml")
     return _crossing("rlplat", curve, threshold) | {
