@@ -2,7 +2,7 @@
 the same env-step budget, beside the published numbers.
 
     pip install -e ".[mujoco,bench]" && pip install --no-deps rl-zoo3==2.9.2
-    python benchmarks/mujoco.py --runs ppo:halfcheetah ppo:hopper --seeds 3 --sb3-seeds 0
+    python benchmarks/mujoco_suite.py --runs ppo:halfcheetah ppo:hopper --seeds 3 --sb3-seeds 0
                                 [--budget 1000000] [--out DIR]
 
 For each ``algo:env``, one training at a time (never two on the CPU at once): ``rlplat train
@@ -94,7 +94,7 @@ CLEANRL_PPO = {
 SB3_SETTINGS = {("ppo", "hopper"): ("CleanRL ppo_continuous_action.py defaults", CLEANRL_PPO)}
 
 
-# --- Stable-Baselines3 (its own process: ``mujoco.py --sb3 ...``) ---------------------------------
+# --- Stable-Baselines3 (its own process: ``mujoco_suite.py --sb3 ...``) ---------------------------
 
 
 def zoo_source(algo: str, env: str) -> str:
