@@ -41,6 +41,16 @@ offline: {input: empty}
 stop: {iterations: 2}
 output_dir: out
 """
+# A Gymnasium multi-agent env declaring three agents' observations but two agents' actions.
+LOPSIDED = """\
+import gymnasium as gym
+
+class Lopsided(gym.Env):
+    observation_space = gym.spaces.Tuple([gym.spaces.Box(0, 1, (2,))] * 3)
+    action_space = gym.spaces.Tuple([gym.spaces.Discrete(2)] * 2)
+
+gym.register("Lopsided-v0", entry_point=Lopsided)
+"""
 FLAKY = BASE.replace("{id: CartPole-v1}", '{factory: "envs.flaky:FlakyCartPole"}')
 
 
@@ -241,6 +251,19 @@ CASES = [
         "Unknown wrapper",
         ["train", "exp.yaml"],
         _edit("{id: CartPole-v1}", "{id: CartPole-v1, wrappers: [flatten_observaton]}"),
+    ),
+    Case(
+        "Gymnasium multi-agent id that does not resolve",
+        ["train", "exp.yaml", "env={gymma: 'lbforaging:Foraging-8x8-2p-2f-cop-v3'}"],
+    ),
+    Case(
+        "Gymnasium multi-agent env with more observations than agents",
+        ["train", "exp.yaml", "env={gymma: 'lopsided:Lopsided-v0'}"],
+        {"exp.yaml": BASE, "lopsided.py": LOPSIDED},
+    ),
+    Case(
+        "Gymnasium multi-agent time limit <= 0",
+        ["train", "exp.yaml", "env={gymma: 'lbforaging:Foraging-8x8-2p-2f-v3', time_limit: 0}"],
     ),
     Case("Atari preset on a non-Atari env", ["train", "exp.yaml", "env.preset=atari"]),
     Case(

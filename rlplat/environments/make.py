@@ -12,6 +12,7 @@ from typing import Any
 import gymnasium as gym
 
 from rlplat.environments.contract import ContractBroken, EnvRaised, check_contract
+from rlplat.environments.gymma import make_gymma
 from rlplat.environments.kinds import is_multi_agent, is_pettingzoo
 from rlplat.environments.opengl import opengl_failure
 from rlplat.environments.wrappers import WrapperProblem, apply_chain, resolve_chain
@@ -62,6 +63,8 @@ class EnvCreator:
             env = gym.make(self.spec.id, **kwargs)
         elif self.spec.pettingzoo is not None:
             env = _pettingzoo_constructor(self.spec)(**kwargs)
+        elif self.spec.gymma is not None:
+            env = make_gymma(self.spec.gymma, self.spec.time_limit, **kwargs)
         else:
             env = import_object(self.spec.factory)(**kwargs)
         multi_agent = is_pettingzoo(env)
@@ -166,7 +169,9 @@ def check_env(
 
 def _check_source(spec: EnvSpec, locate: Callable[[str], str]) -> None:
     """The id is registered, the PettingZoo module or the factory can be imported."""
-    if spec.id is None:
+    if spec.gymma is not None:
+        _check_gymma(spec, locate)
+    elif spec.id is None:
         if spec.pettingzoo is not None:
             _check_pettingzoo_module(spec, locate)
         else:
@@ -183,6 +188,49 @@ def _check_source(spec: EnvSpec, locate: Callable[[str], str]) -> None:
             location=locate("env.id"),
             key="env.id",
         )
+
+
+# The packages of Gymnasium multi-agent envs that the multiagent extra installs.
+GYMMA_PACKAGES = ("lbforaging", "rware")
+
+
+def _check_gymma(spec: EnvSpec, locate: Callable[[str], str]) -> None:
+    """The module before ':' imports and registers the id after it."""
+    module, _, env_id = spec.gymma.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(
+                f"cannot import {module!r}, the package env.gymma names before ':' to register "
+                f"{env_id!r} ({exc})." + did_you_mean(module, GYMMA_PACKAGES)
+                + " Install the package that registers it (the multiagent extra has "
+                f"{' and '.join(GYMMA_PACKAGES)}: pip install -e '.[multiagent]').",
+                location=locate("env.gymma"),
+                key="env.gymma",
+            ) from None
+    if env_id not in gym.registry:
+        registered = [name for name in gym.registry if module and _registered_by(name, module)]
+        offered = registered or list(gym.registry)
+        raise ConfigError(
+            f"{env_id!r} is not a registered Gymnasium id"
+            + (f" after importing {module!r}" if module else "")
+            + "." + (did_you_mean(env_id, offered) or _some_of(registered, module))
+            + " env.gymma is 'module:EnvId', e.g. lbforaging:Foraging-8x8-2p-3f-v3.",
+            location=locate("env.gymma"),
+            key="env.gymma",
+        )
+
+
+def _some_of(registered: list[str], module: str) -> str:
+    if not registered:
+        return ""
+    return f" {module!r} registers {len(registered)}: {allowed_list(registered, limit=5)}."
+
+
+def _registered_by(env_id: str, module: str) -> bool:
+    entry = gym.registry[env_id].entry_point
+    return isinstance(entry, str) and entry.split(".")[0].split(":")[0] == module
 
 
 def _import_namespace_package(spec: EnvSpec, locate: Callable[[str], str]) -> None:

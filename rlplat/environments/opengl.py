@@ -1,4 +1,5 @@
-"""Which OpenGL backend MuJoCo renders with off-screen, and a clear error when there is none.
+"""Which OpenGL backend MuJoCo (or pyglet) renders with off-screen, and a clear error when there
+is none.
 
 MuJoCo picks its backend from ``MUJOCO_GL`` once, when it is imported; unset, it tries a window
 system (GLFW), which fails on a machine without a display. rlplat sets it, unless the user did,
@@ -23,6 +24,16 @@ def headless_gl() -> str | None:
         if ctypes.util.find_library(library):
             return backend
     return None
+
+
+def headless_pyglet() -> None:
+    """Make pyglet (the renderer of Level-Based Foraging and Multi-Robot Warehouse) draw
+    off-screen through EGL when there is no display; it must be set before pyglet opens a
+    window, which those envs do on their first ``render``."""
+    if not os.environ.get("DISPLAY"):
+        import pyglet  # noqa: PLC0415 - only envs that render with pyglet need it
+
+        pyglet.options["headless"] = True
 
 
 def opengl_failure(exc: BaseException) -> str | None:

@@ -65,7 +65,7 @@ def _one_key_entries(entries: list[NamedEntry], what: str) -> None:
             )
 
 
-ENV_SOURCES = ("id", "factory", "pettingzoo")
+ENV_SOURCES = ("id", "factory", "pettingzoo", "gymma")
 ATARI_NAMESPACE = "ALE/"
 
 
@@ -82,6 +82,19 @@ class EnvSpec(Section):
         None,
         description="A PettingZoo environment module, e.g. mpe2.simple_spread_v3 or "
         "pettingzoo.butterfly.pistonball_v6.",
+    )
+    gymma: str | None = Field(
+        None,
+        description="A Gymnasium multi-agent env (one Tuple entry per agent, a list of "
+        "rewards), as EPyMARL names them: 'module:EnvId' imports the module that registers the "
+        "id, e.g. lbforaging:Foraging-8x8-2p-3f-v3 or rware:rware-tiny-2ag-v2. It trains as a "
+        "PettingZoo parallel env with agents agent_0, agent_1, ...",
+    )
+    time_limit: int | None = Field(
+        None,
+        gt=0,
+        description="env.gymma only: end each episode after this many steps, as a truncation "
+        "(EPyMARL's time_limit). Default: the env's own end only.",
     )
     api: Literal["parallel", "aec"] | None = Field(
         None,
@@ -127,8 +140,8 @@ class EnvSpec(Section):
         given = [k for k in ENV_SOURCES if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of 'id' (a Gymnasium id), 'factory' ('module:callable') or "
-                "'pettingzoo' (a module path)"
+                "give exactly one of 'id' (a Gymnasium id), 'factory' ('module:callable'), "
+                "'pettingzoo' (a module path) or 'gymma' (a Gymnasium multi-agent id)"
                 + (f", not several ({', '.join(given)})" if given else "")
             )
         if self.factory is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.factory):
@@ -138,22 +151,29 @@ class EnvSpec(Section):
                 f"pettingzoo must be a module path such as mpe2.simple_spread_v3, "
                 f"got {self.pettingzoo!r}"
             )
-        if self.api is not None and self.id is not None:
+        if self.api is not None and self.pettingzoo is None and self.factory is None:
             raise ValueError("'api' applies to PettingZoo environments, not Gymnasium ids")
+        if self.time_limit is not None and self.gymma is None:
+            raise ValueError(
+                "'time_limit' applies to env.gymma; a Gymnasium id takes "
+                "kwargs: {max_episode_steps: N}"
+            )
         _one_key_entries(self.wrappers, "wrapper")
         return self
 
     @property
     def user_modules(self) -> list[str]:
-        """The modules of user code this env names: its factory and 'module:callable' wrappers."""
+        """The modules of user code this env names: its factory, the module of a gymma id and
+        'module:callable' wrappers."""
         names = [self.factory] if self.factory else []
+        names += [self.gymma] if self.gymma and ":" in self.gymma else []
         names += [name for name, _ in map(entry_parts, self.wrappers) if ":" in name]
         return [name.partition(":")[0] for name in names]
 
     @property
     def label(self) -> str:
         """The env as the user named it."""
-        return str(self.id or self.factory or self.pettingzoo)
+        return str(self.id or self.factory or self.pettingzoo or self.gymma)
 
 
 RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")

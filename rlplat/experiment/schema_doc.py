@@ -139,15 +139,18 @@ agents); in a competitive game that sum ranks nothing, so name a policy's return
 ## Multi-agent environments
 
 `env.pettingzoo: mpe2.simple_spread_v3` (or a factory returning a PettingZoo env) makes a
-multi-agent run; `multi_agent:` says which policy acts for which agent (default: one policy named
-`shared`). `env.wrappers` are SuperSuit wrappers applied in order before RLlib sees the env
-(single-agent envs also take Gymnasium wrapper classes); the chain is stored in the run's
-`experiment.yaml`, so `rlplat eval` rebuilds the same env. Observations of the form
-`{{observation, action_mask}}` (PettingZoo's board games) get a PPO module that never picks an
-illegal action. `episode_return_mean` is then the team's return (the sum over agents, as RLlib
-counts it); `policy_return_mean/<policy>` and `agent_return_mean/<agent>` are the windowed return
-of one policy (summed over its agents) or one agent, usable in `checkpoint.score`, and plotted in
-TensorBoard as `policy_return/<policy>` and `agent_return/<agent>`.
+multi-agent run, as does `env.gymma: lbforaging:Foraging-8x8-2p-2f-coop-v3` (a Gymnasium
+multi-agent env such as Level-Based Foraging or Multi-Robot Warehouse, played as a PettingZoo
+parallel env with agents `agent_0`, `agent_1`, ...; see docs/marl.md); `multi_agent:` says which
+policy acts for which agent (default: one policy named `shared`). `env.wrappers` are SuperSuit
+wrappers applied in order before RLlib sees the env (single-agent envs also take Gymnasium
+wrapper classes); the chain is stored in the run's `experiment.yaml`, so `rlplat eval` rebuilds
+the same env. Observations of the form `{{observation, action_mask}}` (PettingZoo's board games)
+get a PPO module that never picks an illegal action. `episode_return_mean` is then the team's
+return (the sum over agents, as RLlib counts it); `policy_return_mean/<policy>` and
+`agent_return_mean/<agent>` are the windowed return of one policy (summed over its agents) or
+one agent, usable in `checkpoint.score`, and plotted in TensorBoard as `policy_return/<policy>`
+and `agent_return/<agent>`.
 
 ## Metric names
 

@@ -53,8 +53,9 @@ def test_train_timings_cover_the_command(cli_run):
     assert all(stages[stage] > 0 for stage in ("imports", "ray_start", "trial_start", "training"))
     assert stages["shutdown"] > 0.3, "Ray's own shutdown is part of the command"
     # Counted from the process's start up to the timings' writing: the interpreter's exit and
-    # the subprocess's own start and wait are the only time outside them.
-    assert wall - 2.0 <= timings["total_s"] <= wall
+    # the subprocess's own start and wait are the only time outside them (a few seconds at
+    # most, more on a loaded machine).
+    assert wall - max(2.0, 0.1 * wall) <= timings["total_s"] <= wall
 
 
 def test_cli_bad_input_exit_code_in_a_subprocess(write_yaml):

@@ -1,6 +1,7 @@
 """Every shipped experiment passes what ``rlplat train <file> --dry-run`` checks: every key, the
 env built and stepped, the RLlib config (and any search) built. The suites in subfolders whose
-envs start processes when built (MuJoCo's GLFW probe) are checked in their e2e tests."""
+envs start processes when built (MuJoCo's GLFW probe) are checked in their e2e tests; the
+multi-agent suite (experiments/marl) is checked here."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import pytest
 
 from tests.helpers import EXPERIMENTS, assert_shipped_file_validates
 
+SHIPPED = sorted([*EXPERIMENTS.glob("*.yaml"), *EXPERIMENTS.glob("marl/*.yaml")])
 
-@pytest.mark.parametrize("path", sorted(EXPERIMENTS.glob("*.yaml")), ids=lambda p: p.stem)
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_shipped_experiment_validates(path, tmp_path):
     assert_shipped_file_validates(path, tmp_path)
