@@ -67,7 +67,7 @@ def episode_return_steps(trial_dir: Path) -> list[int]:
 def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, tmp_path):
     """SIGKILL mid-run, ``--resume``: the same final counts as an uninterrupted run, one curve."""
     # PPO's iterations take ~0.1 s: enough of them that the kill lands mid-run.
-    iterations, kill_at = {"PPO": (40, 20), "DQN": (12, 8)}[algorithm]
+    iterations, kill_at = {"PPO": (24, 12), "DQN": (12, 8)}[algorithm]
     text = (EXPERIMENTS[algorithm] + COMMON).replace("iterations: 12", f"iterations: {iterations}")
     reference = train(
         load_experiment(write_yaml(text.replace("OUTPUT", str(tmp_path / "reference")))),

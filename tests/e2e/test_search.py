@@ -140,6 +140,7 @@ resources:
 stop:
   iterations: 8
 checkpoint: {every: 2, keep: 2}
+evaluation: {evaluation_interval: null}   # PBT ranks by the training return
 tune:
   num_samples: 2
   scheduler:
@@ -179,7 +180,7 @@ def test_killed_search_resumes_with_every_trial_accounted_for(ray_session, write
     """SIGKILL ``rlplat train`` once a trial has finished, then ``--resume`` the run."""
     text = (
         TINY_SEARCH.replace("OUTPUT", str(tmp_path / "out"))
-        .replace("iterations: 3", "iterations: 25")
+        .replace("iterations: 3", "iterations: 12")
         .replace("keep: 1", "keep: 2")
     )
     path = write_yaml(text)
@@ -214,13 +215,13 @@ def test_killed_search_resumes_with_every_trial_accounted_for(ray_session, write
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert len(summary["trials"]) == 4
-    assert all(t["status"] == "finished" and t["iterations"] == 25 for t in summary["trials"])
+    assert all(t["status"] == "finished" and t["iterations"] == 12 for t in summary["trials"])
     with open(run_dir / RESULTS_CSV) as handle:
         assert len(list(csv.DictReader(handle))) == 4
     for trial in summary["trials"]:
         iterations = [r["training_iteration"] for r in read_results(Path(trial["path"]))]
         assert iterations.count(1) == 1, "no trial started over from scratch"
-        assert iterations[-1] == 25
+        assert iterations[-1] == 12
         kept = list(Path(trial["path"]).glob("checkpoint_*"))
         assert len(kept) <= 3, "checkpoint.keep (2) held: the two best and the newest"
 
