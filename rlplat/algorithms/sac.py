@@ -13,7 +13,8 @@ SAC and observations that are not flat vectors keep RLlib's critics. RLlib's SAC
 
 Exploring, the module acts uniformly at random for its first ``random_steps`` env steps (by
 default until learning starts), as Stable-Baselines3's and CleanRL's SAC do before
-``learning_starts``; RLlib's samples its untrained policy there.
+``learning_starts``; RLlib's samples its untrained policy there. Greedy, it takes tanh of the
+policy's mean (``SquashedGaussian``), as theirs do; RLlib's takes the mean clipped to the bounds.
 """
 
 # No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
@@ -30,6 +31,10 @@ from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
 from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.distribution.torch.torch_distribution import (
+    TorchDeterministic,
+    TorchSquashedGaussian,
+)
 from ray.rllib.core.models.base import ENCODER_OUT, Encoder
 from ray.rllib.core.models.configs import MLPEncoderConfig
 from ray.rllib.core.models.torch.encoder import TorchMLPEncoder
@@ -57,8 +62,24 @@ class ObsActionMLPEncoderConfig(MLPEncoderConfig):
         return ObsActionMLPEncoder(self)
 
 
+class SquashedGaussian(TorchSquashedGaussian):
+    """RLlib's tanh-squashed Gaussian whose greedy action is the squashed mean, tanh(mean) in
+    the action bounds: the policy's most likely action. RLlib 2.60's is the mean before the
+    squash, which the env runner then clips to the bounds, so greedy episodes (evaluation,
+    ``rlplat eval``, checkpoint scores, exports) played a bang-bang copy of the policy."""
+
+    def to_deterministic(self) -> TorchDeterministic:
+        return TorchDeterministic(loc=self._squash(self.loc))
+
+
 class PaperCriticSACCatalog(SACCatalog):
-    """SAC's catalog with the concatenating critic for Box actions over flat observations."""
+    """SAC's catalog with the concatenating critic for Box actions over flat observations, and
+    ``SquashedGaussian`` actions."""
+
+    def get_action_dist_cls(self, framework: str) -> type:
+        if isinstance(self.action_space, gym.spaces.Box):
+            return SquashedGaussian
+        return super().get_action_dist_cls(framework)
 
     def _build_qf_encoder_continuous(self, framework: str) -> Encoder:
         obs_config = self._encoder_config

@@ -72,3 +72,17 @@ def test_a_negative_warmup_is_refused():
     config = SACConfig().environment(observation_space=OBS, action_space=BOX)
     with pytest.raises(ValueError, match="training.random_steps must not be negative"):
         config.training(random_steps=-1).validate()
+
+
+def test_the_greedy_action_is_the_squashed_mean_in_the_bounds():
+    """Greedy (evaluation, rlplat eval, export): tanh of the policy's mean, scaled to the
+    bounds; RLlib's own squashed Gaussian would give the mean itself, clipped."""
+    module = sac_module(BOX)
+    confident_policy(module, mean=0.5)
+    with torch.no_grad():
+        inputs = module.forward_inference({Columns.OBS: torch.zeros((3, *OBS.shape))})
+    dist = module.get_inference_action_dist_cls().from_logits(
+        inputs[Columns.ACTION_DIST_INPUTS], low=BOX.low[0], high=BOX.high[0]
+    )
+    greedy = dist.to_deterministic().sample().numpy()
+    assert np.allclose(greedy, 2.0 * np.tanh(0.5)), greedy  # 0.92, not 0.5 (nor 1.0 clipped)
