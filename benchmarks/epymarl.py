@@ -21,19 +21,41 @@ Each round runs three processes, rotating which goes first, each for ``--steps``
 All three use 32-episode batches, a 5000-episode buffer, epsilon 1 -> 0.05 over 50k steps and a
 target update every 200 updates. Recorded: whole-process seconds, env steps per second over the
 whole process, and rlplat's training seconds. Results go to benchmarks/results/epymarl.json.
+
+    python benchmarks/epymarl.py --epymarl-src DIR --learn lbf|rware [--budget-s 1500] [--seeds 1]
+
+What each side learns in the same time on EPyMARL's tasks (Level-Based Foraging
+``Foraging-8x8-2p-2f-coop-v3``, Multi-Robot Warehouse ``rware-tiny-2ag-v2``): rlplat's shipped
+``experiments/marl/<task>_qmix.yaml`` for ``--budget-s`` seconds of training (``stop.time_s``),
+scored by 100 greedy episodes of its last checkpoint (``rlplat eval --last``), against EPyMARL's
+default ``qmix`` config on its gymma wrapper (the same task and time limit), stopped after
+``--budget-s`` seconds of its whole process, scored by its own last greedy test (100 episodes, as
+rlplat's). One seed after another, each side alone on the machine. Both learning curves are
+kept. Results go to benchmarks/results/epymarl_<task>.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
 from functools import partial
 from pathlib import Path
 
-from harness import REPO, invocation, results_file, run, save_results, take_turns, train
+from harness import (
+    REPO,
+    eval_report,
+    invocation,
+    machine,
+    results_file,
+    run,
+    save_results,
+    take_turns,
+    train,
+)
 
 VENV = REPO / "benchmarks/.epymarl-venv"
 RESULTS = results_file("epymarl.json")
@@ -53,7 +75,15 @@ EPYMARL_NEEDS = [
     "pettingzoo[mpe]>=1.24,<1.25",
     "pygame",
     "scipy",
+    "lbforaging",
+    "rware",
 ]
+# EPyMARL's tasks for --learn: its gymma key and time limit (its papers' settings), rlplat's file.
+TASKS = {
+    "lbf": ("lbforaging:Foraging-8x8-2p-2f-coop-v3", 50, "experiments/marl/lbf_qmix.yaml"),
+    "rware": ("rware:rware-tiny-2ag-v2", 500, "experiments/marl/rware_qmix.yaml"),
+}
+TEST_EPISODES = 100  # EPyMARL's gymma.yaml test_nepisode
 
 
 def epymarl_python() -> Path:
@@ -118,12 +148,91 @@ def run_rlplat(steps: int, out: Path, overrides: list[str]) -> dict:
     }
 
 
+def learn_rlplat(task: str, seed: int, budget_s: int, out: Path) -> dict:
+    """rlplat's shipped QMIX file for ``budget_s`` seconds of training; its last checkpoint's
+    greedy return over TEST_EPISODES episodes."""
+    experiment = TASKS[task][2]
+    overrides = (f"seed={seed}", f"stop.time_s={budget_s}", "stop.env_steps=null")
+    training = train(experiment, *overrides, out=out, reuse=True)
+    results = training.results()
+    greedy = eval_report(training.run_dir, TEST_EPISODES, "--last")
+    return {
+        "command": f"rlplat train {experiment} {' '.join(overrides)}",
+        "run_dir": str(training.run_dir),
+        "env_steps": int(results[-1]["num_env_steps_sampled_lifetime"]),
+        "training_s": round(results[-1]["time_total_s"], 1),
+        "greedy_return": greedy["returns"]["mean"],
+        "checkpoint": greedy["checkpoint"],
+        "curve": [
+            [int(r["num_env_steps_sampled_lifetime"]), r["window"]["episode_return_mean"]]
+            for r in results
+            if (r.get("window") or {}).get("episode_return_mean") is not None
+        ],
+    }
+
+
+def learn_epymarl(src: Path, task: str, seed: int, budget_s: int) -> dict:
+    """EPyMARL's default qmix on its gymma wrapper, its process ended after ``budget_s``
+    seconds; its greedy test returns as its sacred run recorded them."""
+    key, time_limit, _ = TASKS[task]
+    command = [
+        str(epymarl_python()), "src/main.py", "--config=qmix", "--env-config=gymma", "with",
+        f"env_args.key={key}", f"env_args.time_limit={time_limit}", "t_max=1000000000",
+        f"seed={seed}", "use_cuda=False", f"test_nepisode={TEST_EPISODES}",
+    ]
+    runs = src / "results/sacred/qmix" / key
+    before = set(runs.glob("*")) if runs.exists() else set()
+    started = time.monotonic()
+    try:
+        subprocess.run(command, cwd=src, capture_output=True, timeout=budget_s)
+    except subprocess.TimeoutExpired:
+        pass  # the budget is spent: what it logged so far is its result
+    wall_s = round(time.monotonic() - started, 1)
+    [run_dir] = set(runs.glob("*")) - before - {runs / "_sources"}
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    tests = metrics.get("test_return_mean", {"steps": [], "values": []})
+    steps = metrics.get("episode", {}).get("steps") or [0]
+    return {
+        "command": " ".join(command[1:]),
+        "sacred_run": str(run_dir),
+        "wall_s": wall_s,
+        "env_steps": int(steps[-1]),
+        "greedy_return": tests["values"][-1] if tests["values"] else None,
+        "best_greedy_return": max(tests["values"], default=None),
+        "curve": [[int(s), v] for s, v in zip(tests["steps"], tests["values"], strict=True)],
+    }
+
+
+def learning(src: Path, task: str, seeds: int, budget_s: int, out: Path) -> None:
+    rows = []
+    for seed in range(seeds):
+        row = {
+            "seed": seed,
+            "rlplat": learn_rlplat(task, seed, budget_s, out / f"rlplat-{seed}"),
+            "epymarl": learn_epymarl(src, task, seed, budget_s),
+        }
+        print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
+        rows.append(row)
+    save_results(results_file(f"epymarl_{task}.json"), {
+        "command": invocation(), "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M"),
+        "task": TASKS[task][0], "budget_s": budget_s, "seeds": rows,
+    })
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epymarl-src", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--learn", choices=sorted(TASKS), help="what each side learns in a time")
+    parser.add_argument("--budget-s", type=int, default=1500, help="--learn: seconds per side")
+    parser.add_argument("--seeds", type=int, default=1, help="--learn: seeds 0..N-1")
+    parser.add_argument("--out", type=Path, help="--learn: rlplat's runs (default: a temp folder)")
     args = parser.parse_args()
+    if args.learn:
+        out = args.out or Path(tempfile.mkdtemp(prefix="rlplat-epymarl-"))
+        learning(args.epymarl_src.resolve(), args.learn, args.seeds, args.budget_s, out)
+        return
     rounds = []
     src = args.epymarl_src.resolve()
     with tempfile.TemporaryDirectory(prefix="rlplat-epymarl-") as scratch:
