@@ -92,7 +92,9 @@ class GymMultiAgentEnv(ParallelEnv):
         self.action_spaces = dict(zip(agents, env.action_space, strict=True))
         self.metadata = dict(env.metadata or {})
         modes = list(self.metadata.get("render_modes") or [])
-        if _renders_by_mode(env) and "rgb_array" not in modes:
+        # Gym's API before render_mode (LBF, RWARE, VMAS): render(mode).
+        self._renders_by_mode = "mode" in inspect.signature(env.unwrapped.render).parameters
+        if self._renders_by_mode and "rgb_array" not in modes:
             modes.append("rgb_array")  # Gym's render(mode) API: its envs drew rgb_array frames
         self.metadata["render_modes"] = modes
         self.render_mode = env.render_mode
@@ -151,15 +153,10 @@ class GymMultiAgentEnv(ParallelEnv):
     def render(self) -> Any:
         if self.render_mode is None:
             return None
-        if _renders_by_mode(self.env):
+        if self._renders_by_mode:
             return self.env.unwrapped.render(mode=self.render_mode)
         return self.env.render()
 
     def close(self) -> None:
         self.env.close()
-
-
-def _renders_by_mode(env: gym.Env) -> bool:
-    """The env renders with ``render(mode)``, Gym's API before ``render_mode`` (LBF, RWARE)."""
-    return "mode" in inspect.signature(env.unwrapped.render).parameters
 
