@@ -37,8 +37,8 @@ def yaml_file(path: Path) -> dict:
 
 def test_seeds_run_one_trial_per_seed(seeded_cartpole):
     run_dir = Path(seeded_cartpole.run_dir)
-    assert yaml_file(run_dir / RESOLVED_EXPERIMENT)["seeds"] == [0, 1, 2]
-    assert [t.status for t in seeded_cartpole.trials] == ["finished"] * 3
+    assert yaml_file(run_dir / RESOLVED_EXPERIMENT)["seeds"] == [0, 1]
+    assert [t.status for t in seeded_cartpole.trials] == ["finished"] * 2
     seeds = []
     for trial in seeded_cartpole.trials:
         # Each trial's checkpoint keeps a one-seed experiment: rlplat train on it reruns that seed.
@@ -46,12 +46,12 @@ def test_seeds_run_one_trial_per_seed(seeded_cartpole):
         assert "seeds" not in experiment
         seeds.append(experiment["seed"])
         assert trial.final_return >= 475
-    assert sorted(seeds) == [0, 1, 2]
-    # Different seeds sample different episodes: the three runs differ.
-    assert len({trial.env_steps for trial in seeded_cartpole.trials}) > 1
+    assert sorted(seeds) == [0, 1]
+    # Different seeds sample different episodes: the two runs differ.
+    assert len({(t.env_steps, t.final_return) for t in seeded_cartpole.trials}) == 2
     with open(run_dir / RESULTS_CSV) as handle:
         rows = list(csv.DictReader(handle))
-    assert sorted(int(row["seed"]) for row in rows) == [0, 1, 2]
+    assert sorted(int(row["seed"]) for row in rows) == [0, 1]
     finals = [float(row["episode_return_mean_final"]) for row in rows]
     assert {row["rank"] for row in rows} == {"1"}  # one configuration
     mean = float(rows[0]["episode_return_mean_final_mean_over_seeds"])
@@ -145,7 +145,7 @@ def test_report_scores_seeds_by_greedy_episodes_of_their_last_checkpoint(
     assert all(score >= 475 for score in entry["final_scores"])  # solved: greedy 500
     for name in ("report.md", "report.json", "curves.png", "curves.svg", "final.png"):
         assert (directory / name).stat().st_size > 0
-    assert "| cartpole-ppo | 3 |" in (directory / "report.md").read_text()
+    assert "| cartpole-ppo | 2 |" in (directory / "report.md").read_text()
     image = np.asarray(Image.open(directory / "curves.png").convert("RGB"))
     assert image.std() > 10  # not blank
     assert band_pixels(image, COLOURS[0]) > 2000  # one experiment's band ...

@@ -182,7 +182,7 @@ def play(actor: Any, reference: Any, env: Any, seeds: list[int]) -> tuple[list[f
 
 
 def test_served_cartpole_policy_plays_as_eval_does(served, solved_cartpole, monkeypatch):
-    """Greedy episodes through HTTP: the trained policy's returns (far above random play's ~22),
+    """A greedy episode through HTTP: the trained policy's return (far above random play's ~22),
     every action equal to rlplat eval's; the batch form, the torch backend and explore answer
     too; the token is required."""
     monkeypatch.setenv("SERVE_TOKEN", TOKEN)
@@ -192,7 +192,7 @@ def test_served_cartpole_policy_plays_as_eval_does(served, solved_cartpole, monk
     reference, env = checkpoint_actor(solved_cartpole.run_dir)
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
-        returns, compared = play(HttpActor(client), reference, env, seeds=[0, 1, 2])
+        returns, compared = play(HttpActor(client), reference, env, seeds=[0])
         print(f"CartPole over HTTP: returns {returns}, {compared} actions equal to eval's")
         assert np.mean(returns) >= 300, returns
         assert compared == sum(returns)  # CartPole: one step per point of return

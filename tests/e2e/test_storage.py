@@ -89,7 +89,7 @@ def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_ses
     OS error, the checkpoint the run continues from and the command to continue; that checkpoint
     is complete; once the disk is fixed ``--resume --retry-errored`` finishes the run with each
     iteration logged once."""
-    iterations = 40
+    iterations = 20
     text = TRAIN.replace("ITERATIONS", str(iterations)).replace("OUTPUT", str(small_disk))
     process = launch([str(write_yaml(text))], ray_session)
     run_dir, lines = read_until_iteration(process, 8)

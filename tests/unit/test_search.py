@@ -178,6 +178,35 @@ def test_searcher_without_its_library_is_rejected(search_file, tmp_path, monkeyp
     )
 
 
+@pytest.mark.parametrize("searcher", ["hyperopt", "optuna"])
+def test_a_conditional_choice_draws_a_branch_then_only_its_values(searcher, search_file):
+    """Each suggestion of the searcher, merged into the trial's config as Tune merges it, is
+    one optimizer: Adam with an lr in Adam's range, or SGD with lr and momentum in SGD's; both
+    branches are drawn. (tests/e2e/test_search.py trains such trials with optuna.)"""
+    from ray.tune.utils.util import merge_dicts
+
+    from rlplat.experiment.load import load_experiment
+    from rlplat.prepare.run_spec import prepare
+
+    text = replace(TINY_SEARCH, "{grid: [4, 7]}", "5")
+    text = replace(text, "  lr: {loguniform: [1.0e-4, 1.0e-2]}", OPTIMIZER_CHOICE)
+    text = replace(text, "num_samples: 2", f"num_samples: 8\n  searcher: {searcher}")
+    search = prepare(load_experiment(search_file(text))).search
+    search.searcher.set_search_properties(None, None, search.param_space)
+    drawn = []
+    for index in range(12):
+        suggestion = search.searcher.suggest(f"trial_{index}")
+        optimizer = merge_dicts(search.param_space, suggestion)["training"]["optimizer"]
+        if optimizer["type"] == "sgd":
+            assert set(optimizer) == {"type", "lr", "momentum"}, optimizer
+            assert 1e-3 <= optimizer["lr"] <= 1e-1 and 0.5 <= optimizer["momentum"] <= 0.99
+        else:
+            assert optimizer["type"] == "adam" and set(optimizer) == {"type", "lr"}, optimizer
+            assert 1e-4 <= optimizer["lr"] <= 1e-2
+        drawn.append(optimizer["type"])
+    assert set(drawn) == {"adam", "sgd"}, drawn
+
+
 # --- ranking and stop reasons ------------------------------------------------------------------
 
 
