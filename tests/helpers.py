@@ -126,6 +126,26 @@ OPTIMIZER_CHOICE = """\
       - {type: adam, lr: {loguniform: [1.0e-4, 1.0e-2]}}
       - {type: sgd, lr: {loguniform: [1.0e-3, 1.0e-1]}, momentum: {uniform: [0.5, 0.99]}}"""
 
+
+def conditional_search(searcher: str, samples: int) -> str:
+    """TINY_SEARCH with OPTIMIZER_CHOICE in place of its learning rate and a fixed corridor:
+    ``samples`` trials drawn by ``searcher``."""
+    text = replace(TINY_SEARCH, "{grid: [4, 7]}", "5")
+    text = replace(text, "  lr: {loguniform: [1.0e-4, 1.0e-2]}", OPTIMIZER_CHOICE)
+    return replace(text, "num_samples: 2", f"num_samples: {samples}\n  searcher: {searcher}")
+
+
+def assert_one_branch(optimizer: dict) -> None:
+    """``optimizer`` is one branch of OPTIMIZER_CHOICE with its own keys and values in its own
+    ranges: Adam with lr, or SGD with lr and momentum."""
+    if optimizer["type"] == "sgd":
+        assert set(optimizer) == {"type", "lr", "momentum"}, optimizer
+        assert 1e-3 <= optimizer["lr"] <= 1e-1 and 0.5 <= optimizer["momentum"] <= 0.99
+    else:
+        assert optimizer["type"] == "adam" and set(optimizer) == {"type", "lr"}, optimizer
+        assert 1e-4 <= optimizer["lr"] <= 1e-2
+
+
 # PPO on simple_adversary: a policy per team, only one of them trained.
 MULTI_AGENT_ADVERSARY = """\
 name: tiny-adversary

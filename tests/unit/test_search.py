@@ -9,7 +9,14 @@ import pytest
 
 from rlplat.callbacks.search_report import TrialRow, rank_rows, stop_reason
 from rlplat.experiment.spaces import Space, find_spaces
-from tests.helpers import OPTIMIZER_CHOICE, TINY_SEARCH, assert_rejected, replace
+from tests.helpers import (
+    OPTIMIZER_CHOICE,
+    TINY_SEARCH,
+    assert_one_branch,
+    assert_rejected,
+    conditional_search,
+    replace,
+)
 
 
 def _never(dotted: str) -> str:
@@ -188,21 +195,13 @@ def test_a_conditional_choice_draws_a_branch_then_only_its_values(searcher, sear
     from rlplat.experiment.load import load_experiment
     from rlplat.prepare.run_spec import prepare
 
-    text = replace(TINY_SEARCH, "{grid: [4, 7]}", "5")
-    text = replace(text, "  lr: {loguniform: [1.0e-4, 1.0e-2]}", OPTIMIZER_CHOICE)
-    text = replace(text, "num_samples: 2", f"num_samples: 8\n  searcher: {searcher}")
-    search = prepare(load_experiment(search_file(text))).search
+    search = prepare(load_experiment(search_file(conditional_search(searcher, 8)))).search
     search.searcher.set_search_properties(None, None, search.param_space)
     drawn = []
     for index in range(12):
         suggestion = search.searcher.suggest(f"trial_{index}")
         optimizer = merge_dicts(search.param_space, suggestion)["training"]["optimizer"]
-        if optimizer["type"] == "sgd":
-            assert set(optimizer) == {"type", "lr", "momentum"}, optimizer
-            assert 1e-3 <= optimizer["lr"] <= 1e-1 and 0.5 <= optimizer["momentum"] <= 0.99
-        else:
-            assert optimizer["type"] == "adam" and set(optimizer) == {"type", "lr"}, optimizer
-            assert 1e-4 <= optimizer["lr"] <= 1e-2
+        assert_one_branch(optimizer)
         drawn.append(optimizer["type"])
     assert set(drawn) == {"adam", "sgd"}, drawn
 
