@@ -8,8 +8,11 @@ Stable-Baselines3 and CleanRL) multiplies one, so each update cost several times
 
 Here a Box-action critic is the paper's: one MLP (``fcnet_hiddens``, ``fcnet_activation``) over
 the concatenated observation and action, then RLlib's Q head (``head_fcnet_hiddens``). Discrete
-SAC and observations that are not flat vectors keep RLlib's critics. RLlib's SAC learner gets
-``InPlaceTargetUpdates`` (its loss unchanged).
+SAC and observations that are not flat vectors keep RLlib's critics. The critics of Box actions
+are fitted by the paper's loss, half the squared TD error (as Stable-Baselines3's; CleanRL's is
+the squared error), where RLlib's uses the Huber loss with delta 1: at HalfCheetah's TD errors of
+2-3 that caps most samples' gradients, and the critic fits the median of its targets instead of
+their mean. The rest of RLlib's SAC learner is kept, with ``InPlaceTargetUpdates``.
 
 Exploring, the module acts uniformly at random for its first ``random_steps`` env steps (by
 default until learning starts), as Stable-Baselines3's and CleanRL's SAC do before
@@ -28,6 +31,18 @@ import torch
 from ray.rllib.algorithms.sac.sac import SAC as RLlibSAC
 from ray.rllib.algorithms.sac.sac import SACConfig as RLlibSACConfig
 from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
+from ray.rllib.algorithms.sac.sac_learner import (
+    LOGPS_KEY,
+    QF_LOSS_KEY,
+    QF_MAX_KEY,
+    QF_MEAN_KEY,
+    QF_MIN_KEY,
+    QF_PREDS,
+    QF_TARGET_NEXT,
+    QF_TWIN_LOSS_KEY,
+    QF_TWIN_PREDS,
+    TD_ERROR_MEAN_KEY,
+)
 from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core.columns import Columns
@@ -35,10 +50,12 @@ from ray.rllib.core.distribution.torch.torch_distribution import (
     TorchDeterministic,
     TorchSquashedGaussian,
 )
+from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.models.base import ENCODER_OUT, Encoder
 from ray.rllib.core.models.configs import MLPEncoderConfig
 from ray.rllib.core.models.torch.encoder import TorchMLPEncoder
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.utils.typing import ModuleID
 
 from rlplat.algorithms.base import RandomWarmupConfig, WithoutModeSwitch
 from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
@@ -125,7 +142,56 @@ class SACModule(WithoutModeSwitch, DefaultSACTorchRLModule):
 
 
 class SACLearner(InPlaceTargetUpdates, SACTorchLearner):
-    """RLlib's SAC torch learner with ``InPlaceTargetUpdates``."""
+    """RLlib's SAC torch learner with ``InPlaceTargetUpdates`` and, for Box actions, the paper's
+    squared-error critic loss."""
+
+    def _compute_loss_for_module_continuous(
+        self, *, module_id: ModuleID, config: RLlibSACConfig, batch: dict, fwd_out: dict
+    ) -> torch.Tensor:
+        """The SAC losses (Haarnoja et al. 2018, with a learned temperature): each critic fits
+        r + gamma^n (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s')), a' ~ pi(s'), by
+        half the squared error; the actor minimises alpha log pi(a|s) - min_i Q_i(s, a) for
+        a ~ pi(s); alpha moves the policy's entropy towards the target entropy. Each optimizer
+        takes the gradient of its own loss (RLlib's ``compute_gradients``)."""
+        log_alpha = self.curr_log_alpha[module_id]
+        alpha = log_alpha.exp().detach()
+        logp = fwd_out["logp_resampled"]
+        with torch.no_grad():
+            soft_next_value = fwd_out[QF_TARGET_NEXT] - alpha * fwd_out["logp_next_resampled"]
+            alive = 1.0 - batch[Columns.TERMINATEDS].float()
+            discount = config.gamma ** batch["n_step"]
+            target = batch[Columns.REWARDS] + discount * alive * soft_next_value
+
+        weights = batch["weights"]
+        q = fwd_out[QF_PREDS]
+        losses = {QF_LOSS_KEY: 0.5 * (weights * (q - target) ** 2).mean()}
+        td_error = (q - target).abs()
+        if config.twin_q:
+            q_twin = fwd_out[QF_TWIN_PREDS]
+            losses[QF_TWIN_LOSS_KEY] = 0.5 * (weights * (q_twin - target) ** 2).mean()
+            td_error = 0.5 * (td_error + (q_twin - target).abs())
+        losses[POLICY_LOSS_KEY] = (alpha * logp - fwd_out["q_curr"]).mean()
+        entropy_gap = logp.detach() + self.target_entropy[module_id]
+        losses["alpha_loss"] = -(log_alpha * entropy_gap).mean()
+        for name, loss in losses.items():
+            self._temp_losses[(module_id, name)] = loss
+
+        self.metrics.log_dict(
+            {name: loss.detach() for name, loss in losses.items()}
+            | {
+                "alpha_value": alpha[0],
+                "log_alpha_value": log_alpha.detach()[0],
+                "target_entropy": self.target_entropy[module_id],
+                LOGPS_KEY: logp.detach().mean(),
+                QF_MEAN_KEY: fwd_out["q_curr"].detach().mean(),
+                QF_MAX_KEY: fwd_out["q_curr"].detach().max(),
+                QF_MIN_KEY: fwd_out["q_curr"].detach().min(),
+                TD_ERROR_MEAN_KEY: td_error.mean(),
+            },
+            key=module_id,
+            window=1,
+        )
+        return sum(losses.values())
 
 
 class SACConfig(RandomWarmupConfig, RLlibSACConfig):

@@ -86,3 +86,30 @@ def test_the_greedy_action_is_the_squashed_mean_in_the_bounds():
     )
     greedy = dist.to_deterministic().sample().numpy()
     assert np.allclose(greedy, 2.0 * np.tanh(0.5)), greedy  # 0.92, not 0.5 (nor 1.0 clipped)
+
+
+def test_box_critics_fit_their_targets_by_half_the_squared_error():
+    """A TD error of 100 costs 5,000 per critic, not the 99.5 of RLlib's Huber loss, whose
+    gradient stops growing at an error of 1."""
+    config = SACConfig().environment(observation_space=OBS, action_space=BOX)
+    learner = config.build_learner(spaces={"default_policy": (OBS, BOX)})
+    n = 8
+    batch = {
+        Columns.OBS: torch.zeros((n, *OBS.shape)),
+        Columns.NEXT_OBS: torch.zeros((n, *OBS.shape)),
+        Columns.ACTIONS: torch.zeros((n, *BOX.shape)),
+        Columns.REWARDS: torch.full((n,), 100.0),
+        Columns.TERMINATEDS: torch.ones(n),  # the target is the reward alone
+        "n_step": torch.ones(n),
+        "weights": torch.ones(n),
+    }
+    fwd_out = learner.module["default_policy"].forward_train(batch)
+    learner.compute_loss_for_module(
+        module_id="default_policy", config=config, batch=batch, fwd_out=fwd_out
+    )
+    for critic, preds in (("qf_loss", "qf_preds"), ("qf_twin_loss", "qf_twin_preds")):
+        expected = 0.5 * ((fwd_out[preds] - 100.0) ** 2).mean()
+        assert float(learner._temp_losses[("default_policy", critic)].detach()) == pytest.approx(
+            float(expected), rel=1e-5
+        )
+        assert float(expected) > 4000
