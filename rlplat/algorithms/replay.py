@@ -29,7 +29,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.signal
 from ray.rllib.core import DEFAULT_AGENT_ID, DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
@@ -155,6 +154,8 @@ def transition(
     end = min(t + n_step, len(episode))
     rewards = np.asarray(episode.get_rewards(slice(t, end)))
     # The discounted sum as RLlib computes it (same floating-point result).
+    import scipy.signal  # noqa: PLC0415 - a second of every rlplat process's start otherwise
+
     discounted = scipy.signal.lfilter([1], [1, -gamma], rewards[::-1], axis=0)[-1]
     reaches_end = end == len(episode)
     summed = end - t

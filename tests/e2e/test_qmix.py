@@ -52,7 +52,7 @@ def test_tune_grid_over_mixers_qmix_finds_8_vdn_settles_for_7(ray_session, tmp_p
         param_space=config,
         run_config=tune.RunConfig(
             storage_path=str(tmp_path),
-            stop={"num_env_steps_sampled_lifetime": 20_000},
+            stop={"num_env_steps_sampled_lifetime": 10_000},
             checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True),
             verbose=0,
         ),

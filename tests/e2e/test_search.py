@@ -141,11 +141,11 @@ training:
   lr: {loguniform: [1.0e-5, 3.0e-3]}
   train_batch_size_per_learner: 500
   minibatch_size: 100
-  num_epochs: 4
+  num_epochs: 1
 resources:
   env_runners: {count: 0}
 stop:
-  iterations: 8
+  iterations: 4
 checkpoint: {every: 2, keep: 2}
 evaluation: {evaluation_interval: null}   # PBT ranks by the training return
 tune:
