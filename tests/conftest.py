@@ -115,16 +115,17 @@ def filtered_run(ray_session, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def solved_cartpole(ray_session, tmp_path_factory):
-    """The shipped CartPole PPO experiment trained to its target (about 60k env steps)."""
-    from rich.console import Console
+def solved_cartpole(seeded_cartpole):
+    """The shipped CartPole PPO experiment trained to its target (about 60k env steps): the run
+    of ``seeded_cartpole``, with the trial ``rlplat eval <run>`` picks (its best) as its only
+    trial summary, so the tests of a solved policy pay for no training of their own."""
+    from dataclasses import replace
 
-    from rlplat.experiment.load import load_experiment
-    from rlplat.run.launch import train
+    from rlplat.checkpoints import find_checkpoint
 
-    out = tmp_path_factory.mktemp("solved")
-    loaded = load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", [f"output_dir={out}"])
-    return train(loaded, console=Console(quiet=True))
+    picked = find_checkpoint(Path(seeded_cartpole.run_dir)).path
+    [trial] = [t for t in seeded_cartpole.trials if picked.parent == Path(t.path)]
+    return replace(seeded_cartpole, trials=[trial])
 
 
 @pytest.fixture(scope="session")
