@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlplat.algorithms.qmix.episode_store import EpisodeStore
-from rlplat.algorithms.qmix.learner import lambda_returns
+from rlplat.algorithms.qmix.learner import LEARNER_COUNTERS, RunningMeanStd, lambda_returns
 from rlplat.algorithms.qmix.qmix import QMIXConfig
 from rlplat.algorithms.qmix.rl_module import (
     Q_TOTAL,
@@ -376,3 +376,23 @@ def test_qmix_optimizer_setting_is_accepted(optimizer):
 
     run = check_before_ray(EXPERIMENTS / "two_step_qmix.yaml", f"training.optimizer={optimizer}")
     assert run.algo_config.optimizer == optimizer
+
+
+def test_learner_state_carries_the_reward_statistics_and_update_count():
+    """A resumed QMIX run standardises rewards with the statistics it had and keeps its
+    target networks' cadence: both are in the learner's checkpoint state."""
+    env = spread_team_env()
+    config = QMIXConfig().training(standardise_rewards=True)
+    spaces = {"default_policy": (env.observation_space, env.action_space)}
+    learner = config.build_learner(spaces=spaces)
+    stats = learner._reward_stats.setdefault("default_policy", RunningMeanStd())
+    stats.update(torch.tensor([0.0, 0.0, 7.0, 1.0]))
+    learner._updates["default_policy"] = 123
+
+    restored = config.build_learner(spaces=spaces)
+    restored.set_state(learner.get_state())
+    again = restored._reward_stats["default_policy"]
+    assert (again.mean, again.var, again.count) == (stats.mean, stats.var, stats.count)
+    assert again.mean == pytest.approx(2.0, rel=1e-3)
+    assert restored._updates == {"default_policy": 123}
+    assert LEARNER_COUNTERS not in learner.get_state(not_components=LEARNER_COUNTERS)

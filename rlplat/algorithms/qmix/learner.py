@@ -66,6 +66,11 @@ class RunningMeanStd:
         self.count = total
 
 
+# The learner's own counters in its checkpoint state: updates since the start (the target
+# networks' cadence) and the reward statistics, so that ``--resume`` continues both.
+LEARNER_COUNTERS = "rlplat_qmix_counters"
+
+
 class QMIXTorchLearner(TargetNetworkLearner):
     """One optimizer per module; the target networks move every ``target_update_interval``
     learner updates."""
@@ -76,6 +81,28 @@ class QMIXTorchLearner(TargetNetworkLearner):
         super().build()
         self._updates: dict[ModuleID, int] = {}
         self._reward_stats: dict[ModuleID, RunningMeanStd] = {}
+
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if self._check_component(LEARNER_COUNTERS, components, not_components):
+            state[LEARNER_COUNTERS] = {
+                "updates": dict(self._updates),
+                "reward_stats": {m: vars(s).copy() for m, s in self._reward_stats.items()},
+            }
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        counters = state.get(LEARNER_COUNTERS)
+        if counters is None:  # a checkpoint from before the counters were saved
+            return
+        self._updates = dict(counters["updates"])
+        self._reward_stats = {}
+        for module_id, values in counters["reward_stats"].items():
+            stats = self._reward_stats[module_id] = RunningMeanStd()
+            stats.mean, stats.var, stats.count = values["mean"], values["var"], values["count"]
 
     def configure_optimizers_for_module(self, module_id: ModuleID, config: AlgorithmConfig) -> None:
         if config.optimizer == "adam":
