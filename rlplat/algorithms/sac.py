@@ -55,6 +55,7 @@ from ray.rllib.core.models.base import ENCODER_OUT, Encoder
 from ray.rllib.core.models.configs import MLPEncoderConfig
 from ray.rllib.core.models.torch.encoder import TorchMLPEncoder
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID
 
 from rlplat.algorithms.base import RandomWarmupConfig, WithoutModeSwitch
@@ -175,6 +176,9 @@ class SACLearner(InPlaceTargetUpdates, SACTorchLearner):
         losses["alpha_loss"] = -(log_alpha * entropy_gap).mean()
         for name, loss in losses.items():
             self._temp_losses[(module_id, name)] = loss
+
+        # Per-sample TD errors: a prioritized replay buffer's new priorities.
+        self.metrics.log_value((module_id, TD_ERROR_KEY), td_error, reduce="item_series")
 
         self.metrics.log_dict(
             {name: loss.detach() for name, loss in losses.items()}

@@ -92,7 +92,7 @@ def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_ses
     iterations = 12
     text = TRAIN.replace("ITERATIONS", str(iterations)).replace("OUTPUT", str(small_disk))
     process = launch([str(write_yaml(text))], ray_session)
-    run_dir, lines = read_until_iteration(process, 8)
+    run_dir, lines = read_until_iteration(process, 4)  # 8 iterations to go: time to fail
     deadline = time.monotonic() + 30
     while not resume_points(run_dir) and time.monotonic() < deadline:
         time.sleep(0.1)  # Tune saves the checkpoint to resume from about once a second

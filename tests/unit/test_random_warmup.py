@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from ray.rllib.core.columns import Columns
+from ray.rllib.utils.metrics import TD_ERROR_KEY
 
 from rlplat.algorithms.sac import SACConfig
 
@@ -90,7 +91,8 @@ def test_the_greedy_action_is_the_squashed_mean_in_the_bounds():
 
 def test_box_critics_fit_their_targets_by_half_the_squared_error():
     """A TD error of 100 costs 5,000 per critic, not the 99.5 of RLlib's Huber loss, whose
-    gradient stops growing at an error of 1."""
+    gradient stops growing at an error of 1; each sample's TD error is logged for prioritized
+    replay's priorities."""
     config = SACConfig().environment(observation_space=OBS, action_space=BOX)
     learner = config.build_learner(spaces={"default_policy": (OBS, BOX)})
     n = 8
@@ -113,3 +115,6 @@ def test_box_critics_fit_their_targets_by_half_the_squared_error():
             float(expected), rel=1e-5
         )
         assert float(expected) > 4000
+    # Prioritized replay's new priorities: one TD error per sample.
+    [td_errors] = learner.metrics.peek(("default_policy", TD_ERROR_KEY))
+    assert td_errors == pytest.approx([100.0] * n, abs=1.0)
