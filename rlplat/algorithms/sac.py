@@ -166,11 +166,11 @@ class SACLearner(InPlaceTargetUpdates, SACTorchLearner):
         weights = batch["weights"]
         q = fwd_out[QF_PREDS]
         losses = {QF_LOSS_KEY: 0.5 * (weights * (q - target) ** 2).mean()}
-        td_error = (q - target).abs()
+        td_error = (q.detach() - target).abs()
         if config.twin_q:
             q_twin = fwd_out[QF_TWIN_PREDS]
             losses[QF_TWIN_LOSS_KEY] = 0.5 * (weights * (q_twin - target) ** 2).mean()
-            td_error = 0.5 * (td_error + (q_twin - target).abs())
+            td_error = 0.5 * (td_error + (q_twin.detach() - target).abs())
         losses[POLICY_LOSS_KEY] = (alpha * logp - fwd_out["q_curr"]).mean()
         entropy_gap = logp.detach() + self.target_entropy[module_id]
         losses["alpha_loss"] = -(log_alpha * entropy_gap).mean()

@@ -65,6 +65,12 @@ class RunningMeanStd:
         )
         self.count = total
 
+    def get_state(self) -> dict[str, float]:
+        return {"mean": self.mean, "var": self.var, "count": self.count}
+
+    def set_state(self, state: dict[str, float]) -> None:
+        self.mean, self.var, self.count = state["mean"], state["var"], state["count"]
+
 
 # The learner's own counters in its checkpoint state: updates since the start (the target
 # networks' cadence) and the reward statistics, so that ``--resume`` continues both.
@@ -89,7 +95,7 @@ class QMIXTorchLearner(TargetNetworkLearner):
         if self._check_component(LEARNER_COUNTERS, components, not_components):
             state[LEARNER_COUNTERS] = {
                 "updates": dict(self._updates),
-                "reward_stats": {m: vars(s).copy() for m, s in self._reward_stats.items()},
+                "reward_stats": {m: s.get_state() for m, s in self._reward_stats.items()},
             }
         return state
 
@@ -101,8 +107,8 @@ class QMIXTorchLearner(TargetNetworkLearner):
         self._updates = dict(counters["updates"])
         self._reward_stats = {}
         for module_id, values in counters["reward_stats"].items():
-            stats = self._reward_stats[module_id] = RunningMeanStd()
-            stats.mean, stats.var, stats.count = values["mean"], values["var"], values["count"]
+            self._reward_stats[module_id] = RunningMeanStd()
+            self._reward_stats[module_id].set_state(values)
 
     def configure_optimizers_for_module(self, module_id: ModuleID, config: AlgorithmConfig) -> None:
         if config.optimizer == "adam":
