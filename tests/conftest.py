@@ -3,6 +3,13 @@ runs that several end-to-end tests read; the unit and e2e markers, set by direct
 
 from __future__ import annotations
 
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -14,6 +21,7 @@ TESTS = Path(__file__).resolve().parent
 KINDS = ("unit", "e2e")  # tests/unit and tests/e2e, each marked with its directory's name
 
 
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: what remains is what runs
 def pytest_collection_modifyitems(config, items):
     """Mark every test with its kind (its directory under tests/) and run the unit tests first:
     they fail fast, and they run before the session's Ray exists."""
@@ -29,6 +37,53 @@ def pytest_collection_modifyitems(config, items):
             )
         item.add_marker(kind)
     items.sort(key=lambda item: item.get_closest_marker("unit") is None)
+    if any("mlflow_server" in getattr(item, "fixturenames", ()) for item in items):
+        _start_mlflow_server()  # it takes ~20 s to come up: meanwhile the unit tests run
+
+
+_MLFLOW: dict = {}
+
+
+def _start_mlflow_server() -> None:
+    """``mlflow server`` on a free local port, with a sqlite store in a scratch directory."""
+    scratch = Path(tempfile.mkdtemp(prefix="rlplat-mlflow-"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        sys.executable, "-m", "mlflow", "server",
+        "--backend-store-uri", f"sqlite:///{scratch / 'mlflow.db'}",
+        "--artifacts-destination", str(scratch / "artifacts"),
+        "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+    ]  # fmt: skip
+    log = open(scratch / "server.log", "w")  # noqa: SIM115 - closed with the server
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=scratch)
+    _MLFLOW.update(process=process, log=log, scratch=scratch, uri=f"http://127.0.0.1:{port}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _MLFLOW:
+        _MLFLOW["process"].terminate()
+        _MLFLOW["process"].wait(timeout=30)
+        _MLFLOW["log"].close()
+        shutil.rmtree(_MLFLOW["scratch"], ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def mlflow_server() -> str:
+    """A real MLflow tracking server (sqlite store, served artifacts): its http:// URI."""
+    if not _MLFLOW:  # a test run that collected no user of it at first
+        _start_mlflow_server()
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if _MLFLOW["process"].poll() is not None:
+            pytest.fail("mlflow server exited: " + (_MLFLOW["scratch"] / "server.log").read_text())
+        try:
+            with urllib.request.urlopen(_MLFLOW["uri"] + "/health", timeout=2):
+                return _MLFLOW["uri"]
+        except OSError:
+            time.sleep(0.25)
+    pytest.fail("mlflow server did not answer within 180 s")
 
 
 @pytest.fixture(scope="session")

@@ -127,6 +127,15 @@ def _env_gone(scratch: Path, checkpoint: Path) -> None:
     experiment.write_text(experiment.read_text().replace("CartPole-v1", "LabMaze-v3"))
 
 
+CLOSED_PORT = 9  # the discard port: nothing listens on it here
+
+
+def _no_wandb_key(scratch: Path, checkpoint: Path) -> None:
+    """No W&B key in the environment or a netrc file (the case runs in its own process)."""
+    os.environ.pop("WANDB_API_KEY", None)
+    os.environ["NETRC"] = str(scratch / "no-netrc")
+
+
 def _run(scratch: Path, checkpoint: Path) -> None:
     """The trained checkpoint's whole run directory, as ``run``."""
     shutil.copytree(checkpoint.parents[1], scratch / "run")
@@ -442,6 +451,16 @@ CASES = [
         "Checkpoint needing a policy class that is not installed",
         ["eval", "custom_policy_checkpoint", "-n", "1"],
         setup=_missing_policy_class,
+    ),
+    Case("Unknown logger", ["train", "exp.yaml", "loggers.mlfow.tracking_uri=file:mlruns"]),
+    Case(
+        "MLflow tracking server that does not answer",
+        ["train", "exp.yaml", f"loggers.mlflow.tracking_uri=http://127.0.0.1:{CLOSED_PORT}"],
+    ),
+    Case(
+        "W&B online run without a key",
+        ["train", "exp.yaml", "loggers.wandb.project=lab"],
+        setup=_no_wandb_key,
     ),
 ]
 

@@ -405,6 +405,51 @@ class ExportSpec(Section):
         return at_end
 
 
+class AlwaysWritten(Section):
+    """A logger every run has; listing it changes nothing (it takes no options)."""
+
+
+class MlflowLogger(Section):
+    """Each trial as an MLflow run: the experiment as parameters, rlplat's TensorBoard scalars
+    against env steps, the run's files at the end; a search's trials under one parent run."""
+
+    tracking_uri: str = Field(
+        description="An MLflow server (http://host:port) or a local store (file:/path, "
+        "sqlite:///path.db). Credentials come from MLflow's environment variables "
+        "(MLFLOW_TRACKING_TOKEN, MLFLOW_TRACKING_USERNAME/PASSWORD), never from this file."
+    )
+    experiment: str | None = Field(
+        None, description="The MLflow experiment (created when missing). Default: name."
+    )
+
+
+class WandbLogger(Section):
+    """Each trial as a Weights & Biases run, a search's trials in one group."""
+
+    project: str = Field(description="The W&B project.")
+    entity: str | None = Field(None, description="The W&B team or user (default: yours).")
+    mode: Literal["online", "offline"] = Field(
+        "online",
+        description="online needs a key (WANDB_API_KEY or `wandb login`), never this file; "
+        "offline writes the runs under <run dir>/wandb for `wandb sync`.",
+    )
+
+
+class LoggersSpec(Section):
+    """Where the training curves go: TensorBoard and CSV/JSON files always; trackers too."""
+
+    tensorboard: AlwaysWritten = Field(
+        default_factory=AlwaysWritten,
+        description="Event files in each trial directory, x = env steps (always written).",
+    )
+    csv: AlwaysWritten = Field(
+        default_factory=AlwaysWritten,
+        description="progress.csv and result.json in each trial directory (always written).",
+    )
+    mlflow: MlflowLogger | None = Field(None, description="An MLflow tracking server or store.")
+    wandb: WandbLogger | None = Field(None, description="Weights & Biases.")
+
+
 class OfflineSpec(Section):
     """Learn from recorded experience instead of sampling the env (BC, MARWIL, CQL, IQL)."""
 
@@ -592,6 +637,7 @@ class Experiment(Section):
         "checkpoints.",
     )
     video: VideoSpec = Field(default_factory=VideoSpec)
+    loggers: LoggersSpec = Field(default_factory=LoggersSpec)
     export: ExportSpec = Field(default_factory=ExportSpec)
     resources: Resources = Field(default_factory=Resources)
     output_dir: str = Field("checkpoints", description="Where runs are written.")

@@ -18,6 +18,7 @@ from rlplat.callbacks.progress import ProgressPrinter
 from rlplat.callbacks.search_report import LiveTrialTable, PopulationLog
 from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
 from rlplat.callbacks.timing import TrainingClock, reset_training_window, training_window
+from rlplat.callbacks.trackers import TrackerCallback, check_trackers, close_trackers
 from rlplat.callbacks.videos import TrainingVideos
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
 from rlplat.cluster.connect import embedded, start_ray
@@ -34,6 +35,7 @@ from rlplat.prepare.run_spec import (
     print_plan,
     refuse_if_impossible,
     storage_note,
+    trial_count,
 )
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
 from rlplat.run.options import TrainOptions
@@ -261,6 +263,7 @@ def prepare_on_cluster(
     trial no node set can hold (Tune would keep it PENDING forever)."""
     run = prepare(loaded, nodes)
     refuse_if_impossible(run)
+    check_trackers(run.experiment, run.locate)
     for line in [choice.describe() for choice in run.choices] + [storage_note(run)]:
         if line:
             console.print(line, highlight=False)
@@ -295,6 +298,9 @@ def _callbacks(run: PreparedRun, run_dir: Path, console: Console) -> list:
         callbacks.append(LiveTrialTable(run.spaces, console, seeded=bool(exp.seeds)))
     if population:
         callbacks.append(PopulationLog(run_dir, run.spaces, console))
+    if exp.loggers.mlflow or exp.loggers.wandb:
+        grouped = bool(run.spaces) or trial_count(exp, run.spaces) > 1
+        callbacks.append(TrackerCallback(exp, run_dir, grouped=grouped, console=console))
     return callbacks
 
 
@@ -333,11 +339,19 @@ def export_at_end(run_dir: Path, episodes: int, console: Console) -> dict[str, A
     }
 
 
+def tracker_status(summary: RunSummary) -> str:
+    """How the run ended, in the trackers' words."""
+    if any(trial.status == "error" for trial in summary.trials):
+        return "FAILED"
+    return "KILLED" if unfinished_trials(summary) else "FINISHED"
+
+
 def _fit(
     tuner: Any, run: PreparedRun, run_dir: Path, console: Console, clock: StageClock
 ) -> RunSummary:
     started = time.monotonic()
     reset_training_window()
+    status = "FAILED"
     try:
         grid = tuner.fit()
         window = training_window()
@@ -353,9 +367,12 @@ def _fit(
         if run.experiment.export.at_end and not unfinished_trials(summary):
             summary.export = export_at_end(run_dir, run.experiment.export.episodes, console)
         write_summary(run_dir, asdict(summary))
+        status = tracker_status(summary)
     except Exception as exc:
         reason = storage_reason(exc)
         if reason is None:
             raise
         raise storage_failed(run_dir, reason) from exc
+    finally:
+        close_trackers(status)
     return summary

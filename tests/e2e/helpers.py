@@ -58,3 +58,23 @@ def export_report(capsys, run_dir: str, out: Path) -> tuple[dict, dict]:
     """``rlplat export`` in this process (parity over 5 episodes): its report, its manifest."""
     report = export_json(capsys, run_dir, "--out", out, "-n", "5")
     return report, json.loads((Path(report["directory"]) / "policy.json").read_text())
+
+
+def wandb_offline_runs(run_dir: Path) -> dict[str, dict]:
+    """What W&B's offline runs under ``<run dir>/wandb`` hold, by run id (a resumed run's later
+    sessions merged): name, group, config and the ``env_steps`` of each history row."""
+    from rlplat.callbacks.wandb_tracker import history_rows, offline_records
+
+    runs: dict[str, dict] = {}
+    for path in sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb")):
+        run = runs.setdefault(path.stem.removeprefix("run-"), {"steps": []})
+        for record in offline_records(path):
+            if record.WhichOneof("record_type") == "run":
+                run["name"], run["group"] = record.run.display_name, record.run.run_group
+                run["config"] = {
+                    item.key: json.loads(item.value_json) for item in record.run.config.update
+                }
+            row = history_rows(record)
+            if row and "env_steps" in row:
+                run["steps"].append(row["env_steps"])
+    return runs

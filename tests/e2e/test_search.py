@@ -14,6 +14,7 @@ import pytest
 
 from rlplat.callbacks.search_report import BEST_YAML, RESULTS_CSV
 from rlplat.experiment.load import load_experiment
+from rlplat.metrics import ENV_STEPS
 from tests.helpers import (
     TINY_SEARCH,
     assert_one_branch,
@@ -183,12 +184,19 @@ def test_pbt_exploits_and_changes_the_trials_config(ray_session, write_yaml, tmp
     assert any(changed), "an exploited trial trains on with its new learning rate"
 
 
-def test_killed_search_resumes_with_every_trial_accounted_for(ray_session, write_yaml, tmp_path):
-    """SIGKILL ``rlplat train`` once a trial has finished, then ``--resume`` the run."""
+def test_killed_search_resumes_with_every_trial_accounted_for(
+    ray_session, mlflow_server, write_yaml, tmp_path
+):
+    """SIGKILL ``rlplat train`` once a trial has finished, then ``--resume`` the run: every
+    trial finishes once, and its MLflow and W&B runs are the same ones, each step logged once."""
+    experiment = f"killed-search-{tmp_path.name}"
     text = (
         TINY_SEARCH.replace("OUTPUT", str(tmp_path / "out"))
         .replace("iterations: 3", "iterations: 12")
         .replace("keep: 1", "keep: 2")
+    ) + (
+        f"loggers:\n  mlflow: {{tracking_uri: '{mlflow_server}', experiment: {experiment}}}\n"
+        "  wandb: {project: rlplat-tests, mode: offline}\n"
     )
     path = write_yaml(text)
     command = [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session]
@@ -231,6 +239,47 @@ def test_killed_search_resumes_with_every_trial_accounted_for(ray_session, write
         assert iterations[-1] == 12
         kept = list(Path(trial["path"]).glob("checkpoint_*"))
         assert len(kept) <= 3, "checkpoint.keep (2) held: the two best and the newest"
+    assert_tracked_once(mlflow_server, experiment, run_dir, summary["trials"])
+
+
+def assert_tracked_once(uri: str, experiment: str, run_dir: Path, trials: list[dict]) -> None:
+    """One MLflow run per trial under the search's parent, with its searched values as
+    parameters and each iteration at its env step once; one W&B run per trial, in one group."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.e2e.helpers import wandb_offline_runs
+
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    [parent] = [run for run in runs if "mlflow.parentRunId" not in run.data.tags]
+    children = {run.data.tags["rlplat.trial_dir"]: run for run in runs if run is not parent}
+    assert sorted(children) == sorted(trial["path"] for trial in trials)
+    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children.values())
+    assert parent.info.status == "FINISHED" and parent.info.run_name == run_dir.name
+    assert "summary.json" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    for path, child in children.items():
+        assert child.info.status == "FINISHED"
+        assert child.data.params["env.kwargs.length"] in ("4", "7"), child.data.params
+        assert float(child.data.params["training.lr"]) > 0
+        iterations = client.get_metric_history(child.info.run_id, "perf/iteration")
+        logged = sorted((point.step, point.value) for point in iterations)
+        assert logged == [(step, i + 1) for i, step in enumerate(env_steps(path))], logged
+        assert client.get_metric_history(child.info.run_id, "episode/return_mean")
+
+    wandb_runs = {run["name"]: run for run in wandb_offline_runs(run_dir).values()}
+    search_run = wandb_runs.pop(run_dir.name)  # the group's own run, with summary.json
+    assert search_run["group"] == run_dir.name and not search_run["steps"]
+    assert sorted(wandb_runs) == sorted(Path(path).name for path in children)
+    for path in children:
+        run = wandb_runs[Path(path).name]
+        assert run["group"] == run_dir.name and run["config"]["env.kwargs.length"] in (4, 7)
+        # An offline run killed mid-write may lose its last rows; none is written twice.
+        steps = run["steps"]
+        assert steps == sorted(set(steps)) and steps[-1] == env_steps(path)[-1], steps
+
+
+def env_steps(trial_dir: str) -> list[int]:
+    return [result[ENV_STEPS] for result in read_results(Path(trial_dir))]
 
 
 COMBINATIONS = {
