@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlplat.callbacks.tracking import Tracker, TrialRun, missing_package
+from rlplat.callbacks.tracking import Tracker, TrialRun, missing_package, path_key
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
 from rlplat.errors import ConfigError
 from rlplat.experiment.schema import MlflowLogger
@@ -28,10 +28,13 @@ HTTP_LIMITS = {
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
 }
 PARAM_VALUE_LIMIT = 6000  # MLflow's longest parameter value
-PARAMS_PER_CALL = 100  # MLflow's log_batch limit
+PARAMS_PER_CALL = 100  # MLflow's log_batch limits
+METRICS_PER_CALL = 1000
 STEP_METRIC = "perf/iteration"  # every result has it: the steps a run holds
 RUN_FILES = ("summary.json", RESOLVED_EXPERIMENT)
 TRIAL_TAG = "rlplat.trial_dir"
+TRIAL_KEY_TAG = "rlplat.trial_key"  # a hash of the trial directory, to find its run again
+RUN_KEY_TAG = "rlplat.run_key"  # the same for the run directory (the parent run, or the one run)
 ROLE_TAG = "rlplat.role"
 
 
@@ -71,8 +74,9 @@ def failure_reason(exc: Exception) -> str:
     return re.sub(r" at 0x[0-9a-f]+", "", first)[:300]
 
 
-def metric_key(tag: str) -> str:
-    """TensorBoard's tag, with the characters MLflow refuses in a metric name replaced."""
+def mlflow_name(tag: str) -> str:
+    """A TensorBoard tag or parameter key, with the characters MLflow refuses in a name
+    replaced."""
     return re.sub(r"[^\w./\- :]", "_", tag)
 
 
@@ -94,6 +98,7 @@ class MlflowTracker(Tracker):
         self.grouped = grouped
         self._experiment_id: str | None = None
         self._parent: str | None = None
+        self._single: str | None = None  # the one trial's run, when not grouped
         self._runs: dict[Path, str] = {}
 
     def _experiment(self) -> str:
@@ -106,58 +111,77 @@ class MlflowTracker(Tracker):
             )
         return self._experiment_id
 
-    def _find(self, tags: dict[str, str]) -> str | None:
-        query = " and ".join(f"tags.`{key}` = '{value}'" for key, value in tags.items())
+    def _find(self, key_tag: str, directory: Path) -> str | None:
+        """The run tagged with the key of ``directory`` (a hash: paths may hold quotes)."""
+        query = f"tags.`{key_tag}` = '{path_key(directory)}'"
         runs = self.client.search_runs([self._experiment()], filter_string=query, max_results=1)
         return runs[0].info.run_id if runs else None
 
     def _parent_run(self) -> str:
         if self._parent is None:
-            tags = {"rlplat.run_dir": str(self.run_dir), ROLE_TAG: "search"}
+            tags = {**self.tags, RUN_KEY_TAG: path_key(self.run_dir), ROLE_TAG: "search"}
             self._parent = (
-                self._find(tags)
+                self._find(RUN_KEY_TAG, self.run_dir)
                 or self.client.create_run(
-                    self._experiment(), run_name=self.run_dir.name, tags={**self.tags, **tags}
+                    self._experiment(), run_name=self.run_dir.name, tags=tags
                 ).info.run_id
             )
         return self._parent
 
     def start(self, trial: TrialRun) -> int:
-        run_id = self._runs.get(trial.path) or self._find({TRIAL_TAG: str(trial.path)})
+        run_id = self._runs.get(trial.path) or self._find(TRIAL_KEY_TAG, trial.path)
         if run_id is not None:
-            self._runs[trial.path] = run_id
+            self._remember(trial, run_id)
             self.client.update_run(run_id, status="RUNNING")
             history = self.client.get_metric_history(run_id, STEP_METRIC)
             return max((point.step for point in history), default=0)
         from mlflow.entities import Param  # noqa: PLC0415 - optional
 
-        tags = {**self.tags, TRIAL_TAG: str(trial.path), "rlplat.seed": str(trial.seed)}
+        tags = {
+            **self.tags,
+            TRIAL_TAG: str(trial.path),
+            TRIAL_KEY_TAG: path_key(trial.path),
+            "rlplat.seed": str(trial.seed),
+        }
         if self.grouped:
             tags["mlflow.parentRunId"] = self._parent_run()
+        else:
+            tags[RUN_KEY_TAG] = path_key(self.run_dir)
         name = trial.name if self.grouped else self.run_dir.name
         run_id = self.client.create_run(self._experiment(), run_name=name, tags=tags).info.run_id
-        params = [Param(key[:250], param_text(value)) for key, value in trial.params.items()]
-        for start in range(0, len(params), PARAMS_PER_CALL):
-            self.client.log_batch(run_id, params=params[start : start + PARAMS_PER_CALL])
-        self._runs[trial.path] = run_id
+        params = {mlflow_name(key)[:250]: param_text(value) for key, value in trial.params.items()}
+        entries = [Param(key, value) for key, value in params.items()]
+        for start in range(0, len(entries), PARAMS_PER_CALL):
+            self.client.log_batch(run_id, params=entries[start : start + PARAMS_PER_CALL])
+        self._remember(trial, run_id)
         return 0
+
+    def _remember(self, trial: TrialRun, run_id: str) -> None:
+        self._runs[trial.path] = run_id
+        if not self.grouped:
+            self._single = run_id
 
     def log(self, trial: TrialRun, scalars: dict[str, float], step: int) -> None:
         from mlflow.entities import Metric  # noqa: PLC0415 - optional
 
         now = int(time.time() * 1000)
-        metrics = [Metric(metric_key(tag), value, now, step) for tag, value in scalars.items()]
-        self.client.log_batch(self._runs[trial.path], metrics=metrics)
+        metrics = [Metric(mlflow_name(tag), value, now, step) for tag, value in scalars.items()]
+        for start in range(0, len(metrics), METRICS_PER_CALL):
+            self.client.log_batch(
+                self._runs[trial.path], metrics=metrics[start : start + METRICS_PER_CALL]
+            )
 
-    def end(self, trial: TrialRun, failed: bool) -> None:
-        run_id = self._runs[trial.path]
-        videos = trial.videos
-        if videos.is_dir():
-            self.client.log_artifacts(run_id, str(videos), "videos")
-        self.client.set_terminated(run_id, "FAILED" if failed else "FINISHED")
+    def end(self, trial: TrialRun, status: str) -> None:
+        run_id = self._runs.pop(trial.path)
+        for gif in trial.gifs():
+            self.client.log_artifact(run_id, str(gif), "videos")
+        self.client.set_terminated(run_id, status)
 
     def close(self, run_dir: Path, status: str) -> None:
-        target = self._parent if self.grouped else next(iter(self._runs.values()), None)
+        if self.grouped:
+            target = self._parent_run()
+        else:
+            target = self._single or self._find(RUN_KEY_TAG, run_dir)
         if target is None:
             return
         for name in RUN_FILES:

@@ -23,6 +23,8 @@ from rlplat.callbacks.tracking import Tracker, TrialRun, run_tags
 from rlplat.experiment.schema import Experiment
 from rlplat.metrics import ENV_STEPS, Throughput, finite, lookup
 
+FAILURES_TO_DROP = 3  # a tracker failing this many calls in a row is not called again
+
 
 class TrackerCallback(ConsoleCallback):
     """Feeds every tracker of the run; drops a failing one with a single warning.
@@ -46,6 +48,8 @@ class TrackerCallback(ConsoleCallback):
         self._throughput = Throughput()
         self._trials: dict[Any, TrialRun] = {}
         self._logged: dict[tuple[str, Any], int] = {}  # (tracker, trial) -> last env step sent
+        self._failures: dict[str, int] = {}  # tracker -> failed calls in a row
+        self._warned: set[str] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
@@ -85,20 +89,30 @@ class TrackerCallback(ConsoleCallback):
     def _warn(self, label: str, exc: Exception) -> None:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         self.console.print(
-            f"[yellow]warning:[/yellow] {label} failed ({reason}); the run goes on without it "
-            "(TensorBoard files and checkpoints are not affected).",
+            f"[yellow]warning:[/yellow] {label} failed ({reason}); the run goes on (TensorBoard "
+            f"files and checkpoints are not affected), and after {FAILURES_TO_DROP} failed "
+            f"calls in a row without {label}.",
             highlight=False,
         )
 
     def _guarded(self, tracker: Tracker, action: Callable[[], Any]) -> Any:
+        failures = self._failures.get(tracker.label, 0)
         try:
-            return action()
+            result = action()
         except Exception as exc:  # noqa: BLE001 - any tracker failure only costs the tracker
-            self.trackers = [t for t in self.trackers if t is not tracker]
-            self._warn(tracker.label, exc)
+            self._failures[tracker.label] = failures + 1
+            if tracker.label not in self._warned:
+                self._warned.add(tracker.label)
+                self._warn(tracker.label, exc)
+            if failures + 1 >= FAILURES_TO_DROP:
+                self.trackers = [t for t in self.trackers if t is not tracker]
             return None
+        self._failures[tracker.label] = 0
+        return result
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        if trial in self._trials:  # its actor restarted (PBT, a paused trial): same runs
+            return
         run = self._trials[trial] = TrialRun(trial)
         for tracker in list(self.trackers):
             step = self._guarded(tracker, lambda t=tracker: t.start(run))
@@ -119,22 +133,23 @@ class TrackerCallback(ConsoleCallback):
             self._guarded(tracker, lambda t=tracker: t.log(run, scalars, step))
             self._logged[key] = step
 
-    def _end(self, trial: Any, failed: bool) -> None:
+    def _end(self, trial: Any, status: str) -> None:
         run = self._trials.pop(trial, None)
         if run is not None:
             for tracker in list(self.trackers):
-                self._guarded(tracker, lambda t=tracker: t.end(run, failed))
+                self._guarded(tracker, lambda t=tracker: t.end(run, status))
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trial, failed=False)
+        self._end(trial, "FINISHED")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trial, failed=True)
+        self._end(trial, "FAILED")
 
     def close(self, status: str) -> None:
-        """The end of the command: trials still open end too, then each tracker's run."""
+        """The end of the command: trials still open end too (KILLED: stopped before their
+        end), then each tracker's run."""
         for trial in list(self._trials):
-            self._end(trial, failed=status != "FINISHED")
+            self._end(trial, "KILLED")
         for tracker in list(self.trackers):
             self._guarded(tracker, lambda t=tracker: t.close(self.run_dir, status))
         self.trackers = []

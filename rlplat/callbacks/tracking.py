@@ -3,6 +3,7 @@ the trial's experiment as flat parameters and the run's tags."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,16 @@ class TrialRun:
 
     def __init__(self, trial: Any):
         self.path = Path(trial.path)  # the trial directory (local_path is Tune's staging)
-        self.videos = Path(trial.local_path) / "videos"  # where TrainingVideos writes
+        self.staging = Path(trial.local_path)  # this session's, where TrainingVideos writes
         self.name = self.path.name
         self.params = flat_params(trial.config)
         self.seed = trial.config.get("seed")
+
+    def gifs(self) -> list[Path]:
+        """The trial's training GIFs: this session's and, after a resume, the earlier ones."""
+        found = {gif.name: gif for gif in sorted((self.path / "videos").glob("*.gif"))}
+        found.update({gif.name: gif for gif in sorted((self.staging / "videos").glob("*.gif"))})
+        return [found[name] for name in sorted(found)]
 
 
 class Tracker:
@@ -64,12 +71,18 @@ class Tracker:
     def log(self, trial: TrialRun, scalars: dict[str, float], step: int) -> None:
         raise NotImplementedError
 
-    def end(self, trial: TrialRun, failed: bool) -> None:
-        """The trial stopped: its files (videos) go up, its run is closed."""
+    def end(self, trial: TrialRun, status: str) -> None:
+        """The trial stopped (``status``: FINISHED, FAILED or KILLED): its files (videos) go
+        up, its run is closed."""
 
     def close(self, run_dir: Path, status: str) -> None:
         """The whole run ended (``status``: FINISHED, FAILED or KILLED): the run's files
         (summary.json, experiment.yaml, export/) go to the parent run (or the one trial's)."""
+
+
+def path_key(directory: Path) -> str:
+    """A short stable key of a directory, to find its tracker run again on resume."""
+    return hashlib.sha1(str(directory).encode()).hexdigest()[:16]
 
 
 def missing_package(package: str, location: str, key: str) -> ConfigError:

@@ -9,7 +9,6 @@ may never have reached them; they are sent again). Env steps are the x-axis of e
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import netrc
@@ -19,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rlplat.callbacks.tracking import Tracker, TrialRun, missing_package
+from rlplat.callbacks.tracking import Tracker, TrialRun, missing_package, path_key
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
 from rlplat.errors import ConfigError
 from rlplat.experiment.schema import WandbLogger
@@ -103,11 +102,6 @@ def offline_steps(run_dir: Path, run_id: str) -> list[int]:
     return steps
 
 
-def trial_run_id(directory: Path) -> str:
-    """A stable W&B run id for a trial (or run) directory: resuming reopens the same run."""
-    return hashlib.sha1(str(directory).encode()).hexdigest()[:16]
-
-
 class WandbTracker(Tracker):
     label = "W&B"
 
@@ -120,6 +114,7 @@ class WandbTracker(Tracker):
         self.tags = tags
         self.grouped = grouped
         self._runs: dict[Path, Any] = {}
+        self._status = "FINISHED"  # the one trial's, when not grouped
 
     def _init(self, run_id: str, name: str, **options: Any) -> Any:
         return self.wandb.init(
@@ -137,7 +132,7 @@ class WandbTracker(Tracker):
         )
 
     def start(self, trial: TrialRun) -> int:
-        run_id = trial_run_id(trial.path)
+        run_id = path_key(trial.path)
         run = self._init(
             run_id,
             trial.name if self.grouped else self.run_dir.name,
@@ -154,27 +149,40 @@ class WandbTracker(Tracker):
     def log(self, trial: TrialRun, scalars: dict[str, float], step: int) -> None:
         self._runs[trial.path].log({**scalars, STEP: step})
 
-    def end(self, trial: TrialRun, failed: bool) -> None:
-        run = self._runs.pop(trial.path)
-        if trial.videos.is_dir():
+    def end(self, trial: TrialRun, status: str) -> None:
+        run = self._runs[trial.path]
+        gifs = trial.gifs()
+        if gifs:
             artifact = self.wandb.Artifact(f"{run.id}-videos", type="rlplat-videos")
-            artifact.add_dir(str(trial.videos))
+            for gif in gifs:
+                artifact.add_file(str(gif), name=gif.name)
             run.log_artifact(artifact)
-        run.finish(exit_code=1 if failed else 0)
+        if self.grouped:  # finished now (W&B flushes it); one trial's run takes the run's files
+            run.finish(exit_code=0 if status == "FINISHED" else 1)
+            del self._runs[trial.path]
+        else:
+            self._status = status
 
     def close(self, run_dir: Path, status: str) -> None:
-        # W&B runs have no parent: a search's files go to a run of its own in the group
-        # (job type "search"), a single trial's to the trial's run, reopened.
-        files = [run_dir / name for name in RUN_FILES if (run_dir / name).is_file()]
-        trials = sorted(run_dir.glob("trial_*"))
-        if self.grouped or len(trials) != 1:
-            run = self._init(trial_run_id(run_dir), run_dir.name, job_type="search")
+        # W&B runs have no parent: a search's files go to a run of its own in the group (job
+        # type "search"); a single trial's to its run, still open (reopened after a resume that
+        # found the trial finished).
+        if self.grouped:
+            run = self._init(path_key(run_dir), run_dir.name, job_type="search")
+        elif self._runs:
+            [run] = self._runs.values()
+            status = self._status if status == "FINISHED" else status
         else:
-            run = self._init(trial_run_id(trials[0]), run_dir.name)
+            trials = sorted(run_dir.glob("trial_*"))
+            if len(trials) != 1:
+                return
+            run = self._init(path_key(trials[0]), run_dir.name)
         artifact = self.wandb.Artifact(f"{run.id}-files", type="rlplat-run")
-        for file in files:
-            artifact.add_file(str(file))
+        for name in RUN_FILES:
+            if (run_dir / name).is_file():
+                artifact.add_file(str(run_dir / name))
         if (run_dir / "export").is_dir():
             artifact.add_dir(str(run_dir / "export"), name="export")
         run.log_artifact(artifact)
         run.finish(exit_code=0 if status == "FINISHED" else 1)
+        self._runs.clear()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rlplat.callbacks.mlflow_tracker import metric_key
+from rlplat.callbacks.mlflow_tracker import mlflow_name
 from rlplat.callbacks.trackers import TrackerCallback
 from rlplat.callbacks.tracking import Tracker, flat_params
 from rlplat.callbacks.wandb_tracker import check as check_wandb
@@ -62,8 +62,8 @@ def test_parameters_are_the_experiment_flattened_to_dotted_keys():
 
 
 def test_metric_names_keep_tensorboards_tags_where_mlflow_allows():
-    assert metric_key("policy_return/player_0") == "policy_return/player_0"
-    assert metric_key("agent_return/robot#1") == "agent_return/robot_1"
+    assert mlflow_name("policy_return/player_0") == "policy_return/player_0"
+    assert mlflow_name("agent_return/robot#1") == "agent_return/robot_1"
 
 
 class TrialStandIn:
@@ -81,39 +81,54 @@ class Recording(Tracker):
     def __init__(self, label: str, fail_at: tuple[int, ...] = ()):
         self.label = label
         self.fail_at = fail_at
+        self.calls: list[int] = []
         self.steps: list[int] = []
-        self.ended: list[bool] = []
+        self.ended: list[str] = []
 
     def start(self, trial):
         return 0
 
     def log(self, trial, scalars, step):
+        self.calls.append(step)
         if step in self.fail_at:
             raise ConnectionError(f"{self.label} is down")
         self.steps.append(step)
 
-    def end(self, trial, failed):
-        self.ended.append(failed)
+    def end(self, trial, status):
+        self.ended.append(status)
 
 
-def test_a_tracker_failing_mid_run_warns_once_and_the_others_go_on(tmp_path):
+def run_trial(tmp_path: Path, trackers: list[Tracker], steps: range) -> str:
+    """A trial's results through the callback; what it printed."""
     path = tmp_path / "exp.yaml"
     path.write_text(EXPERIMENT)
-    console = Console(record=True, width=200)
+    console = Console(record=True, width=300)
     callback = TrackerCallback(load_experiment(path).experiment, tmp_path, False, console)
-    healthy, failing = Recording("MLflow"), Recording("W&B", fail_at=(200, 300))
-    callback.trackers = [healthy, failing]
+    callback.trackers = list(trackers)
     trial = TrialStandIn(tmp_path)
     callback.on_trial_start(0, [], trial)
-    for iteration, steps in enumerate((100, 200, 300, 400), start=1):
-        result = {"num_env_steps_sampled_lifetime": steps, "training_iteration": iteration}
+    for iteration, step in enumerate(steps, start=1):
+        result = {"num_env_steps_sampled_lifetime": step, "training_iteration": iteration}
         callback.on_trial_result(iteration, [], trial, result)
-    callback.on_trial_complete(4, [], trial)
-    assert healthy.steps == [100, 200, 300, 400] and healthy.ended == [False]
-    assert failing.steps == [100] and failing.ended == [], "dropped at its first failure"
-    printed = console.export_text()
+    callback.on_trial_complete(len(steps), [], trial)
+    return console.export_text()
+
+
+def test_a_tracker_failing_mid_run_warns_once_and_the_run_goes_on(tmp_path):
+    healthy, flaky = Recording("MLflow"), Recording("W&B", fail_at=(200, 300, 500))
+    printed = run_trial(tmp_path, [healthy, flaky], range(100, 700, 100))
+    assert healthy.steps == [100, 200, 300, 400, 500, 600] and healthy.ended == ["FINISHED"]
+    assert flaky.steps == [100, 400, 600] and flaky.ended == ["FINISHED"], "kept: it recovered"
     assert printed.count("W&B failed (W&B is down)") == 1, printed
     assert "TensorBoard files and checkpoints are not affected" in printed
+
+
+def test_a_tracker_failing_three_calls_in_a_row_is_not_called_again(tmp_path):
+    healthy, down = Recording("MLflow"), Recording("W&B", fail_at=(200, 300, 400, 500))
+    printed = run_trial(tmp_path, [healthy, down], range(100, 700, 100))
+    assert down.calls == [100, 200, 300, 400] and down.ended == []
+    assert healthy.steps == [100, 200, 300, 400, 500, 600] and healthy.ended == ["FINISHED"]
+    assert printed.count("W&B failed") == 1, printed
 
 
 def test_a_resumed_trial_sends_only_steps_the_tracker_lacks(tmp_path):
