@@ -74,3 +74,8 @@ def not_among(name: str, allowed: Iterable[str], limit: int = 12) -> str:
     """`` Did you mean 'x'? Allowed: a, b, c.`` for a name that is not one of ``allowed``."""
     allowed = list(allowed)
     return did_you_mean(name, allowed) + f" Allowed: {allowed_list(allowed, limit=limit)}."
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message in one line (its first), or its type's name when it has none."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

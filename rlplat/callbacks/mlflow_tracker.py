@@ -17,7 +17,7 @@ from typing import Any
 
 from rlplat.callbacks.tracking import Tracker, TrialRun, missing_package, path_key
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
-from rlplat.errors import ConfigError
+from rlplat.errors import ConfigError, first_line
 from rlplat.experiment.schema import MlflowLogger
 
 KEY = "loggers.mlflow.tracking_uri"
@@ -70,8 +70,7 @@ def failure_reason(exc: Exception) -> str:
         return "connection refused: nothing listens there"
     if "timed out" in text.lower():
         return f"no answer within {os.environ['MLFLOW_HTTP_REQUEST_TIMEOUT']} s"
-    first = (text.strip().splitlines() or [type(exc).__name__])[0]
-    return re.sub(r" at 0x[0-9a-f]+", "", first)[:300]
+    return re.sub(r" at 0x[0-9a-f]+", "", first_line(exc))[:300]
 
 
 def mlflow_name(tag: str) -> str:

@@ -20,6 +20,7 @@ from rich.console import Console
 from rlplat.callbacks.progress import ConsoleCallback
 from rlplat.callbacks.tensorboard import short_scalars
 from rlplat.callbacks.tracking import Tracker, TrialRun, run_tags
+from rlplat.errors import first_line
 from rlplat.experiment.schema import Experiment
 from rlplat.metrics import ENV_STEPS, Throughput, finite, lookup
 
@@ -87,7 +88,7 @@ class TrackerCallback(ConsoleCallback):
             self._warn(label, exc)
 
     def _warn(self, label: str, exc: Exception) -> None:
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        reason = first_line(exc)[:300]
         self.console.print(
             f"[yellow]warning:[/yellow] {label} failed ({reason}); the run goes on (TensorBoard "
             f"files and checkpoints are not affected), and after {FAILURES_TO_DROP} failed "
