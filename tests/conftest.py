@@ -21,21 +21,23 @@ TESTS = Path(__file__).resolve().parent
 KINDS = ("unit", "e2e")  # tests/unit and tests/e2e, each marked with its directory's name
 
 
+def pytest_itemcollected(item):
+    """Mark every test with its kind (its directory under tests/), before -m selects by it."""
+    try:
+        kind = item.path.resolve().relative_to(TESTS).parts[0]
+    except ValueError:
+        return  # a test outside tests/ (given by path): not ours to mark
+    if kind not in KINDS:
+        raise pytest.UsageError(
+            f"{item.nodeid}: put tests in tests/unit (no Ray, no training, no subprocess) "
+            "or tests/e2e (everything else)"
+        )
+    item.add_marker(kind)
+
+
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: what remains is what runs
 def pytest_collection_modifyitems(config, items):
-    """Mark every test with its kind (its directory under tests/) and run the unit tests first:
-    they fail fast, and they run before the session's Ray exists."""
-    for item in items:
-        try:
-            kind = item.path.resolve().relative_to(TESTS).parts[0]
-        except ValueError:
-            continue  # a test outside tests/ (given by path): not ours to sort
-        if kind not in KINDS:
-            raise pytest.UsageError(
-                f"{item.nodeid}: put tests in tests/unit (no Ray, no training, no subprocess) "
-                "or tests/e2e (everything else)"
-            )
-        item.add_marker(kind)
+    """Run the unit tests first: they fail fast, and they run before the session's Ray exists."""
     items.sort(key=lambda item: item.get_closest_marker("unit") is None)
     if any("mlflow_server" in getattr(item, "fixturenames", ()) for item in items):
         _start_mlflow_server()  # it takes ~20 s to come up: meanwhile the unit tests run
