@@ -19,7 +19,8 @@ def test_an_env_failing_only_in_remote_env_runners_stops_the_trial_with_its_erro
 ):
     """The env passes the check before Ray (it fails only inside Ray actors); its remote env
     runner fails on every step. RLlib would carry on without the runner's samples forever; the
-    trial stops within a minute, naming the env's error."""
+    trial stops after the runner's five restarts (each a new process: about 10 s each on 2 busy
+    cores), naming the env's error, well before its 1,000 iterations."""
     text = replace(
         TINY_PPO,
         "  id: CartPole-v1\n",
@@ -35,7 +36,7 @@ def test_an_env_failing_only_in_remote_env_runners_stops_the_trial_with_its_erro
     assert trial.status == "error", trial
     assert "failed 5 times in a row without finishing an episode" in trial.error
     assert "SimulatorCrash: the simulator crashed in a Ray actor" in trial.error
-    assert elapsed < 60, f"stopped after {elapsed:.0f} s"
+    assert elapsed < 180, f"stopped after {elapsed:.0f} s"
 
 
 def test_a_stuck_iteration_gets_a_watchdog_warning_and_ctrl_c_stops_at_once(
