@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ray import tune
+from ray.experimental.internal_kv import _internal_kv_put
 from rich.console import Console
 
 from rlplat.callbacks.checkpoints import checkpoint_recorder, prune_checkpoints
@@ -70,6 +71,15 @@ def stop_criteria(exp: Experiment) -> dict[str, float]:
     return {metric_path(k): v for k, v in exp.stop.model_dump().items() if v is not None}
 
 
+def claim_on_cluster(name: str) -> bool:
+    """Reserve a run directory name on the connected Ray cluster; False when another run has
+    it. Tune stages a run's trial files on the cluster's nodes under the run directory's name
+    (and the second its driver started), so two runs of one name at once, even in different
+    output directories, would write into each other's trials."""
+    existed = _internal_kv_put(f"run-dir/{name}", b"", overwrite=False, namespace="rlplat")
+    return not existed
+
+
 def trial_dirname(trial: Any) -> str:
     return f"trial_{trial.trial_id.rsplit('_', 1)[-1]}"
 
@@ -101,7 +111,7 @@ def train(
         clock.lap("validation")
     exp = run.experiment
     tune_spec = exp.tune or TuneSpec()
-    run_dir = create_run_dir(Path(exp.output_dir).resolve() / exp.name)
+    run_dir = create_run_dir(Path(exp.output_dir).resolve() / exp.name, claim_on_cluster)
     write_run_files(run_dir, run.resolved(), address, cluster=run.record())
     console.print(f"Run directory: [bold]{run_dir}[/bold]", highlight=False)
     if run.spaces:

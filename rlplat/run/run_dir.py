@@ -21,8 +21,9 @@ from rlplat.util.process import this_process
 from rlplat.util.versions import versions
 
 
-def create_run_dir(experiment_dir: Path) -> Path:
-    """Make ``experiment_dir/<timestamp>[-N]``, a name no run had before."""
+def create_run_dir(experiment_dir: Path, claim: Callable[[str], bool] | None = None) -> Path:
+    """Make ``experiment_dir/<timestamp>[-N]``, a name no run had before (in the directory, and
+    on the cluster where ``claim`` reserves names: see ``launch.claim_on_cluster``)."""
     try:
         experiment_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -32,7 +33,7 @@ def create_run_dir(experiment_dir: Path) -> Path:
         ) from None
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     try:
-        return new_path(experiment_dir, stamp, make_dir=True)
+        return new_path(experiment_dir, stamp, make_dir=True, claim=claim)
     except FileExistsError:
         raise UserError(
             f"could not find a free run directory name under {experiment_dir}."

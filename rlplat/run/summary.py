@@ -313,9 +313,7 @@ def _print_trial(trial: TrialSummary, console: Console) -> None:
     if trial.env_crashes:
         console.print(f"    env crashes (episodes dropped): {trial.env_crashes}", highlight=False)
     score = f"\n      by {trial.best_checkpoint_score}" if trial.best_checkpoint_score else ""
-    console.print(
-        f"    best checkpoint: {trial.best_checkpoint or 'none'}{score}", highlight=False
-    )
+    console.print(f"    best checkpoint: {trial.best_checkpoint or 'none'}{score}", highlight=False)
     console.print(f"    last checkpoint: {trial.last_checkpoint or 'none'}", highlight=False)
 
 

@@ -7,12 +7,21 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 
-def new_path(parent: Path, stem: str, suffix: str = "", *, make_dir: bool = False) -> Path:
-    """The first of ``parent/stem<suffix>``, ``parent/stem-1<suffix>``, ... that does not exist.
+def new_path(
+    parent: Path,
+    stem: str,
+    suffix: str = "",
+    *,
+    make_dir: bool = False,
+    claim: Callable[[str], bool] | None = None,
+) -> Path:
+    """The first of ``parent/stem<suffix>``, ``parent/stem-1<suffix>``, ... that does not exist
+    (and, with ``claim``, whose name ``claim`` grants: a name taken elsewhere is skipped too).
 
     With ``make_dir`` the directory is created here: ``mkdir`` without exist_ok claims the name,
     so two processes never get the same one. A file's writer must create it exclusively itself
@@ -27,9 +36,11 @@ def new_path(parent: Path, stem: str, suffix: str = "", *, make_dir: bool = Fals
             continue
         try:
             candidate.mkdir()
-            return candidate
         except FileExistsError:
             continue
+        if claim is None or claim(candidate.name):
+            return candidate
+        candidate.rmdir()
     raise FileExistsError(f"no free name for {stem}{suffix} in {parent}")
 
 

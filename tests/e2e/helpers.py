@@ -32,6 +32,15 @@ def eval_json(capsys, *argv: str | Path) -> dict:
     return json.loads(out)
 
 
+def runs_json(capsys, directory: Path) -> dict[str, str]:
+    """``rlplat runs <directory> --json`` in this process: each run's name and status."""
+    import json
+
+    code, out, err = run_cli(capsys, "runs", directory, "--json")
+    assert code == 0, err
+    return {record["name"]: record["status"] for record in json.loads(out)}
+
+
 def train_yaml(text: str, tmp_path: Path, *overrides: str):
     """Train the experiment ``text`` (its OUTPUT: tmp_path/out) on the session's Ray; the run
     summary of its finished trial."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
 import signal
 from pathlib import Path
@@ -16,9 +15,9 @@ from PIL import Image
 from scipy import stats as scipy_stats
 
 from rlplat.callbacks.search_report import BEST_YAML, RESULTS_CSV
-from rlplat.checkpoints import RESOLVED_EXPERIMENT
+from rlplat.checkpoints import RESOLVED_EXPERIMENT, CheckpointInfo
 from rlplat.experiment.yaml_io import parse_yaml
-from tests.e2e.helpers import run_cli, train_yaml
+from tests.e2e.helpers import run_cli, runs_json, train_yaml
 from tests.helpers import TINY_PPO, launch, read_until_iteration, replace
 
 
@@ -270,12 +269,6 @@ def test_report_scores_an_agent_of_a_multi_agent_run(spread_run, capsys, tmp_pat
 # -- rlplat runs -------------------------------------------------------------------------------
 
 
-def runs_json(capsys, directory: Path) -> dict[str, str]:
-    code, out, err = run_cli(capsys, "runs", directory, "--json")
-    assert code == 0, err
-    return {record["name"]: record["status"] for record in json.loads(out)}
-
-
 def test_runs_lists_finished_running_interrupted_and_failed_runs(ray_session, capsys, tmp_path):
     out = tmp_path / "out"
     train_yaml(replace(TINY_PPO, "name: tiny-ppo", "name: done"), tmp_path)
@@ -295,17 +288,27 @@ def test_runs_lists_finished_running_interrupted_and_failed_runs(ray_session, ca
     )
     failed = train(load_experiment(path), console=Console(quiet=True))
     assert failed.trials[0].status == "error"
+    # SIGTERM (like a first Ctrl-C): the iteration ends, a checkpoint is written although
+    # checkpoint.every has not come round, exit code 130, and the run says how to resume.
     long_run = replace(TINY_PPO, "iterations: 3", "iterations: 1000")
+    long_run = replace(long_run, "every: 1", "every: 100")
     path = tmp_path / "stopped.yaml"
     path.write_text(
         replace(long_run, "name: tiny-ppo", "name: stopped").replace("OUTPUT", str(out))
     )
     process = launch([str(path)], ray_session)
-    read_until_iteration(process, 2)
+    run_dir, lines = read_until_iteration(process, 2)
     assert runs_json(capsys, out)["stopped"] == "running"
-    os.killpg(process.pid, signal.SIGINT)
-    process.communicate(timeout=120)
-    assert process.returncode == 130
+    process.send_signal(signal.SIGTERM)
+    lines += process.stdout.readlines()
+    process.wait(timeout=120)
+    output = "".join(lines)
+    assert process.returncode == 130, output[-3000:]
+    assert "SIGTERM: stopping after the current iteration" in output
+    assert "continue with: rlplat train --resume" in output
+    [checkpoint] = run_dir.glob("trial_*/checkpoint_*")
+    info = CheckpointInfo.read(checkpoint)
+    assert info is not None and 2 <= info.iteration < 1000
     statuses = runs_json(capsys, out)
     assert statuses == {"stopped": "interrupted", "crashed": "failed", "done": "finished"}
     code, table, _ = run_cli(capsys, "runs", out)
@@ -316,17 +319,5 @@ def test_runs_lists_finished_running_interrupted_and_failed_runs(ray_session, ca
         if line.strip().startswith(("done", "crashed", "stopped"))
     ]
     assert [line.split()[0] for line in lines] == ["stopped", "crashed", "done"]  # newest first
-
-
-def test_runs_says_a_killed_driver_left_its_run_interrupted(ray_session, capsys, tmp_path):
-    path = tmp_path / "exp.yaml"
-    path.write_text(
-        replace(TINY_PPO, "iterations: 3", "iterations: 1000").replace("OUTPUT", str(tmp_path))
-    )
-    process = launch([str(path)], ray_session)
-    read_until_iteration(process, 1)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
-    assert runs_json(capsys, tmp_path) == {"tiny-ppo": "interrupted"}
     code, _, err = run_cli(capsys, "runs", tmp_path / "missing")
     assert code == 2 and "is not a directory" in err

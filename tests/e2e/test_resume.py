@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from rich.console import Console
 from rlplat.checkpoints import CheckpointInfo
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
-from rlplat.tune_state import resume_points
+from tests.e2e.helpers import runs_json
 from tests.helpers import REPO, iterations_logged, launch, read_until_iteration
 
 EXPERIMENTS = {
@@ -64,24 +65,42 @@ def episode_return_steps(trial_dir: Path) -> list[int]:
 
 
 @pytest.mark.parametrize("algorithm", ["PPO", "DQN"])
-def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, tmp_path):
-    """SIGKILL mid-run, ``--resume``: the same final counts as an uninterrupted run, one curve."""
+def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, capsys, tmp_path):
+    """SIGKILL mid-run: ``rlplat runs`` calls it interrupted; ``--resume``: the same final counts
+    as an uninterrupted run, one curve. Tune's saved state may hold "STOP once this save is
+    written" for a trial whose save was in flight; the resumed process must not apply it to its
+    own first checkpoint (the state below holds one)."""
     # PPO's iterations take ~0.1 s: enough of them that the kill lands mid-run.
     iterations, kill_at = {"PPO": (24, 12), "DQN": (12, 8)}[algorithm]
     text = (EXPERIMENTS[algorithm] + COMMON).replace("iterations: 12", f"iterations: {iterations}")
+    path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")), name="killed.yaml")
+    process = launch([str(path)], ray_session)
+    killed: dict[str, Path] = {}
+
+    def kill_mid_run() -> None:
+        try:  # Tune records the trials' newest checkpoints every second: by then it has one.
+            killed["run_dir"], _ = read_until_iteration(process, kill_at)
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_mid_run)
+    killer.start()  # the uninterrupted reference trains meanwhile, in this process
     reference = train(
         load_experiment(write_yaml(text.replace("OUTPUT", str(tmp_path / "reference")))),
         console=Console(quiet=True),
     ).trials[0]
-    path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")), name="killed.yaml")
-
-    process = launch([str(path)], ray_session)
-    # Tune records the trials' newest checkpoints every second: by then it has one.
-    run_dir, _ = read_until_iteration(process, kill_at)
-    os.killpg(process.pid, signal.SIGKILL)
+    killer.join(timeout=600)
     process.wait()
-    assert process.returncode == -signal.SIGKILL
+    assert process.returncode == -signal.SIGKILL and "run_dir" in killed
+    run_dir = killed["run_dir"]
     [trial_dir] = run_dir.glob("trial_*")
+    name = f"resume-{algorithm.lower()}"
+    assert runs_json(capsys, tmp_path / "out") == {name: "interrupted"}
+    trial_id = json.loads((trial_dir / "result.json").read_text().splitlines()[0])["trial_id"]
+    [state_file] = run_dir.glob("experiment_state-*.json")
+    state = json.loads(state_file.read_text())
+    state["runner_data"]["_cached_trial_decisions"] = {trial_id: "STOP"}
+    state_file.write_text(json.dumps(state))
 
     resumed = subprocess.run(
         [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session, "--resume"]
@@ -91,6 +110,7 @@ def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, tmp_p
         timeout=600,
     )
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert runs_json(capsys, tmp_path / "out") == {name: "finished"}
     summary = json.loads((run_dir / "summary.json").read_text())["trials"][0]
     assert summary["iterations"] == reference.iterations == iterations
     assert summary["env_steps"] == reference.env_steps
@@ -116,62 +136,6 @@ def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, tmp_p
             "the replay buffer holds every step sampled before the checkpoint"
         )
         assert f"replay buffer restored ({restored:,} env steps)" in resumed.stdout
-
-
-def test_resume_ignores_decisions_about_saves_of_the_dead_process(
-    ray_session, write_yaml, tmp_path
-):
-    """Tune's saved state can hold "STOP once this save is written" for a trial whose save was
-    in flight (a trial that failed while saving a checkpoint leaves it). ``--resume`` must not
-    apply it to the new process's first checkpoint: the trial runs to its end."""
-    path = write_yaml((EXPERIMENTS["PPO"] + COMMON).replace("OUTPUT", str(tmp_path / "out")))
-    process = launch([str(path)], ray_session)
-    run_dir, _ = read_until_iteration(process, 5)
-    deadline = time.monotonic() + 30
-    while not resume_points(run_dir) and time.monotonic() < deadline:
-        time.sleep(0.1)  # the state Tune saves about once a second names a checkpoint
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    [trial_dir] = run_dir.glob("trial_*")
-    trial_id = json.loads((trial_dir / "result.json").read_text().splitlines()[0])["trial_id"]
-    [state_file] = run_dir.glob("experiment_state-*.json")
-    state = json.loads(state_file.read_text())
-    state["runner_data"]["_cached_trial_decisions"] = {trial_id: "STOP"}
-    state_file.write_text(json.dumps(state))
-
-    resumed = subprocess.run(
-        [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session, "--resume"]
-        + [str(run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert "continues from" in resumed.stdout
-    assert json.loads((run_dir / "summary.json").read_text())["trials"][0]["iterations"] == 12
-
-
-def test_sigterm_stops_after_the_iteration_with_a_final_checkpoint(
-    ray_session, write_yaml, tmp_path
-):
-    """SIGTERM (like a first Ctrl-C): the iteration ends, a checkpoint is written although
-    ``checkpoint.every`` has not come round, exit code 130, and ``--resume`` continues from it."""
-    text = (EXPERIMENTS["PPO"] + COMMON).replace("every: 3", "every: 100")
-    text = text.replace("iterations: 12", "iterations: 400")
-    path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")))
-    process = launch([str(path)], ray_session)
-    run_dir, lines = read_until_iteration(process, 3)
-    process.send_signal(signal.SIGTERM)
-    lines += process.stdout.readlines()
-    process.wait(timeout=120)
-    output = "".join(lines)
-    assert process.returncode == 130, output[-3000:]
-    assert "SIGTERM: stopping after the current iteration" in output
-    assert "continue with: rlplat train --resume" in output
-    [trial_dir] = run_dir.glob("trial_*")
-    [checkpoint] = trial_dir.glob("checkpoint_*")
-    info = CheckpointInfo.read(checkpoint)
-    assert info is not None and 3 <= info.iteration < 400
 
 
 def test_ctrl_c_through_a_pipe_whose_reader_died_still_ends_with_a_checkpoint(
@@ -215,6 +179,9 @@ def test_second_ctrl_c_stops_at_once(ray_session, write_yaml, tmp_path):
     assert "Stopping now" in output
 
 
+CARTPOLE_PPO = REPO / "experiments/cartpole_ppo.yaml"
+
+
 def adam_steps(checkpoint: Path) -> float:
     """The step count of the default policy's Adam optimizer stored in a checkpoint."""
     import pickle
@@ -232,24 +199,22 @@ def test_from_checkpoint_starts_a_new_run_with_the_trained_policy(
     ``init.optimizer=true`` carries Adam's state over too."""
     solved = Path(solved_cartpole.run_dir)
     base = Path(solved_cartpole.trials[0].best_checkpoint)
-    runs = {}
-    for name, extra in (("weights", []), ("optimizer", ["init.optimizer=true"])):
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "rlplat.cli",
-                "train",
-                str(REPO / "experiments/cartpole_ppo.yaml"),
-            ]
+    processes = {  # both at once, one CPU each (and under run directories of their own names)
+        name: subprocess.Popen(
+            [sys.executable, "-m", "rlplat.cli", "train", str(CARTPOLE_PPO)]
             + ["--from", str(solved), "--address", ray_session]
             + ["stop.iterations=3", "training.lr=0.0001", "env.kwargs={max_episode_steps: 100}"]
             + [f"output_dir={tmp_path / name}", *extra],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=600,
         )
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        for name, extra in (("weights", []), ("optimizer", ["init.optimizer=true"]))
+    }
+    runs = {}
+    for name, process in processes.items():
+        output = process.communicate(timeout=600)[0]
+        assert process.returncode == 0, output[-3000:]
         [trial_dir] = (tmp_path / name).glob("cartpole-ppo/*/trial_*")
         results = [
             json.loads(line) for line in (trial_dir / "result.json").read_text().split("\n") if line

@@ -283,8 +283,8 @@ def env_steps(trial_dir: str) -> list[int]:
 
 
 COMBINATIONS = {
-    # id: tune section lines (the spaces are TINY_SEARCH's, with the grid made a choice)
-    "optuna + median": "searcher: optuna\n  scheduler: {median: {grace_period: 1}}",
+    # id: tune section lines (the spaces are TINY_SEARCH's, with the grid made a choice); optuna
+    # with the median stopping rule: test_conditional_search_trains_each_trial_with_...
     "hyperopt + hyperband": "searcher: hyperopt\n  scheduler: hyperband",
     "bohb": "searcher: bohb",
     "random + pb2": "scheduler: {pb2: {perturbation_interval: 1}}",
@@ -320,14 +320,16 @@ def test_conditional_search_trains_each_trial_with_the_optimizer_it_drew(
     ray_session, write_yaml, tmp_path
 ):
     """A choice between Adam (with its lr range) and SGD (with lr and momentum ranges), searched
-    by optuna: each trial's learner steps the optimizer of its branch with the drawn values, and
-    results.csv and best.yaml record the branch. (HyperOpt's suggestions of the same choice:
-    tests/unit/test_search.py.)"""
+    by optuna under the median stopping rule: each trial's learner steps the optimizer of its
+    branch with the drawn values, and results.csv and best.yaml record the branch. (HyperOpt's
+    suggestions of the same choice: tests/unit/test_search.py.)"""
     from rich.console import Console
 
     from rlplat.run.launch import train
 
     text = replace(conditional_search("optuna", 4), "iterations: 3", "iterations: 1")
+    median = "searcher: optuna\n  scheduler: {median: {grace_period: 1}}"
+    text = replace(text, "searcher: optuna", median)
     path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")))
     summary = train(load_experiment(path), console=Console(record=True, width=200))
     assert len(summary.trials) == 4

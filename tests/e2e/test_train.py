@@ -76,6 +76,19 @@ def test_second_run_gets_a_new_directory(tiny_run, ray_session):
     assert after == before, "the earlier run directory is untouched"
 
 
+def test_runs_started_at_once_in_different_directories_get_different_names(ray_session, tmp_path):
+    """Tune stages a run's trial files on the cluster under the run directory's name alone: two
+    runs of one name at once (a timestamp, to the second) would write into each other's trials,
+    whatever their output directories and experiment names."""
+    from rlplat.run.launch import claim_on_cluster
+    from rlplat.run.run_dir import create_run_dir
+
+    first = create_run_dir(tmp_path / "a" / "exp", claim_on_cluster)
+    second = create_run_dir(tmp_path / "b" / "other", claim_on_cluster)
+    assert first.name != second.name
+    assert not claim_on_cluster(first.name), "a name is reserved for the cluster's lifetime"
+
+
 def test_shipped_ppo_cartpole_solves(solved_cartpole):
     """The shipped PPO experiment reaches its target: 475 over the last 100 episodes."""
     [trial] = solved_cartpole.trials
