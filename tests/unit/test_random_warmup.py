@@ -118,3 +118,21 @@ def test_box_critics_fit_their_targets_by_half_the_squared_error():
     # Prioritized replay's new priorities: one TD error per sample.
     [td_errors] = learner.metrics.peek(("default_policy", TD_ERROR_KEY))
     assert td_errors == pytest.approx([100.0] * n, abs=1.0)
+
+
+def test_the_learned_temperature_is_restored_with_the_learner():
+    """RLlib keeps SAC's temperature outside the module: without it in the state, a resumed run
+    would explore with alpha = 1 again after it had tuned alpha down to 0.02."""
+    config = SACConfig().environment(observation_space=OBS, action_space=BOX)
+    learner = config.build_learner(spaces={"default_policy": (OBS, BOX)})
+    with torch.no_grad():
+        learner.curr_log_alpha["default_policy"].fill_(-3.9)
+    state = learner.get_state()
+    restored = config.build_learner(spaces={"default_policy": (OBS, BOX)})
+    restored.set_state(state)
+    log_alpha = restored.curr_log_alpha["default_policy"]
+    assert float(log_alpha[0]) == pytest.approx(-3.9)
+    [temperature_optimizer] = [
+        o for name, o in restored.get_optimizers_for_module("default_policy") if name == "alpha"
+    ]
+    assert temperature_optimizer.param_groups[0]["params"][0] is log_alpha, "its optimizer steps it"
