@@ -16,6 +16,7 @@ from rich.console import Console
 
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
+from tests.e2e.helpers import run_cli
 from tests.helpers import TINY_PPO, replace, rlplat
 
 RUNNER_CLASS = "SeededSingleAgentEnvRunner"  # rlplat's (rlplat.environments.seeding)
@@ -137,25 +138,25 @@ def test_plan_shows_the_nodes_and_how_many_trials_fit(npu_nodes, ray_session, wr
     ids=["unknown resource", "too much on one node", "strict spread"],
 )
 def test_plan_refuses_a_trial_no_node_can_hold(
-    npu_nodes, ray_session, write_yaml, tmp_path, resources, expected
+    npu_nodes, ray_session, write_yaml, capsys, tmp_path, resources, expected
 ):
     """Exit 2 naming the resource, before anything starts (the count makes STRICT_SPREAD need
     one node per bundle: 1 driver + 4 runners on 3 nodes)."""
     text = TWO_RUNNERS.replace("PLACEMENT", resources).replace("count: 2", "count: 4")
     path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")))
-    proc = rlplat("plan", str(path), "--address", ray_session, timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    message = " ".join(proc.stderr.split())
+    code, _, err = run_cli(capsys, "plan", path, "--address", ray_session)
+    assert code == 2, err
+    message = " ".join(err.split())
     assert expected in message and "Traceback" not in message
 
 
-def test_train_refuses_what_plan_refuses(npu_nodes, ray_session, write_yaml, tmp_path):
+def test_train_refuses_what_plan_refuses(npu_nodes, ray_session, write_yaml, capsys, tmp_path):
     text = TWO_RUNNERS.replace("PLACEMENT", "    custom: {tpu: 1}\n")
     path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")))
     started = time.monotonic()
-    proc = rlplat("train", str(path), "--address", ray_session, timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    assert "no node of the cluster has 'tpu'" in " ".join(proc.stderr.split())
+    code, _, err = run_cli(capsys, "train", path, "--address", ray_session)
+    assert code == 2, err
+    assert "no node of the cluster has 'tpu'" in " ".join(err.split())
     assert time.monotonic() - started < 60  # refused, not PENDING
     assert not (tmp_path / "out").exists()
 

@@ -48,7 +48,7 @@ class Deployer:
 
         serve.delete("rlplat")  # a fresh application (a redeploy would update it gradually)
         self.lines = []
-        options = {"replica_resources": "{cpus: 0.25}", "episodes": 2, **options}
+        options = {"replica_resources": "{cpus: 0.25}", "episodes": 1, **options}
         serve_policy(
             Path(path), ServeOptions(address=self.address, port=self.port, **options),
             self.lines.append,
@@ -207,7 +207,7 @@ def test_served_cartpole_policy_plays_as_eval_does(served, solved_cartpole, monk
         assert sampled != onnx * 4, "explore samples the categorical distribution"
         assert set(sampled) == {0, 1}
 
-    served.deploy(solved_cartpole.run_dir, backend="torch", replicas=2)
+    served.deploy(solved_cartpole.run_dir, backend="torch")
     with httpx.Client(base_url=url, timeout=30) as client:
         assert client.get("/v1/policy").json()["backend"] == "torch"
         torch = client.post("/v1/act", json={"observations": observations}).json()["actions"]
