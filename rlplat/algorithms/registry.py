@@ -152,6 +152,7 @@ register_algorithm("MARWIL", offline=True)
 # CQLConfig's own default lr fails CQLConfig.validate(), which takes the three rates only.
 register_algorithm(
     "CQL",
+    "rlplat.algorithms.cql:CQL",
     offline=True,
     discrete_alternative="BC or MARWIL",
     own_rates=_SAC_RATES,

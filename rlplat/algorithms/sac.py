@@ -145,17 +145,22 @@ class SACModule(WithoutModeSwitch, DefaultSACTorchRLModule):
 TEMPERATURE_STATE = "rlplat_log_alpha"
 
 
-class SACLearner(InPlaceTargetUpdates, SACTorchLearner):
-    """RLlib's SAC torch learner with ``InPlaceTargetUpdates``, the temperature in its state
-    and, for Box actions, the paper's squared-error critic loss."""
+class TemperatureState:
+    """Learner mixin (before an RLlib SAC-family torch learner): its state includes each
+    module's log temperature, which RLlib's leaves out (it is no module parameter), so a
+    resumed run would start again from ``initial_alpha``."""
+
+    curr_log_alpha: dict[ModuleID, torch.Tensor]
 
     def get_state(
         self, components: Any = None, *, not_components: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
-        """RLlib's learner state and each module's log temperature, which RLlib leaves out (it
-        is no module parameter): a resumed run would start again from ``initial_alpha``."""
-        state = super().get_state(components, not_components=not_components, **kwargs)
-        if self._check_component(TEMPERATURE_STATE, components, not_components):
+        state = super().get_state(  # type: ignore[misc]
+            components, not_components=not_components, **kwargs
+        )
+        if self._check_component(  # type: ignore[attr-defined]
+            TEMPERATURE_STATE, components, not_components
+        ):
             state[TEMPERATURE_STATE] = {
                 module_id: log_alpha.detach().cpu().tolist()
                 for module_id, log_alpha in self.curr_log_alpha.items()
@@ -163,11 +168,16 @@ class SACLearner(InPlaceTargetUpdates, SACTorchLearner):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        super().set_state(state)
+        super().set_state(state)  # type: ignore[misc]
         with torch.no_grad():  # in place: the temperature's optimizer holds this tensor
             for module_id, value in state.get(TEMPERATURE_STATE, {}).items():
                 log_alpha = self.curr_log_alpha[module_id]
                 log_alpha.copy_(torch.tensor(value, dtype=log_alpha.dtype))
+
+
+class SACLearner(TemperatureState, InPlaceTargetUpdates, SACTorchLearner):
+    """RLlib's SAC torch learner with ``InPlaceTargetUpdates``, ``TemperatureState`` and, for
+    Box actions, the paper's squared-error critic loss."""
 
     def _compute_loss_for_module_continuous(
         self, *, module_id: ModuleID, config: RLlibSACConfig, batch: dict, fwd_out: dict

@@ -9,6 +9,7 @@ import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 
+from rlplat.algorithms.cql import CQLConfig
 from rlplat.algorithms.sac import SACConfig
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -120,10 +121,11 @@ def test_box_critics_fit_their_targets_by_half_the_squared_error():
     assert td_errors == pytest.approx([100.0] * n, abs=1.0)
 
 
-def test_the_learned_temperature_is_restored_with_the_learner():
-    """RLlib keeps SAC's temperature outside the module: without it in the state, a resumed run
-    would explore with alpha = 1 again after it had tuned alpha down to 0.02."""
-    config = SACConfig().environment(observation_space=OBS, action_space=BOX)
+@pytest.mark.parametrize("config_class", [SACConfig, CQLConfig], ids=["SAC", "CQL"])
+def test_the_learned_temperature_is_restored_with_the_learner(config_class):
+    """RLlib keeps SAC's (and CQL's) temperature outside the module: without it in the state, a
+    resumed run would explore with alpha = 1 again after it had tuned alpha down to 0.02."""
+    config = config_class().environment(observation_space=OBS, action_space=BOX)
     learner = config.build_learner(spaces={"default_policy": (OBS, BOX)})
     with torch.no_grad():
         learner.curr_log_alpha["default_policy"].fill_(-3.9)
