@@ -300,17 +300,21 @@ class TargetNetworkLearner(FusedGradientSteps, TorchLearner):
                 self.metrics.log_value((module_id, "target_updates"), 1, reduce="lifetime_sum")
 
 
-def step_if_finite(learner: TorchLearner, gradients: ParamDict) -> None:
+def step_if_finite(
+    learner: TorchLearner,
+    gradients: ParamDict,
+    optimizers: list[torch.optim.Optimizer] | None = None,
+) -> None:
     """RLlib's ``apply_gradients`` without AMP or torch LR schedulers: gradients with nan or
-    inf become zeros, as RLlib's do; then every optimizer steps. One fused norm checks all
-    gradients, where RLlib checks each tensor twice."""
+    inf become zeros, as RLlib's do; then every optimizer (or those given) steps. One fused norm
+    checks all gradients, where RLlib checks each tensor twice."""
     grads = list(gradients.values())
     if grads and not torch.isfinite(torch.stack(torch._foreach_norm(grads))).all():
         logger.warning("Gradients contain `nan/inf` values; setting them to zero.")
         grads = [torch.nan_to_num(grad) for grad in grads]
     for pid, grad in zip(gradients, grads, strict=True):
         learner._params[pid].grad = grad
-    for optimizer in learner._optimizer_parameters:
+    for optimizer in learner._optimizer_parameters if optimizers is None else optimizers:
         optimizer.step()
 
 

@@ -12,7 +12,10 @@ SAC and observations that are not flat vectors keep RLlib's critics. The critics
 are fitted by the paper's loss, half the squared TD error (as Stable-Baselines3's; CleanRL's is
 the squared error), where RLlib's uses the Huber loss with delta 1: at HalfCheetah's TD errors of
 2-3 that caps most samples' gradients, and the critic fits the median of its targets instead of
-their mean. The rest of RLlib's SAC learner is kept, with ``InPlaceTargetUpdates``.
+their mean. An update steps the critics first and then evaluates the actor's loss with the
+stepped critics, in the paper's order (Algorithm 1; Stable-Baselines3's and CleanRL's too); RLlib's
+computes every loss from one forward pass, so its actor climbs the critics of before the update.
+The rest of RLlib's SAC learner is kept, with ``InPlaceTargetUpdates``.
 
 Exploring, the module acts uniformly at random for its first ``random_steps`` env steps (by
 default until learning starts), as Stable-Baselines3's and CleanRL's SAC do before
@@ -55,10 +58,10 @@ from ray.rllib.core.models.base import ENCODER_OUT, Encoder
 from ray.rllib.core.models.configs import MLPEncoderConfig
 from ray.rllib.core.models.torch.encoder import TorchMLPEncoder
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.utils.metrics import TD_ERROR_KEY
-from ray.rllib.utils.typing import ModuleID
+from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
+from ray.rllib.utils.typing import ModuleID, ParamDict
 
-from rlplat.algorithms.base import RandomWarmupConfig, WithoutModeSwitch
+from rlplat.algorithms.base import RandomWarmupConfig, WithoutModeSwitch, step_if_finite
 from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
 
 
@@ -143,6 +146,8 @@ class SACModule(WithoutModeSwitch, DefaultSACTorchRLModule):
 
 
 TEMPERATURE_STATE = "rlplat_log_alpha"
+# RLlib's SAC optimizer names, in the order they step.
+CRITIC_OPTIMIZERS, ACTOR_OPTIMIZERS = ("qf", "qf_twin"), ("policy", "alpha")
 
 
 class TemperatureState:
@@ -177,16 +182,21 @@ class TemperatureState:
 
 class SACLearner(TemperatureState, InPlaceTargetUpdates, SACTorchLearner):
     """RLlib's SAC torch learner with ``InPlaceTargetUpdates``, ``TemperatureState`` and, for
-    Box actions, the paper's squared-error critic loss."""
+    Box actions, the paper's squared-error critic loss and update order (critics, then actor
+    and temperature)."""
+
+    def build(self) -> None:
+        super().build()
+        self._actor_inputs: dict[ModuleID, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     def _compute_loss_for_module_continuous(
         self, *, module_id: ModuleID, config: RLlibSACConfig, batch: dict, fwd_out: dict
     ) -> torch.Tensor:
-        """The SAC losses (Haarnoja et al. 2018, with a learned temperature): each critic fits
-        r + gamma^n (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s')), a' ~ pi(s'), by
-        half the squared error; the actor minimises alpha log pi(a|s) - min_i Q_i(s, a) for
-        a ~ pi(s); alpha moves the policy's entropy towards the target entropy. Each optimizer
-        takes the gradient of its own loss (RLlib's ``compute_gradients``)."""
+        """The critic and temperature losses of SAC (Haarnoja et al. 2018, with a learned
+        temperature): each critic fits r + gamma^n (1 - terminated) (min_i Q'_i(s', a') - alpha
+        log pi(a'|s')), a' ~ pi(s'), by half the squared error; alpha moves the policy's entropy
+        towards the target entropy. The actor's loss waits for the stepped critics
+        (``compute_gradients``)."""
         log_alpha = self.curr_log_alpha[module_id]
         alpha = log_alpha.exp().detach()
         logp = fwd_out["logp_resampled"]
@@ -204,11 +214,15 @@ class SACLearner(TemperatureState, InPlaceTargetUpdates, SACTorchLearner):
             q_twin = fwd_out[QF_TWIN_PREDS]
             losses[QF_TWIN_LOSS_KEY] = 0.5 * (weights * (q_twin - target) ** 2).mean()
             td_error = 0.5 * (td_error + (q_twin.detach() - target).abs())
-        losses[POLICY_LOSS_KEY] = (alpha * logp - fwd_out["q_curr"]).mean()
         entropy_gap = logp.detach() + self.target_entropy[module_id]
         losses["alpha_loss"] = -(log_alpha * entropy_gap).mean()
         for name, loss in losses.items():
             self._temp_losses[(module_id, name)] = loss
+        self._actor_inputs[module_id] = (
+            batch[Columns.OBS],
+            fwd_out[Columns.ACTION_DIST_INPUTS],
+            alpha,
+        )
 
         # Per-sample TD errors: a prioritized replay buffer's new priorities.
         self.metrics.log_value((module_id, TD_ERROR_KEY), td_error, reduce="item_series")
@@ -229,6 +243,59 @@ class SACLearner(TemperatureState, InPlaceTargetUpdates, SACTorchLearner):
             window=1,
         )
         return sum(losses.values())
+
+    def compute_gradients(
+        self, loss_per_module: dict[ModuleID, torch.Tensor], **kwargs: Any
+    ) -> ParamDict:
+        """Each optimizer's gradient of its own loss. For a Box-action module the critics step
+        here, and the actor's gradient is of its loss under the stepped critics."""
+        for optimizer in self._optimizer_parameters:
+            optimizer.zero_grad(set_to_none=True)
+        grads: ParamDict = {}
+        for module_id in set(loss_per_module) - {ALL_MODULES}:
+            if module_id not in self._actor_inputs:  # discrete actions: RLlib's losses
+                grads.update(self._own_gradients(module_id))
+                continue
+            critics = self.postprocess_gradients(self._own_gradients(module_id, CRITIC_OPTIMIZERS))
+            step_if_finite(self, critics, self._optimizers(module_id, CRITIC_OPTIMIZERS))
+            for pid in critics:
+                self._params[pid].grad = None
+            self._temp_losses[(module_id, POLICY_LOSS_KEY)] = self._actor_loss(module_id)
+            grads.update(self._own_gradients(module_id, ACTOR_OPTIMIZERS))
+        assert not self._temp_losses
+        return grads
+
+    def _actor_loss(self, module_id: ModuleID) -> torch.Tensor:
+        """alpha log pi(a|s) - min_i Q_i(s, a), a ~ pi(s) reparameterised, under the current
+        critics (their own parameters take no gradient from it)."""
+        obs, dist_inputs, alpha = self._actor_inputs.pop(module_id)
+        module = self.module[module_id].unwrapped()
+        dist = module.get_train_action_dist_cls().from_logits(dist_inputs)
+        actions, logp = dist.rsample_and_logp()
+        q = module.compute_q_values({Columns.OBS: obs, Columns.ACTIONS: actions})
+        loss = (alpha * logp - q).mean()
+        self.metrics.log_value((module_id, POLICY_LOSS_KEY), loss.detach(), window=1)
+        return loss
+
+    def _optimizers(
+        self, module_id: ModuleID, names: tuple[str, ...]
+    ) -> list[torch.optim.Optimizer]:
+        return [opt for name, opt in self.get_optimizers_for_module(module_id) if name in names]
+
+    def _own_gradients(
+        self, module_id: ModuleID, names: tuple[str, ...] | None = None
+    ) -> ParamDict:
+        """The gradient of each of the module's optimizers' losses (``_temp_losses``, consumed)
+        with respect to that optimizer's parameters only; ``names`` limits the optimizers."""
+        grads: ParamDict = {}
+        for name, optimizer in self.get_optimizers_for_module(module_id):
+            if names is not None and name not in names:
+                continue
+            loss = self._temp_losses.pop((module_id, f"{name}_loss"))
+            params = self.filter_param_dict_for_optimizer(self._params, optimizer)
+            values = torch.autograd.grad(loss, list(params.values()), retain_graph=True)
+            grads.update(zip(params.keys(), values, strict=True))
+        return grads
 
 
 class SACConfig(RandomWarmupConfig, RLlibSACConfig):

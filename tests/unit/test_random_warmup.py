@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -90,14 +92,9 @@ def test_the_greedy_action_is_the_squashed_mean_in_the_bounds():
     assert np.allclose(greedy, 2.0 * np.tanh(0.5)), greedy  # 0.92, not 0.5 (nor 1.0 clipped)
 
 
-def test_box_critics_fit_their_targets_by_half_the_squared_error():
-    """A TD error of 100 costs 5,000 per critic, not the 99.5 of RLlib's Huber loss, whose
-    gradient stops growing at an error of 1; each sample's TD error is logged for prioritized
-    replay's priorities."""
-    config = SACConfig().environment(observation_space=OBS, action_space=BOX)
-    learner = config.build_learner(spaces={"default_policy": (OBS, BOX)})
-    n = 8
-    batch = {
+def terminal_batch(n: int = 8) -> dict[str, torch.Tensor]:
+    """``n`` transitions that end their episodes with a reward of 100 each."""
+    return {
         Columns.OBS: torch.zeros((n, *OBS.shape)),
         Columns.NEXT_OBS: torch.zeros((n, *OBS.shape)),
         Columns.ACTIONS: torch.zeros((n, *BOX.shape)),
@@ -106,6 +103,20 @@ def test_box_critics_fit_their_targets_by_half_the_squared_error():
         "n_step": torch.ones(n),
         "weights": torch.ones(n),
     }
+
+
+def sac_learner() -> tuple[SACConfig, object]:
+    config = SACConfig().environment(observation_space=OBS, action_space=BOX)
+    return config, config.build_learner(spaces={"default_policy": (OBS, BOX)})
+
+
+def test_box_critics_fit_their_targets_by_half_the_squared_error():
+    """A TD error of 100 costs 5,000 per critic, not the 99.5 of RLlib's Huber loss, whose
+    gradient stops growing at an error of 1; each sample's TD error is logged for prioritized
+    replay's priorities."""
+    config, learner = sac_learner()
+    n = 8
+    batch = terminal_batch(n)
     fwd_out = learner.module["default_policy"].forward_train(batch)
     learner.compute_loss_for_module(
         module_id="default_policy", config=config, batch=batch, fwd_out=fwd_out
@@ -138,3 +149,45 @@ def test_the_learned_temperature_is_restored_with_the_learner(config_class):
         o for name, o in restored.get_optimizers_for_module("default_policy") if name == "alpha"
     ]
     assert temperature_optimizer.param_groups[0]["params"][0] is log_alpha, "its optimizer steps it"
+
+
+def test_the_actor_climbs_the_critics_after_their_step():
+    """The SAC paper's order: the critics step on their loss first, and the actor's gradient is
+    that of alpha log pi(a|s) - min_i Q_i(s, a) under the stepped critics, not the old ones."""
+    config, learner = sac_learner()
+    module = learner.module["default_policy"]
+    batch = terminal_batch()
+    old_module = copy.deepcopy(module)
+    fwd_out = module.forward_train(batch)
+    losses = learner.compute_losses(
+        fwd_out={"default_policy": fwd_out}, batch={"default_policy": batch}
+    )
+    torch.manual_seed(7)
+    grads = learner.compute_gradients(losses)
+
+    critic_params = list(module.qf.parameters())
+    assert not all(
+        torch.equal(new, old)
+        for new, old in zip(critic_params, old_module.qf.parameters(), strict=True)
+    ), "the critic has not stepped"
+    [actor_optimizer] = [
+        o for name, o in learner.get_optimizers_for_module("default_policy") if name == "policy"
+    ]
+    actor_refs = learner.filter_param_dict_for_optimizer(learner._params, actor_optimizer)
+
+    def actor_gradient(critics: torch.nn.Module) -> list[torch.Tensor]:
+        torch.manual_seed(7)
+        dist = module.get_train_action_dist_cls().from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
+        actions, logp = dist.rsample_and_logp()
+        q = critics.compute_q_values({Columns.OBS: batch[Columns.OBS], Columns.ACTIONS: actions})
+        loss = (learner.curr_log_alpha["default_policy"].exp().detach() * logp - q).mean()
+        return torch.autograd.grad(loss, list(actor_refs.values()), retain_graph=True)
+
+    got = [grads[ref] for ref in actor_refs]
+    assert all(
+        torch.allclose(g, e, atol=1e-6) for g, e in zip(got, actor_gradient(module), strict=True)
+    )
+    assert not all(
+        torch.allclose(g, e, atol=1e-6)
+        for g, e in zip(got, actor_gradient(old_module), strict=True)
+    )
