@@ -470,6 +470,50 @@ class OfflineSpec(Section):
         return [self.input] if isinstance(self.input, str) else list(self.input)
 
 
+class SnapshotRule(Section):
+    """When the learning policy is frozen into the self-play pool."""
+
+    every: Count = Field(20, ge=1, description="Iterations between snapshots (at least).")
+    min_win_rate: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Also require the learner's win rate against the pool since the last "
+        "snapshot (draws count half) to reach this; null: a snapshot every `every` iterations.",
+    )
+
+
+class OpponentPool(Section):
+    """The frozen snapshots opponents are drawn from."""
+
+    size: Count = Field(20, ge=1, description="Snapshots kept; the oldest goes first.")
+    sample: Literal["latest", "uniform", "pfsp"] = Field(
+        "pfsp",
+        description="latest: the newest snapshot; uniform: any; pfsp: prioritised fictitious "
+        "self-play, snapshots the learner beats least drawn most ((1 - win rate)^2).",
+    )
+
+
+class SelfPlaySpec(Section):
+    """Self-play: the learner plays frozen snapshots of itself, drawn from a pool."""
+
+    learner: str = Field(description="The policy that trains (a name in multi_agent.policies).")
+    opponents: str | list[str] = Field(
+        description="Policy slots played by snapshots from the pool (names in "
+        "multi_agent.policies); each is given a snapshot every iteration."
+    )
+    snapshot: SnapshotRule = Field(default_factory=SnapshotRule)
+    pool: OpponentPool = Field(default_factory=OpponentPool)
+    rating: Literal["elo"] = Field("elo", description="How the learner and snapshots are rated.")
+    swap_seats: bool = Field(
+        True, description="Each episode, the learner takes a seat at random (both colours)."
+    )
+
+    @property
+    def opponent_slots(self) -> list[str]:
+        return [self.opponents] if isinstance(self.opponents, str) else list(self.opponents)
+
+
 class MultiAgentSpec(Section):
     """Which policy acts for which agent, which policies learn, and their own settings."""
 
@@ -490,6 +534,9 @@ class MultiAgentSpec(Section):
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Per-policy 'training' settings, e.g. {adversary: {lr: 1.0e-4}}.",
+    )
+    self_play: SelfPlaySpec | None = Field(
+        None, description="Train one policy against frozen snapshots of itself (competitive games)."
     )
 
     @field_validator("policies")

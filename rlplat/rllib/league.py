@@ -1,0 +1,161 @@
+"""The self-play league: frozen snapshots of the learning policy, who plays whom, and ratings.
+
+Pure bookkeeping (no Ray, no torch): the trial freezes the learner's weights into the pool when
+:meth:`League.snapshot_due` says so, asks :meth:`League.draw` which snapshots fill the opponent
+slots for the next iteration, and reports each finished game with :meth:`League.record`. Its
+whole state (pool, ratings, records, the sampler's random state) is one picklable dict, saved
+with every checkpoint so that ``--resume`` continues the league exactly.
+
+Ratings are Elo's: the expected score of A against B is 1 / (1 + 10^((R_B - R_A) / 400)), and
+each game moves both ratings by K times the surprise. Prioritised fictitious self-play (PFSP, as
+in AlphaStar) draws a snapshot with weight (1 - p)^2, where p is the learner's win rate against
+it (draws half, one win and one loss as a prior): opponents it has not yet mastered come most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+INITIAL_RATING = 1000.0
+ELO_K = 16.0
+Outcome = Literal[1, 0, -1]  # the learner's game: won, drawn, lost
+
+
+def expected_score(rating: float, opponent: float) -> float:
+    """Elo's expected score (a win 1, a draw 0.5) of a player rated ``rating``."""
+    return 1.0 / (1.0 + 10.0 ** ((opponent - rating) / 400.0))
+
+
+@dataclass
+class Snapshot:
+    """A frozen copy of the learner and the learner's record against it."""
+
+    name: str
+    iteration: int
+    env_steps: int
+    rating: float
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def learner_win_rate(self) -> float:
+        """The learner's win rate against this snapshot, draws half, after one win and one
+        loss of prior (0.5 before any game)."""
+        return (self.wins + 0.5 * self.draws + 1.0) / (self.games + 2.0)
+
+
+@dataclass
+class League:
+    """Snapshots of ``learner`` and its rating; ``draw`` fills opponent slots by ``sample``."""
+
+    learner: str
+    pool_size: int
+    sample: Literal["latest", "uniform", "pfsp"]
+    every: int
+    min_win_rate: float | None
+    seed: int
+    learner_rating: float = INITIAL_RATING
+    snapshots: list[Snapshot] = field(default_factory=list)
+    last_snapshot_iteration: int = 0
+    since_snapshot: list[int] = field(default_factory=lambda: [0, 0, 0])  # wins, draws, losses
+    _rng: np.random.Generator | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self._rng is None:
+            self._rng = np.random.default_rng(self.seed)
+
+    # --- snapshots --------------------------------------------------------------------------
+
+    def freeze(self, iteration: int, env_steps: int) -> str:
+        """Add a snapshot of the learner as it is now (the caller keeps its weights under the
+        returned name); the oldest snapshot leaves a full pool."""
+        name = f"{self.learner}_v{iteration}"
+        self.snapshots.append(Snapshot(name, iteration, env_steps, self.learner_rating))
+        del self.snapshots[: -self.pool_size]
+        self.last_snapshot_iteration = iteration
+        self.since_snapshot = [0, 0, 0]
+        return name
+
+    def snapshot_due(self, iteration: int) -> bool:
+        """Freeze now? Every ``every`` iterations, and when ``min_win_rate`` is set only once the
+        learner's win rate against the pool since the last snapshot reaches it."""
+        if iteration - self.last_snapshot_iteration < self.every:
+            return False
+        return self.min_win_rate is None or self.recent_win_rate() >= self.min_win_rate
+
+    def recent_win_rate(self) -> float:
+        """The learner's win rate (draws half) over the games since the last snapshot; 0 with
+        none played."""
+        wins, draws, losses = self.since_snapshot
+        games = wins + draws + losses
+        return (wins + 0.5 * draws) / games if games else 0.0
+
+    def names(self) -> list[str]:
+        return [snapshot.name for snapshot in self.snapshots]
+
+    def dropped(self, names: list[str]) -> list[str]:
+        """Of ``names`` (snapshots the caller holds weights for), those no longer in the pool."""
+        kept = set(self.names())
+        return [name for name in names if name not in kept]
+
+    # --- who plays ----------------------------------------------------------------------------
+
+    def draw(self, slots: int) -> list[str]:
+        """A snapshot for each of ``slots`` opponent slots (one may fill several)."""
+        if not self.snapshots:
+            raise ValueError("the pool is empty: freeze the learner first")
+        if self.sample == "latest":
+            return [self.snapshots[-1].name] * slots
+        weights = np.ones(len(self.snapshots))
+        if self.sample == "pfsp":
+            weights = np.array([(1.0 - s.learner_win_rate) ** 2 for s in self.snapshots])
+        assert self._rng is not None
+        picks = self._rng.choice(len(self.snapshots), size=slots, p=weights / weights.sum())
+        return [self.snapshots[i].name for i in picks]
+
+    # --- results --------------------------------------------------------------------------------
+
+    def record(self, snapshot: str, outcome: Outcome) -> None:
+        """One finished game of the learner against ``snapshot``: records and both ratings."""
+        opponent = next((s for s in self.snapshots if s.name == snapshot), None)
+        if opponent is None:
+            return  # a game against a snapshot the pool has dropped since
+        if outcome == 1:
+            opponent.wins += 1
+        elif outcome == 0:
+            opponent.draws += 1
+        else:
+            opponent.losses += 1
+        self.since_snapshot[1 - outcome] += 1
+        score = (outcome + 1) / 2
+        change = ELO_K * (score - expected_score(self.learner_rating, opponent.rating))
+        self.learner_rating += change
+        opponent.rating -= change
+
+    # --- checkpoints --------------------------------------------------------------------------
+
+    def get_state(self) -> dict[str, Any]:
+        assert self._rng is not None
+        return {
+            "learner_rating": self.learner_rating,
+            "snapshots": [asdict(snapshot) for snapshot in self.snapshots],
+            "last_snapshot_iteration": self.last_snapshot_iteration,
+            "since_snapshot": list(self.since_snapshot),
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        assert self._rng is not None
+        self.learner_rating = state["learner_rating"]
+        self.snapshots = [Snapshot(**snapshot) for snapshot in state["snapshots"]]
+        self.last_snapshot_iteration = state["last_snapshot_iteration"]
+        self.since_snapshot = list(state["since_snapshot"])
+        self._rng.bit_generator.state = state["rng"]

@@ -1,0 +1,86 @@
+"""The self-play league's bookkeeping: snapshots, who is drawn, Elo ratings, its saved state."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+import pytest
+
+from rlplat.rllib.league import INITIAL_RATING, League, expected_score
+
+
+def league(**changes) -> League:
+    settings = dict(
+        learner="main", pool_size=20, sample="pfsp", every=10, min_win_rate=None, seed=0
+    )
+    return League(**{**settings, **changes})
+
+
+def test_elo_moves_ratings_by_the_surprise_and_keeps_their_sum():
+    games = league()
+    snapshot = games.freeze(iteration=0, env_steps=0)
+    for _ in range(20):
+        games.record(snapshot, 1)
+    [frozen] = games.snapshots
+    assert games.learner_rating > INITIAL_RATING + 100 > INITIAL_RATING > frozen.rating
+    assert games.learner_rating + frozen.rating == pytest.approx(2 * INITIAL_RATING)
+    # Each further win surprises less: the learner is expected to win.
+    before = games.learner_rating
+    games.record(snapshot, 1)
+    assert 0 < games.learner_rating - before < 16 * (1 - 0.5)
+    assert expected_score(1200, 1000) == pytest.approx(0.7597, abs=1e-4)
+
+
+def test_pfsp_draws_the_snapshots_the_learner_beats_least_most():
+    games = league(sample="pfsp")
+    beaten, hard = games.freeze(0, 0), games.freeze(10, 1000)
+    for _ in range(30):
+        games.record(beaten, 1)
+        games.record(hard, -1)
+    drawn = Counter(games.draw(2000))
+    assert drawn[hard] > 20 * drawn[beaten] > 0
+
+
+def test_latest_and_uniform_draws():
+    games = league(sample="latest")
+    names = [games.freeze(i * 10, i) for i in range(3)]
+    assert games.draw(4) == [names[-1]] * 4
+    uniform = league(sample="uniform")
+    names = [uniform.freeze(i * 10, i) for i in range(3)]
+    assert set(Counter(uniform.draw(3000)).values()) < set(range(900, 1100))
+
+
+def test_snapshots_wait_for_the_interval_and_the_win_rate():
+    games = league(every=10, min_win_rate=0.6)
+    first = games.freeze(0, 0)
+    assert not games.snapshot_due(9)
+    for outcome in (1, 1, -1, 0):  # 2.5 of 4: 62.5%
+        games.record(first, outcome)
+    assert games.recent_win_rate() == 0.625
+    assert games.snapshot_due(10)
+    games.freeze(10, 100)
+    assert games.recent_win_rate() == 0.0 and not games.snapshot_due(25)  # no games: not yet
+    assert league(every=10).snapshot_due(10)  # no threshold: on the interval alone
+
+
+def test_a_full_pool_drops_its_oldest_snapshot():
+    games = league(pool_size=2)
+    names = [games.freeze(i * 10, i) for i in range(3)]
+    assert games.names() == names[1:]
+    assert games.dropped(names) == names[:1]
+    games.record(names[0], 1)  # a game that ended after its opponent left: ignored
+    assert games.learner_rating == INITIAL_RATING
+
+
+def test_restored_state_continues_exactly():
+    games = league(sample="pfsp")
+    for i in range(3):
+        games.record(games.freeze(i * 10, i * 100), 1)
+    games.draw(5)
+    saved = copy.deepcopy(games.get_state())
+    expected = (games.draw(50), games.get_state())
+
+    restored = league(sample="pfsp", seed=123)
+    restored.set_state(saved)
+    assert (restored.draw(50), restored.get_state()) == expected
