@@ -14,6 +14,7 @@ it (draws half, one win and one loss as a prior): opponents it has not yet maste
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -159,3 +160,30 @@ class League:
         self.last_snapshot_iteration = state["last_snapshot_iteration"]
         self.since_snapshot = list(state["since_snapshot"])
         self._rng.bit_generator.state = state["rng"]
+
+
+def stable_hash(text: str) -> int:
+    """The same number for the same text in every process (Python's ``hash`` of a string is
+    salted per process, and env runners are processes)."""
+    return zlib.crc32(text.encode())
+
+
+@dataclass(frozen=True)
+class Seating:
+    """Who plays which seat in one self-play episode: the learner keeps its own seat or takes
+    the opponents', and which opponent slot plays, both fixed by the episode's id."""
+
+    learner: str
+    slots: tuple[str, ...]
+    swap_seats: bool
+
+    def of(self, policy: str, episode_id: str) -> str:
+        """The module that plays the seat ``policy`` names in the experiment's mapping."""
+        code = stable_hash(episode_id)
+        slot = self.slots[(code >> 1) % len(self.slots)]
+        swapped = self.swap_seats and code & 1
+        if policy == self.learner:
+            return slot if swapped else self.learner
+        if policy in self.slots:
+            return self.learner if swapped else slot
+        return policy

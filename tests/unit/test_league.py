@@ -84,3 +84,17 @@ def test_restored_state_continues_exactly():
     restored = league(sample="pfsp", seed=123)
     restored.set_state(saved)
     assert (restored.draw(50), restored.get_state()) == expected
+
+
+def test_seating_swaps_seats_and_spreads_slots_over_episodes():
+    from rlplat.rllib.league import Seating
+
+    seating = Seating(learner="main", slots=("opponent", "opponent_1"), swap_seats=True)
+    games = [(seating.of("main", f"ep{i}"), seating.of("opponent", f"ep{i}")) for i in range(400)]
+    assert all("main" in pair and len(set(pair)) == 2 for pair in games), "one learner a game"
+    seats = Counter(pair[0] == "main" for pair in games)
+    slots = Counter(next(p for p in pair if p != "main") for pair in games)
+    assert 150 < seats[True] < 250 and 150 < slots["opponent_1"] < 250
+    assert seating.of("main", "ep7") == seating.of("main", "ep7")
+    fixed = Seating(learner="main", slots=("opponent",), swap_seats=False)
+    assert {fixed.of("main", f"ep{i}") for i in range(50)} == {"main"}
