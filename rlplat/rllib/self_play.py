@@ -1,0 +1,140 @@
+"""Self-play inside an RLlib algorithm: the seats of each episode, the outcome of each game, and
+the opponent slots' weights set from the league's snapshots.
+
+UNTESTED DRAFT (issue 44): written without a run; the next session wires it into
+rlplat.rllib.build (slot modules, the mapping), rlplat.rllib.episode_stats (``count_game``) and
+rlplat.run.trainable (``SelfPlayDriver.after_iteration``, its state in checkpoints), then tests it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlplat.experiment.schema import SelfPlaySpec
+from rlplat.rllib.league import League, Outcome, Seating
+from rlplat.rllib.multi_agent import PolicyMapping
+
+GAMES = "self_play_games"  # env runner metric: {slot: {won|drawn|lost: games}}
+OUTCOME_NAMES: dict[int, str] = {1: "won", 0: "drawn", -1: "lost"}
+
+
+class SelfPlayMapping(PolicyMapping):
+    """The experiment's mapping, then the episode's seating: the learner may take the opponent's
+    seat, and an opponent seat is played by one of the slots."""
+
+    def __init__(self, policies: str | dict[str, str], seating: Seating):
+        super().__init__(policies)
+        self.seating = seating
+
+    def __call__(self, agent_id: Any, episode: Any = None, **kwargs: Any) -> str | None:
+        policy = super().__call__(agent_id)
+        if policy is None or episode is None:
+            return policy
+        return self.seating.of(policy, str(episode.id_))
+
+
+def game_outcome(episode: Any, learner: str) -> tuple[str, Outcome] | None:
+    """(the opponent module, the learner's outcome) of a finished two-sided game: won when its
+    agents' return beats the opponent's; None when the learner or a single opponent is missing."""
+    returns: dict[str, float] = {}
+    for agent_id, agent_episode in episode.agent_episodes.items():
+        module = episode.module_for(agent_id)
+        returns[module] = returns.get(module, 0.0) + float(agent_episode.get_return())
+    if learner not in returns or len(returns) != 2:
+        return None
+    [opponent] = [module for module in returns if module != learner]
+    margin = returns[learner] - returns[opponent]
+    return opponent, (margin > 0) - (margin < 0)
+
+
+def count_game(episode: Any, env_runner: Any, metrics_logger: Any) -> None:
+    """In an env runner at an episode's end: count the game under its opponent slot."""
+    mapping = getattr(env_runner.config, "policy_mapping_fn", None)
+    if not isinstance(mapping, SelfPlayMapping):
+        return
+    played = game_outcome(episode, mapping.seating.learner)
+    if played is not None:
+        slot, outcome = played
+        metrics_logger.log_value(
+            (GAMES, slot, OUTCOME_NAMES[outcome]), 1, reduce="sum", clear_on_reduce=True
+        )
+
+
+class SelfPlayDriver:
+    """In the algorithm's process: records the iteration's games, freezes the learner when the
+    league says so, and gives each opponent slot a snapshot's weights for the next iteration."""
+
+    def __init__(self, spec: SelfPlaySpec, seed: int):
+        self.spec = spec
+        self.league = League(
+            learner=spec.learner,
+            pool_size=spec.pool.size,
+            sample=spec.pool.sample,
+            every=spec.snapshot.every,
+            min_win_rate=spec.snapshot.min_win_rate,
+            seed=seed,
+        )
+        self.weights: dict[str, Any] = {}  # snapshot -> the learner's module state then
+        self.assigned: dict[str, str] = {}  # slot -> snapshot it plays this iteration
+
+    def start(self, algorithm: Any) -> None:
+        """The pool's first snapshot: the learner's initial weights."""
+        if not self.league.snapshots:
+            self._freeze(algorithm, iteration=0, env_steps=0)
+        self._assign(algorithm)
+
+    def after_iteration(self, algorithm: Any, result: dict[str, Any]) -> None:
+        games = (result.get("env_runners") or {}).get(GAMES) or {}
+        for slot, counts in games.items():
+            for outcome, name in OUTCOME_NAMES.items():
+                for _ in range(int(counts.get(name, 0))):
+                    self.league.record(self.assigned[slot], outcome)  # type: ignore[arg-type]
+        iteration = int(result.get("training_iteration", algorithm.iteration))
+        if self.league.snapshot_due(iteration):
+            env_steps = int(result.get("num_env_steps_sampled_lifetime", 0))
+            self._freeze(algorithm, iteration, env_steps)
+        self._assign(algorithm)
+        result["self_play"] = {
+            "learner_elo": self.league.learner_rating,
+            "pool_size": len(self.league.snapshots),
+            "win_rate_since_snapshot": self.league.recent_win_rate(),
+            "newest_snapshot_elo": self.league.snapshots[-1].rating,
+        }
+
+    def _freeze(self, algorithm: Any, iteration: int, env_steps: int) -> None:
+        name = self.league.freeze(iteration, env_steps)
+        learner = self.spec.learner
+        state = algorithm.learner_group.get_state(components=f"learner/rl_module/{learner}")
+        self.weights[name] = state["learner"]["rl_module"][learner]
+        for gone in self.league.dropped(list(self.weights)):
+            del self.weights[gone]
+
+    def _assign(self, algorithm: Any) -> None:
+        slots = self.spec.opponent_slots
+        self.assigned = dict(zip(slots, self.league.draw(len(slots)), strict=True))
+        self._load(algorithm)
+
+    def _load(self, algorithm: Any) -> None:
+        """Every env runner's opponent slots get their assigned snapshots' weights."""
+        states = {slot: self.weights[name] for slot, name in self.assigned.items()}
+
+        def load(runner: Any) -> None:
+            for slot, state in states.items():
+                runner.module[slot].set_state(state)
+
+        algorithm.env_runner_group.foreach_env_runner(load, local_env_runner=True)
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "league": self.league.get_state(),
+            "weights": self.weights,
+            "assigned": dict(self.assigned),
+        }
+
+    def set_state(self, state: dict[str, Any], algorithm: Any) -> None:
+        """Back to the saved league, with the slots playing what they played (no new draw: a
+        resumed run draws what the uninterrupted one would have)."""
+        self.league.set_state(state["league"])
+        self.weights = dict(state["weights"])
+        self.assigned = dict(state["assigned"])
+        self._load(algorithm)
