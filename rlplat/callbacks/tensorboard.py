@@ -102,6 +102,8 @@ def short_scalars(result: dict[str, Any], steps_per_s: float | None) -> dict[str
     for tag, path in (("policy_return", POLICY_RETURNS), ("agent_return", AGENT_RETURNS)):
         for member, value in (lookup(result, path) or {}).items():
             put(f"{tag}/{member}", value)
+    for key, value in (result.get("self_play") or {}).items():  # ratings, pool, win rate
+        put(f"self_play/{key}", value)
     return scalars
 
 

@@ -51,6 +51,7 @@ from rlplat.rllib.modules import (
 )
 from rlplat.rllib.multi_agent import PolicyMapping, check_multi_agent
 from rlplat.rllib.optimizers import check_optimizer, with_configured_optimizer
+from rlplat.rllib.self_play import self_play_calls
 from rlplat.util.imports import import_object
 
 # An offline run's data pipeline runs in the trial's placement group (see
@@ -562,6 +563,8 @@ def _multi_agent_calls(
         "policy_mapping_fn": setup.mapping,
         "policies_to_train": setup.trained,
     }
+    if spec.self_play is not None:
+        calls["multi_agent"].update(self_play_calls(spec, setup, locate))
     if spec.overrides:
         calls["rl_module"]["algorithm_config_overrides_per_module"] = dict(spec.overrides)
     # RLlib's single-agent episode buffers (DQN's and SAC's defaults) cannot store

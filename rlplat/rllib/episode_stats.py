@@ -27,6 +27,7 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from rlplat.environments.atari import GAME_LENGTH, GAME_SCORE
 from rlplat.environments.team import AGENT_REWARDS
 from rlplat.metrics import finite, lookup
+from rlplat.rllib.self_play import count_game
 
 WINDOW_KEY = "window"
 BEFORE_LEARNING = "episodes_before_learning"
@@ -119,7 +120,10 @@ class WindowedEpisodeStats(RLlibCallback):
         """A game's end (its score in the last info) is logged; team envs (QMIX) report each
         member's reward in its infos: each member's return is logged under RLlib's multi-agent
         key, so they are windowed and shown like any agent's."""
-        if not isinstance(episode, SingleAgentEpisode) or metrics_logger is None:
+        if metrics_logger is None:
+            return
+        if not isinstance(episode, SingleAgentEpisode):
+            count_game(episode, env_runner, metrics_logger)
             return
         window = _runner_window(env_runner.config)
         last = episode.get_infos(-1) or {}

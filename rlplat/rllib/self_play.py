@@ -1,18 +1,20 @@
 """Self-play inside an RLlib algorithm: the seats of each episode, the outcome of each game, and
 the opponent slots' weights set from the league's snapshots.
 
-UNTESTED DRAFT (issue 44): written without a run; the next session wires it into
-rlplat.rllib.build (slot modules, the mapping), rlplat.rllib.episode_stats (``count_game``) and
-rlplat.run.trainable (``SelfPlayDriver.after_iteration``, its state in checkpoints), then tests it.
+DRAFT (issue 44): wired into build, episode_stats, the trainable and TensorBoard; a 4-iteration
+connect_four run works (games counted per slot, snapshots, Elo in result.json); resume, several
+slots, eval --against, the checks' tests and the learning runs are still to do.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from rlplat.experiment.schema import SelfPlaySpec
+from rlplat.errors import ConfigError, did_you_mean
+from rlplat.experiment.schema import MultiAgentSpec, SelfPlaySpec
 from rlplat.rllib.league import League, Outcome, Seating
-from rlplat.rllib.multi_agent import PolicyMapping
+from rlplat.rllib.multi_agent import MultiAgentSetup, PolicyMapping
 
 GAMES = "self_play_games"  # env runner metric: {slot: {won|drawn|lost: games}}
 OUTCOME_NAMES: dict[int, str] = {1: "won", 0: "drawn", -1: "lost"}
@@ -31,6 +33,50 @@ class SelfPlayMapping(PolicyMapping):
         if policy is None or episode is None:
             return policy
         return self.seating.of(policy, str(episode.id_))
+
+
+def self_play_calls(
+    spec: MultiAgentSpec, setup: MultiAgentSetup, locate: Callable[[str], str]
+) -> dict[str, Any]:
+    """RLlib's multi_agent settings for ``spec.self_play``: its mapping, and only the learner
+    (with any policy outside the game of learner against slots) trained."""
+    self_play = spec.self_play
+    assert self_play is not None
+    slots = self_play.opponent_slots
+    for key, names in (("learner", [self_play.learner]), ("opponents", slots)):
+        for name in names:
+            if name not in setup.policies:
+                policies = setup.policies
+                raise ConfigError(
+                    f"multi_agent.self_play.{key} names {name!r}, which plays no agent; the "
+                    f"policies are {', '.join(policies)}." + did_you_mean(name, policies),
+                    location=locate(f"multi_agent.self_play.{key}"),
+                    key=f"multi_agent.self_play.{key}",
+                )
+    if self_play.learner in slots or self_play.learner in setup.random:
+        raise ConfigError(
+            f"the self-play learner {self_play.learner!r} must be a trained policy that is not "
+            "also an opponent slot or random.",
+            location=locate("multi_agent.self_play.learner"),
+            key="multi_agent.self_play.learner",
+        )
+    for slot in slots:
+        same = all(
+            spaces[slot] == spaces[self_play.learner]
+            for spaces in (setup.observation_spaces, setup.action_spaces)
+        )
+        if not same:
+            raise ConfigError(
+                f"opponent slot {slot!r} has other observation or action spaces than the learner "
+                f"{self_play.learner!r}: a snapshot of the learner cannot play it.",
+                location=locate("multi_agent.self_play.opponents"),
+                key="multi_agent.self_play.opponents",
+            )
+    seating = Seating(self_play.learner, tuple(slots), self_play.swap_seats)
+    return {
+        "policy_mapping_fn": SelfPlayMapping(spec.policies, seating),
+        "policies_to_train": [p for p in setup.trained if p not in slots],
+    }
 
 
 def game_outcome(episode: Any, learner: str) -> tuple[str, Outcome] | None:
@@ -89,7 +135,7 @@ class SelfPlayDriver:
             for outcome, name in OUTCOME_NAMES.items():
                 for _ in range(int(counts.get(name, 0))):
                     self.league.record(self.assigned[slot], outcome)  # type: ignore[arg-type]
-        iteration = int(result.get("training_iteration", algorithm.iteration))
+        iteration = algorithm.iteration + 1  # Tune counts the iteration once step() returns
         if self.league.snapshot_due(iteration):
             env_steps = int(result.get("num_env_steps_sampled_lifetime", 0))
             self._freeze(algorithm, iteration, env_steps)
@@ -138,3 +184,11 @@ class SelfPlayDriver:
         self.weights = dict(state["weights"])
         self.assigned = dict(state["assigned"])
         self._load(algorithm)
+
+
+def self_play_driver(experiment: dict[str, Any]) -> SelfPlayDriver | None:
+    """The driver of a trial's experiment (as Tune resolved it) that declares self-play."""
+    declared = (experiment.get("multi_agent") or {}).get("self_play")
+    if not declared:
+        return None
+    return SelfPlayDriver(SelfPlaySpec.model_validate(declared), int(experiment.get("seed") or 0))

@@ -51,6 +51,7 @@ from rlplat.metrics import (
 from rlplat.prepare import trial_algorithm_config
 from rlplat.rllib.build import with_data_pipeline
 from rlplat.rllib.episode_stats import episode_window
+from rlplat.rllib.self_play import self_play_driver
 from rlplat.run.finetune import start_from_checkpoint
 from rlplat.tune_state import training_time_s
 from rlplat.util.atomic import write_atomic
@@ -67,6 +68,7 @@ def algorithm_config(config: Any) -> Any:
 
 
 WINDOW_STATE = "rlplat_episode_window"
+SELF_PLAY_STATE = "rlplat_self_play"
 
 
 def replay_memory(algo: Any) -> Any | None:
@@ -123,6 +125,9 @@ class ExperimentTrial:
         if experiment.get("offline"):
             keep_ray_data_in_the_trial()
         super().__init__(config=algorithm_config(config), **kwargs)
+        self._self_play = self_play_driver(experiment)
+        if self._self_play is not None:
+            self._self_play.start(self)
         init = experiment.get("init") or {}
         if init.get("checkpoint"):
             # A resumed trial restores its own checkpoint afterwards, over these weights.
@@ -151,6 +156,8 @@ class ExperimentTrial:
         full_state = kwargs.get("components") is None
         if memory is not None and self._checkpoint_spec.replay_buffer and full_state:
             state[REPLAY_STATE] = memory.get_state()
+        if self._self_play is not None and full_state:
+            state[SELF_PLAY_STATE] = self._self_play.get_state()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -162,6 +169,8 @@ class ExperimentTrial:
         if memory is not None and REPLAY_STATE in state:
             memory.set_state(state[REPLAY_STATE])
             self._restored_replay_steps = memory.get_num_timesteps()
+        if self._self_play is not None and SELF_PLAY_STATE in state:
+            self._self_play.set_state(state[SELF_PLAY_STATE], self)
 
     def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """RLlib's greedy evaluation, played with the training env runners' connector state (the
@@ -193,6 +202,8 @@ class ExperimentTrial:
                 raise
             raise replacement from None
         check_losses_finite(result, self.iteration + 1)
+        if self._self_play is not None:
+            self._self_play.after_iteration(self, result)
         self._previous_result = result
         if evaluates:
             self._evaluation = GreedyEvaluation.from_result(
