@@ -41,15 +41,18 @@ class EnvRaised(ContractBroken):
     """The env raised while being reset or stepped."""
 
 
-def check_contract(env: Any, *, steps: int = RANDOM_STEPS) -> None:
+def check_contract(env: Any, *, steps: int = RANDOM_STEPS) -> list[dict[str, float]]:
     """Reset ``env`` and take ``steps`` random steps; raise ``ContractBroken`` at the first
     value Gymnasium or PettingZoo forbid. ``env`` is single-agent (``gym.Env``) or RLlib's
-    ``MultiAgentEnv`` as rlplat's PettingZoo adapters build it."""
+    ``MultiAgentEnv`` as rlplat's PettingZoo adapters build it. A multi-agent env's rewards of
+    each step, by agent, are returned (nothing for a single-agent env)."""
     if is_multi_agent(env):
-        _random_episodes(env, steps, _MultiAgent(env))
-    else:
-        _random_episodes(env, steps, _SingleAgent())
-        _gymnasium_checker(env)
+        api = _MultiAgent(env)
+        _random_episodes(env, steps, api)
+        return api.rewards
+    _random_episodes(env, steps, _SingleAgent())
+    _gymnasium_checker(env)
+    return []
 
 
 def _gymnasium_checker(env: gym.Env) -> None:
@@ -122,6 +125,7 @@ class _SingleAgent:
 class _MultiAgent:
     def __init__(self, env: Any):
         self.spaces = dict(env.observation_spaces)
+        self.rewards: list[dict[str, float]] = []  # each step's, by agent
 
     def reset(self, env: Any, seed: int) -> dict[str, Any]:
         result = _call(env.reset, "reset", seed=seed)
@@ -159,6 +163,7 @@ class _MultiAgent:
                 raise ContractBroken(f"step() returned {name} {_returned(values)}; must be a dict.")
         for agent, reward in rewards.items():
             _check_reward(reward, f"step() for agent {agent!r}")
+        self.rewards.append({agent: float(reward) for agent, reward in rewards.items()})
         for name, flags in (("terminated", terminateds), ("truncated", truncateds)):
             for agent, flag in flags.items():
                 _check_flag(flag, name, f"step() for agent {agent!r}")
@@ -196,8 +201,10 @@ def _check_observation(observation: Any, space: gym.Space, where: str) -> None:
     if space.contains(observation):
         if _all_finite(observation):
             return
-        raise ContractBroken(f"{where} returned an observation with NaN or infinite values: "
-                             f"{_short.repr(observation)}.")
+        raise ContractBroken(
+            f"{where} returned an observation with NaN or infinite values: "
+            f"{_short.repr(observation)}."
+        )
     raise ContractBroken(
         f"{where} returned an observation outside the declared observation space {space}: "
         f"{_observation_mismatch(observation, space)}."

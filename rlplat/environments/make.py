@@ -114,6 +114,9 @@ class EnvInfo:
     action_spaces: dict[str, gym.Space] = field(default_factory=dict)
     render_modes: tuple[str, ...] = ()
     turn_based: bool = False  # a PettingZoo AEC env: one agent acts per step
+    # Multi-agent: each step's rewards by agent in the contract check's random steps (none
+    # when the check is off).
+    random_rewards: tuple[dict[str, float], ...] = ()
 
     @property
     def watch_with(self) -> str | None:
@@ -143,7 +146,7 @@ def check_env(
     """
     _check_source(spec, locate)
     env = _build(spec, locate)
-    _reset_or_check_contract(env, spec, locate, contract=contract)
+    rewards = _reset_or_check_contract(env, spec, locate, contract=contract)
     env.close()
     if needs_frames and "rgb_array" not in render_modes(env):
         raise ConfigError(
@@ -164,6 +167,7 @@ def check_env(
         observation_spaces=dict(env.observation_spaces),
         action_spaces=dict(env.action_spaces),
         turn_based=bool(getattr(env, "turn_based", False)),
+        random_rewards=tuple(rewards),
     )
 
 
@@ -203,7 +207,8 @@ def _check_gymma(spec: EnvSpec, locate: Callable[[str], str]) -> None:
         except ImportError as exc:
             raise ConfigError(
                 f"cannot import {module!r}, the package env.gymma names before ':' to register "
-                f"{env_id!r} ({exc})." + did_you_mean(module, GYMMA_PACKAGES)
+                f"{env_id!r} ({exc})."
+                + did_you_mean(module, GYMMA_PACKAGES)
                 + " Install the package that registers it (the multiagent extra has "
                 f"{' and '.join(GYMMA_PACKAGES)}: pip install -e '.[multiagent]').",
                 location=locate("env.gymma"),
@@ -215,7 +220,8 @@ def _check_gymma(spec: EnvSpec, locate: Callable[[str], str]) -> None:
         raise ConfigError(
             f"{env_id!r} is not a registered Gymnasium id"
             + (f" after importing {module!r}" if module else "")
-            + "." + (did_you_mean(env_id, offered) or _some_of(registered, module))
+            + "."
+            + (did_you_mean(env_id, offered) or _some_of(registered, module))
             + " env.gymma is 'module:EnvId', e.g. lbforaging:Foraging-8x8-2p-3f-v3.",
             location=locate("env.gymma"),
             key="env.gymma",
@@ -274,14 +280,14 @@ def _build(spec: EnvSpec, locate: Callable[[str], str]) -> Any:
 
 def _reset_or_check_contract(
     env: Any, spec: EnvSpec, locate: Callable[[str], str], *, contract: bool
-) -> None:
-    """Step the env through ``check_contract`` (or only reset it when the check is off); the
-    env is closed when that fails."""
+) -> list[dict[str, float]]:
+    """Step the env through ``check_contract`` (or only reset it when the check is off): the
+    rewards it saw, by step and agent. The env is closed when that fails."""
     try:
         if spec.check and contract:
-            check_contract(env)
-        else:
-            env.reset(seed=0)
+            return check_contract(env)
+        env.reset(seed=0)
+        return []
     except ContractBroken as exc:
         env.close()
         api = "PettingZoo's" if is_multi_agent(env) else "Gymnasium's"

@@ -564,7 +564,7 @@ def _multi_agent_calls(
         "policies_to_train": setup.trained,
     }
     if spec.self_play is not None:
-        calls["multi_agent"].update(self_play_calls(spec, setup, locate))
+        calls["multi_agent"].update(self_play_calls(spec, setup, env.random_rewards, locate))
     if spec.overrides:
         calls["rl_module"]["algorithm_config_overrides_per_module"] = dict(spec.overrides)
     # RLlib's single-agent episode buffers (DQN's and SAC's defaults) cannot store

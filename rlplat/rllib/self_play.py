@@ -8,8 +8,10 @@ slots, eval --against, the checks' tests and the learning runs are still to do.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from rlplat.errors import ConfigError, did_you_mean
 from rlplat.experiment.schema import MultiAgentSpec, SelfPlaySpec
@@ -36,10 +38,14 @@ class SelfPlayMapping(PolicyMapping):
 
 
 def self_play_calls(
-    spec: MultiAgentSpec, setup: MultiAgentSetup, locate: Callable[[str], str]
+    spec: MultiAgentSpec,
+    setup: MultiAgentSetup,
+    random_rewards: Sequence[dict[str, float]],
+    locate: Callable[[str], str],
 ) -> dict[str, Any]:
     """RLlib's multi_agent settings for ``spec.self_play``: its mapping, and only the learner
-    (with any policy outside the game of learner against slots) trained."""
+    (with any policy outside the game of learner against slots) trained. ``random_rewards``:
+    the env check's random steps, each step's rewards by agent."""
     self_play = spec.self_play
     assert self_play is not None
     slots = self_play.opponent_slots
@@ -72,11 +78,44 @@ def self_play_calls(
                 location=locate("multi_agent.self_play.opponents"),
                 key="multi_agent.self_play.opponents",
             )
+    learner_agents = setup.agents_of[self_play.learner]
+    opponent_agents = setup.agents_of[slots[0]]
+    if rewarded_alike(random_rewards, learner_agents, opponent_agents):
+        raise ConfigError(
+            f"self-play needs a game whose sides are rewarded against each other, but in "
+            f"{len(random_rewards)} random steps the learner's agents "
+            f"({', '.join(learner_agents)}) and the opponent's ({', '.join(opponent_agents)}) "
+            "were rewarded alike: a cooperative env. Train its agents together instead (leave "
+            "out multi_agent.self_play).",
+            location=locate("multi_agent.self_play"),
+            key="multi_agent.self_play",
+        )
     seating = Seating(self_play.learner, tuple(slots), self_play.swap_seats)
     return {
         "policy_mapping_fn": SelfPlayMapping(spec.policies, seating),
         "policies_to_train": [p for p in setup.trained if p not in slots],
     }
+
+
+def rewarded_alike(
+    steps: Sequence[dict[str, float]], side: Sequence[str], other: Sequence[str]
+) -> bool:
+    """Whether two sides' rewards rose and fell together over ``steps`` (each step's rewards by
+    agent): equal in every step that rewarded either, or correlated at 0.9 or more. False when
+    no step rewarded either side (nothing to tell from)."""
+    pairs = [
+        (sum(step.get(a, 0.0) for a in side), sum(step.get(a, 0.0) for a in other))
+        for step in steps
+    ]
+    pairs = [pair for pair in pairs if pair != (0.0, 0.0)]
+    if not pairs:
+        return False
+    ours, theirs = np.asarray(pairs).T
+    if np.allclose(ours, theirs):
+        return True
+    if len(pairs) < 3 or ours.std() == 0 or theirs.std() == 0:
+        return False
+    return bool(np.corrcoef(ours, theirs)[0, 1] >= 0.9)
 
 
 def game_outcome(episode: Any, learner: str) -> tuple[str, Outcome] | None:

@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from rlplat.rllib.league import INITIAL_RATING, League, expected_score
+from rlplat.rllib.self_play import rewarded_alike
 
 
 def league(**changes) -> League:
@@ -98,3 +99,32 @@ def test_seating_swaps_seats_and_spreads_slots_over_episodes():
     assert seating.of("main", "ep7") == seating.of("main", "ep7")
     fixed = Seating(learner="main", slots=("opponent",), swap_seats=False)
     assert {fixed.of("main", f"ep{i}") for i in range(50)} == {"main"}
+
+
+def test_sides_rewarded_against_each_other_are_a_game_for_self_play():
+    """tic-tac-toe (one side's +1 is the other's -1) is a game; simple_spread's agents share
+    their reward, so it is no game: self-play refuses it before Ray starts."""
+    from rlplat.environments.make import check_env
+    from rlplat.experiment.schema import EnvSpec
+    from rlplat.rllib.self_play import rewarded_alike
+
+    def random_rewards(module: str, kwargs: dict) -> tuple:
+        spec = EnvSpec.model_validate({"pettingzoo": module, "kwargs": kwargs})
+        return check_env(spec, lambda key: key).random_rewards
+
+    board = random_rewards("pettingzoo.classic.tictactoe_v3", {})
+    assert any(any(step.values()) for step in board), "a random game is won within the steps"
+    assert not rewarded_alike(board, ["player_1"], ["player_2"])
+    spread = random_rewards("mpe2.simple_spread_v3", {"N": 2, "max_cycles": 25})
+    assert rewarded_alike(spread, ["agent_0"], ["agent_1"])
+
+
+def test_rewards_that_rise_and_fall_together_are_alike():
+    shared = [{"a": -float(i % 5), "b": -float(i % 5)} for i in range(15)]
+    assert rewarded_alike(shared, ["a"], ["b"])
+    # A shared reward with an occasional small penalty of one side's own still moves together.
+    penalised = [{"a": r["a"] - 0.3 * (i == 7), "b": r["b"]} for i, r in enumerate(shared)]
+    assert rewarded_alike(penalised, ["a"], ["b"])
+    assert not rewarded_alike([{"a": 0.0, "b": 0.0}] * 10, ["a"], ["b"]), "nothing to tell"
+    zero_sum = [{"a": 0.0, "b": 0.0}] * 9 + [{"a": 1.0, "b": -1.0}]
+    assert not rewarded_alike(zero_sum, ["a"], ["b"])
