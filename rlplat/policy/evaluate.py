@@ -27,6 +27,14 @@ from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.experiment.load import load_experiment
 from rlplat.metrics import member_returns
 from rlplat.policy.exported import export_actor, export_env_creator, is_export
+from rlplat.policy.head_to_head import (
+    RANDOM,
+    HeadToHead,
+    SwappableSeats,
+    opponent_module,
+    outcome,
+    sides,
+)
 from rlplat.policy.options import EvalOptions
 from rlplat.policy.render import (
     RENDER_CHOICES,
@@ -58,6 +66,7 @@ class EvalReport:
     videos: list[str] = field(default_factory=list)
     dataset: str | None = None  # --record: the dataset directory written
     random: list[str] = field(default_factory=list)  # --random: policies that acted at random
+    head_to_head: dict[str, Any] | None = None  # --against: the learner's games, counted
     # Multi-agent: the return of each agent, and of each policy (summed over its agents).
     agent_returns: dict[str, Stats] = field(default_factory=dict)
     policy_returns: dict[str, Stats] = field(default_factory=dict)
@@ -99,10 +108,15 @@ def evaluate(
     )
     video_format = options.render if options.render in VIDEO_FORMATS else None
     results: list[EpisodeResult] = []
+    played: list[dict[str, Any]] = []  # multi-agent: each episode's policy of each agent
     videos: list[str] = []
     pending_frames: list = []
+    seats = actor.mapping if isinstance(actor.mapping, SwappableSeats) else None
+    games = HeadToHead(seats.learner, source.opponent) if seats is not None else None
     try:
         for index in range(options.episodes):
+            if seats is not None:
+                seats.swapped = index % 2 == 1
             result = run_episode(
                 actor,
                 env,
@@ -112,6 +126,12 @@ def evaluate(
                 max_steps=options.max_steps,
             )
             results.append(result)
+            if actor.mapping:
+                played.append({agent: actor.mapping(agent) for agent in result.agent_returns})
+            if seats is not None and games is not None:
+                score = outcome(result.agent_returns, seats, seats.learner)
+                seat = ", ".join(a for a in result.agent_returns if seats(a) == seats.learner)
+                games.record(seat, score)
             if recorder is not None:
                 recorder.add_episode(str(result.seed), episode_steps(actor.episode))
             say(_episode_line(index, result))
@@ -140,14 +160,17 @@ def evaluate(
         seed=options.seed,
         explore=options.explore,
         returns=Stats.of([r.episode_return for r in results]),
-        agent_returns=_grouped(results, lambda agent: agent),
-        policy_returns=_grouped(results, actor.mapping) if actor.mapping else {},
+        agent_returns=_grouped(results, lambda index, agent: agent),
+        policy_returns=_grouped(results, lambda index, agent: played[index][agent])
+        if actor.mapping
+        else {},
         lengths=Stats.of([float(r.length) for r in results]),
         per_episode=[_episode_record(r) for r in results],
         reported=_with_episode_kind(source.reported, experiment),
         videos=videos,
         random=list(options.random),
         dataset=dataset,
+        head_to_head=games.to_json() | {"summary": games.summary()} if games else None,
     )
 
 
@@ -238,6 +261,7 @@ class _Source:
     reported: dict[str, Any] | None
     env_creator: Callable[[Any], Callable[[dict], Any]]  # experiment -> env creator
     actor: Callable[[Any, Any], Actor]  # (experiment, env) -> actor
+    opponent: str = ""  # --against: what the opponent slot plays, in words
 
 
 def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
@@ -263,9 +287,22 @@ def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
         from rlplat.rllib.multi_agent import mapping_for  # noqa: PLC0415
 
         mapping = mapping_for(experiment, env)
-        return Policy.from_checkpoint(picked.path, mapping, random=options.random).actor()
+        if options.against is None:
+            return Policy.from_checkpoint(picked.path, mapping, random=options.random).actor()
+        learner, slot = sides(experiment, options.against)
+        seats = SwappableSeats(mapping, learner, slot)
+        random = [*options.random, slot] if options.against == RANDOM else options.random
+        policy = Policy.from_checkpoint(picked.path, seats, random=random)
+        if options.against != RANDOM:
+            other, source.opponent = opponent_module(
+                options.against,
+                policy.module[slot].observation_space,
+                policy.module[slot].action_space,
+            )
+            policy.module.add_module(slot, other, override=True)
+        return policy.actor()
 
-    return _Source(
+    source = _Source(
         kind="Checkpoint",
         path=picked.path,
         why=picked.why,
@@ -273,10 +310,17 @@ def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
         reported=asdict(picked.info) if picked.info else None,
         env_creator=env_creator,
         actor=actor,
+        opponent=options.against or "",
     )
+    return source
 
 
 def _export_source(path: Path, options: EvalOptions) -> _Source:
+    if options.against:
+        raise UserError(
+            f"--against plays a self-play run's checkpoint; {path} is an ONNX export. Evaluate "
+            "the checkpoint it came from."
+        )
     if options.random:
         raise UserError(
             f"--random swaps a checkpoint's policy for a random one; {path} is an ONNX export. "
@@ -310,13 +354,14 @@ def _export_source(path: Path, options: EvalOptions) -> _Source:
     )
 
 
-def _grouped(results: list[EpisodeResult], group_of: Callable[[str], Any]) -> dict[str, Stats]:
-    """Per-episode returns summed by group (agent or policy), then statistics per group."""
+def _grouped(results: list[EpisodeResult], group_of: Callable[[int, str], Any]) -> dict[str, Stats]:
+    """Per-episode returns summed by group (agent, or the policy that played it in episode
+    ``index``), then statistics per group."""
     totals: dict[str, list[float]] = {}
-    for result in results:
+    for index, result in enumerate(results):
         sums: dict[str, float] = {}
         for agent, value in result.agent_returns.items():
-            group = str(group_of(agent))
+            group = str(group_of(index, agent))
             sums[group] = sums.get(group, 0.0) + value
         for group, value in sums.items():
             totals.setdefault(group, []).append(value)
@@ -404,5 +449,7 @@ def print_report(report: EvalReport, console: Any) -> None:
             f"{game_score}.",
             highlight=False,
         )
+    if report.head_to_head:
+        console.print(report.head_to_head["summary"], highlight=False)
     for video in report.videos:
         console.print(f"Video: {video}", highlight=False)

@@ -33,6 +33,12 @@ class EvalOptions:
         help="Multi-agent: this policy acts uniformly at random instead of as trained "
         "(repeat for several), to score the others against a random side.",
     )
+    against: str | None = option(
+        None,
+        help="Self-play runs: the learner plays this opponent, seats swapped every other game, "
+        "and wins, draws and losses are counted: 'random' (random legal moves) or another "
+        "run's policy, PATH or PATH:POLICY.",
+    )
 
 
 @dataclass

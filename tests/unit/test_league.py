@@ -128,3 +128,34 @@ def test_rewards_that_rise_and_fall_together_are_alike():
     assert not rewarded_alike([{"a": 0.0, "b": 0.0}] * 10, ["a"], ["b"]), "nothing to tell"
     zero_sum = [{"a": 0.0, "b": 0.0}] * 9 + [{"a": 1.0, "b": -1.0}]
     assert not rewarded_alike(zero_sum, ["a"], ["b"])
+
+
+def test_wilson_interval_matches_its_formula_and_stays_in_bounds():
+    from scipy.stats import binomtest
+
+    from rlplat.policy.head_to_head import wilson_interval
+
+    expected = binomtest(190, 200).proportion_ci(0.95, method="wilson")
+    assert wilson_interval(190, 200) == pytest.approx((expected.low, expected.high), abs=1e-6)
+    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == pytest.approx(1.0)
+    assert 0.0 < wilson_interval(10, 10)[0] < 0.75, "ten of ten wins is no certainty"
+
+
+def test_swapped_seats_trade_the_learner_and_the_opponent_and_count_from_the_learner():
+    from rlplat.policy.head_to_head import HeadToHead, SwappableSeats, outcome
+    from rlplat.rllib.multi_agent import PolicyMapping
+
+    seats = SwappableSeats(
+        PolicyMapping({"player_0": "main", "player_1": "opponent"}), "main", "opponent"
+    )
+    assert [seats("player_0"), seats("player_1")] == ["main", "opponent"]
+    seats.swapped = True
+    assert [seats("player_0"), seats("player_1")] == ["opponent", "main"]
+    assert outcome({"player_0": 1.0, "player_1": -1.0}, seats, "main") == -1  # main is player_1
+    games = HeadToHead("main", "random")
+    for seat, score in (("player_0", 1), ("player_1", 1), ("player_1", 0), ("player_0", -1)):
+        games.record(seat, score)
+    counted = games.to_json()
+    assert (counted["won"], counted["drawn"], counted["lost"]) == (2, 1, 1)
+    assert counted["by_seat"]["player_1"] == {"won": 1, "drawn": 1, "lost": 0}
+    assert "2 won, 1 drawn, 1 lost of 4 games: 50.0% won" in games.summary()

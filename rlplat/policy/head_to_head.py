@@ -1,0 +1,175 @@
+"""``rlplat eval <self-play run> --against OPPONENT``: the run's learner plays an opponent head to
+head, seats swapped every other game, and the games are counted as won, drawn or lost with a
+95 % confidence interval on the share won.
+
+The opponent takes the run's (first) opponent slot: ``random`` (uniformly random legal moves) or
+another run's policy (``PATH`` or ``PATH:POLICY``; without ``:POLICY``, that run's self-play
+learner or its only trained policy). The opponent's observations go through this run's
+connectors, so both runs must see the game the same way (no observation filters of their own).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlplat.checkpoints import find_checkpoint
+from rlplat.errors import UserError, did_you_mean
+from rlplat.experiment.load import load_experiment
+from rlplat.experiment.schema import Experiment
+
+RANDOM = "random"
+Z_95 = 1.959964  # two-sided 95 % normal quantile
+
+
+def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson's score interval for a binomial share (it stays inside [0, 1] and is sensible at
+    0 or all successes, where the normal approximation collapses)."""
+    if trials == 0:
+        return 0.0, 1.0
+    share = successes / trials
+    centre = (share + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(share * (1 - share) / trials + z * z / (4 * trials * trials))
+    half /= 1 + z * z / trials
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class Tally:
+    """Games won, drawn and lost (by the learner)."""
+
+    won: int = 0
+    drawn: int = 0
+    lost: int = 0
+
+    @property
+    def games(self) -> int:
+        return self.won + self.drawn + self.lost
+
+    def add(self, outcome: int) -> None:
+        if outcome > 0:
+            self.won += 1
+        elif outcome < 0:
+            self.lost += 1
+        else:
+            self.drawn += 1
+
+
+@dataclass
+class HeadToHead:
+    """The learner's games against one opponent, in all and by the seats the learner took."""
+
+    learner: str
+    opponent: str
+    total: Tally = field(default_factory=Tally)
+    by_seat: dict[str, Tally] = field(default_factory=dict)
+
+    def record(self, seat: str, outcome: int) -> None:
+        self.total.add(outcome)
+        self.by_seat.setdefault(seat, Tally()).add(outcome)
+
+    def summary(self) -> str:
+        low, high = wilson_interval(self.total.won, self.total.games)
+        won = self.total.won / max(self.total.games, 1)
+        seats = "; ".join(
+            f"as {seat}: {t.won} won, {t.drawn} drawn, {t.lost} lost"
+            for seat, t in sorted(self.by_seat.items())
+        )
+        return (
+            f"{self.learner} against {self.opponent}: {self.total.won} won, {self.total.drawn} "
+            f"drawn, {self.total.lost} lost of {self.total.games} games: {won:.1%} won (95% CI "
+            f"{low:.1%}-{high:.1%}, Wilson). {seats}."
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        low, high = wilson_interval(self.total.won, self.total.games)
+        return {
+            "learner": self.learner,
+            "opponent": self.opponent,
+            "won": self.total.won,
+            "drawn": self.total.drawn,
+            "lost": self.total.lost,
+            "win_rate": self.total.won / max(self.total.games, 1),
+            "win_rate_ci95": [low, high],
+            "by_seat": {seat: vars(t) for seat, t in self.by_seat.items()},
+        }
+
+
+class SwappableSeats:
+    """The run's policy mapping, with the learner and the opponent slot trading seats while
+    ``swapped`` is set (``rlplat eval --against`` sets it for every other game)."""
+
+    def __init__(self, mapping: Callable[..., Any], learner: str, slot: str):
+        self.mapping, self.learner, self.slot = mapping, learner, slot
+        self.swapped = False
+
+    def __call__(self, agent_id: Any, episode: Any = None, **kwargs: Any) -> Any:
+        policy = self.mapping(agent_id)
+        if not self.swapped:
+            return policy
+        return {self.learner: self.slot, self.slot: self.learner}.get(policy, policy)
+
+
+def sides(experiment: Experiment, against: str) -> tuple[str, str]:
+    """(learner, opponent slot) of a self-play run; a clear error for any other run."""
+    self_play = experiment.multi_agent.self_play if experiment.multi_agent else None
+    if self_play is None:
+        raise UserError(
+            f"--against {against} plays a self-play run's learner against an opponent, but "
+            f"{experiment.name!r} declares no multi_agent.self_play. To score a multi-agent "
+            "run against a random side use --random POLICY."
+        )
+    return self_play.learner, self_play.opponent_slots[0]
+
+
+def opponent_module(against: str, observation_space: Any, action_space: Any) -> Any:
+    """The RLModule of another run's policy (``PATH[:POLICY]``), checked to fit the slot."""
+    from ray.rllib.core.rl_module.rl_module import RLModule  # noqa: PLC0415 - torch loads here
+
+    from rlplat.policy.restore import MODULES_DIR  # noqa: PLC0415
+
+    head, colon, policy = against.rpartition(":")
+    path_text = head if colon and Path(head).exists() and not Path(against).exists() else against
+    policy = policy if path_text == head else ""
+    picked = find_checkpoint(Path(path_text))
+    modules = picked.path / MODULES_DIR
+    found = sorted(p.name for p in modules.iterdir() if p.is_dir()) if modules.is_dir() else []
+    if not policy:
+        policy = _default_policy(picked.experiment_file, found)
+    if policy not in found:
+        raise UserError(
+            f"--against {against}: {picked.path} has no policy {policy!r}; its policies are "
+            f"{', '.join(found) or 'none'}." + did_you_mean(policy, found)
+        )
+    module = RLModule.from_checkpoint(modules / policy)
+    if module.observation_space != observation_space or module.action_space != action_space:
+        raise UserError(
+            f"--against {against}: its policy {policy!r} sees or acts in other spaces than the "
+            "opponent seat of this run, so it cannot play this game."
+        )
+    module.eval()
+    return module, f"{policy} of {picked.path}"
+
+
+def _default_policy(experiment_file: Path | None, found: list[str]) -> str:
+    """The other run's self-play learner, else its only trained (not random) policy."""
+    if experiment_file is not None:
+        multi_agent = load_experiment(experiment_file).experiment.multi_agent
+        if multi_agent is not None and multi_agent.self_play is not None:
+            return multi_agent.self_play.learner
+        trained = [p for p in found if multi_agent is None or p not in multi_agent.random]
+        if len(trained) == 1:
+            return trained[0]
+    raise UserError(
+        f"--against: say which of the policies {', '.join(found)} plays, as PATH:POLICY."
+    )
+
+
+def outcome(agent_returns: dict[str, float], mapping: Callable[..., Any], learner: str) -> int:
+    """1, 0 or -1: the learner's agents' return against the others'."""
+    ours = sum(r for agent, r in agent_returns.items() if mapping(agent) == learner)
+    theirs = sum(r for agent, r in agent_returns.items() if mapping(agent) != learner)
+    return (ours > theirs) - (ours < theirs)
