@@ -54,6 +54,7 @@ TIME_BUDGET_ENDED = "stop/time_budget_ended"
 # (rlplat_evaluation.json, written by the trainable) and the training window.
 EVAL_SCORE = "eval_episode_return_mean"
 WINDOW_SCORE = "episode_return_mean"
+SELF_PLAY_SCORE = "self_play/learner_elo"  # a zero-sum game's returns sum to 0: rate the learner
 # Episodes in the window that were played before the first gradient update: a window score
 # with any of them is not the trained policy's.
 WINDOW_BEFORE_LEARNING = "window/episodes_before_learning"

@@ -25,7 +25,13 @@ from pydantic import (
 from rlplat.errors import did_you_mean
 from rlplat.experiment.connectors import CONNECTORS, connector_options
 from rlplat.experiment.tuning import SCHEDULERS, SEARCHERS
-from rlplat.metrics import EVAL_SCORE, METRIC_ALIASES, WINDOW_SCORE, is_known_metric
+from rlplat.metrics import (
+    EVAL_SCORE,
+    METRIC_ALIASES,
+    SELF_PLAY_SCORE,
+    WINDOW_SCORE,
+    is_known_metric,
+)
 
 
 class Section(BaseModel):
@@ -338,7 +344,8 @@ class CheckpointSpec(Section):
         "eval_episode_return_mean, the greedy evaluation of each checkpoint, when the run "
         "evaluates (it does unless evaluation.evaluation_interval is null); else "
         "episode_return_mean, the training window, which no checkpoint whose window holds "
-        "episodes played before the first update can win.",
+        "episodes played before the first update can win. Self-play runs: "
+        "self_play/learner_elo, the learner's Elo rating.",
     )
     mode: Literal["max", "min"] = Field("max", description="Whether a higher score is better.")
     replay_buffer: bool = Field(
@@ -629,10 +636,15 @@ GREEDY_EVALUATION: dict[str, Any] = {
 EVALUATION_INTERVAL = 10
 
 
-def score_metric(checkpoint: CheckpointSpec, evaluates: bool) -> str:
-    """The metric that ranks a run's checkpoints: ``checkpoint.score``, else the greedy
-    evaluation's return when the run evaluates, else the training window's return."""
-    return checkpoint.score or (EVAL_SCORE if evaluates else WINDOW_SCORE)
+def score_metric(checkpoint: CheckpointSpec, evaluates: bool, self_play: bool = False) -> str:
+    """The metric that ranks a run's checkpoints: ``checkpoint.score``, else the learner's Elo
+    in a self-play run, else the greedy evaluation's return when the run evaluates, else the
+    training window's return."""
+    if checkpoint.score:
+        return checkpoint.score
+    if self_play:
+        return SELF_PLAY_SCORE
+    return EVAL_SCORE if evaluates else WINDOW_SCORE
 
 
 RLLIB_SECTIONS = (
@@ -756,7 +768,8 @@ class Experiment(Section):
         return bool(self.evaluation_settings()["evaluation_interval"])
 
     def score_metric(self) -> str:
-        return score_metric(self.checkpoint, self.evaluates())
+        self_play = self.multi_agent is not None and self.multi_agent.self_play is not None
+        return score_metric(self.checkpoint, self.evaluates(), self_play)
 
     def seed_list(self) -> list[int] | None:
         """The trials' seeds (``seeds: N`` counts up from ``seed``, which ``prepare`` has drawn

@@ -187,7 +187,8 @@ class ExperimentTrial:
 
     @property
     def _score_metric(self) -> str:
-        return score_metric(self._checkpoint_spec, self._evaluates)
+        self_play = bool((self._experiment.get("multi_agent") or {}).get("self_play"))
+        return score_metric(self._checkpoint_spec, self._evaluates, self_play)
 
     def step(self) -> dict[str, Any]:
         started = time.monotonic()
