@@ -1,0 +1,57 @@
+"""Self-play runs keep their league through a SIGKILL and ``--resume``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from tests.helpers import launch, read_results, read_until_iteration
+
+SELF_PLAY = """\
+name: c4-selfplay
+algorithm: PPO
+seed: 0
+env: {pettingzoo: pettingzoo.classic.connect_four_v3, api: aec}
+multi_agent:
+  policies: {player_0: main, player_1: opponent}
+  self_play:
+    learner: main
+    opponents: opponent
+    snapshot: {every: 1}
+    pool: {size: 20, sample: pfsp}
+training: {train_batch_size_per_learner: 256, minibatch_size: 64, num_epochs: 1}
+rl_module: {model_config: {fcnet_hiddens: [32, 32]}}
+resources: {env_runners: {count: 0, envs: 2}}
+stop: {iterations: 8}
+checkpoint: {every: 2, keep: null}
+output_dir: OUTPUT
+"""
+
+
+def test_a_sigkilled_self_play_run_resumes_its_league(ray_session, write_yaml, tmp_path):
+    """A snapshot every iteration into a pool of 20: the pool grows by one per iteration across
+    the kill; a league started afresh would hold only the resumed iterations' snapshots. (The
+    league's ratings and its random draws after a restore: tests/unit/test_league.py.)"""
+    path = write_yaml(SELF_PLAY.replace("OUTPUT", str(tmp_path / "out")))
+    process = launch([str(path)], ray_session)
+    run_dir, _ = read_until_iteration(process, 5)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    resumed = subprocess.run(
+        [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session, "--resume"]
+        + [str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    [trial_dir] = run_dir.glob("trial_*")
+    continued = [line for line in resumed.stdout.splitlines() if "continues from" in line]
+    assert continued, resumed.stdout[-2000:]
+    rows = {r["training_iteration"]: r["self_play"] for r in read_results(trial_dir)}
+    # Iteration i froze main_v{i} after main_v0 (the initial weights): i + 1 snapshots.
+    assert {i: rows[i]["pool_size"] for i in rows} == {i: i + 1 for i in range(1, 9)}
+    resumed_at = int(continued[0].split("(iteration ")[1].split(",")[0])
+    assert 2 <= resumed_at < 8
