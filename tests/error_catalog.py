@@ -51,6 +51,13 @@ class Lopsided(gym.Env):
 
 gym.register("Lopsided-v0", entry_point=Lopsided)
 """
+SELF_PLAY = BASE.replace(
+    "env: {id: CartPole-v1}",
+    """env: {pettingzoo: pettingzoo.classic.tictactoe_v3}
+multi_agent:
+  policies: {player_1: main, player_2: opponent}
+  self_play: {learner: main, opponents: opponent}""",
+)
 FLAKY = BASE.replace("{id: CartPole-v1}", '{factory: "envs.flaky:FlakyCartPole"}')
 
 
@@ -209,6 +216,24 @@ CASES = [
         "MADDPG on a turn-based (AEC) env",
         ["train", "exp.yaml", "algorithm=MADDPG"],
         _edit("env: {id: CartPole-v1}", "env: {pettingzoo: pettingzoo.classic.connect_four_v3}"),
+    ),
+    Case(
+        "self-play slot naming no policy",
+        ["train", "exp.yaml"],
+        {"exp.yaml": SELF_PLAY.replace("opponents: opponent", "opponents: oponent")},
+    ),
+    Case(
+        "self-play snapshot win rate outside [0, 1]",
+        ["train", "exp.yaml", "multi_agent.self_play.snapshot.min_win_rate=60"],
+        {"exp.yaml": SELF_PLAY},
+    ),
+    Case(
+        "self-play on a cooperative env",
+        ["train", "exp.yaml"],
+        {"exp.yaml": SELF_PLAY.replace(
+            "{pettingzoo: pettingzoo.classic.tictactoe_v3}",
+            "{pettingzoo: mpe2.simple_spread_v3, kwargs: {N: 2}}",
+        ).replace("{player_1: main, player_2: opponent}", "{agent_0: main, agent_1: opponent}")},
     ),
     Case(
         "Conditional search space under a searcher that cannot sample it",
