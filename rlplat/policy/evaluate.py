@@ -112,11 +112,15 @@ def evaluate(
     videos: list[str] = []
     pending_frames: list = []
     seats = actor.mapping if isinstance(actor.mapping, SwappableSeats) else None
-    games = HeadToHead(seats.learner, source.opponent) if seats is not None else None
+    games = (
+        HeadToHead(seats.learner, source.opponent, greedy=not options.explore)
+        if seats is not None
+        else None
+    )
     try:
         for index in range(options.episodes):
             if seats is not None:
-                seats.swapped = index % 2 == 1
+                seats.game = index
             result = run_episode(
                 actor,
                 env,

@@ -20,6 +20,7 @@ from rlplat.checkpoints import find_checkpoint
 from rlplat.errors import UserError, did_you_mean
 from rlplat.experiment.load import load_experiment
 from rlplat.experiment.schema import Experiment
+from rlplat.rllib.league import Seating
 
 RANDOM = "random"
 Z_95 = 1.959964  # two-sided 95 % normal quantile
@@ -58,12 +59,19 @@ class Tally:
             self.drawn += 1
 
 
+GREEDY_NOTE = (
+    " Both sides played greedy moves: in a game without chance that replays one game per seat, "
+    "which the interval counts as independent; --explore samples the moves."
+)
+
+
 @dataclass
 class HeadToHead:
     """The learner's games against one opponent, in all and by the seats the learner took."""
 
     learner: str
     opponent: str
+    greedy: bool = False  # both sides took their greedy moves
     total: Tally = field(default_factory=Tally)
     by_seat: dict[str, Tally] = field(default_factory=dict)
 
@@ -82,7 +90,7 @@ class HeadToHead:
             f"{self.learner} against {self.opponent}: {self.total.won} won, {self.total.drawn} "
             f"drawn, {self.total.lost} lost of {self.total.games} games: {won:.1%} won (95% CI "
             f"{low:.1%}-{high:.1%}, Wilson). {seats}."
-        )
+        ) + (GREEDY_NOTE if self.greedy else "")
 
     def to_json(self) -> dict[str, Any]:
         low, high = wilson_interval(self.total.won, self.total.games)
@@ -99,18 +107,20 @@ class HeadToHead:
 
 
 class SwappableSeats:
-    """The run's policy mapping, with the learner and the opponent slot trading seats while
-    ``swapped`` is set (``rlplat eval --against`` sets it for every other game)."""
+    """The run's policy mapping, then the learner and the opponent slot trading seats as in
+    training's self-play (every other game; ``rlplat eval --against`` sets ``game``)."""
 
     def __init__(self, mapping: Callable[..., Any], learner: str, slot: str):
-        self.mapping, self.learner, self.slot = mapping, learner, slot
-        self.swapped = False
+        self.mapping = mapping
+        self.seating = Seating(learner, slot, swap_seats=True)
+        self.game = 0
+
+    @property
+    def learner(self) -> str:
+        return self.seating.learner
 
     def __call__(self, agent_id: Any, episode: Any = None, **kwargs: Any) -> Any:
-        policy = self.mapping(agent_id)
-        if not self.swapped:
-            return policy
-        return {self.learner: self.slot, self.slot: self.learner}.get(policy, policy)
+        return self.seating.of(self.mapping(agent_id), self.game)
 
 
 def sides(experiment: Experiment, against: str) -> tuple[str, str]:

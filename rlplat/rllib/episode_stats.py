@@ -123,7 +123,7 @@ class WindowedEpisodeStats(RLlibCallback):
         if metrics_logger is None:
             return
         if not isinstance(episode, SingleAgentEpisode):
-            count_game(episode, env_runner, metrics_logger)
+            count_game(episode, kwargs.get("prev_episode_chunks"), env_runner, metrics_logger)
             return
         window = _runner_window(env_runner.config)
         last = episode.get_infos(-1) or {}

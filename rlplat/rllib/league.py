@@ -14,7 +14,7 @@ it (draws half, one win and one loss as a prior): opponents it has not yet maste
 
 from __future__ import annotations
 
-import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -141,6 +141,19 @@ class League:
         self.learner_rating += change
         opponent.rating -= change
 
+    def record_games(self, games: Mapping[str, Sequence[int]]) -> None:
+        """An iteration's games, (wins, draws, losses) by snapshot, rated in an even interleaving
+        of their outcomes: the order they ended in is not kept, and rated as all wins and then
+        all losses, one record would move Elo far from what it says."""
+        played = [
+            ((i + 0.5) / count, snapshot, outcome)
+            for snapshot, counts in games.items()
+            for outcome, count in zip((1, 0, -1), counts, strict=True)
+            for i in range(count)
+        ]
+        for _, snapshot, outcome in sorted(played, key=lambda game: game[0]):
+            self.record(snapshot, outcome)  # type: ignore[arg-type]
+
     # --- checkpoints --------------------------------------------------------------------------
 
     def get_state(self) -> dict[str, Any]:
@@ -162,28 +175,18 @@ class League:
         self._rng.bit_generator.state = state["rng"]
 
 
-def stable_hash(text: str) -> int:
-    """The same number for the same text in every process (Python's ``hash`` of a string is
-    salted per process, and env runners are processes)."""
-    return zlib.crc32(text.encode())
-
-
 @dataclass(frozen=True)
 class Seating:
-    """Who plays which seat in one self-play episode: the learner keeps its own seat or takes
-    the opponents', and which opponent slot plays, both fixed by the episode's id."""
+    """Who plays which seat in a self-play game: with ``swap_seats`` the learner and the
+    opponent slot trade seats every other game, so the learner plays both colours equally."""
 
     learner: str
-    slots: tuple[str, ...]
+    opponent: str
     swap_seats: bool
 
-    def of(self, policy: str, episode_id: str) -> str:
-        """The module that plays the seat ``policy`` names in the experiment's mapping."""
-        code = stable_hash(episode_id)
-        slot = self.slots[(code >> 1) % len(self.slots)]
-        swapped = self.swap_seats and code & 1
-        if policy == self.learner:
-            return slot if swapped else self.learner
-        if policy in self.slots:
-            return self.learner if swapped else slot
-        return policy
+    def of(self, policy: str, game: int) -> str:
+        """The module that plays the seat ``policy`` names in the experiment's mapping, in a
+        process's ``game``-th game (counted from 0)."""
+        if not (self.swap_seats and game % 2):
+            return policy
+        return {self.learner: self.opponent, self.opponent: self.learner}.get(policy, policy)

@@ -1,17 +1,15 @@
 """Self-play inside an RLlib algorithm: the seats of each episode, the outcome of each game, and
 the opponent slots' weights set from the league's snapshots.
-
-DRAFT (issue 44): wired into build, episode_stats, the trainable and TensorBoard; a 4-iteration
-connect_four run works (games counted per slot, snapshots, Elo in result.json); resume, several
-slots, eval --against, the checks' tests and the learning runs are still to do.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE
 
 from rlplat.errors import ConfigError, did_you_mean
 from rlplat.experiment.schema import MultiAgentSpec, SelfPlaySpec
@@ -20,21 +18,33 @@ from rlplat.rllib.multi_agent import MultiAgentSetup, PolicyMapping
 
 GAMES = "self_play_games"  # env runner metric: {slot: {won|drawn|lost: games}}
 OUTCOME_NAMES: dict[int, str] = {1: "won", 0: "drawn", -1: "lost"}
+RECENT_GAMES = 4096  # games whose seating a mapping remembers (far more than run at once)
 
 
 class SelfPlayMapping(PolicyMapping):
-    """The experiment's mapping, then the episode's seating: the learner may take the opponent's
-    seat, and an opponent seat is played by one of the slots."""
+    """The experiment's mapping, then the game's seating: every other game the learner takes the
+    opponent's seat. Games are counted per process, in the order they start, so a seed replays
+    the same seating."""
 
     def __init__(self, policies: str | dict[str, str], seating: Seating):
         super().__init__(policies)
         self.seating = seating
+        self._games: OrderedDict[str, int] = OrderedDict()  # recent episode ids -> game number
+        self._started = 0
 
     def __call__(self, agent_id: Any, episode: Any = None, **kwargs: Any) -> str | None:
         policy = super().__call__(agent_id)
         if policy is None or episode is None:
             return policy
-        return self.seating.of(policy, str(episode.id_))
+        return self.seating.of(policy, self._game(str(episode.id_)))
+
+    def _game(self, episode_id: str) -> int:
+        if episode_id not in self._games:
+            self._games[episode_id] = self._started
+            self._started += 1
+            if len(self._games) > RECENT_GAMES:
+                self._games.popitem(last=False)
+        return self._games[episode_id]
 
 
 def self_play_calls(
@@ -49,6 +59,13 @@ def self_play_calls(
     self_play = spec.self_play
     assert self_play is not None
     slots = self_play.opponent_slots
+    if len(slots) != 1:
+        raise ConfigError(
+            f"multi_agent.self_play.opponents names {len(slots)} policies; self-play fills one "
+            "opponent slot (a policy that may play several agents) from the pool.",
+            location=locate("multi_agent.self_play.opponents"),
+            key="multi_agent.self_play.opponents",
+        )
     for key, names in (("learner", [self_play.learner]), ("opponents", slots)):
         for name in names:
             if name not in setup.policies:
@@ -90,7 +107,7 @@ def self_play_calls(
             location=locate("multi_agent.self_play"),
             key="multi_agent.self_play",
         )
-    seating = Seating(self_play.learner, tuple(slots), self_play.swap_seats)
+    seating = Seating(self_play.learner, slots[0], self_play.swap_seats)
     return {
         "policy_mapping_fn": SelfPlayMapping(spec.policies, seating),
         "policies_to_train": [p for p in setup.trained if p not in slots],
@@ -118,13 +135,15 @@ def rewarded_alike(
     return bool(np.corrcoef(ours, theirs)[0, 1] >= 0.9)
 
 
-def game_outcome(episode: Any, learner: str) -> tuple[str, Outcome] | None:
-    """(the opponent module, the learner's outcome) of a finished two-sided game: won when its
-    agents' return beats the opponent's; None when the learner or a single opponent is missing."""
+def game_outcome(chunks: Sequence[Any], learner: str) -> tuple[str, Outcome] | None:
+    """(the opponent module, the learner's outcome) of a finished two-sided game, from all its
+    episode chunks: won when its agents' return beats the opponent's; None when the learner or
+    a single opponent is missing."""
     returns: dict[str, float] = {}
-    for agent_id, agent_episode in episode.agent_episodes.items():
-        module = episode.module_for(agent_id)
-        returns[module] = returns.get(module, 0.0) + float(agent_episode.get_return())
+    for chunk in chunks:
+        for agent_id, agent_episode in chunk.agent_episodes.items():
+            module = chunk.module_for(agent_id)
+            returns[module] = returns.get(module, 0.0) + float(agent_episode.get_return())
     if learner not in returns or len(returns) != 2:
         return None
     [opponent] = [module for module in returns if module != learner]
@@ -132,17 +151,17 @@ def game_outcome(episode: Any, learner: str) -> tuple[str, Outcome] | None:
     return opponent, (margin > 0) - (margin < 0)
 
 
-def count_game(episode: Any, env_runner: Any, metrics_logger: Any) -> None:
+def count_game(
+    episode: Any, earlier_chunks: Sequence[Any] | None, env_runner: Any, metrics_logger: Any
+) -> None:
     """In an env runner at an episode's end: count the game under its opponent slot."""
     mapping = getattr(env_runner.config, "policy_mapping_fn", None)
     if not isinstance(mapping, SelfPlayMapping):
         return
-    played = game_outcome(episode, mapping.seating.learner)
+    played = game_outcome([*(earlier_chunks or []), episode], mapping.seating.learner)
     if played is not None:
         slot, outcome = played
-        metrics_logger.log_value(
-            (GAMES, slot, OUTCOME_NAMES[outcome]), 1, reduce="sum", clear_on_reduce=True
-        )
+        metrics_logger.log_value((GAMES, slot, OUTCOME_NAMES[outcome]), 1, reduce="sum")
 
 
 class SelfPlayDriver:
@@ -170,10 +189,12 @@ class SelfPlayDriver:
 
     def after_iteration(self, algorithm: Any, result: dict[str, Any]) -> None:
         games = (result.get("env_runners") or {}).get(GAMES) or {}
-        for slot, counts in games.items():
-            for outcome, name in OUTCOME_NAMES.items():
-                for _ in range(int(counts.get(name, 0))):
-                    self.league.record(self.assigned[slot], outcome)  # type: ignore[arg-type]
+        self.league.record_games(
+            {
+                self.assigned[slot]: [int(counts.get(name, 0)) for name in OUTCOME_NAMES.values()]
+                for slot, counts in games.items()
+            }
+        )
         iteration = algorithm.iteration + 1  # Tune counts the iteration once step() returns
         if self.league.snapshot_due(iteration):
             env_steps = int(result.get("num_env_steps_sampled_lifetime", 0))
@@ -200,14 +221,19 @@ class SelfPlayDriver:
         self._load(algorithm)
 
     def _load(self, algorithm: Any) -> None:
-        """Every env runner's opponent slots get their assigned snapshots' weights."""
+        """The opponent slots get their assigned snapshots' weights in the learner group (RLlib
+        copies every module from there to the env runners on a restore or a runner's restart)
+        and in every env runner, evaluation's too."""
         states = {slot: self.weights[name] for slot, name in self.assigned.items()}
+        algorithm.learner_group.set_state({COMPONENT_LEARNER: {COMPONENT_RL_MODULE: states}})
 
         def load(runner: Any) -> None:
-            for slot, state in states.items():
-                runner.module[slot].set_state(state)
+            if runner.module is not None:
+                runner.module.set_state(states)
 
-        algorithm.env_runner_group.foreach_env_runner(load, local_env_runner=True)
+        for group in (algorithm.env_runner_group, algorithm.eval_env_runner_group):
+            if group is not None:
+                group.foreach_env_runner(load, local_env_runner=True)
 
     def get_state(self) -> dict[str, Any]:
         return {

@@ -126,12 +126,12 @@ class ExperimentTrial:
             keep_ray_data_in_the_trial()
         super().__init__(config=algorithm_config(config), **kwargs)
         self._self_play = self_play_driver(experiment)
-        if self._self_play is not None:
-            self._self_play.start(self)
         init = experiment.get("init") or {}
         if init.get("checkpoint"):
             # A resumed trial restores its own checkpoint afterwards, over these weights.
             start_from_checkpoint(self, init["checkpoint"], bool(init.get("optimizer")))
+        if self._self_play is not None:
+            self._self_play.start(self)
 
     def _create_local_replay_buffer_if_necessary(self, config: Any) -> Any | None:
         """RLlib's replay buffer, or rlplat's transition sampler where the experiment asks for
