@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
+
+import numpy as np
 
 from tests.helpers import launch, read_results, read_until_iteration
 
@@ -32,8 +35,10 @@ output_dir: OUTPUT
 
 def test_a_sigkilled_self_play_run_resumes_its_league(ray_session, write_yaml, tmp_path):
     """A snapshot every iteration into a pool of 20: the pool grows by one per iteration across
-    the kill; a league started afresh would hold only the resumed iterations' snapshots. (The
-    league's ratings and its random draws after a restore: tests/unit/test_league.py.)"""
+    the kill; a league started afresh would hold only the resumed iterations' snapshots. The
+    opponent plays its snapshot's weights in the learner group too, from which RLlib sets every
+    env runner's modules after a restore. (The league's ratings and its random draws after a
+    restore: tests/unit/test_league.py.)"""
     path = write_yaml(SELF_PLAY.replace("OUTPUT", str(tmp_path / "out")))
     process = launch([str(path)], ray_session)
     run_dir, _ = read_until_iteration(process, 5)
@@ -55,3 +60,10 @@ def test_a_sigkilled_self_play_run_resumes_its_league(ray_session, write_yaml, t
     assert {i: rows[i]["pool_size"] for i in rows} == {i: i + 1 for i in range(1, 9)}
     resumed_at = int(continued[0].split("(iteration ")[1].split(",")[0])
     assert 2 <= resumed_at < 8
+    last = sorted(trial_dir.glob("checkpoint_*"))[-1]
+    league = pickle.loads((last / "algorithm_state.pkl").read_bytes())["rlplat_self_play"]
+    snapshot = league["weights"][league["assigned"]["opponent"]]
+    modules = last / "learner_group" / "learner" / "rl_module"
+    played = pickle.loads((modules / "opponent" / "module_state.pkl").read_bytes())
+    assert set(played) == set(snapshot)
+    assert all(np.array_equal(played[name], snapshot[name]) for name in snapshot)
