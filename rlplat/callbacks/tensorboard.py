@@ -103,7 +103,11 @@ def short_scalars(result: dict[str, Any], steps_per_s: float | None) -> dict[str
         for member, value in (lookup(result, path) or {}).items():
             put(f"{tag}/{member}", value)
     for key, value in (result.get("self_play") or {}).items():  # ratings, pool, win rate
-        put(f"self_play/{key}", value)
+        if key == "snapshot_elo":
+            for snapshot, rating in value.items():
+                put(f"self_play/elo/{snapshot}", rating)
+        elif not isinstance(value, dict):
+            put(f"self_play/{key}", value)
     return scalars
 
 

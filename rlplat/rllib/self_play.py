@@ -205,6 +205,8 @@ class SelfPlayDriver:
             "pool_size": len(self.league.snapshots),
             "win_rate_since_snapshot": self.league.recent_win_rate(),
             "newest_snapshot_elo": self.league.snapshots[-1].rating,
+            "opponent": self.assigned,  # slot -> the snapshot it plays next iteration
+            "snapshot_elo": {s.name: s.rating for s in self.league.snapshots},
         }
 
     def _freeze(self, algorithm: Any, iteration: int, env_steps: int) -> None:
