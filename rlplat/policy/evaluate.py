@@ -33,6 +33,7 @@ from rlplat.policy.head_to_head import (
     SwappableSeats,
     opponent_module,
     outcome,
+    pool_snapshots,
     sides,
 )
 from rlplat.policy.options import EvalOptions
@@ -297,7 +298,17 @@ def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
         seats = SwappableSeats(mapping, learner, slot)
         random = [*options.random, slot] if options.against == RANDOM else options.random
         policy = Policy.from_checkpoint(picked.path, seats, random=random)
-        if options.against != RANDOM:
+        snapshots = pool_snapshots(picked.path) if options.against != RANDOM else {}
+        if options.against in snapshots:
+            policy.module[slot].set_state(snapshots[options.against])
+            source.opponent = f"{options.against} (a snapshot in this checkpoint's pool)"
+        elif options.against != RANDOM:
+            if not Path(options.against.rpartition(":")[0] or options.against).exists():
+                raise UserError(
+                    f"--against {options.against}: no such checkpoint or run, and no snapshot "
+                    f"of that name in this checkpoint's pool ({', '.join(snapshots)})."
+                    + did_you_mean(options.against, list(snapshots))
+                )
             other, source.opponent = opponent_module(
                 options.against,
                 policy.module[slot].observation_space,

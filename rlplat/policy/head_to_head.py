@@ -2,15 +2,17 @@
 head, seats swapped every other game, and the games are counted as won, drawn or lost with a
 95 % confidence interval on the share won.
 
-The opponent takes the run's (first) opponent slot: ``random`` (uniformly random legal moves) or
-another run's policy (``PATH`` or ``PATH:POLICY``; without ``:POLICY``, that run's self-play
-learner or its only trained policy). The opponent's observations go through this run's
+The opponent takes the run's opponent slot: ``random`` (uniformly random legal moves), one of
+the run's own snapshots in the checkpoint's pool (``main_v40``), or another run's policy (``PATH``
+or ``PATH:POLICY``; without ``:POLICY``, that run's self-play learner or its only trained
+policy). The opponent's observations go through this run's
 connectors, so both runs must see the game the same way (no observation filters of their own).
 """
 
 from __future__ import annotations
 
 import math
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,7 @@ from rlplat.errors import UserError, did_you_mean
 from rlplat.experiment.load import load_experiment
 from rlplat.experiment.schema import Experiment
 from rlplat.rllib.league import Seating
+from rlplat.rllib.self_play import SELF_PLAY_STATE
 
 RANDOM = "random"
 Z_95 = 1.959964  # two-sided 95 % normal quantile
@@ -133,6 +136,15 @@ def sides(experiment: Experiment, against: str) -> tuple[str, str]:
             "run against a random side use --random POLICY."
         )
     return self_play.learner, self_play.opponent_slots[0]
+
+
+def pool_snapshots(checkpoint: Path) -> dict[str, Any]:
+    """The self-play snapshots kept in ``checkpoint``'s pool: their module weights by name."""
+    state_file = checkpoint / "algorithm_state.pkl"
+    if not state_file.is_file():
+        return {}
+    league = pickle.loads(state_file.read_bytes()).get(SELF_PLAY_STATE) or {}
+    return dict(league.get("weights") or {})
 
 
 def opponent_module(against: str, observation_space: Any, action_space: Any) -> Any:

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 
+from tests.e2e.helpers import eval_json, run_eval
 from tests.helpers import launch, read_results, read_until_iteration
 
 SELF_PLAY = """\
@@ -33,7 +34,7 @@ output_dir: OUTPUT
 """
 
 
-def test_a_sigkilled_self_play_run_resumes_its_league(ray_session, write_yaml, tmp_path):
+def test_a_sigkilled_self_play_run_resumes_its_league(ray_session, write_yaml, tmp_path, capsys):
     """A snapshot every iteration into a pool of 20: the pool grows by one per iteration across
     the kill; a league started afresh would hold only the resumed iterations' snapshots. The
     opponent plays its snapshot's weights in the learner group too, from which RLlib sets every
@@ -67,3 +68,13 @@ def test_a_sigkilled_self_play_run_resumes_its_league(ray_session, write_yaml, t
     played = pickle.loads((modules / "opponent" / "module_state.pkl").read_bytes())
     assert set(played) == set(snapshot)
     assert all(np.array_equal(played[name], snapshot[name]) for name in snapshot)
+
+    # Head to head, the learner taking each seat in turn: against random moves, and against the
+    # pool's first snapshot (a name from the checkpoint's pool; a misspelt one is refused).
+    random = eval_json(capsys, run_dir, "-n", "4", "--against", "random")["head_to_head"]
+    assert random["won"] + random["drawn"] + random["lost"] == 4
+    assert set(random["by_seat"]) == {"player_0", "player_1"}
+    first = eval_json(capsys, run_dir, "-n", "2", "--explore", "--against", "main_v0")
+    assert first["head_to_head"]["opponent"].startswith("main_v0")
+    code, _, err = run_eval(capsys, run_dir, "--against", "main_v00")
+    assert code == 2 and "Did you mean 'main_v0'" in err, err
