@@ -4,6 +4,8 @@ experiment file on the session's Ray. Unit tests use ``tests/helpers.py``."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 
@@ -87,3 +89,16 @@ def wandb_offline_runs(run_dir: Path) -> dict[str, dict]:
             if row and "env_steps" in row:
                 run["steps"].append(row["env_steps"])
     return runs
+
+
+def resume(run_dir: Path, address: str) -> subprocess.CompletedProcess:
+    """``rlplat train --resume run_dir`` on the test session's cluster, which must succeed."""
+    resumed = subprocess.run(
+        [sys.executable, "-m", "rlplat.cli", "train", "--address", address, "--resume"]
+        + [str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    return resumed

@@ -17,7 +17,7 @@ from rich.console import Console
 from rlplat.checkpoints import CheckpointInfo
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
-from tests.e2e.helpers import runs_json
+from tests.e2e.helpers import resume, runs_json
 from tests.helpers import REPO, iterations_logged, launch, read_until_iteration
 
 EXPERIMENTS = {
@@ -102,14 +102,7 @@ def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, capsy
     state["runner_data"]["_cached_trial_decisions"] = {trial_id: "STOP"}
     state_file.write_text(json.dumps(state))
 
-    resumed = subprocess.run(
-        [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session, "--resume"]
-        + [str(run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    resumed = resume(run_dir, ray_session)
     assert runs_json(capsys, tmp_path / "out") == {name: "finished"}
     summary = json.loads((run_dir / "summary.json").read_text())["trials"][0]
     assert summary["iterations"] == reference.iterations == iterations

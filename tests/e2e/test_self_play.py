@@ -5,12 +5,10 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import subprocess
-import sys
 
 import numpy as np
 
-from tests.e2e.helpers import eval_json, run_eval
+from tests.e2e.helpers import eval_json, resume, run_eval
 from tests.helpers import launch, read_results, read_until_iteration
 
 SELF_PLAY = """\
@@ -45,14 +43,7 @@ def test_a_sigkilled_self_play_run_resumes_its_league(ray_session, write_yaml, t
     run_dir, _ = read_until_iteration(process, 5)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    resumed = subprocess.run(
-        [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session, "--resume"]
-        + [str(run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    resumed = resume(run_dir, ray_session)
     [trial_dir] = run_dir.glob("trial_*")
     continued = [line for line in resumed.stdout.splitlines() if "continues from" in line]
     assert continued, resumed.stdout[-2000:]
