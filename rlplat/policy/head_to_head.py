@@ -22,8 +22,7 @@ from rlplat.checkpoints import find_checkpoint
 from rlplat.errors import UserError, did_you_mean
 from rlplat.experiment.load import load_experiment
 from rlplat.experiment.schema import Experiment
-from rlplat.rllib.league import Seating
-from rlplat.rllib.self_play import SELF_PLAY_STATE
+from rlplat.rllib.league import SELF_PLAY_STATE, Seating
 
 RANDOM = "random"
 Z_95 = 1.959964  # two-sided 95 % normal quantile

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+SELF_PLAY_STATE = "rlplat_self_play"  # the league in the algorithm's checkpoint state
 INITIAL_RATING = 1000.0
 ELO_K = 16.0
 Outcome = Literal[1, 0, -1]  # the learner's game: won, drawn, lost

@@ -16,7 +16,6 @@ from rlplat.experiment.schema import MultiAgentSpec, SelfPlaySpec
 from rlplat.rllib.league import League, Outcome, Seating
 from rlplat.rllib.multi_agent import MultiAgentSetup, PolicyMapping
 
-SELF_PLAY_STATE = "rlplat_self_play"  # the league in the algorithm's checkpoint state
 GAMES = "self_play_games"  # env runner metric: {slot: {won|drawn|lost: games}}
 OUTCOME_NAMES: dict[int, str] = {1: "won", 0: "drawn", -1: "lost"}
 RECENT_GAMES = 4096  # games whose seating a mapping remembers (far more than run at once)

@@ -51,7 +51,8 @@ from rlplat.metrics import (
 from rlplat.prepare import trial_algorithm_config
 from rlplat.rllib.build import with_data_pipeline
 from rlplat.rllib.episode_stats import episode_window
-from rlplat.rllib.self_play import SELF_PLAY_STATE, self_play_driver
+from rlplat.rllib.league import SELF_PLAY_STATE
+from rlplat.rllib.self_play import self_play_driver
 from rlplat.run.finetune import start_from_checkpoint
 from rlplat.tune_state import training_time_s
 from rlplat.util.atomic import write_atomic
