@@ -190,16 +190,25 @@ def gymnasium_envs(game: str, count: int) -> Any:
     return gym.vector.SyncVectorEnv([creator for _ in range(count)])
 
 
-def envpool_envs(game: str, count: int) -> Any:
+def envpool_envs(game: str, count: int, threads: int = 0) -> Any:
     """EnvPool's Atari with the same preprocessing (84x84 gray, skip 4, no-op 30, 4 frames,
-    episodic life, FIRE reset, clipped rewards), its Gymnasium API."""
+    episodic life, FIRE reset, clipped rewards), its Gymnasium API; ``threads``: its worker
+    threads (0: one per core)."""
     import envpool
 
     return envpool.make_gymnasium(
         f"{GAMES[game]}-v5", num_envs=count, episodic_life=True, reward_clip=True,
         repeat_action_probability=0.0, noop_max=30, stack_num=4, img_height=84, img_width=84,
-        use_fire_reset=True,
+        use_fire_reset=True, num_threads=threads,
     )
+
+
+BACKENDS = {
+    "gymnasium": gymnasium_envs,
+    "envpool": envpool_envs,
+    # what an env runner's one core would give it: torch acts and learns on the other
+    "envpool_1_thread": lambda game, count: envpool_envs(game, count, threads=1),
+}
 
 
 def steps_per_second(envs: Any, count: int, actions: int, seconds: float = 10.0) -> float:
@@ -219,7 +228,7 @@ def backends(game: str) -> list[dict[str, Any]]:
     rows = []
     for count in (1, 8, 16):
         row: dict[str, Any] = {"envs": count}
-        for name, make in (("gymnasium", gymnasium_envs), ("envpool", envpool_envs)):
+        for name, make in BACKENDS.items():
             try:
                 envs = make(game, count)
             except ImportError as exc:

@@ -317,6 +317,8 @@ def sb3_time_to(threshold: float, limit_s: float, n_envs: int, seed: int) -> dic
     model.learn(total_timesteps=10**8, callback=clock)
     return _crossing("sb3", clock.curve, threshold) | {
         "settings": f"{zoo_source('ppo', 'halfcheetah')}, {n_envs} SubprocVecEnv envs",
+        "machine": machine(),
+        "limit_s": limit_s,
     }
 
 
@@ -356,18 +358,31 @@ def rlplat_time_to(
 
 
 def time_to(
-    threshold: float, limit_s: float, sb3_envs: int, out: Path, node: list[str]
-) -> dict[str, Any]:
-    """SB3, then rlplat (one at a time), each until ``threshold`` or ``limit_s``."""
-    command = [sys.executable, __file__, "--sb3-time-to", str(threshold), str(limit_s),
-               str(sb3_envs)]
-    sb3 = peer_row(out / "sb3.json", command)
-    ours = rlplat_time_to(threshold, limit_s, out / "rlplat", node)
-    row = {"threshold": threshold, "window": WINDOW, "limit_s": limit_s, "machine": machine(),
-           "sb3": sb3, "rlplat": ours}
-    if sb3["seconds_to"] and ours["seconds_to"]:
-        row["speedup"] = round(sb3["seconds_to"] / ours["seconds_to"], 2)
-    return row
+    threshold: float, limits: dict[str, float], sb3_envs: int, out: Path, node: list[str],
+    sides: list[str],
+) -> dict[str, Any] | None:
+    """SB3, then rlplat (one at a time), each until ``threshold`` or its limit in ``limits``.
+    Each side's row is saved under ``out`` and reused, so the two sides can run in separate
+    calls (``sides``); the race's row, once both are there."""
+    rows: dict[str, dict[str, Any]] = {}
+    if "sb3" in sides or (out / "sb3.json").exists():
+        command = [sys.executable, __file__, "--sb3-time-to", str(threshold),
+                   str(limits["sb3"]), str(sb3_envs)]
+        rows["sb3"] = peer_row(out / "sb3.json", command)
+    saved = out / "rlplat.json"
+    if "rlplat" in sides and not saved.exists():
+        row = rlplat_time_to(threshold, limits["rlplat"], out / "rlplat", node)
+        save_results(saved, row | {"limit_s": limits["rlplat"], "machine": machine()})
+    if saved.exists():
+        rows["rlplat"] = load_results(saved)
+    if len(rows) < 2:
+        return None
+    race = {"threshold": threshold, "window": WINDOW, "machine": rows["rlplat"]["machine"], **rows}
+    if rows["sb3"]["seconds_to"] and rows["rlplat"]["seconds_to"]:
+        race["speedup"] = round(rows["sb3"]["seconds_to"] / rows["rlplat"]["seconds_to"], 2)
+    elif rows["rlplat"]["seconds_to"]:
+        race["speedup_at_least"] = round(rows["sb3"]["last"][0] / rows["rlplat"]["seconds_to"], 2)
+    return race
 
 
 def main() -> None:
@@ -381,6 +396,9 @@ def main() -> None:
     parser.add_argument("--time-to", type=float, metavar="RETURN",
                         help=f"race {NODE_FILE} against SB3 to this training return")
     parser.add_argument("--limit-s", type=float, default=240, help="--time-to: seconds per side")
+    parser.add_argument("--sb3-limit-s", type=float, help="--time-to: SB3's (default --limit-s)")
+    parser.add_argument("--sides", nargs="+", choices=["sb3", "rlplat"], default=["sb3", "rlplat"],
+                        help="--time-to: the sides to run now (a saved side is reused)")
     parser.add_argument("--sb3-envs", type=int, default=16, help="--time-to: SB3's envs")
     parser.add_argument("--node", nargs="*", default=[], metavar="KEY=VALUE",
                         help="--time-to: overrides of the rlplat file for another node size")
@@ -398,11 +416,15 @@ def main() -> None:
         return
     out = args.out or Path(tempfile.mkdtemp(prefix="mujoco_"))
     if args.time_to:
-        row = time_to(args.time_to, args.limit_s, args.sb3_envs, out, args.node)
-        save_results(out / "time_to.json", row)
-        print(json.dumps({k: v for k, v in row.items() if k not in ("sb3", "rlplat")}))
+        limits = {"rlplat": args.limit_s, "sb3": args.sb3_limit_s or args.limit_s}
+        race = time_to(args.time_to, limits, args.sb3_envs, out, args.node, args.sides)
+        if race is None:
+            print(f"saved under {out}; run the other side with the same --out")
+            return
+        save_results(out / "time_to.json", race)
+        print(json.dumps({k: v for k, v in race.items() if k not in ("sb3", "rlplat")}))
         for side in ("sb3", "rlplat"):
-            print(side, {k: v for k, v in row[side].items() if k != "curve"})
+            print(side, {k: v for k, v in race[side].items() if k != "curve"})
         return
     results = load_results(RESULTS)
     rows = results.get("rows", {})
