@@ -13,6 +13,7 @@ from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE
 
 from rlplat.errors import ConfigError, did_you_mean
 from rlplat.experiment.schema import MultiAgentSpec, SelfPlaySpec
+from rlplat.metrics import finite
 from rlplat.rllib.league import League, Outcome, Seating
 from rlplat.rllib.multi_agent import MultiAgentSetup, PolicyMapping
 
@@ -164,6 +165,12 @@ def count_game(
         metrics_logger.log_value((GAMES, slot, OUTCOME_NAMES[outcome]), 1, reduce="sum")
 
 
+def iteration_counts(counts: dict[str, Any]) -> list[int]:
+    """(wins, draws, losses) of one slot in an iteration's results. RLlib reduces a "sum" metric
+    logged in an earlier iteration but not in this one to NaN: no game of that outcome."""
+    return [int(finite(counts.get(name)) or 0) for name in OUTCOME_NAMES.values()]
+
+
 class SelfPlayDriver:
     """In the algorithm's process: records the iteration's games, freezes the learner when the
     league says so, and gives each opponent slot a snapshot's weights for the next iteration."""
@@ -190,10 +197,7 @@ class SelfPlayDriver:
     def after_iteration(self, algorithm: Any, result: dict[str, Any]) -> None:
         games = (result.get("env_runners") or {}).get(GAMES) or {}
         self.league.record_games(
-            {
-                self.assigned[slot]: [int(counts.get(name, 0)) for name in OUTCOME_NAMES.values()]
-                for slot, counts in games.items()
-            }
+            {self.assigned[slot]: iteration_counts(counts) for slot, counts in games.items()}
         )
         iteration = algorithm.iteration + 1  # Tune counts the iteration once step() returns
         if self.league.snapshot_due(iteration):

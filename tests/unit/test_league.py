@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from rlplat.rllib.league import INITIAL_RATING, League, expected_score
-from rlplat.rllib.self_play import rewarded_alike
+from rlplat.rllib.self_play import iteration_counts, rewarded_alike
 
 
 def league(**changes) -> League:
@@ -171,3 +171,9 @@ def test_swapped_seats_trade_the_learner_and_the_opponent_and_count_from_the_lea
     assert (counted["won"], counted["drawn"], counted["lost"]) == (2, 1, 1)
     assert counted["by_seat"]["player_1"] == {"won": 1, "drawn": 1, "lost": 0}
     assert "2 won, 1 drawn, 1 lost of 4 games: 50.0% won" in games.summary()
+
+
+def test_an_outcome_without_a_game_this_iteration_counts_none():
+    # RLlib reduces a "sum" metric that had values in an earlier iteration, and none now, to NaN
+    assert iteration_counts({"won": 3.0, "drawn": float("nan"), "lost": 1.0}) == [3, 0, 1]
+    assert iteration_counts({"lost": 2.0}) == [0, 0, 2]
