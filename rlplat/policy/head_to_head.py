@@ -22,7 +22,7 @@ from rlplat.checkpoints import find_checkpoint
 from rlplat.errors import UserError, did_you_mean
 from rlplat.experiment.load import load_experiment
 from rlplat.experiment.schema import Experiment
-from rlplat.rllib.league import SELF_PLAY_STATE, Seating
+from rlplat.rllib.league import SELF_PLAY_STATE, Seating, Tally
 
 RANDOM = "random"
 Z_95 = 1.959964  # two-sided 95 % normal quantile
@@ -38,27 +38,6 @@ def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float
     half = z * math.sqrt(share * (1 - share) / trials + z * z / (4 * trials * trials))
     half /= 1 + z * z / trials
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-@dataclass
-class Tally:
-    """Games won, drawn and lost (by the learner)."""
-
-    won: int = 0
-    drawn: int = 0
-    lost: int = 0
-
-    @property
-    def games(self) -> int:
-        return self.won + self.drawn + self.lost
-
-    def add(self, outcome: int) -> None:
-        if outcome > 0:
-            self.won += 1
-        elif outcome < 0:
-            self.lost += 1
-        else:
-            self.drawn += 1
 
 
 GREEDY_NOTE = (

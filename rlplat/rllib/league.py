@@ -32,6 +32,33 @@ def expected_score(rating: float, opponent: float) -> float:
 
 
 @dataclass
+class Tally:
+    """Games won, drawn and lost by the learner."""
+
+    won: int = 0
+    drawn: int = 0
+    lost: int = 0
+
+    @property
+    def games(self) -> int:
+        return self.won + self.drawn + self.lost
+
+    def add(self, outcome: int) -> None:
+        if outcome > 0:
+            self.won += 1
+        elif outcome < 0:
+            self.lost += 1
+        else:
+            self.drawn += 1
+
+    def win_rate(self, prior: int = 0) -> float:
+        """The share won, draws half, after ``prior`` wins and as many losses (0 with no game
+        and no prior)."""
+        games = self.games + 2 * prior
+        return (self.won + 0.5 * self.drawn + prior) / games if games else 0.0
+
+
+@dataclass
 class Snapshot:
     """A frozen copy of the learner and the learner's record against it."""
 
@@ -39,19 +66,22 @@ class Snapshot:
     iteration: int
     env_steps: int
     rating: float
-    wins: int = 0
-    draws: int = 0
-    losses: int = 0
-
-    @property
-    def games(self) -> int:
-        return self.wins + self.draws + self.losses
+    record: Tally = field(default_factory=Tally)
 
     @property
     def learner_win_rate(self) -> float:
         """The learner's win rate against this snapshot, draws half, after one win and one
         loss of prior (0.5 before any game)."""
-        return (self.wins + 0.5 * self.draws + 1.0) / (self.games + 2.0)
+        return self.record.win_rate(prior=1)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Snapshot:
+        """From ``asdict``; checkpoints before 2026-11-27 kept the record flat (wins, draws,
+        losses)."""
+        state = dict(state)
+        flat = [state.pop(key, 0) for key in ("wins", "draws", "losses")]
+        record = Tally(**state.pop("record")) if "record" in state else Tally(*flat)
+        return cls(**state, record=record)
 
 
 @dataclass
@@ -67,7 +97,7 @@ class League:
     learner_rating: float = INITIAL_RATING
     snapshots: list[Snapshot] = field(default_factory=list)
     last_snapshot_iteration: int = 0
-    since_snapshot: list[int] = field(default_factory=lambda: [0, 0, 0])  # wins, draws, losses
+    since_snapshot: Tally = field(default_factory=Tally)
     _rng: np.random.Generator | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -83,7 +113,7 @@ class League:
         self.snapshots.append(Snapshot(name, iteration, env_steps, self.learner_rating))
         del self.snapshots[: -self.pool_size]
         self.last_snapshot_iteration = iteration
-        self.since_snapshot = [0, 0, 0]
+        self.since_snapshot = Tally()
         return name
 
     def snapshot_due(self, iteration: int) -> bool:
@@ -96,9 +126,7 @@ class League:
     def recent_win_rate(self) -> float:
         """The learner's win rate (draws half) over the games since the last snapshot; 0 with
         none played."""
-        wins, draws, losses = self.since_snapshot
-        games = wins + draws + losses
-        return (wins + 0.5 * draws) / games if games else 0.0
+        return self.since_snapshot.win_rate()
 
     def names(self) -> list[str]:
         return [snapshot.name for snapshot in self.snapshots]
@@ -130,13 +158,8 @@ class League:
         opponent = next((s for s in self.snapshots if s.name == snapshot), None)
         if opponent is None:
             return  # a game against a snapshot the pool has dropped since
-        if outcome == 1:
-            opponent.wins += 1
-        elif outcome == 0:
-            opponent.draws += 1
-        else:
-            opponent.losses += 1
-        self.since_snapshot[1 - outcome] += 1
+        opponent.record.add(outcome)
+        self.since_snapshot.add(outcome)
         score = (outcome + 1) / 2
         change = ELO_K * (score - expected_score(self.learner_rating, opponent.rating))
         self.learner_rating += change
@@ -163,16 +186,17 @@ class League:
             "learner_rating": self.learner_rating,
             "snapshots": [asdict(snapshot) for snapshot in self.snapshots],
             "last_snapshot_iteration": self.last_snapshot_iteration,
-            "since_snapshot": list(self.since_snapshot),
+            "since_snapshot": asdict(self.since_snapshot),
             "rng": self._rng.bit_generator.state,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         assert self._rng is not None
         self.learner_rating = state["learner_rating"]
-        self.snapshots = [Snapshot(**snapshot) for snapshot in state["snapshots"]]
+        self.snapshots = [Snapshot.from_state(snapshot) for snapshot in state["snapshots"]]
         self.last_snapshot_iteration = state["last_snapshot_iteration"]
-        self.since_snapshot = list(state["since_snapshot"])
+        since = state["since_snapshot"]  # a [wins, draws, losses] list before 2026-11-27
+        self.since_snapshot = Tally(**since) if isinstance(since, dict) else Tally(*since)
         self._rng.bit_generator.state = state["rng"]
 
 

@@ -88,6 +88,23 @@ def test_restored_state_continues_exactly():
     assert (restored.draw(50), restored.get_state()) == expected
 
 
+def test_a_league_saved_with_flat_records_restores():
+    # the state checkpoints wrote before the records became Tally objects
+    games = league(sample="pfsp")
+    games.record(games.freeze(0, 0), 1)
+    flat = games.get_state()
+    flat["snapshots"] = [
+        {k: v for k, v in snapshot.items() if k != "record"} | {"wins": 3, "draws": 1, "losses": 2}
+        for snapshot in flat["snapshots"]
+    ]
+    flat["since_snapshot"] = [4, 0, 1]
+
+    restored = league(sample="pfsp")
+    restored.set_state(flat)
+    assert restored.snapshots[0].learner_win_rate == (3 + 0.5 + 1) / (6 + 2)
+    assert restored.recent_win_rate() == 4 / 5
+
+
 def test_the_learner_takes_each_seat_every_other_game():
     from rlplat.rllib.league import Seating
 
