@@ -114,7 +114,7 @@ def evaluate(
     pending_frames: list = []
     seats = actor.mapping if isinstance(actor.mapping, SwappableSeats) else None
     games = (
-        HeadToHead(seats.learner, source.opponent, greedy=not options.explore)
+        HeadToHead(seats.learner, source.opponent, greedy=_replays_games(options, source))
         if seats is not None
         else None
     )
@@ -328,6 +328,12 @@ def _checkpoint_source(path: Path, options: EvalOptions) -> _Source:
         opponent=options.against or "",
     )
     return source
+
+
+def _replays_games(options: EvalOptions, source: _Source) -> bool:
+    """Head to head with greedy moves on both sides: a game without chance replays one game per
+    seat. Random moves make every game differ."""
+    return not options.explore and source.opponent != RANDOM
 
 
 def _export_source(path: Path, options: EvalOptions) -> _Source:

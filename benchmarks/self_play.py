@@ -1,0 +1,137 @@
+"""Self-play: a league's learner against random moves and against a policy trained only against
+random moves, head to head, and its Elo rating over training.
+
+    pip install -e ".[multiagent]"
+    python benchmarks/self_play.py [--from-baseline] [--matches 200] [--out DIR]
+
+For each game (connect four), one training at a time: ``rlplat train
+experiments/<game>_ppo.yaml`` (the baseline: its learner trained against uniformly random legal
+moves only), then ``experiments/<game>_selfplay.yaml``, from scratch or with
+``--from-baseline`` from the baseline's last checkpoint, each into ``<out>/<name>`` and reused
+when there. Then the self-play
+run's last checkpoint plays ``rlplat eval <run> --last --against OPPONENT -n MATCHES --explore
+--json`` against ``random`` and against the other run: seats swapped every other game, moves
+sampled on both sides (greedy play would replay one game per seat), won/drawn/lost with a 95 %
+Wilson interval on the share won. The Elo of the learner and of each snapshot against env steps,
+from the trial's result.json, goes to ``docs/img/<name>_elo.png``. Results go to
+benchmarks/results/self_play.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import (
+    REPO,
+    eval_report,
+    invocation,
+    load_results,
+    machine,
+    results_file,
+    save_results,
+    train,
+    trial_results,
+)
+
+RESULTS = results_file("self_play.json")
+GAMES = ("connect_four",)  # the games with a baseline file
+# --from-baseline: the self-play file's learner renamed to the baseline run's trained policy, so
+# that the baseline's checkpoint holds a policy for every module the self-play run has
+FROM_BASELINE = {
+    "connect_four": ("multi_agent.policies={player_0: learner, player_1: opponent}",
+                     "multi_agent.self_play.learner=learner"),
+}
+
+
+def elo_figure(results: list[dict[str, Any]], title: str, path: Path) -> None:
+    """The learner's Elo and every snapshot's (from its freezing on) against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    steps = [int(r["num_env_steps_sampled_lifetime"]) for r in results]
+    figure, axes = plt.subplots(figsize=(8, 4.5), layout="constrained")
+    snapshots: dict[str, tuple[list[int], list[float]]] = {}
+    for step, result in zip(steps, results, strict=True):
+        for name, rating in result["self_play"]["snapshot_elo"].items():
+            xs, ys = snapshots.setdefault(name, ([], []))
+            xs.append(step)
+            ys.append(rating)
+    for xs, ys in snapshots.values():
+        axes.plot(xs, ys, color="0.75", linewidth=0.8)
+    axes.plot([], [], color="0.75", linewidth=0.8, label="snapshots in the pool")
+    learner = [r["self_play"]["learner_elo"] for r in results]
+    axes.plot(steps, learner, color="tab:blue", linewidth=2, label="learner")
+    axes.set(xlabel="env steps", ylabel="Elo (1000 at the start)", title=title)
+    axes.grid(alpha=0.3)
+    axes.legend(loc="upper left")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def head_to_head(run_dir: Path, opponent: str, matches: int) -> dict[str, Any]:
+    """``rlplat eval <run> --last --against <opponent> -n <matches> --explore --json``."""
+    report = eval_report(run_dir, matches, "--last", "--against", opponent, "--explore")
+    return report["head_to_head"]
+
+
+def game_row(game: str, matches: int, out: Path, from_baseline: bool) -> dict[str, Any]:
+    selfplay_file = f"experiments/{game}_selfplay.yaml"
+    baseline_file = REPO / f"experiments/{game}_ppo.yaml"
+    baseline = train(baseline_file, out=out / f"{game}_ppo", reuse=True)
+    start: tuple[str, ...] = ()
+    if from_baseline:
+        last = max(baseline.run_dir.glob("trial_*/checkpoint_*"))
+        start = ("--from", str(last), *FROM_BASELINE[game])
+    name = f"{game}_selfplay" + ("_from_baseline" if from_baseline else "")
+    selfplay = train(selfplay_file, *start, out=out / name, reuse=True)
+    results = trial_results(min(selfplay.run_dir.glob("trial_*/result.json")).parent)
+    last = results[-1]
+    row: dict[str, Any] = {
+        "command": " ".join(["rlplat train", selfplay_file, *start]),
+        "run_dir": str(selfplay.run_dir),
+        "env_steps": int(last["num_env_steps_sampled_lifetime"]),
+        "training_s": round(last["time_total_s"], 1),
+        "learner_elo": round(last["self_play"]["learner_elo"], 1),
+        "pool": last["self_play"]["snapshot_elo"],
+        "against": {"random": head_to_head(selfplay.run_dir, "random", matches)},
+    }
+    row["baseline"] = {"command": f"rlplat train experiments/{game}_ppo.yaml",
+                       "run_dir": str(baseline.run_dir)}
+    row["against"][f"{game}_ppo"] = head_to_head(selfplay.run_dir, str(baseline.run_dir), matches)
+    figure = REPO / f"docs/img/{name}_elo.png"
+    started = " (from the baseline's policy)" if from_baseline else ""
+    elo_figure(results, f"{game}_selfplay.yaml{started}: Elo over training", figure)
+    row["figure"] = str(figure.relative_to(REPO))
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", nargs="+", choices=GAMES, default=["connect_four"])
+    parser.add_argument("--from-baseline", action="store_true",
+                        help="start self-play from the baseline's last checkpoint")
+    parser.add_argument("--matches", type=int, default=200, help="games per head-to-head")
+    parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
+    args = parser.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="self_play_"))
+    results = load_results(RESULTS)
+    rows = results.get("rows", {})
+    for game in args.games:
+        key = game + ("_from_baseline" if args.from_baseline else "")
+        rows[key] = game_row(game, args.matches, out, args.from_baseline)
+        save_results(RESULTS, {"command": invocation(), "machine": machine(),
+                               "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows})
+        summary = {name: h.get("summary") for name, h in rows[key]["against"].items()}
+        print(key, json.dumps(summary, indent=1), flush=True)
+
+
+if __name__ == "__main__":
+    main()
