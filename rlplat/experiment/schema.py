@@ -499,6 +499,14 @@ class OpponentPool(Section):
         description="latest: the newest snapshot; uniform: any; pfsp: prioritised fictitious "
         "self-play, snapshots the learner beats least drawn most ((1 - win rate)^2).",
     )
+    random: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of iterations in which the opponent slots play uniformly random "
+        "actions (legal ones where the env masks them) instead of a snapshot, so that the "
+        "learner also meets play outside its own line; those games are not rated.",
+    )
 
 
 class SelfPlaySpec(Section):

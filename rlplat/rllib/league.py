@@ -24,6 +24,7 @@ SELF_PLAY_STATE = "rlplat_self_play"  # the league in the algorithm's checkpoint
 INITIAL_RATING = 1000.0
 ELO_K = 16.0
 Outcome = Literal[1, 0, -1]  # the learner's game: won, drawn, lost
+RANDOM_OPPONENT = "random"  # drawn instead of a snapshot: the slot plays uniformly random moves
 
 
 def expected_score(rating: float, opponent: float) -> float:
@@ -138,10 +139,14 @@ class League:
 
     # --- who plays ----------------------------------------------------------------------------
 
-    def draw(self, slots: int) -> list[str]:
-        """A snapshot for each of ``slots`` opponent slots (one may fill several)."""
+    def draw(self, slots: int, random_share: float = 0.0) -> list[str]:
+        """A snapshot for each of ``slots`` opponent slots (one may fill several), or with
+        probability ``random_share`` :data:`RANDOM_OPPONENT` for all of them."""
         if not self.snapshots:
             raise ValueError("the pool is empty: freeze the learner first")
+        assert self._rng is not None
+        if random_share and self._rng.random() < random_share:
+            return [RANDOM_OPPONENT] * slots
         if self.sample == "latest":
             return [self.snapshots[-1].name] * slots
         weights = np.ones(len(self.snapshots))

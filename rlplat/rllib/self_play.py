@@ -14,7 +14,7 @@ from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE
 from rlplat.errors import ConfigError, did_you_mean
 from rlplat.experiment.schema import MultiAgentSpec, SelfPlaySpec
 from rlplat.metrics import finite
-from rlplat.rllib.league import League, Outcome, Seating
+from rlplat.rllib.league import RANDOM_OPPONENT, League, Outcome, Seating
 from rlplat.rllib.multi_agent import MultiAgentSetup, PolicyMapping
 
 GAMES = "self_play_games"  # env runner metric: {slot: {won|drawn|lost: games}}
@@ -223,14 +223,22 @@ class SelfPlayDriver:
 
     def _assign(self, algorithm: Any) -> None:
         slots = self.spec.opponent_slots
-        self.assigned = dict(zip(slots, self.league.draw(len(slots)), strict=True))
+        drawn = self.league.draw(len(slots), random_share=self.spec.pool.random)
+        self.assigned = dict(zip(slots, drawn, strict=True))
         self._load(algorithm)
+
+    def _weights_of(self, name: str) -> Any:
+        """A snapshot's weights; for :data:`RANDOM_OPPONENT` every weight zero, so that the
+        policy's logits are all zero: uniformly random among the (legal) actions."""
+        if name != RANDOM_OPPONENT:
+            return self.weights[name]
+        return zeroed(next(iter(self.weights.values())))
 
     def _load(self, algorithm: Any) -> None:
         """The opponent slots get their assigned snapshots' weights in the learner group (RLlib
         copies every module from there to the env runners on a restore or a runner's restart)
         and in every env runner, evaluation's too."""
-        states = {slot: self.weights[name] for slot, name in self.assigned.items()}
+        states = {slot: self._weights_of(name) for slot, name in self.assigned.items()}
         algorithm.learner_group.set_state({COMPONENT_LEARNER: {COMPONENT_RL_MODULE: states}})
 
         def load(runner: Any) -> None:
@@ -255,6 +263,13 @@ class SelfPlayDriver:
         self.weights = dict(state["weights"])
         self.assigned = dict(state["assigned"])
         self._load(algorithm)
+
+
+def zeroed(state: Any) -> Any:
+    """``state`` (nested dicts of arrays or tensors) with every array and tensor zero."""
+    if isinstance(state, dict):
+        return {key: zeroed(value) for key, value in state.items()}
+    return state * 0 if hasattr(state, "shape") else state
 
 
 def self_play_driver(experiment: dict[str, Any]) -> SelfPlayDriver | None:

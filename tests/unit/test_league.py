@@ -194,3 +194,15 @@ def test_an_outcome_without_a_game_this_iteration_counts_none():
     # RLlib reduces a "sum" metric that had values in an earlier iteration, and none now, to NaN
     assert iteration_counts({"won": 3.0, "drawn": float("nan"), "lost": 1.0}) == [3, 0, 1]
     assert iteration_counts({"lost": 2.0}) == [0, 0, 2]
+
+
+def test_a_random_share_of_draws_plays_random_moves_and_is_not_rated():
+    from rlplat.rllib.league import RANDOM_OPPONENT
+
+    games = league(sample="uniform")
+    games.freeze(0, 0)
+    drawn = [games.draw(1, random_share=0.25)[0] for _ in range(2000)]
+    assert 0.2 < drawn.count(RANDOM_OPPONENT) / len(drawn) < 0.3
+    before = games.learner_rating
+    games.record(RANDOM_OPPONENT, 1)
+    assert games.learner_rating == before and games.recent_win_rate() == 0.0
