@@ -2,7 +2,7 @@
 random moves, head to head, and its Elo rating over training.
 
     pip install -e ".[multiagent]"
-    python benchmarks/self_play.py [--from-baseline] [--matches 200] [--out DIR]
+    python benchmarks/self_play.py [--from-baseline] [--random-share P] [--matches 200] [--out DIR]
 
 For each game (connect four), one training at a time: ``rlplat train
 experiments/<game>_ppo.yaml`` (the baseline: its learner trained against uniformly random legal
@@ -82,7 +82,9 @@ def head_to_head(run_dir: Path, opponent: str, matches: int) -> dict[str, Any]:
     return report["head_to_head"]
 
 
-def game_row(game: str, matches: int, out: Path, from_baseline: bool) -> dict[str, Any]:
+def game_row(
+    game: str, matches: int, out: Path, from_baseline: bool, random_share: float
+) -> dict[str, Any]:
     selfplay_file = f"experiments/{game}_selfplay.yaml"
     baseline_file = REPO / f"experiments/{game}_ppo.yaml"
     baseline = train(baseline_file, out=out / f"{game}_ppo", reuse=True)
@@ -90,7 +92,9 @@ def game_row(game: str, matches: int, out: Path, from_baseline: bool) -> dict[st
     if from_baseline:
         last = max(baseline.run_dir.glob("trial_*/checkpoint_*"))
         start = ("--from", str(last), *FROM_BASELINE[game])
-    name = f"{game}_selfplay" + ("_from_baseline" if from_baseline else "")
+    if random_share:
+        start = (*start, f"multi_agent.self_play.pool.random={random_share}")
+    name = f"{game}_selfplay" + variant(from_baseline, random_share)
     selfplay = train(selfplay_file, *start, out=out / name, reuse=True)
     results = trial_results(min(selfplay.run_dir.glob("trial_*/result.json")).parent)
     last = results[-1]
@@ -108,9 +112,17 @@ def game_row(game: str, matches: int, out: Path, from_baseline: bool) -> dict[st
     row["against"][f"{game}_ppo"] = head_to_head(selfplay.run_dir, str(baseline.run_dir), matches)
     figure = REPO / f"docs/img/{name}_elo.png"
     started = " (from the baseline's policy)" if from_baseline else ""
+    started += f" ({random_share:.0%} random opponents)" if random_share else ""
     elo_figure(results, f"{game}_selfplay.yaml{started}: Elo over training", figure)
     row["figure"] = str(figure.relative_to(REPO))
     return row
+
+
+def variant(from_baseline: bool, random_share: float) -> str:
+    """The suffix naming a run's folder, figure and results row."""
+    return ("_from_baseline" if from_baseline else "") + (
+        f"_random{random_share:g}" if random_share else ""
+    )
 
 
 def main() -> None:
@@ -118,6 +130,8 @@ def main() -> None:
     parser.add_argument("--games", nargs="+", choices=GAMES, default=["connect_four"])
     parser.add_argument("--from-baseline", action="store_true",
                         help="start self-play from the baseline's last checkpoint")
+    parser.add_argument("--random-share", type=float, default=0.0,
+                        help="multi_agent.self_play.pool.random of the self-play run")
     parser.add_argument("--matches", type=int, default=200, help="games per head-to-head")
     parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
     args = parser.parse_args()
@@ -125,8 +139,8 @@ def main() -> None:
     results = load_results(RESULTS)
     rows = results.get("rows", {})
     for game in args.games:
-        key = game + ("_from_baseline" if args.from_baseline else "")
-        rows[key] = game_row(game, args.matches, out, args.from_baseline)
+        key = game + variant(args.from_baseline, args.random_share)
+        rows[key] = game_row(game, args.matches, out, args.from_baseline, args.random_share)
         save_results(RESULTS, {"command": invocation(), "machine": machine(),
                                "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows})
         summary = {name: h.get("summary") for name, h in rows[key]["against"].items()}
