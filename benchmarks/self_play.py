@@ -111,11 +111,15 @@ def game_row(
                        "run_dir": str(baseline.run_dir)}
     row["against"][f"{game}_ppo"] = head_to_head(selfplay.run_dir, str(baseline.run_dir), matches)
     figure = REPO / f"docs/img/{name}_elo.png"
-    started = " (from the baseline's policy)" if from_baseline else ""
-    started += f" ({random_share:.0%} random opponents)" if random_share else ""
-    elo_figure(results, f"{game}_selfplay.yaml{started}: Elo over training", figure)
+    elo_figure(results, elo_title(game, from_baseline, random_share), figure)
     row["figure"] = str(figure.relative_to(REPO))
     return row
+
+
+def elo_title(game: str, from_baseline: bool, random_share: float) -> str:
+    start = "from the baseline's policy" if from_baseline else "from scratch"
+    share = f", {random_share:.0%} of iterations against random moves" if random_share else ""
+    return f"{game}_selfplay.yaml: Elo over training\n({start}{share})"
 
 
 def variant(from_baseline: bool, random_share: float) -> str:
