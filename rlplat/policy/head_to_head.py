@@ -22,9 +22,9 @@ from rlplat.checkpoints import find_checkpoint
 from rlplat.errors import UserError, did_you_mean
 from rlplat.experiment.load import load_experiment
 from rlplat.experiment.schema import Experiment
-from rlplat.rllib.league import SELF_PLAY_STATE, Seating, Tally
+from rlplat.rllib.league import RANDOM_OPPONENT, SELF_PLAY_STATE, Seating, Tally
 
-RANDOM = "random"
+RANDOM = RANDOM_OPPONENT  # --against random: the uniformly random player self-play also draws
 Z_95 = 1.959964  # two-sided 95 % normal quantile
 
 

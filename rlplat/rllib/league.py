@@ -95,6 +95,7 @@ class League:
     every: int
     min_win_rate: float | None
     seed: int
+    random_share: float = 0.0  # share of draws that give the slots RANDOM_OPPONENT
     learner_rating: float = INITIAL_RATING
     snapshots: list[Snapshot] = field(default_factory=list)
     last_snapshot_iteration: int = 0
@@ -139,13 +140,13 @@ class League:
 
     # --- who plays ----------------------------------------------------------------------------
 
-    def draw(self, slots: int, random_share: float = 0.0) -> list[str]:
+    def draw(self, slots: int) -> list[str]:
         """A snapshot for each of ``slots`` opponent slots (one may fill several), or with
         probability ``random_share`` :data:`RANDOM_OPPONENT` for all of them."""
         if not self.snapshots:
             raise ValueError("the pool is empty: freeze the learner first")
         assert self._rng is not None
-        if random_share and self._rng.random() < random_share:
+        if self.random_share and self._rng.random() < self.random_share:
             return [RANDOM_OPPONENT] * slots
         if self.sample == "latest":
             return [self.snapshots[-1].name] * slots

@@ -184,6 +184,7 @@ class SelfPlayDriver:
             every=spec.snapshot.every,
             min_win_rate=spec.snapshot.min_win_rate,
             seed=seed,
+            random_share=spec.pool.random,
         )
         self.weights: dict[str, Any] = {}  # snapshot -> the learner's module state then
         self.assigned: dict[str, str] = {}  # slot -> snapshot it plays this iteration
@@ -223,8 +224,7 @@ class SelfPlayDriver:
 
     def _assign(self, algorithm: Any) -> None:
         slots = self.spec.opponent_slots
-        drawn = self.league.draw(len(slots), random_share=self.spec.pool.random)
-        self.assigned = dict(zip(slots, drawn, strict=True))
+        self.assigned = dict(zip(slots, self.league.draw(len(slots)), strict=True))
         self._load(algorithm)
 
     def _weights_of(self, name: str) -> Any:

@@ -199,9 +199,9 @@ def test_an_outcome_without_a_game_this_iteration_counts_none():
 def test_a_random_share_of_draws_plays_random_moves_and_is_not_rated():
     from rlplat.rllib.league import RANDOM_OPPONENT
 
-    games = league(sample="uniform")
+    games = league(sample="uniform", random_share=0.25)
     games.freeze(0, 0)
-    drawn = [games.draw(1, random_share=0.25)[0] for _ in range(2000)]
+    drawn = [games.draw(1)[0] for _ in range(2000)]
     assert 0.2 < drawn.count(RANDOM_OPPONENT) / len(drawn) < 0.3
     before = games.learner_rating
     games.record(RANDOM_OPPONENT, 1)
