@@ -2,7 +2,8 @@
 random moves, head to head, and its Elo rating over training.
 
     pip install -e ".[multiagent]"
-    python benchmarks/self_play.py [--from-baseline] [--random-share P] [--matches 200] [--out DIR]
+    python benchmarks/self_play.py [--from-baseline] [--random-share P] [--env-steps N]
+                                   [--matches 200] [--out DIR]
 
 For each game (connect four), one training at a time: ``rlplat train
 experiments/<game>_ppo.yaml`` (the baseline: its learner trained against uniformly random legal
@@ -83,7 +84,8 @@ def head_to_head(run_dir: Path, opponent: str, matches: int) -> dict[str, Any]:
 
 
 def game_row(
-    game: str, matches: int, out: Path, from_baseline: bool, random_share: float
+    game: str, matches: int, out: Path, from_baseline: bool, random_share: float,
+    env_steps: int | None,
 ) -> dict[str, Any]:
     selfplay_file = f"experiments/{game}_selfplay.yaml"
     baseline_file = REPO / f"experiments/{game}_ppo.yaml"
@@ -94,7 +96,9 @@ def game_row(
         start = ("--from", str(last), *FROM_BASELINE[game])
     if random_share:
         start = (*start, f"multi_agent.self_play.pool.random={random_share}")
-    name = f"{game}_selfplay" + variant(from_baseline, random_share)
+    if env_steps:
+        start = (*start, f"stop.env_steps={env_steps}")
+    name = f"{game}_selfplay" + variant(from_baseline, random_share, env_steps)
     selfplay = train(selfplay_file, *start, out=out / name, reuse=True)
     results = trial_results(min(selfplay.run_dir.glob("trial_*/result.json")).parent)
     last = results[-1]
@@ -111,21 +115,26 @@ def game_row(
                        "run_dir": str(baseline.run_dir)}
     row["against"][f"{game}_ppo"] = head_to_head(selfplay.run_dir, str(baseline.run_dir), matches)
     figure = REPO / f"docs/img/{name}_elo.png"
-    elo_figure(results, elo_title(game, from_baseline, random_share), figure)
+    elo_figure(results, elo_title(game, from_baseline, random_share, env_steps), figure)
     row["figure"] = str(figure.relative_to(REPO))
     return row
 
 
-def elo_title(game: str, from_baseline: bool, random_share: float) -> str:
+def elo_title(
+    game: str, from_baseline: bool, random_share: float, env_steps: int | None
+) -> str:
     start = "from the baseline's policy" if from_baseline else "from scratch"
     share = f", {random_share:.0%} of iterations against random moves" if random_share else ""
-    return f"{game}_selfplay.yaml: Elo over training\n({start}{share})"
+    steps = f", {env_steps:,} env steps" if env_steps else ""
+    return f"{game}_selfplay.yaml: Elo over training\n({start}{share}{steps})"
 
 
-def variant(from_baseline: bool, random_share: float) -> str:
+def variant(from_baseline: bool, random_share: float, env_steps: int | None) -> str:
     """The suffix naming a run's folder, figure and results row."""
-    return ("_from_baseline" if from_baseline else "") + (
-        f"_random{random_share:g}" if random_share else ""
+    return (
+        ("_from_baseline" if from_baseline else "")
+        + (f"_random{random_share:g}" if random_share else "")
+        + (f"_{env_steps // 1000}k" if env_steps else "")
     )
 
 
@@ -136,6 +145,8 @@ def main() -> None:
                         help="start self-play from the baseline's last checkpoint")
     parser.add_argument("--random-share", type=float, default=0.0,
                         help="multi_agent.self_play.pool.random of the self-play run")
+    parser.add_argument("--env-steps", type=int,
+                        help="the self-play run's stop.env_steps (default: the file's)")
     parser.add_argument("--matches", type=int, default=200, help="games per head-to-head")
     parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
     args = parser.parse_args()
@@ -143,8 +154,9 @@ def main() -> None:
     results = load_results(RESULTS)
     rows = results.get("rows", {})
     for game in args.games:
-        key = game + variant(args.from_baseline, args.random_share)
-        rows[key] = game_row(game, args.matches, out, args.from_baseline, args.random_share)
+        key = game + variant(args.from_baseline, args.random_share, args.env_steps)
+        rows[key] = game_row(game, args.matches, out, args.from_baseline, args.random_share,
+                             args.env_steps)
         save_results(RESULTS, {"command": invocation(), "machine": machine(),
                                "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows})
         summary = {name: h.get("summary") for name, h in rows[key]["against"].items()}

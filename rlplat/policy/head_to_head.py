@@ -60,29 +60,33 @@ class HeadToHead:
         self.total.add(outcome)
         self.by_seat.setdefault(seat, Tally()).add(outcome)
 
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The 95 % Wilson interval on the share won."""
+        return wilson_interval(self.total.won, self.total.games)
+
     def summary(self) -> str:
-        low, high = wilson_interval(self.total.won, self.total.games)
-        won = self.total.won / max(self.total.games, 1)
+        low, high = self.interval
         seats = "; ".join(
             f"as {seat}: {t.won} won, {t.drawn} drawn, {t.lost} lost"
             for seat, t in sorted(self.by_seat.items())
         )
+        total = self.total
         return (
-            f"{self.learner} against {self.opponent}: {self.total.won} won, {self.total.drawn} "
-            f"drawn, {self.total.lost} lost of {self.total.games} games: {won:.1%} won (95% CI "
+            f"{self.learner} against {self.opponent}: {total.won} won, {total.drawn} drawn, "
+            f"{total.lost} lost of {total.games} games: {total.share_won:.1%} won (95% CI "
             f"{low:.1%}-{high:.1%}, Wilson). {seats}."
         ) + (GREEDY_NOTE if self.greedy else "")
 
     def to_json(self) -> dict[str, Any]:
-        low, high = wilson_interval(self.total.won, self.total.games)
         return {
             "learner": self.learner,
             "opponent": self.opponent,
             "won": self.total.won,
             "drawn": self.total.drawn,
             "lost": self.total.lost,
-            "win_rate": self.total.won / max(self.total.games, 1),
-            "win_rate_ci95": [low, high],
+            "win_rate": self.total.share_won,
+            "win_rate_ci95": list(self.interval),
             "by_seat": {seat: vars(t) for seat, t in self.by_seat.items()},
         }
 

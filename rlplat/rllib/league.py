@@ -52,6 +52,11 @@ class Tally:
         else:
             self.drawn += 1
 
+    @property
+    def share_won(self) -> float:
+        """Games won over games played, draws counting as not won (0 with no game)."""
+        return self.won / self.games if self.games else 0.0
+
     def win_rate(self, prior: int = 0) -> float:
         """The share won, draws half, after ``prior`` wins and as many losses (0 with no game
         and no prior)."""

@@ -188,6 +188,8 @@ def test_swapped_seats_trade_the_learner_and_the_opponent_and_count_from_the_lea
     assert (counted["won"], counted["drawn"], counted["lost"]) == (2, 1, 1)
     assert counted["by_seat"]["player_1"] == {"won": 1, "drawn": 1, "lost": 0}
     assert "2 won, 1 drawn, 1 lost of 4 games: 50.0% won" in games.summary()
+    assert counted["win_rate"] == 0.5, "a draw is not a win"
+    assert HeadToHead("main", "random").to_json()["win_rate"] == 0.0, "no game, no share won"
 
 
 def test_an_outcome_without_a_game_this_iteration_counts_none():
