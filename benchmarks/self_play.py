@@ -13,9 +13,10 @@ when there. Then the self-play
 run's last checkpoint plays ``rlplat eval <run> --last --against OPPONENT -n MATCHES --explore
 --json`` against ``random`` and against the other run: seats swapped every other game, moves
 sampled on both sides (greedy play would replay one game per seat), won/drawn/lost with a 95 %
-Wilson interval on the share won. The Elo of the learner and of each snapshot against env steps,
-from the trial's result.json, goes to ``docs/img/<name>_elo.png``. Results go to
-benchmarks/results/self_play.json.
+Wilson interval on the share won; against ``random`` also with the learner's greedy moves
+(without ``--explore``), where the random player varies the games. The Elo of the learner and
+of each snapshot against env steps, from the trial's result.json, goes to
+``docs/img/<name>_elo.png``. Results go to benchmarks/results/self_play.json.
 """
 
 from __future__ import annotations
@@ -77,9 +78,12 @@ def elo_figure(results: list[dict[str, Any]], title: str, path: Path) -> None:
     plt.close(figure)
 
 
-def head_to_head(run_dir: Path, opponent: str, matches: int) -> dict[str, Any]:
-    """``rlplat eval <run> --last --against <opponent> -n <matches> --explore --json``."""
-    report = eval_report(run_dir, matches, "--last", "--against", opponent, "--explore")
+def head_to_head(
+    run_dir: Path, opponent: str, matches: int, explore: bool = True
+) -> dict[str, Any]:
+    """``rlplat eval <run> --last --against <opponent> -n <matches> [--explore] --json``."""
+    sampled = ("--explore",) if explore else ()
+    report = eval_report(run_dir, matches, "--last", "--against", opponent, *sampled)
     return report["head_to_head"]
 
 
@@ -109,7 +113,11 @@ def game_row(
         "training_s": round(last["time_total_s"], 1),
         "learner_elo": round(last["self_play"]["learner_elo"], 1),
         "pool": last["self_play"]["snapshot_elo"],
-        "against": {"random": head_to_head(selfplay.run_dir, "random", matches)},
+        "against": {
+            "random": head_to_head(selfplay.run_dir, "random", matches),
+            # the learner's greedy moves: the random player alone varies the games
+            "random_greedy": head_to_head(selfplay.run_dir, "random", matches, explore=False),
+        },
     }
     row["baseline"] = {"command": f"rlplat train experiments/{game}_ppo.yaml",
                        "run_dir": str(baseline.run_dir)}
