@@ -5,6 +5,7 @@ settings, at the same env-step budget, on the same env; and the env backends' sp
     python benchmarks/atari.py --runs breakout --seeds 1 --sb3-seeds 0 [--budget 1000000]
                                [--out DIR]
     python benchmarks/atari.py --backends [--game breakout]
+    python benchmarks/atari.py --env-share [--game breakout]
     python benchmarks/atari.py --modules
 
 For each game, one training at a time (never two on the CPU at once): a Stable-Baselines3 process
@@ -21,6 +22,9 @@ games). What finished under ``--out`` is reused, so a long run goes on in a late
 
 ``--backends``: env steps per second of the preset's env with random actions, in Gymnasium's
 synchronous vector env (what an RLlib env runner steps) and in EnvPool, at 1, 8 and 16 envs.
+``--env-share``: the share of a PPO training iteration spent stepping the env, from RLlib's own
+timers in a short ``rlplat train experiments/atari/<game>_ppo.yaml`` (50 iterations), and what
+the backends' speeds (``--backends``, 8 envs) say a faster env would save of it.
 ``--modules``: milliseconds of PPO's module on stacked 84x84 frames, acting on 8 and learning
 from 256 (forward and backward, one torch thread), with RLlib's default CNN for 84x84 and with
 rlplat's default, the Nature CNN.
@@ -38,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import (
+    REPO,
     invocation,
     load_results,
     machine,
@@ -47,6 +52,7 @@ from harness import (
     rlplat,
     same_budget,
     save_results,
+    train,
     train_seeds,
 )
 
@@ -242,6 +248,43 @@ def backends(game: str) -> list[dict[str, Any]]:
     return rows
 
 
+def env_share(game: str, backend_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where a training iteration's time goes, from RLlib's timers: the env runner's
+    ``env_step_timer`` (one step of its vector env) times the steps per iteration, its sampling
+    and the learner's update, over iterations 11-50 (the first ten warm up)."""
+    import statistics
+
+    from rlplat.experiment.load import load_experiment
+
+    experiment = load_experiment(REPO / experiment_file(game)).experiment
+    envs = experiment.resources.env_runners.envs
+    batch = experiment.training["train_batch_size_per_learner"]
+    out = Path(tempfile.mkdtemp(prefix="atari_share_"))
+    overrides = (f"stop.env_steps={50 * batch}", "checkpoint.every=0", "checkpoint.at_end=false",
+                 "evaluation.evaluation_interval=null")
+    training = train(experiment_file(game), *overrides, out=out)
+    results = training.results()[10:]
+
+    def mean_share(seconds: Any) -> float:
+        return statistics.fmean(seconds(r) / r["time_this_iter_s"] for r in results)
+
+    env = mean_share(lambda r: r["env_runners"]["env_step_timer"] * batch / envs)
+    sampling = mean_share(lambda r: r["timers"]["env_runner_sampling_timer"])
+    learning = mean_share(lambda r: r["timers"]["learner_update_timer"])
+    [at_8] = [row for row in backend_rows if row["envs"] == envs]
+    saved = {name: round(env * (1 - at_8["gymnasium"] / at_8[name]), 4)
+             for name in ("envpool", "envpool_1_thread")}
+    return {
+        "command": " ".join(["rlplat train", experiment_file(game), *overrides]),
+        "iterations": len(results),
+        "seconds_per_iteration": round(statistics.fmean(r["time_this_iter_s"] for r in results), 3),
+        "env_step_share": round(env, 4),
+        "sampling_share": round(sampling, 4),
+        "learner_update_share": round(learning, 4),
+        "share_saved_by": saved,
+    }
+
+
 def modules() -> dict[str, Any]:
     import gymnasium as gym
     import numpy as np
@@ -291,6 +334,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
     parser.add_argument("--backends", action="store_true", help="measure the env backends")
     parser.add_argument("--game", default="breakout", choices=sorted(GAMES))
+    parser.add_argument("--env-share", action="store_true",
+                        help="the env's share of a training iteration")
     parser.add_argument("--modules", action="store_true", help="time the default CNNs")
     parser.add_argument("--sb3", nargs=3, metavar=("GAME", "SEED", "BUDGET"),
                         help=argparse.SUPPRESS)
@@ -301,9 +346,13 @@ def main() -> None:
         return
     results = load_results(RESULTS)
     stamp = {"command": invocation(), "machine": machine(), "date": time.strftime("%Y-%m-%d")}
-    if args.backends or args.modules:
+    if args.backends or args.modules or args.env_share:
         if args.backends:
             results["backends"] = {**stamp, "game": args.game, "rows": backends(args.game)}
+        if args.env_share:
+            share = env_share(args.game, results["backends"]["rows"])
+            results["env_share"] = {**stamp, "game": args.game, **share}
+            print(json.dumps(share, indent=1), flush=True)
         if args.modules:
             results["modules"] = {**stamp, "rows": modules()}
         save_results(RESULTS, results)
