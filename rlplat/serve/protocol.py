@@ -66,18 +66,21 @@ class PolicyView:
         return any(spec.carries_memory for spec in self.specs.values())
 
     def example(self) -> dict[str, Any]:
-        """A request body that fits the policy (zeros), for the printed curl line."""
+        """A request body that fits the policy (zeros, and every action legal in an action
+        mask), for the printed curl line."""
         if not self.multi_agent:
             return {"observation": _zeros(self.specs[SINGLE_AGENT])}
         return {"observations": {agent: _zeros(spec) for agent, spec in self.specs.items()}}
 
 
 def _zeros(spec: PolicySpec) -> Any:
-    if spec.kind != "onnx":
-        return None
+    if spec.kind != "onnx":  # a random policy reads the action mask only, where there is one
+        masked = ACTION_MASK in spec.observation_keys
+        return {ACTION_MASK: [1] * int(spec.action.n)} if masked else None
     observation: Any = None
     for entry in spec.observation_inputs:
-        zeros = np.zeros(entry.part_shape(spec.frame_stack), dtype=int).tolist()
+        fill = np.ones if entry.name == ACTION_MASK else np.zeros
+        zeros = fill(entry.part_shape(spec.frame_stack), dtype=int).tolist()
         if not entry.path:
             return zeros
         observation = observation if isinstance(observation, dict) else {}

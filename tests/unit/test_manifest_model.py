@@ -126,7 +126,10 @@ def test_serve_checks_a_request_against_a_manifest_of_main():
     )
     (query,) = request.queries
     assert query.observation["observation"].dtype == np.int8
-    assert view.example()["observations"]["player_0"]["observation"] == board
+    example = view.example()
+    assert example["observations"]["player_0"]["observation"] == board
+    assert example["observations"]["player_0"]["action_mask"] == [1] * 7, "every move legal"
+    assert len(parse_act(example, view).queries) == 2, "the printed curl line is a valid request"
 
 
 def test_stacked_frames_round_trip_and_the_env_gives_one_frame():
