@@ -249,9 +249,11 @@ def backends(game: str) -> list[dict[str, Any]]:
 
 
 def env_share(game: str, backend_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Where a training iteration's time goes, from RLlib's timers: the env runner's
-    ``env_step_timer`` (one step of its vector env) times the steps per iteration, its sampling
-    and the learner's update, over iterations 11-50 (the first ten warm up)."""
+    """The env's share of a training iteration, from RLlib's timers: the env runner's
+    ``env_step_timer`` (one step of its vector env, averaged over the iteration's steps) times
+    the vector steps per iteration, over ``time_this_iter_s``, for iterations 11-50 (the first
+    ten warm up). RLlib's sampling and update timers are not used: they average over the whole
+    run, not one iteration."""
     import statistics
 
     from rlplat.experiment.load import load_experiment
@@ -265,12 +267,9 @@ def env_share(game: str, backend_rows: list[dict[str, Any]]) -> dict[str, Any]:
     training = train(experiment_file(game), *overrides, out=out)
     results = training.results()[10:]
 
-    def mean_share(seconds: Any) -> float:
-        return statistics.fmean(seconds(r) / r["time_this_iter_s"] for r in results)
-
-    env = mean_share(lambda r: r["env_runners"]["env_step_timer"] * batch / envs)
-    sampling = mean_share(lambda r: r["timers"]["env_runner_sampling_timer"])
-    learning = mean_share(lambda r: r["timers"]["learner_update_timer"])
+    env = statistics.fmean(
+        r["env_runners"]["env_step_timer"] * batch / envs / r["time_this_iter_s"] for r in results
+    )
     [at_8] = [row for row in backend_rows if row["envs"] == envs]
     saved = {name: round(env * (1 - at_8["gymnasium"] / at_8[name]), 4)
              for name in ("envpool", "envpool_1_thread")}
@@ -279,8 +278,6 @@ def env_share(game: str, backend_rows: list[dict[str, Any]]) -> dict[str, Any]:
         "iterations": len(results),
         "seconds_per_iteration": round(statistics.fmean(r["time_this_iter_s"] for r in results), 3),
         "env_step_share": round(env, 4),
-        "sampling_share": round(sampling, 4),
-        "learner_update_share": round(learning, 4),
         "share_saved_by": saved,
     }
 

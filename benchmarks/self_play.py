@@ -3,7 +3,7 @@ random moves, head to head, and its Elo rating over training.
 
     pip install -e ".[multiagent]"
     python benchmarks/self_play.py [--from-baseline] [--random-share P] [--env-steps N]
-                                   [--matches 200] [--out DIR]
+                                   [--seed S] [--matches 200] [--out DIR]
 
 For each game (connect four), one training at a time: ``rlplat train
 experiments/<game>_ppo.yaml`` (the baseline: its learner trained against uniformly random legal
@@ -25,6 +25,7 @@ import argparse
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,22 +88,55 @@ def head_to_head(
     return report["head_to_head"]
 
 
-def game_row(
-    game: str, matches: int, out: Path, from_baseline: bool, random_share: float,
-    env_steps: int | None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Variant:
+    """How a self-play run differs from the shipped file, as benchmark options."""
+
+    from_baseline: bool = False
+    random_share: float = 0.0
+    env_steps: int | None = None
+    seed: int = 0
+
+    def overrides(self, game: str, baseline_dir: Path) -> tuple[str, ...]:
+        start: tuple[str, ...] = ()
+        if self.from_baseline:
+            last = max(baseline_dir.glob("trial_*/checkpoint_*"))
+            start = ("--from", str(last), *FROM_BASELINE[game])
+        if self.random_share:
+            start = (*start, f"multi_agent.self_play.pool.random={self.random_share}")
+        if self.env_steps:
+            start = (*start, f"stop.env_steps={self.env_steps}")
+        if self.seed:
+            start = (*start, f"seed={self.seed}")
+        return start
+
+    @property
+    def suffix(self) -> str:
+        """Names a run's folder, figure and results row."""
+        return (
+            ("_from_baseline" if self.from_baseline else "")
+            + (f"_random{self.random_share:g}" if self.random_share else "")
+            + (f"_{self.env_steps // 1000}k" if self.env_steps else "")
+            + (f"_seed{self.seed}" if self.seed else "")
+        )
+
+    def title(self, game: str) -> str:
+        parts = ["from the baseline's policy" if self.from_baseline else "from scratch"]
+        if self.random_share:
+            parts.append(f"{self.random_share:.0%} of iterations against random moves")
+        if self.env_steps:
+            parts.append(f"{self.env_steps:,} env steps")
+        if self.seed:
+            parts.append(f"seed {self.seed}")
+        return f"{game}_selfplay.yaml: Elo over training\n({', '.join(parts)})"
+
+
+def game_row(game: str, matches: int, out: Path, variant: Variant) -> dict[str, Any]:
     selfplay_file = f"experiments/{game}_selfplay.yaml"
     baseline_file = REPO / f"experiments/{game}_ppo.yaml"
     baseline = train(baseline_file, out=out / f"{game}_ppo", reuse=True)
-    start: tuple[str, ...] = ()
-    if from_baseline:
-        last = max(baseline.run_dir.glob("trial_*/checkpoint_*"))
-        start = ("--from", str(last), *FROM_BASELINE[game])
-    if random_share:
-        start = (*start, f"multi_agent.self_play.pool.random={random_share}")
-    if env_steps:
-        start = (*start, f"stop.env_steps={env_steps}")
-    name = f"{game}_selfplay" + variant(from_baseline, random_share, env_steps)
+    start = variant.overrides(game, baseline.run_dir)
+    name = f"{game}_selfplay" + variant.suffix
     selfplay = train(selfplay_file, *start, out=out / name, reuse=True)
     results = trial_results(min(selfplay.run_dir.glob("trial_*/result.json")).parent)
     last = results[-1]
@@ -123,27 +157,9 @@ def game_row(
                        "run_dir": str(baseline.run_dir)}
     row["against"][f"{game}_ppo"] = head_to_head(selfplay.run_dir, str(baseline.run_dir), matches)
     figure = REPO / f"docs/img/{name}_elo.png"
-    elo_figure(results, elo_title(game, from_baseline, random_share, env_steps), figure)
+    elo_figure(results, variant.title(game), figure)
     row["figure"] = str(figure.relative_to(REPO))
     return row
-
-
-def elo_title(
-    game: str, from_baseline: bool, random_share: float, env_steps: int | None
-) -> str:
-    start = "from the baseline's policy" if from_baseline else "from scratch"
-    share = f", {random_share:.0%} of iterations against random moves" if random_share else ""
-    steps = f", {env_steps:,} env steps" if env_steps else ""
-    return f"{game}_selfplay.yaml: Elo over training\n({start}{share}{steps})"
-
-
-def variant(from_baseline: bool, random_share: float, env_steps: int | None) -> str:
-    """The suffix naming a run's folder, figure and results row."""
-    return (
-        ("_from_baseline" if from_baseline else "")
-        + (f"_random{random_share:g}" if random_share else "")
-        + (f"_{env_steps // 1000}k" if env_steps else "")
-    )
 
 
 def main() -> None:
@@ -155,16 +171,17 @@ def main() -> None:
                         help="multi_agent.self_play.pool.random of the self-play run")
     parser.add_argument("--env-steps", type=int,
                         help="the self-play run's stop.env_steps (default: the file's)")
+    parser.add_argument("--seed", type=int, default=0, help="the self-play run's seed")
     parser.add_argument("--matches", type=int, default=200, help="games per head-to-head")
     parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="self_play_"))
     results = load_results(RESULTS)
     rows = results.get("rows", {})
+    variant = Variant(args.from_baseline, args.random_share, args.env_steps, args.seed)
     for game in args.games:
-        key = game + variant(args.from_baseline, args.random_share, args.env_steps)
-        rows[key] = game_row(game, args.matches, out, args.from_baseline, args.random_share,
-                             args.env_steps)
+        key = game + variant.suffix
+        rows[key] = game_row(game, args.matches, out, variant)
         save_results(RESULTS, {"command": invocation(), "machine": machine(),
                                "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows})
         summary = {name: h.get("summary") for name, h in rows[key]["against"].items()}
