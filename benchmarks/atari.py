@@ -5,7 +5,7 @@ settings, at the same env-step budget, on the same env; and the env backends' sp
     python benchmarks/atari.py --runs breakout --seeds 1 --sb3-seeds 0 [--budget 1000000]
                                [--out DIR]
     python benchmarks/atari.py --backends [--game breakout]
-    python benchmarks/atari.py --env-share [--game breakout]
+    python benchmarks/atari.py --env-share [--game breakout] [--out DIR]
     python benchmarks/atari.py --modules
 
 For each game, one training at a time (never two on the CPU at once): a Stable-Baselines3 process
@@ -23,8 +23,9 @@ games). What finished under ``--out`` is reused, so a long run goes on in a late
 ``--backends``: env steps per second of the preset's env with random actions, in Gymnasium's
 synchronous vector env (what an RLlib env runner steps) and in EnvPool, at 1, 8 and 16 envs.
 ``--env-share``: the share of a PPO training iteration spent stepping the env, from RLlib's own
-timers in a short ``rlplat train experiments/atari/<game>_ppo.yaml`` (50 iterations), and what
-the backends' speeds (``--backends``, 8 envs) say a faster env would save of it.
+timers in a short ``rlplat train experiments/atari/<game>_ppo.yaml`` (50 iterations, into
+``--out`` and reused from there), and what the backends' speeds (``--backends``, 8 envs) say a
+faster env would save of it.
 ``--modules``: milliseconds of PPO's module on stacked 84x84 frames, acting on 8 and learning
 from 256 (forward and backward, one torch thread), with RLlib's default CNN for 84x84 and with
 rlplat's default, the Nature CNN.
@@ -248,12 +249,12 @@ def backends(game: str) -> list[dict[str, Any]]:
     return rows
 
 
-def env_share(game: str, backend_rows: list[dict[str, Any]]) -> dict[str, Any]:
+def env_share(game: str, backend_rows: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     """The env's share of a training iteration, from RLlib's timers: the env runner's
     ``env_step_timer`` (one step of its vector env, averaged over the iteration's steps) times
-    the vector steps per iteration, over ``time_this_iter_s``, for iterations 11-50 (the first
-    ten warm up). RLlib's sampling and update timers are not used: they average over the whole
-    run, not one iteration."""
+    the vector steps per iteration, over ``time_this_iter_s``: the median of iterations 11-50
+    (the first ten warm up). RLlib's sampling and update timers are not used: they average over
+    the whole run, not one iteration. A run already in ``out`` is reused."""
     import statistics
 
     from rlplat.experiment.load import load_experiment
@@ -261,13 +262,12 @@ def env_share(game: str, backend_rows: list[dict[str, Any]]) -> dict[str, Any]:
     experiment = load_experiment(REPO / experiment_file(game)).experiment
     envs = experiment.resources.env_runners.envs
     batch = experiment.training["train_batch_size_per_learner"]
-    out = Path(tempfile.mkdtemp(prefix="atari_share_"))
     overrides = (f"stop.env_steps={50 * batch}", "checkpoint.every=0", "checkpoint.at_end=false",
                  "evaluation.evaluation_interval=null")
-    training = train(experiment_file(game), *overrides, out=out)
+    training = train(experiment_file(game), *overrides, out=out, reuse=True)
     results = training.results()[10:]
 
-    env = statistics.fmean(
+    env = statistics.median(
         r["env_runners"]["env_step_timer"] * batch / envs / r["time_this_iter_s"] for r in results
     )
     [at_8] = [row for row in backend_rows if row["envs"] == envs]
@@ -276,7 +276,7 @@ def env_share(game: str, backend_rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "command": " ".join(["rlplat train", experiment_file(game), *overrides]),
         "iterations": len(results),
-        "seconds_per_iteration": round(statistics.fmean(r["time_this_iter_s"] for r in results), 3),
+        "median_iteration_s": round(statistics.median(r["time_this_iter_s"] for r in results), 3),
         "env_step_share": round(env, 4),
         "share_saved_by": saved,
     }
@@ -347,7 +347,8 @@ def main() -> None:
         if args.backends:
             results["backends"] = {**stamp, "game": args.game, "rows": backends(args.game)}
         if args.env_share:
-            share = env_share(args.game, results["backends"]["rows"])
+            out = args.out or Path(tempfile.mkdtemp(prefix="atari_share_"))
+            share = env_share(args.game, results["backends"]["rows"], out)
             results["env_share"] = {**stamp, "game": args.game, **share}
             print(json.dumps(share, indent=1), flush=True)
         if args.modules:
