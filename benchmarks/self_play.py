@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,7 +129,8 @@ class Variant:
             parts.append(f"{self.env_steps:,} env steps")
         if self.seed:
             parts.append(f"seed {self.seed}")
-        return f"{game}_selfplay.yaml: Elo over training\n({', '.join(parts)})"
+        how = textwrap.fill(f"({', '.join(parts)})", 80)
+        return f"{game}_selfplay.yaml: Elo over training\n{how}"
 
 
 def game_row(game: str, matches: int, out: Path, variant: Variant) -> dict[str, Any]:
