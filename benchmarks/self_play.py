@@ -97,6 +97,7 @@ class Variant:
     random_share: float = 0.0
     env_steps: int | None = None
     seed: int = 0
+    keep_first: bool = False
 
     def overrides(self, game: str, baseline_dir: Path) -> tuple[str, ...]:
         start: tuple[str, ...] = ()
@@ -105,6 +106,8 @@ class Variant:
             start = ("--from", str(last), *FROM_BASELINE[game])
         if self.random_share:
             start = (*start, f"multi_agent.self_play.pool.random={self.random_share}")
+        if self.keep_first:
+            start = (*start, "multi_agent.self_play.pool.keep_first=true")
         if self.env_steps:
             start = (*start, f"stop.env_steps={self.env_steps}")
         if self.seed:
@@ -117,6 +120,7 @@ class Variant:
         return (
             ("_from_baseline" if self.from_baseline else "")
             + (f"_random{self.random_share:g}" if self.random_share else "")
+            + ("_keep_first" if self.keep_first else "")
             + (f"_{self.env_steps // 1000}k" if self.env_steps else "")
             + (f"_seed{self.seed}" if self.seed else "")
         )
@@ -125,6 +129,8 @@ class Variant:
         parts = ["from the baseline's policy" if self.from_baseline else "from scratch"]
         if self.random_share:
             parts.append(f"{self.random_share:.0%} of iterations against random moves")
+        if self.keep_first:
+            parts.append("the first snapshot kept in the pool")
         if self.env_steps:
             parts.append(f"{self.env_steps:,} env steps")
         if self.seed:
@@ -173,17 +179,21 @@ def main() -> None:
                         help="multi_agent.self_play.pool.random of the self-play run")
     parser.add_argument("--env-steps", type=int,
                         help="the self-play run's stop.env_steps (default: the file's)")
+    parser.add_argument("--keep-first", action="store_true",
+                        help="multi_agent.self_play.pool.keep_first of the self-play run")
     parser.add_argument("--seed", type=int, default=0, help="the self-play run's seed")
     parser.add_argument("--matches", type=int, default=200, help="games per head-to-head")
     parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="self_play_"))
-    results = load_results(RESULTS)
-    rows = results.get("rows", {})
-    variant = Variant(args.from_baseline, args.random_share, args.env_steps, args.seed)
+    variant = Variant(
+        args.from_baseline, args.random_share, args.env_steps, args.seed, args.keep_first
+    )
     for game in args.games:
         key = game + variant.suffix
-        rows[key] = game_row(game, args.matches, out, variant)
+        row = game_row(game, args.matches, out, variant)
+        rows = load_results(RESULTS).get("rows", {})  # read late: other runs may have saved
+        rows[key] = row
         save_results(RESULTS, {"command": invocation(), "machine": machine(),
                                "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows})
         summary = {name: h.get("summary") for name, h in rows[key]["against"].items()}

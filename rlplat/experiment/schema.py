@@ -507,6 +507,21 @@ class OpponentPool(Section):
         "actions (legal ones where the env masks them) instead of a snapshot, so that the "
         "learner also meets play outside its own line; those games are not rated.",
     )
+    keep_first: bool = Field(
+        False,
+        description="Never drop the pool's first snapshot (the learner's starting weights, "
+        "e.g. the policy given with --from): the learner keeps meeting the play it started "
+        "from; a full pool drops the oldest of the others.",
+    )
+
+    @model_validator(mode="after")
+    def _room_beside_the_first(self) -> OpponentPool:
+        if self.keep_first and self.size < 2:
+            raise ValueError(
+                "keep_first needs a pool of at least 2 snapshots (the first one and the "
+                f"newest), got size {self.size}"
+            )
+        return self
 
 
 class SelfPlaySpec(Section):

@@ -101,6 +101,7 @@ class League:
     min_win_rate: float | None
     seed: int
     random_share: float = 0.0  # share of draws that give the slots RANDOM_OPPONENT
+    keep_first: bool = False  # a full pool drops its second-oldest, never the first snapshot
     learner_rating: float = INITIAL_RATING
     snapshots: list[Snapshot] = field(default_factory=list)
     last_snapshot_iteration: int = 0
@@ -115,10 +116,12 @@ class League:
 
     def freeze(self, iteration: int, env_steps: int) -> str:
         """Add a snapshot of the learner as it is now (the caller keeps its weights under the
-        returned name); the oldest snapshot leaves a full pool."""
+        returned name); the oldest snapshot (with ``keep_first``, the oldest after the first)
+        leaves a full pool."""
         name = f"{self.learner}_v{iteration}"
         self.snapshots.append(Snapshot(name, iteration, env_steps, self.learner_rating))
-        del self.snapshots[: -self.pool_size]
+        while len(self.snapshots) > self.pool_size:
+            del self.snapshots[1 if self.keep_first else 0]
         self.last_snapshot_iteration = iteration
         self.since_snapshot = Tally()
         return name

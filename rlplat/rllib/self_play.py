@@ -185,6 +185,7 @@ class SelfPlayDriver:
             min_win_rate=spec.snapshot.min_win_rate,
             seed=seed,
             random_share=spec.pool.random,
+            keep_first=spec.pool.keep_first,
         )
         self.weights: dict[str, Any] = {}  # snapshot -> the learner's module state then
         self.assigned: dict[str, str] = {}  # slot -> snapshot it plays this iteration

@@ -271,3 +271,10 @@ def test_a_key_under_an_overridden_section_is_located_at_the_override(tmp_path):
     message = rejection(path, "algorithm=DQN", "connectors=[reward_scaling]")
     assert message.startswith("command-line override 'connectors=[reward_scaling]'"), message
     assert "works with PPO, APPO, IMPALA" in message
+
+
+def test_keep_first_in_a_pool_of_one_is_refused():
+    """The new snapshot would be dropped as soon as it was taken: the pool would never change."""
+    selfplay = EXPERIMENTS / "connect_four_selfplay.yaml"
+    message = rejection(selfplay, "multi_agent.self_play.pool={size: 1, keep_first: true}")
+    assert "multi_agent.self_play.pool" in message and "at least 2 snapshots" in message

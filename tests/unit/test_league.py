@@ -208,3 +208,10 @@ def test_a_random_share_of_draws_plays_random_moves_and_is_not_rated():
     before = games.learner_rating
     games.record(RANDOM_OPPONENT, 1)
     assert games.learner_rating == before and games.recent_win_rate() == 0.0
+
+
+def test_keep_first_drops_the_oldest_after_the_first():
+    games = league(pool_size=3, keep_first=True)
+    names = [games.freeze(i * 10, i) for i in range(5)]
+    assert games.names() == [names[0], *names[3:]]
+    assert games.dropped(names) == names[1:3]
