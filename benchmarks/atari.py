@@ -6,6 +6,7 @@ settings, at the same env-step budget, on the same env; and the env backends' sp
                                [--out DIR]
     python benchmarks/atari.py --backends [--game breakout]
     python benchmarks/atari.py --env-share [--game breakout] [--out DIR]
+    python benchmarks/atari.py --backend-training [--game breakout] [--out DIR]
     python benchmarks/atari.py --modules
 
 For each game, one training at a time (never two on the CPU at once): a Stable-Baselines3 process
@@ -26,6 +27,8 @@ synchronous vector env (what an RLlib env runner steps) and in EnvPool, at 1, 8 
 timers in a short ``rlplat train experiments/atari/<game>_ppo.yaml`` (50 iterations, into
 ``--out`` and reused from there), and what the backends' speeds (``--backends``, 8 envs) say a
 faster env would save of it.
+``--backend-training``: the same short training with ``env.backend: gymnasium`` and then
+``envpool``: the median iteration's time and env steps per second of each.
 ``--modules``: milliseconds of PPO's module on stacked 84x84 frames, acting on 8 and learning
 from 256 (forward and backward, one torch thread), with RLlib's default CNN for 84x84 and with
 rlplat's default, the Nature CNN.
@@ -181,33 +184,38 @@ def run_game(game: str, seeds: int, sb3_seeds: list[int], budget: int, out: Path
 # --- env backends --------------------------------------------------------------------------------
 
 
-def gymnasium_envs(game: str, count: int) -> Any:
-    """The preset's env (training chain) in Gymnasium's synchronous vector env."""
-    import gymnasium as gym
-
-    from rlplat.environments.make import EnvCreator
+def preset_env(game: str, backend: str = "gymnasium") -> Any:
+    """The env spec of the preset's chain on ``game``, as experiments/atari writes it."""
     from rlplat.experiment.presets import expand_preset
     from rlplat.experiment.schema import Experiment
 
     experiment = Experiment.model_validate({
         "name": "backend", "algorithm": "PPO", "stop": {"env_steps": 1},
-        "env": {"id": f"ALE/{GAMES[game]}-v5", "preset": "atari", "kwargs": ENV_KWARGS},
+        "env": {"id": f"ALE/{GAMES[game]}-v5", "preset": "atari", "kwargs": ENV_KWARGS,
+                "backend": backend},
     })
-    creator = EnvCreator(expand_preset(experiment).env)
+    return expand_preset(experiment).env
+
+
+def gymnasium_envs(game: str, count: int) -> Any:
+    """The preset's env (training chain) in Gymnasium's synchronous vector env."""
+    import gymnasium as gym
+
+    from rlplat.environments.make import EnvCreator
+
+    creator = EnvCreator(preset_env(game))
     return gym.vector.SyncVectorEnv([creator for _ in range(count)])
 
 
 def envpool_envs(game: str, count: int, threads: int = 0) -> Any:
-    """EnvPool's Atari with the same preprocessing (84x84 gray, skip 4, no-op 30, 4 frames,
-    episodic life, FIRE reset, clipped rewards), its Gymnasium API; ``threads``: its worker
-    threads (0: one per core)."""
-    import envpool
+    """The same chain in EnvPool, as an env runner steps it with env.backend: envpool;
+    ``threads``: its worker threads (0: one per core)."""
+    import os
 
-    return envpool.make_gymnasium(
-        f"{GAMES[game]}-v5", num_envs=count, episodic_life=True, reward_clip=True,
-        repeat_action_probability=0.0, noop_max=30, stack_num=4, img_height=84, img_width=84,
-        use_fire_reset=True, num_threads=threads,
-    )
+    from rlplat.environments.make import EnvCreator
+
+    creator = EnvCreator(preset_env(game, "envpool"), threads=threads or os.cpu_count() or 1)
+    return creator({"num_envs": count})
 
 
 BACKENDS = {
@@ -241,32 +249,44 @@ def backends(game: str) -> list[dict[str, Any]]:
             except ImportError as exc:
                 row[name] = f"not installed ({exc})"
                 continue
-            space = getattr(envs, "single_action_space", envs.action_space)  # EnvPool: one env's
-            row[name] = round(steps_per_second(envs, count, int(space.n)), 1)
+            actions = int(envs.single_action_space.n)
+            row[name] = round(steps_per_second(envs, count, actions), 1)
             envs.close()
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
 
 
-def env_share(game: str, backend_rows: list[dict[str, Any]], out: Path) -> dict[str, Any]:
-    """The env's share of a training iteration, from RLlib's timers: the env runner's
-    ``env_step_timer`` (one step of its vector env, averaged over the iteration's steps) times
-    the vector steps per iteration, over ``time_this_iter_s``: the median of iterations 11-50
-    (the first ten warm up). RLlib's sampling and update timers are not used: they average over
-    the whole run, not one iteration. A run already in ``out`` is reused."""
-    import statistics
+SHORT_ITERATIONS = 50  # a short training's iterations; the first WARM_UP are left out
+WARM_UP = 10
 
+
+def short_training(game: str, out: Path, *extra: str) -> tuple[list[dict[str, Any]], str]:
+    """``SHORT_ITERATIONS`` iterations of experiments/atari/<game>_ppo.yaml (no checkpoint, no
+    evaluation) into ``out``, reused from there: the results after the warm-up, and the
+    command."""
     from rlplat.experiment.load import load_experiment
 
     experiment = load_experiment(REPO / experiment_file(game)).experiment
-    envs = experiment.resources.env_runners.envs
     batch = experiment.training["train_batch_size_per_learner"]
-    overrides = (f"stop.env_steps={50 * batch}", "checkpoint.every=0", "checkpoint.at_end=false",
-                 "evaluation.evaluation_interval=null")
+    overrides = (f"stop.env_steps={SHORT_ITERATIONS * batch}", "checkpoint.every=0",
+                 "checkpoint.at_end=false", "evaluation.evaluation_interval=null", *extra)
     training = train(experiment_file(game), *overrides, out=out, reuse=True)
-    results = training.results()[10:]
+    return training.results()[WARM_UP:], " ".join(["rlplat train", experiment_file(game),
+                                                   *overrides])
 
+
+def env_share(game: str, backend_rows: list[dict[str, Any]], out: Path) -> dict[str, Any]:
+    """The env's share of a training iteration, from RLlib's timers: the env runner's
+    ``env_step_timer`` (one step of its vector env, averaged over the iteration's steps) times
+    the vector steps per iteration, over ``time_this_iter_s``: the median of the iterations
+    after the warm-up. RLlib's sampling and update timers are not used: they average over the
+    whole run, not one iteration."""
+    import statistics
+
+    results, command = short_training(game, out)
+    envs = preset_envs_per_runner(game)
+    batch = results[0]["env_runners"]["num_env_steps_sampled"]
     env = statistics.median(
         r["env_runners"]["env_step_timer"] * batch / envs / r["time_this_iter_s"] for r in results
     )
@@ -274,12 +294,41 @@ def env_share(game: str, backend_rows: list[dict[str, Any]], out: Path) -> dict[
     saved = {name: round(env * (1 - at_8["gymnasium"] / at_8[name]), 4)
              for name in ("envpool", "envpool_1_thread")}
     return {
-        "command": " ".join(["rlplat train", experiment_file(game), *overrides]),
+        "command": command,
         "iterations": len(results),
         "median_iteration_s": round(statistics.median(r["time_this_iter_s"] for r in results), 3),
         "env_step_share": round(env, 4),
         "share_saved_by": saved,
     }
+
+
+def preset_envs_per_runner(game: str) -> int:
+    from rlplat.experiment.load import load_experiment
+
+    return load_experiment(REPO / experiment_file(game)).experiment.resources.env_runners.envs
+
+
+def backend_training(game: str, out: Path) -> dict[str, Any]:
+    """The same short training with each env backend, one after the other: the median
+    iteration's time after the warm-up, and env steps per second."""
+    import statistics
+
+    rows = {}
+    for backend in ("gymnasium", "envpool"):
+        results, command = short_training(game, out / backend, f"env.backend={backend}")
+        median = statistics.median(r["time_this_iter_s"] for r in results)
+        batch = results[0]["env_runners"]["num_env_steps_sampled"]
+        rows[backend] = {
+            "command": command,
+            "iterations": len(results),
+            "median_iteration_s": round(median, 3),
+            "env_steps_per_s": round(batch / median, 1),
+        }
+        print(backend, json.dumps(rows[backend]), flush=True)
+    rows["envpool_speedup"] = round(
+        rows["gymnasium"]["median_iteration_s"] / rows["envpool"]["median_iteration_s"], 3
+    )
+    return rows
 
 
 def modules() -> dict[str, Any]:
@@ -333,6 +382,8 @@ def main() -> None:
     parser.add_argument("--game", default="breakout", choices=sorted(GAMES))
     parser.add_argument("--env-share", action="store_true",
                         help="the env's share of a training iteration")
+    parser.add_argument("--backend-training", action="store_true",
+                        help="time a short training with each env backend")
     parser.add_argument("--modules", action="store_true", help="time the default CNNs")
     parser.add_argument("--sb3", nargs=3, metavar=("GAME", "SEED", "BUDGET"),
                         help=argparse.SUPPRESS)
@@ -343,7 +394,7 @@ def main() -> None:
         return
     results = load_results(RESULTS)
     stamp = {"command": invocation(), "machine": machine(), "date": time.strftime("%Y-%m-%d")}
-    if args.backends or args.modules or args.env_share:
+    if args.backends or args.modules or args.env_share or args.backend_training:
         if args.backends:
             results["backends"] = {**stamp, "game": args.game, "rows": backends(args.game)}
         if args.env_share:
@@ -351,6 +402,10 @@ def main() -> None:
             share = env_share(args.game, results["backends"]["rows"], out)
             results["env_share"] = {**stamp, "game": args.game, **share}
             print(json.dumps(share, indent=1), flush=True)
+        if args.backend_training:
+            out = args.out or Path(tempfile.mkdtemp(prefix="atari_backends_"))
+            rows = backend_training(args.game, out)
+            results["backend_training"] = {**stamp, "game": args.game, **rows}
         if args.modules:
             results["modules"] = {**stamp, "rows": modules()}
         save_results(RESULTS, results)

@@ -123,6 +123,13 @@ class EnvSpec(Section):
         "game score, FIRE at each start, episodic life and sign-clipped rewards in training "
         "only, 4 stacked frames; sticky actions as ALE v5 has them (0.25).",
     )
+    backend: Literal["gymnasium", "envpool"] = Field(
+        "gymnasium",
+        description="What steps the training env runners' envs: gymnasium (its vector env of "
+        "the env and wrappers) or envpool (EnvPool's C++ threads, as many as "
+        "resources.env_runners.cpus; ALE ids with the atari preset's chain only, needs the "
+        "envpool extra). Evaluation, rlplat eval, export and serve always use gymnasium.",
+    )
     check: bool = Field(
         True,
         description="Before Ray starts, reset the env and take random steps, checking what it "
@@ -165,6 +172,11 @@ class EnvSpec(Section):
                 "kwargs: {max_episode_steps: N}"
             )
         _one_key_entries(self.wrappers, "wrapper")
+        if self.backend == "envpool" and not (self.id or "").startswith(ATARI_NAMESPACE):
+            raise ValueError(
+                "backend 'envpool' runs Atari games (an ALE id such as ALE/Breakout-v5 with "
+                f"preset: atari), not {self.label!r}; use backend: gymnasium"
+            )
         return self
 
     @property

@@ -300,6 +300,9 @@ def build_algorithm_config(
     calls["debugging"]["seed"] = exp.seed
     calls["evaluation"] = exp.evaluation_settings()
     _evaluation_env(exp, env, env_name, calls)
+    if exp.env.backend == "envpool":  # training runners take the creator's EnvPool vector
+        calls["env_runners"]["gym_env_vectorize_mode"] = "vector_entry_point"
+        calls["evaluation"]["evaluation_config"]["gym_env_vectorize_mode"] = "sync"
     calls["callbacks"] = {"callbacks_class": WindowedEpisodeStats}
     _connector_calls(exp, config, calls)
     _initial_log_std(exp, env, calls, locate)

@@ -27,8 +27,10 @@ def env_creator_for(
 ) -> Callable[[dict[str, Any] | None], Any]:
     """The env factory training and evaluation use: the env as the experiment names it, or, for
     a team algorithm (QMIX), that multi-agent env seen as one team. ``evaluation``: without the
-    chain's training-only wrappers."""
-    creator = EnvCreator(experiment.env, evaluation=evaluation)
+    chain's training-only wrappers. An EnvPool backend gets as many threads as an env runner
+    has CPUs."""
+    threads = max(1, int(experiment.resources.env_runners.cpus or 1))
+    creator = EnvCreator(experiment.env, evaluation=evaluation, threads=threads)
     settings = _team_settings(experiment)
     if settings is None:
         return creator

@@ -1,6 +1,7 @@
-"""The Atari suite end to end: a tiny Breakout PPO run on the preset's uint8 frames trains,
-evaluates whole games scored as the game scores them, renders the game's own frames and exports
-its CNN with a passing parity certificate."""
+"""The Atari suite end to end: a tiny Breakout PPO run on the preset's uint8 frames trains (its
+env runner stepping an EnvPool, env.backend: envpool), evaluates whole games on Gymnasium's chain
+scored as the game scores them, renders the game's own frames and exports its CNN with a passing
+parity certificate."""
 
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ from tests.helpers import EXPERIMENTS, read_results, rlplat
 
 @pytest.fixture(scope="module")
 def tiny_breakout(ray_session, tmp_path_factory):
-    """breakout_ppo.yaml for two 64-step iterations on 2 envs, exported at its end."""
+    """breakout_ppo.yaml for two 64-step iterations on 2 envs of EnvPool, exported at its end."""
     text = (EXPERIMENTS / "atari/breakout_ppo.yaml").read_text() + (
         "export: {at_end: true, episodes: 1}\noutput_dir: OUTPUT\n"
     )
     return train_yaml(
         text,
         tmp_path_factory.mktemp("breakout"),
+        "env.backend=envpool",
         "resources.env_runners.envs=2",
         "training.train_batch_size_per_learner=64",
         "training.minibatch_size=32",

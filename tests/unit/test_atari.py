@@ -101,3 +101,43 @@ def test_an_ale_id_without_its_package_names_the_atari_extra(tmp_path, monkeypat
     spec = load(tmp_path, BREAKOUT.replace("Breakout-v5, preset: atari", "Pong-v5")).env
     with pytest.raises(ConfigError, match=r"Install the atari extra: pip install 'rlplat\[atari"):
         check_env(spec, lambda key: key)
+
+
+def test_envpool_plays_the_presets_chain_as_a_vector_of_games(tmp_path):
+    """What an env runner gets with env.backend: envpool: the preset's frames and spaces, a
+    lost life ending an episode with clipped rewards, the game score at the game's end only,
+    and the step after an episode's end resetting it."""
+    sticky_off = "env.kwargs.repeat_action_probability=0.0"  # as shipped: FIRE always lands
+    spec = load(tmp_path, BREAKOUT, "env.backend=envpool", sticky_off).env
+    envs = EnvCreator(spec)({"num_envs": 2})
+    assert envs.single_observation_space == EnvCreator(spec)().observation_space
+    observations, _ = envs.reset(seed=[3, 4])
+    assert observations.shape == (2, 84, 84, 4) and observations.dtype == np.uint8
+    episodes, rewards, ends = 0, set(), []
+    noop = np.full(2, NOOP)
+    for _ in range(5_000):
+        _, reward, terminated, truncated, info = envs.step(noop)
+        rewards |= set(reward.tolist())
+        if terminated[0] or truncated[0]:
+            episodes += 1
+            ends.append(info.get(f"_{GAME_SCORE}", [False])[0])
+            if ends[-1]:
+                break
+    assert episodes == 5 and ends == [False] * 4 + [True]  # 5 lives, one game
+    assert info[GAME_LENGTH][0] > 5 * 20 and rewards <= {0.0, 1.0}
+    stepped, reward, terminated, _, info = envs.step(noop)  # env 0 resets: no move, no reward
+    assert reward[0] == 0 and not terminated[0]
+    assert (stepped[0] == stepped[0, ..., :1]).all()  # a new stack: copies of one frame
+
+
+def test_envpool_refuses_a_chain_it_cannot_run(tmp_path, monkeypatch):
+    from rlplat.environments.make import check_env
+
+    extra = BREAKOUT.replace("preset: atari", "preset: atari, wrappers: [TimeAwareObservation]")
+    spec = load(tmp_path, extra, "env.backend=envpool").env
+    with pytest.raises(ConfigError, match="cannot run this chain: after StackFrames only"):
+        check_env(spec, lambda key: key)
+    monkeypatch.setitem(sys.modules, "envpool", None)  # as on a machine without it
+    spec = load(tmp_path, BREAKOUT, "env.backend=envpool").env
+    with pytest.raises(ConfigError, match=r"Install the envpool extra: pip install -e"):
+        check_env(spec, lambda key: key)
