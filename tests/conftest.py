@@ -186,6 +186,24 @@ def solved_cartpole(seeded_cartpole):
 
 
 @pytest.fixture(scope="session")
+def cartpole_export(solved_cartpole, tmp_path_factory) -> dict:
+    """The solved CartPole PPO exported once (best checkpoint of the run): its folder, manifest
+    and parity certificate."""
+    import json
+
+    from rlplat.cli import main
+
+    out = tmp_path_factory.mktemp("export") / "cartpole"
+    try:
+        main(["export", solved_cartpole.run_dir, "--out", str(out), "--json"])
+    except SystemExit as exc:
+        assert exc.code == 0
+    manifest = json.loads((out / "policy.json").read_text())
+    parity = json.loads((out / "parity.json").read_text())
+    return {"dir": out, "manifest": manifest, "parity": parity}
+
+
+@pytest.fixture(scope="session")
 def seeded_cartpole(ray_session, tmp_path_factory):
     """The shipped CartPole PPO experiment trained to its target on seeds 0 and 1 (``--seeds
     2``: two trials, which run at once on two cores)."""

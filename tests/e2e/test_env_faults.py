@@ -28,6 +28,7 @@ def test_an_env_failing_only_in_remote_env_runners_stops_the_trial_with_its_erro
     )
     text = replace(text, "env_runners: {count: 0}", "env_runners: {count: 1}")
     text = replace(text, "iterations: 3", "iterations: 1000")
+    text += "fault_tolerance: {delay_between_env_runner_restarts_s: 1}\n"  # no 10 s waits
     loaded = load_experiment(write_yaml(text.replace("OUTPUT", str(tmp_path / "out"))))
     started = time.monotonic()
     summary = train(loaded, console=Console(quiet=True))

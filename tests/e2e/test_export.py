@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from rlplat.cli import main
 from tests.e2e.helpers import export_json, run_cli
 from tests.helpers import REPO
 
@@ -26,19 +25,6 @@ def files_digest(directory: Path) -> dict[str, str]:
     return {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())
     }
-
-
-@pytest.fixture(scope="module")
-def cartpole_export(solved_cartpole, tmp_path_factory) -> dict:
-    """The solved CartPole PPO exported once (best checkpoint of the run)."""
-    out = tmp_path_factory.mktemp("export") / "cartpole"
-    try:
-        main(["export", solved_cartpole.run_dir, "--out", str(out), "--json"])
-    except SystemExit as exc:
-        assert exc.code == 0
-    manifest = json.loads((out / "policy.json").read_text())
-    parity = json.loads((out / "parity.json").read_text())
-    return {"dir": out, "manifest": manifest, "parity": parity}
 
 
 def test_cartpole_export_acts_like_the_checkpoint(cartpole_export, solved_cartpole):

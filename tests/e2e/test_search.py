@@ -192,7 +192,7 @@ def test_killed_search_resumes_with_every_trial_accounted_for(
     experiment = f"killed-search-{tmp_path.name}"
     text = (
         TINY_SEARCH.replace("OUTPUT", str(tmp_path / "out"))
-        .replace("iterations: 3", "iterations: 12")
+        .replace("iterations: 3", "iterations: 8")
         .replace("keep: 1", "keep: 2")
     ) + (
         f"loggers:\n  mlflow: {{tracking_uri: '{mlflow_server}', experiment: {experiment}}}\n"
@@ -230,13 +230,13 @@ def test_killed_search_resumes_with_every_trial_accounted_for(
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert len(summary["trials"]) == 4
-    assert all(t["status"] == "finished" and t["iterations"] == 12 for t in summary["trials"])
+    assert all(t["status"] == "finished" and t["iterations"] == 8 for t in summary["trials"])
     with open(run_dir / RESULTS_CSV) as handle:
         assert len(list(csv.DictReader(handle))) == 4
     for trial in summary["trials"]:
         iterations = [r["training_iteration"] for r in read_results(Path(trial["path"]))]
         assert iterations.count(1) == 1, "no trial started over from scratch"
-        assert iterations[-1] == 12
+        assert iterations[-1] == 8
         kept = list(Path(trial["path"]).glob("checkpoint_*"))
         assert len(kept) <= 3, "checkpoint.keep (2) held: the two best and the newest"
     assert_tracked_once(mlflow_server, experiment, run_dir, summary["trials"])

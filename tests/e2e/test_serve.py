@@ -390,15 +390,13 @@ def test_replicas_go_where_their_resources_are(served, ray_cluster, solved_cartp
         ray_cluster.remove_node(node)
 
 
-def test_embedded_serve_prints_a_working_curl_line_and_stops_on_ctrl_c(solved_cartpole, tmp_path):
+def test_embedded_serve_prints_a_working_curl_line_and_stops_on_ctrl_c(cartpole_export):
     """The whole command, as a user runs it: its own local Ray, the printed request answered,
     Ctrl-C stops it cleanly (exit 0)."""
     import json
     import shlex
 
-    export = tmp_path / "cartpole"
-    subprocess.run([sys.executable, "-m", "rlplat.cli", "export", solved_cartpole.run_dir,
-                    "--out", export, "-n", "1"], check=True, capture_output=True, cwd=REPO)
+    export = cartpole_export["dir"]
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     process = subprocess.Popen(
