@@ -17,14 +17,14 @@ from tests.helpers import EXPERIMENTS, read_results, rlplat
 
 @pytest.fixture(scope="module")
 def tiny_breakout(ray_session, tmp_path_factory):
-    """breakout_ppo.yaml for two 64-step iterations on 2 envs of EnvPool, exported at its end."""
+    """breakout_ppo.yaml (EnvPool's envs in training) for two 64-step iterations on 2 envs,
+    exported at its end."""
     text = (EXPERIMENTS / "atari/breakout_ppo.yaml").read_text() + (
         "export: {at_end: true, episodes: 1}\noutput_dir: OUTPUT\n"
     )
     return train_yaml(
         text,
         tmp_path_factory.mktemp("breakout"),
-        "env.backend=envpool",
         "resources.env_runners.envs=2",
         "training.train_batch_size_per_learner=64",
         "training.minibatch_size=32",
