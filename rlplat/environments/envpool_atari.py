@@ -17,6 +17,7 @@ score over all its lives in the info of the step that ends the game, as ``GameSc
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import gymnasium as gym
@@ -51,6 +52,11 @@ ENV_KWARGS = {  # the ALE env's kwargs EnvPool takes, by their EnvPool names
 }
 
 
+# The ALE env's kwargs that end a game after so many frames (max_episode_steps: gym.make's time
+# limit on the frame-skip-1 env); EnvPool counts agent steps of frame_skip frames.
+FRAME_LIMITS = ("max_num_frames_per_episode", "max_episode_steps")
+
+
 class NotTranslatable(ValueError):
     """The env's chain has no EnvPool equivalent; the message says which part."""
 
@@ -68,13 +74,15 @@ def envpool_options(spec: EnvSpec) -> dict[str, Any]:
         raise NotTranslatable(
             "env.kwargs.frameskip must be 1 (AtariPreprocessing skips the frames)"
         )
-    unknown = sorted(set(kwargs) - set(ENV_KWARGS))
+    unknown = sorted(set(kwargs) - set(ENV_KWARGS) - set(FRAME_LIMITS))
     if unknown:
         raise NotTranslatable(
             f"env.kwargs {', '.join(unknown)} have no EnvPool equivalent; it takes "
             f"{', '.join(ENV_KWARGS)}"
         )
-    options: dict[str, Any] = {ENV_KWARGS[key]: value for key, value in kwargs.items()}
+    options: dict[str, Any] = {
+        ENV_KWARGS[key]: value for key, value in kwargs.items() if key in ENV_KWARGS
+    }
     entries = [entry_parts(entry) for entry in spec.wrappers]
     names = [name for name, _ in entries]
     if names[:2] != ["AtariPreprocessing", f"{ATARI}:StackFrames"]:
@@ -93,6 +101,14 @@ def envpool_options(spec: EnvSpec) -> dict[str, Any]:
     for name, option in SWITCHES.items():
         if option is not None:
             options[option] = name in rest
+    if options["use_fire_reset"] and not options["episodic_life"]:
+        raise NotTranslatable(
+            "FireReset without EpisodicLife: EnvPool presses FIRE only when an episode starts, "
+            "so after a lost life that is not an episode's end the game would wait for FIRE"
+        )
+    for key in FRAME_LIMITS:
+        if key in kwargs:
+            options["max_episode_steps"] = math.ceil(kwargs[key] / options["frame_skip"])
     return options
 
 
@@ -106,6 +122,8 @@ def _preprocessing(arguments: dict[str, Any]) -> dict[str, Any]:
             )
     size = arguments.get("screen_size", 84)
     height, width = (size, size) if isinstance(size, int) else size
+    if arguments.get("noop_max", 30) < 1:
+        raise NotTranslatable("AtariPreprocessing's noop_max must be at least 1 for EnvPool")
     return {
         "noop_max": int(arguments.get("noop_max", 30)),
         "frame_skip": int(arguments.get("frame_skip", 4)),
@@ -136,7 +154,9 @@ class EnvPoolAtari(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._score = np.zeros(num_envs)
         self._length = np.zeros(num_envs, dtype=np.int64)
-        self._resetting = np.zeros(num_envs, dtype=bool)
+        self._resetting = np.zeros(num_envs, dtype=bool)  # its last step ended an episode
+        self._game_over = np.zeros(num_envs, dtype=bool)  # ... and the game with it
+        self._lives = np.zeros(num_envs, dtype=np.int64)
 
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
@@ -150,8 +170,10 @@ class EnvPoolAtari(gym.vector.VectorEnv):
             else:
                 seeds = {"seed": seed % 2**31}
             self._pool = self._make(**seeds)
-        frames, _ = self._pool.reset()
-        self._score[:], self._length[:], self._resetting[:] = 0, 0, False
+        frames, info = self._pool.reset()
+        self._score[:], self._length[:] = 0.0, 0
+        self._resetting[:], self._game_over[:] = False, False
+        self._lives = np.asarray(info["lives"]).copy()
         return _channels_last(frames), {}
 
     def step(
@@ -160,8 +182,14 @@ class EnvPoolAtari(gym.vector.VectorEnv):
         frames, rewards, terminated, truncated, info = self._pool.step(np.asarray(actions))
         terminated, truncated = terminated.astype(bool), truncated.astype(bool)
         playing = ~self._resetting  # the step after an episode's end only resets its env
+        next_life = self._resetting & ~self._game_over
+        # A game that ended during the no-ops of a new life is restarted by the pool without
+        # a word: it goes unreported and the count starts over.
+        restarted = next_life & (info["lives"] > self._lives)
+        self._score[restarted], self._length[restarted] = 0.0, 0
         self._score += np.where(playing, info["reward"], 0.0)
-        self._length += playing
+        # Counted as the Gymnasium chain counts them: the step that starts a new life is one.
+        self._length += playing | (next_life & ~restarted)
         game_over = playing & (info["terminated"].astype(bool) | truncated)
         infos: dict[str, Any] = {}
         if game_over.any():
@@ -172,7 +200,8 @@ class EnvPoolAtari(gym.vector.VectorEnv):
                 f"_{GAME_LENGTH}": game_over,
             }
             self._score[game_over], self._length[game_over] = 0.0, 0
-        self._resetting = terminated | truncated
+        self._resetting, self._game_over = terminated | truncated, game_over
+        self._lives = np.asarray(info["lives"]).copy()
         return _channels_last(frames), rewards.astype(np.float32), terminated, truncated, infos
 
     def close_extras(self, **kwargs: Any) -> None:

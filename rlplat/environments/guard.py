@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import ray
 from ray.experimental import internal_kv
 
@@ -41,6 +42,17 @@ class EpisodeEndRecorder(gym.Wrapper):
     def step(self, action: Any) -> Any:
         result = self.env.step(action)
         if len(result) == 5 and (_over(result[2]) or _over(result[3])):
+            _Crashes.consecutive = 0
+        return result
+
+
+class VectorEpisodeEndRecorder(gym.vector.VectorWrapper):
+    """``EpisodeEndRecorder`` for a vector env: an episode that finished in any of its envs
+    clears the count."""
+
+    def step(self, actions: Any) -> Any:
+        result = self.env.step(actions)
+        if np.any(result[2]) or np.any(result[3]):
             _Crashes.consecutive = 0
         return result
 
@@ -89,4 +101,6 @@ class GuardedCreator:
             _report_to_trial(message)
             raise EnvKeepsFailing(message)
         env = self.creator(env_config)
+        if isinstance(env, gym.vector.VectorEnv):  # env.backend envpool: the whole vector
+            return VectorEpisodeEndRecorder(env)
         return EpisodeEndRecorder(env) if isinstance(env, gym.Env) else env

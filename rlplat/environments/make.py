@@ -69,7 +69,7 @@ class EnvCreator:
     def __call__(self, env_config: dict[str, Any] | None = None) -> Any:
         kwargs = dict(self.spec.kwargs)
         kwargs.update(dict(env_config or {}))
-        if "num_envs" in kwargs:
+        if self.spec.backend == "envpool" and not self.evaluation and "num_envs" in kwargs:
             return EnvPoolAtari(
                 envpool_task(self.spec.id),
                 kwargs.pop("num_envs"),

@@ -127,7 +127,8 @@ class EnvSpec(Section):
         "gymnasium",
         description="What steps the training env runners' envs: gymnasium (its vector env of "
         "the env and wrappers) or envpool (EnvPool's C++ threads, as many as "
-        "resources.env_runners.cpus; ALE ids with the atari preset's chain only, needs the "
+        "resources.env_runners.cpus, or resources.driver.cpus with no remote env runner; ALE "
+        "ids with the atari preset's chain only, needs the "
         "envpool extra). Evaluation, rlplat eval, export and serve always use gymnasium.",
     )
     check: bool = Field(
@@ -505,7 +506,9 @@ class SnapshotRule(Section):
 class OpponentPool(Section):
     """The frozen snapshots opponents are drawn from."""
 
-    size: Count = Field(20, ge=1, description="Snapshots kept; the oldest goes first.")
+    size: Count = Field(
+        20, ge=1, description="Snapshots kept; the oldest goes first (see keep_first)."
+    )
     sample: Literal["latest", "uniform", "pfsp"] = Field(
         "pfsp",
         description="latest: the newest snapshot; uniform: any; pfsp: prioritised fictitious "

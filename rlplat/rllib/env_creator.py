@@ -27,9 +27,12 @@ def env_creator_for(
 ) -> Callable[[dict[str, Any] | None], Any]:
     """The env factory training and evaluation use: the env as the experiment names it, or, for
     a team algorithm (QMIX), that multi-agent env seen as one team. ``evaluation``: without the
-    chain's training-only wrappers. An EnvPool backend gets as many threads as an env runner
-    has CPUs."""
-    threads = max(1, int(experiment.resources.env_runners.cpus or 1))
+    chain's training-only wrappers. An EnvPool backend gets as many threads as the process that
+    steps it has CPUs: a remote env runner, or with none the algorithm's own process."""
+    resources = experiment.resources
+    remote = bool(resources.env_runners.count)
+    cpus = resources.env_runners.cpus if remote else resources.driver.cpus
+    threads = max(1, int(cpus or 1))
     creator = EnvCreator(experiment.env, evaluation=evaluation, threads=threads)
     settings = _team_settings(experiment)
     if settings is None:

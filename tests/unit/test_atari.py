@@ -141,3 +141,31 @@ def test_envpool_refuses_a_chain_it_cannot_run(tmp_path, monkeypatch):
     spec = load(tmp_path, BREAKOUT, "env.backend=envpool").env
     with pytest.raises(ConfigError, match=r"Install the envpool extra: pip install -e"):
         check_env(spec, lambda key: key)
+
+
+def test_envpool_refuses_fire_reset_without_an_episodic_life(tmp_path):
+    """EnvPool presses FIRE only when an episode starts: without episodic life the game would
+    wait for FIRE after every lost life."""
+    from rlplat.environments.envpool_atari import NotTranslatable, envpool_options
+
+    spec = load(tmp_path, BREAKOUT, "env.backend=envpool").env
+    no_episodic_life = [e for e in spec.wrappers if not entry_parts(e)[0].endswith("EpisodicLife")]
+    with pytest.raises(NotTranslatable, match="FireReset without EpisodicLife"):
+        envpool_options(spec.model_copy(update={"wrappers": no_episodic_life}))
+
+
+def test_a_finished_episode_of_the_envpool_vector_clears_the_crash_count(tmp_path):
+    """As for a single env: only failures in a row, with no episode finished between them, end
+    the trial."""
+    from rlplat.environments.guard import GuardedCreator, _Crashes
+
+    sticky_off = "env.kwargs.repeat_action_probability=0.0"
+    spec = load(tmp_path, BREAKOUT, "env.backend=envpool", sticky_off).env
+    envs = GuardedCreator(EnvCreator(spec))({"num_envs": 2})
+    envs.reset(seed=[0, 1])
+    _Crashes.consecutive = 3
+    for _ in range(500):  # NOOP: FIRE at the start launches the ball, a life is soon lost
+        _, _, terminated, truncated, _ = envs.step(np.full(2, NOOP))
+        if terminated.any() or truncated.any():
+            break
+    assert _Crashes.consecutive == 0
