@@ -26,9 +26,9 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from rlplat.environments.atari import GAME_LENGTH, GAME_SCORE
+from rlplat.experiment.presets import ATARI_MODULE as ATARI
 from rlplat.experiment.schema import EnvSpec, entry_parts
 
-ATARI = "rlplat.environments.atari"
 # The preset's wrappers after AtariPreprocessing and StackFrames, in order, and the EnvPool
 # option each one turns on; an absent one turns it off (GameScore is the adapter's own).
 SWITCHES = {
@@ -44,14 +44,8 @@ FIXED_PREPROCESSING = {
     "grayscale_newaxis": True,
     "scale_obs": False,
 }
-ENV_KWARGS = {  # the ALE env's kwargs EnvPool takes, by their EnvPool names
-    "repeat_action_probability": "repeat_action_probability",
-    "full_action_space": "full_action_space",
-    "mode": "mode",
-    "difficulty": "difficulty",
-}
-
-
+# The ALE env's kwargs EnvPool takes under the same names.
+ENV_KWARGS = ("repeat_action_probability", "full_action_space", "mode", "difficulty")
 # The ALE env's kwargs that end a game after so many frames (max_episode_steps: gym.make's time
 # limit on the frame-skip-1 env); EnvPool counts agent steps of frame_skip frames.
 FRAME_LIMITS = ("max_num_frames_per_episode", "max_episode_steps")
@@ -80,9 +74,7 @@ def envpool_options(spec: EnvSpec) -> dict[str, Any]:
             f"env.kwargs {', '.join(unknown)} have no EnvPool equivalent; it takes "
             f"{', '.join(ENV_KWARGS)}"
         )
-    options: dict[str, Any] = {
-        ENV_KWARGS[key]: value for key, value in kwargs.items() if key in ENV_KWARGS
-    }
+    options: dict[str, Any] = {key: kwargs[key] for key in ENV_KWARGS if key in kwargs}
     entries = [entry_parts(entry) for entry in spec.wrappers]
     names = [name for name, _ in entries]
     if names[:2] != ["AtariPreprocessing", f"{ATARI}:StackFrames"]:
@@ -122,10 +114,11 @@ def _preprocessing(arguments: dict[str, Any]) -> dict[str, Any]:
             )
     size = arguments.get("screen_size", 84)
     height, width = (size, size) if isinstance(size, int) else size
-    if arguments.get("noop_max", 30) < 1:
+    noop_max = int(arguments.get("noop_max", 30))
+    if noop_max < 1:
         raise NotTranslatable("AtariPreprocessing's noop_max must be at least 1 for EnvPool")
     return {
-        "noop_max": int(arguments.get("noop_max", 30)),
+        "noop_max": noop_max,
         "frame_skip": int(arguments.get("frame_skip", 4)),
         "img_height": int(height),
         "img_width": int(width),
