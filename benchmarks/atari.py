@@ -337,7 +337,7 @@ def modules() -> dict[str, Any]:
     import torch
     from ray.rllib.core.columns import Columns
 
-    from rlplat.rllib.build import NATURE_CNN
+    from rlplat.prepare.observations import NATURE_CNN
     from rlplat.rllib.modules import ScaledFramesPPOModule
 
     torch.set_num_threads(1)

@@ -170,9 +170,10 @@ def train(
     With a tune: section or search spaces in the file, runs a hyperparameter search.
     """
     if experiment is not None and options.resume is None:
-        from rlplat.experiment.load import read_experiment_file  # noqa: PLC0415
+        from rlplat.experiment.load import load_experiment  # noqa: PLC0415
 
-        read_experiment_file(experiment)  # a missing file is refused before RLlib loads
+        # The file, its overrides and its schema are refused before RLlib and Tune load.
+        load_experiment(experiment, options.with_overrides(overrides or []))
     from rlplat.run.launch import train_command  # noqa: PLC0415 - Ray Tune and RLlib load here
 
     clock = StageClock()  # counts from the process's start

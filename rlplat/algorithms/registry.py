@@ -42,6 +42,8 @@ class AlgorithmRecord:
     offline: bool = False
     # Acts in Box spaces only: what to use for discrete actions instead.
     discrete_alternative: str | None = None
+    # Acts in Discrete spaces only: what to use for continuous (Box) actions instead.
+    box_alternative: str | None = None
     # The action spaces it acts in, for the docs (None: those its RLlib module supports).
     actions: str | None = None
     # ``module.path:Class`` of the RL module that stands in for the default one for policies
@@ -142,7 +144,12 @@ _MASKED_PPO = "rlplat.rllib.modules:MaskedPPOModule"
 register_algorithm("PPO", masked_module=_MASKED_PPO, random_policies=True)
 register_algorithm("APPO")
 register_algorithm("IMPALA")
-register_algorithm("DQN", "rlplat.algorithms.transition_loop:DQN", replay_memory=_REPLAY_BUFFER)
+register_algorithm(
+    "DQN",
+    "rlplat.algorithms.transition_loop:DQN",
+    replay_memory=_REPLAY_BUFFER,
+    box_alternative="SAC or TD3 (PPO acts in both)",
+)
 register_algorithm(
     "SAC", "rlplat.algorithms.sac:SAC", own_rates=_SAC_RATES, replay_memory=_REPLAY_BUFFER
 )

@@ -35,6 +35,8 @@ VIEWS = {
 def _actions(record: AlgorithmRecord) -> str:
     if record.discrete_alternative:
         return f"Box only (discrete: {record.discrete_alternative})"
+    if record.box_alternative:
+        return f"Discrete only (continuous: {record.box_alternative})"
     return record.actions or "those its RLlib module supports"
 
 

@@ -7,9 +7,13 @@ and write a checkpoint, then ends the run through Tune's handler (which saves th
 SIGTERM (what Kubernetes and batch schedulers send before killing) counts as a first Ctrl-C.
 
 The same callback watches for a trial that stopped reporting: when a running trial's iteration
-has taken longer than ``watchdog_s`` (default: 10x its slowest iteration so far, at least
-``MIN_WATCHDOG_S``) it says so, and from then on the first Ctrl-C stops at once, since the
-iteration it would wait for may never end.
+has taken longer than ``watchdog_s`` (default: 10x its slowest training iteration so far, at
+least ``MIN_WATCHDOG_S``) it says so, and from then on the first Ctrl-C stops at once, since
+the iteration it would wait for may never end, but only when the trial has a checkpoint to
+continue from: otherwise the first Ctrl-C still waits, and the warning says what stopping now
+would lose. Iterations that trained nothing (an off-policy algorithm's warm-up) do not count
+as "slowest": the first iteration with learner updates may take far longer, and until one has
+finished the warning says it cannot tell slow from stuck.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from rlplat.callbacks.progress import ConsoleCallback
+from rlplat.metrics import ENV_STEPS, OFFLINE_STEPS_TRAINED, lookup
 
 SHOULD_CHECKPOINT = "should_checkpoint"  # a result key Tune reads after its callbacks ran
 RUNNING = "RUNNING"
@@ -38,7 +43,9 @@ class GracefulStop(ConsoleCallback):
         self.console = console
         self.watchdog_s = watchdog_s  # None: from the trial's slowest iteration
         self._last_report: dict[str, float] = {}  # trial id -> monotonic time of its last news
-        self._slowest: dict[str, float] = {}  # trial id -> its slowest iteration, seconds
+        self._slowest: dict[str, float] = {}  # trial id -> its slowest training iteration, s
+        self._env_steps: dict[str, int] = {}  # trial id -> env steps sampled so far
+        self._checkpointed: set[str] = set()  # trials with at least one checkpoint
         self._stalled: set[str] = set()
         self.requested = False
         self._tune_handler: Any = None
@@ -60,7 +67,7 @@ class GracefulStop(ConsoleCallback):
             self._tune_handler = None  # not the main thread: Tune's behaviour stays
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        if self.requested or self._stalled:
+        if self.requested or (self._stalled and self._stalled <= self._checkpointed):
             self._say("Stopping now; trials continue from their previous checkpoint on --resume.")
             self._stop_tune()
             return
@@ -79,7 +86,12 @@ class GracefulStop(ConsoleCallback):
     ) -> None:
         now = time.monotonic()
         started = self._last_report.get(trial.trial_id, now)
-        self._slowest[trial.trial_id] = max(self._slowest.get(trial.trial_id, 0.0), now - started)
+        if _trained(result):
+            slowest = max(self._slowest.get(trial.trial_id, 0.0), now - started)
+            self._slowest[trial.trial_id] = slowest
+        steps = lookup(result, ENV_STEPS)
+        if steps is not None:
+            self._env_steps[trial.trial_id] = int(steps)
         self._last_report[trial.trial_id] = now
         self._stalled.discard(trial.trial_id)
         if self.requested and trial.trial_id not in self._saved:
@@ -87,6 +99,7 @@ class GracefulStop(ConsoleCallback):
             self._owing.add(trial.trial_id)
 
     def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
+        self._checkpointed.add(trial.trial_id)
         if trial.trial_id in self._owing:
             self._owing.discard(trial.trial_id)
             self._saved.add(trial.trial_id)
@@ -115,15 +128,36 @@ class GracefulStop(ConsoleCallback):
             if waited < self.limit_s(trial.trial_id):
                 continue
             self._stalled.add(trial.trial_id)
-            slowest = self._slowest.get(trial.trial_id)
-            known = f"its slowest so far took {slowest:.1f} s" if slowest else "none finished yet"
-            self._say(
-                f"[yellow]watchdog:[/] {trial} has been in one iteration for "
-                f"{waited:.0f} s ({known}): its env or learner may be stuck (an env that fails "
-                "on every step, a deadlock, a node that is gone). rlplat train --verbose shows "
-                "Ray's worker logs. Ctrl-C now stops at once; trials continue from their last "
-                "checkpoint on --resume."
+            self._say(f"[yellow]watchdog:[/] {self._verdict(trial, waited)} {self._advice(trial)}")
+
+    def _verdict(self, trial: Any, waited: float) -> str:
+        slowest = self._slowest.get(trial.trial_id)
+        if slowest is None:
+            return (
+                f"{trial} has been in one iteration for {waited:.0f} s and none of its "
+                "iterations has trained yet: the first one with learner updates (after an "
+                "off-policy warm-up, say) can take far longer than those before it, so this may "
+                "be slow rather than stuck."
             )
+        return (
+            f"{trial} has been in one iteration for {waited:.0f} s (its slowest training "
+            f"iteration so far took {slowest:.1f} s): its env or learner may be stuck (an env "
+            "that fails on every step, a deadlock, a node that is gone). rlplat train --verbose "
+            "shows Ray's worker logs."
+        )
+
+    def _advice(self, trial: Any) -> str:
+        if trial.trial_id in self._checkpointed:
+            return (
+                "Ctrl-C now stops at once; the trial continues from its last checkpoint on "
+                "--resume (what it did since is lost)."
+            )
+        steps = self._env_steps.get(trial.trial_id)
+        done = f"its {steps:,} env steps" if steps else "everything it has done"
+        return (
+            f"It has no checkpoint yet: stopping it now would lose {done}. Ctrl-C waits for "
+            "this iteration to end and checkpoints it; a second Ctrl-C stops at once."
+        )
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         if self._previous_term is not None:
@@ -142,3 +176,8 @@ class GracefulStop(ConsoleCallback):
             self._tune_handler(signal.SIGINT, None)
         else:
             raise KeyboardInterrupt
+
+
+def _trained(result: dict) -> bool:
+    """Whether this trial's learners have trained at all by this result."""
+    return bool(lookup(result, OFFLINE_STEPS_TRAINED))

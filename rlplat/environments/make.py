@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import re
 from collections.abc import Callable
@@ -200,18 +201,44 @@ def _check_source(spec: EnvSpec, locate: Callable[[str], str]) -> None:
             _check_pettingzoo_module(spec, locate)
         else:
             _check_factory(spec, locate)
+    elif ":" in spec.id:
+        _check_registering_module(spec.id, "env.id", locate)
+        return
     elif spec.id not in gym.registry:
         _import_namespace_package(spec, locate)
     if spec.id is not None and spec.id not in gym.registry:
+        registering = _registering_package(spec.id)
         raise ConfigError(
             f"unknown Gymnasium environment {spec.id!r}."
-            + did_you_mean(spec.id, gym.registry)
-            + " Use a registered id (e.g. CartPole-v1, Pendulum-v1), 'factory: "
-            "module:callable' for a custom environment or 'pettingzoo: module.path' for a "
-            "PettingZoo one.",
+            + (
+                f" The {registering!r} package registers it on import: write "
+                f"'{registering}:{spec.id}'."
+                if registering
+                else did_you_mean(spec.id, gym.registry)
+            )
+            + " Use a registered id (e.g. CartPole-v1, Pendulum-v1), 'module:EnvId' for an id "
+            "that a package registers when imported (e.g. minigrid:MiniGrid-Empty-5x5-v0), "
+            "'factory: module:callable' for a custom environment or 'pettingzoo: module.path' "
+            "for a PettingZoo one.",
             location=locate("env.id"),
             key="env.id",
         )
+
+
+def _registering_package(env_id: str) -> str | None:
+    """An installed package, named after the id's first word (MiniGrid-...: minigrid,
+    highway-...: highway_env), whose import registers ``env_id``."""
+    word = re.split(r"[-_/]", env_id)[0].lower()
+    for module in (word, f"{word}_env", f"{word}_envs", f"gym_{word}"):
+        if importlib.util.find_spec(module) is None:
+            continue
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - a broken package is not the one that registers it
+            continue
+        if env_id in gym.registry:
+            return module
+    return None
 
 
 # The packages of Gymnasium multi-agent envs that the multiagent extra installs.
@@ -243,19 +270,30 @@ def _check_envpool(spec: EnvSpec, locate: Callable[[str], str]) -> None:
 
 def _check_gymma(spec: EnvSpec, locate: Callable[[str], str]) -> None:
     """The module before ':' imports and registers the id after it."""
-    module, _, env_id = spec.gymma.rpartition(":")
+    _check_registering_module(spec.gymma, "env.gymma", locate)
+
+
+def _check_registering_module(value: str, key: str, locate: Callable[[str], str]) -> None:
+    """Gymnasium's 'module:EnvId': the module imports and registers the id after the colon."""
+    module, _, env_id = value.rpartition(":")
     if module:
         try:
             importlib.import_module(module)
         except ImportError as exc:
+            packages = GYMMA_PACKAGES if key == "env.gymma" else ()
             raise ConfigError(
-                f"cannot import {module!r}, the package env.gymma names before ':' to register "
+                f"cannot import {module!r}, the package {key} names before ':' to register "
                 f"{env_id!r} ({exc})."
-                + did_you_mean(module, GYMMA_PACKAGES)
-                + " Install the package that registers it (the multiagent extra has "
-                f"{' and '.join(GYMMA_PACKAGES)}: pip install -e '.[multiagent]').",
-                location=locate("env.gymma"),
-                key="env.gymma",
+                + did_you_mean(module, packages)
+                + " Install the package that registers it"
+                + (
+                    f" (the multiagent extra has {' and '.join(GYMMA_PACKAGES)}: pip install "
+                    "-e '.[multiagent]')."
+                    if packages
+                    else " (pip install <package>) in this environment."
+                ),
+                location=locate(key),
+                key=key,
             ) from None
     if env_id not in gym.registry:
         registered = [name for name in gym.registry if module and _registered_by(name, module)]
@@ -265,9 +303,14 @@ def _check_gymma(spec: EnvSpec, locate: Callable[[str], str]) -> None:
             + (f" after importing {module!r}" if module else "")
             + "."
             + (did_you_mean(env_id, offered) or _some_of(registered, module))
-            + " env.gymma is 'module:EnvId', e.g. lbforaging:Foraging-8x8-2p-3f-v3.",
-            location=locate("env.gymma"),
-            key="env.gymma",
+            + f" {key} is 'module:EnvId', e.g. "
+            + (
+                "lbforaging:Foraging-8x8-2p-3f-v3."
+                if key == "env.gymma"
+                else "minigrid:MiniGrid-Empty-5x5-v0."
+            ),
+            location=locate(key),
+            key=key,
         )
 
 

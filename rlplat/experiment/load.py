@@ -163,11 +163,29 @@ def _section_model(annotation: Any) -> type | None:
     return None
 
 
+MAX_FILE_BYTES = 1 << 20  # shipped experiments are a few KB
+
+
 def read_experiment_file(path: str | Path) -> tuple[dict[str, Any], dict]:
     """The experiment file's data and the line of each key; ConfigError when unreadable."""
     source = str(path)
     try:
-        text = Path(path).read_text()
+        size = Path(path).stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ConfigError(
+                f"the experiment file is {size / 2**20:.1f} MiB; experiment files are at most "
+                f"{MAX_FILE_BYTES // 2**20} MiB of YAML (search spaces and lists included). Is "
+                "this the right file?",
+                location=source,
+            )
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = Path(path).read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"the experiment file is not UTF-8 text: byte {exc.object[exc.start]:#04x} at "
+            f"line {line} is not valid UTF-8. Save it as UTF-8.",
+            location=source,
+        ) from None
     except FileNotFoundError:
         raise ConfigError("experiment file not found.", location=source) from None
     except OSError as exc:

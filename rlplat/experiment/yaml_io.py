@@ -18,8 +18,30 @@ from rlplat.errors import ConfigError
 KeyPath = tuple[str | int, ...]
 
 
-def _plain(node: Any, path: KeyPath, lines: dict[KeyPath, int]) -> Any:
+# Values an experiment may hold once YAML aliases are expanded: aliases that refer to aliases
+# grow exponentially ("billion laughs"), and a file of a few hundred bytes would fill memory.
+MAX_VALUES = 100_000
+
+
+class _Budget:
+    def __init__(self, source: str):
+        self.source = source
+        self.left = MAX_VALUES
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise ConfigError(
+                f"the file holds more than {MAX_VALUES:,} values once its YAML aliases (*name) "
+                "are expanded: aliases that refer to other aliases multiply. Write the values "
+                "out, or refer to each anchor fewer times.",
+                location=self.source,
+            )
+
+
+def _plain(node: Any, path: KeyPath, lines: dict[KeyPath, int], budget: _Budget) -> Any:
     """Convert ruamel's nodes to plain dict/list/scalars, recording 1-based line numbers."""
+    budget.spend()
     if isinstance(node, CommentedMap):
         out = {}
         for key, value in node.items():
@@ -27,7 +49,7 @@ def _plain(node: Any, path: KeyPath, lines: dict[KeyPath, int]) -> Any:
                 lines[(*path, key)] = node.lc.key(key)[0] + 1
             except (KeyError, TypeError):
                 pass
-            out[key] = _plain(value, (*path, key), lines)
+            out[key] = _plain(value, (*path, key), lines, budget)
         return out
     if isinstance(node, CommentedSeq):
         out_list = []
@@ -36,7 +58,7 @@ def _plain(node: Any, path: KeyPath, lines: dict[KeyPath, int]) -> Any:
                 lines[(*path, index)] = node.lc.item(index)[0] + 1
             except (KeyError, TypeError):
                 pass
-            out_list.append(_plain(value, (*path, index), lines))
+            out_list.append(_plain(value, (*path, index), lines, budget))
         return out_list
     # ruamel keeps the source format in scalar subclasses (ScalarFloat, ScalarInt, ...).
     for kind in (bool, int, float, str):
@@ -69,7 +91,7 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[KeyPath, int]]:
             location=source,
         ) from None
     lines: dict[KeyPath, int] = {}
-    return _plain(data, (), lines), lines
+    return _plain(data, (), lines, _Budget(source)), lines
 
 
 def dump_yaml(data: Any) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,14 +56,15 @@ from rlplat.experiment.spaces import Space, substitute
 from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.metrics import GROUP_PREFIXES
 from rlplat.prepare.init_checkpoint import resolve_init_checkpoint
+from rlplat.prepare.observations import with_observation_defaults
 from rlplat.prepare.offline import check_offline
+from rlplat.prepare.probe import ProbeResult, probe_training
 from rlplat.prepare.search import SearchSetup, search_setup
 from rlplat.rllib.build import (
     build_algorithm_config,
     check_rllib_sections,
     effective_settings,
     team_state_source,
-    with_image_model,
 )
 from rlplat.rllib.multi_agent import PolicyMapping
 
@@ -83,6 +85,8 @@ class PreparedRun:
     search: SearchSetup
     choices: list[ResourceChoice] = field(default_factory=list)
     plan: Plan | None = None  # None when prepared without a cluster
+    probe: ProbeResult | None = None  # None in a trial's own build (the driver probed)
+    notes: tuple[str, ...] = ()  # defaults rlplat chose for this env, one line each
 
     def resolved(self) -> dict[str, Any]:
         """The experiment with every default filled in and its search spaces, as the run's
@@ -121,13 +125,20 @@ def prepare(
     env = check_env(
         experiment.env, locate, needs_frames=experiment.video.every > 0, contract=step_env
     )
+    defaults = with_observation_defaults(experiment, env)
+    experiment = defaults.experiment
+    experiment, fitted = _fit_env_runners(experiment, nodes)
+    if defaults.wrapped:  # the env as training will see it, checked again
+        env = check_env(
+            experiment.env, locate, needs_frames=experiment.video.every > 0, contract=step_env
+        )
     _check_env_fits(experiment, env, locate)
     experiment = check_offline(experiment, env, locate)
     if is_team_algorithm(experiment.algorithm):
         training = {**experiment.training, "global_state": team_state_source(experiment, locate)}
         experiment = experiment.model_copy(update={"training": training})
-    experiment = with_image_model(experiment, env)
     algo_config = build_algorithm_config(experiment, locate, env)
+    probe = probe_training(experiment, algo_config, env, locate) if step_env else None
     _check_member_metrics(experiment, algo_config, env, locate)
     if experiment.init.checkpoint:
         path = resolve_init_checkpoint(experiment.init.checkpoint, algo_config, locate)
@@ -146,7 +157,48 @@ def prepare(
         bundles, strategy = trial_bundles(algo_config, get_algorithm_class(experiment.algorithm))
         trials = trial_count(experiment, loaded.spaces)
         plan = make_plan(bundles, strategy, nodes, trials, tune_spec.max_concurrent)
-    return PreparedRun(experiment, locate, loaded.spaces, env, algo_config, search, choices, plan)
+    return PreparedRun(
+        experiment,
+        locate,
+        loaded.spaces,
+        env,
+        algo_config,
+        search,
+        choices,
+        plan,
+        probe,
+        (*defaults.notes, *fitted),
+    )
+
+
+def _fit_env_runners(
+    experiment: Experiment, nodes: list[Node] | None
+) -> tuple[Experiment, tuple[str, ...]]:
+    """With no ``resources.env_runners.count``, as many remote env runners as the algorithm's
+    default that fit beside the driver on the cluster's CPUs (this machine's without one), so
+    a first file runs where it is run. The count chosen is written into the experiment."""
+    runners = experiment.resources.env_runners
+    if runners.count is not None or algorithm_record(experiment.algorithm).offline:
+        return experiment, ()
+    default = get_algorithm_class(experiment.algorithm).get_default_config().num_env_runners
+    per_runner = runners.cpus if runners.cpus is not None else 1.0
+    driver = experiment.resources.driver.cpus
+    driver = 1.0 if driver is None else driver
+    cpus = sum(n.total.get("CPU", 0.0) for n in nodes) if nodes else float(os.cpu_count() or 1)
+    count = default
+    while count > 0 and driver + count * per_runner > cpus:
+        count -= 1
+    if count == default:
+        return experiment, ()
+    fitted = runners.model_copy(update={"count": count})
+    resources = experiment.resources.model_copy(update={"env_runners": fitted})
+    where = "the cluster has" if nodes else "this machine has"
+    note = (
+        f"resources.env_runners.count: {count} ({experiment.algorithm}'s default of {default} "
+        f"env runners and the driver need {driver + default * per_runner:g} CPUs, {where} "
+        f"{cpus:g}; set the count to choose)"
+    )
+    return experiment.model_copy(update={"resources": resources}), (note,)
 
 
 def _check_member_metrics(
@@ -170,8 +222,7 @@ def _check_member_metrics(
             has = (
                 f"its {kind} ids are {allowed_list(allowed)}.{did_you_mean(member, allowed)}"
                 if allowed
-                else f"it has no {kind} ids (a single-agent or team run): use "
-                "episode_return_mean."
+                else f"it has no {kind} ids (a single-agent or team run): use episode_return_mean."
             )
             raise ConfigError(
                 f"{metric!r} names the {kind} {member!r}, which this run does not have, so no "
@@ -243,20 +294,28 @@ def _check_env_fits(experiment: Experiment, env: EnvInfo, locate: Locator) -> No
 
 
 def _check_action_spaces(experiment: Experiment, env: EnvInfo, locate: Locator) -> None:
-    """An algorithm that acts in Box spaces only gets Box actions."""
-    alternative = algorithm_record(experiment.algorithm).discrete_alternative
-    if alternative is None:
-        return
+    """An algorithm that acts in Box spaces only gets Box actions; one that acts in Discrete
+    spaces only gets Discrete actions."""
+    record = algorithm_record(experiment.algorithm)
     spaces = env.action_spaces if env.multi_agent else {None: env.action_space}
     for agent, space in spaces.items():
-        if not isinstance(space, gym.spaces.Box):
-            whose = f"agent {agent!r} of " if agent is not None else ""
-            raise ConfigError(
-                f"{experiment.algorithm} needs a continuous (Box) action space; {whose}"
-                f"{experiment.env.label!r} has {space}. For discrete actions use {alternative}.",
-                location=locate("algorithm"),
-                key="algorithm",
+        whose = f"agent {agent!r} of " if agent is not None else ""
+        if record.discrete_alternative and not isinstance(space, gym.spaces.Box):
+            needed, other, alternative = (
+                "a continuous (Box)",
+                "discrete",
+                record.discrete_alternative,
             )
+        elif record.box_alternative and not isinstance(space, gym.spaces.Discrete):
+            needed, other, alternative = "a Discrete", "continuous", record.box_alternative
+        else:
+            continue
+        raise ConfigError(
+            f"{experiment.algorithm} needs {needed} action space; {whose}"
+            f"{experiment.env.label!r} has {space}. For {other} actions use {alternative}.",
+            location=locate("algorithm"),
+            key="algorithm",
+        )
 
 
 def _check_joint_experiment(experiment: Experiment, env: EnvInfo, locate: Locator) -> None:
@@ -393,11 +452,15 @@ def refuse_if_impossible(run: PreparedRun) -> None:
 
 def print_dry_run(loaded: LoadedExperiment, experiment_file: Path, console: Console) -> None:
     """``rlplat train --dry-run``: the resolved experiment as YAML, and what was checked."""
-    console.print(dump_yaml(prepare(loaded).resolved()), highlight=False, end="")
+    run = prepare(loaded)
+    console.print(dump_yaml(run.resolved()), highlight=False, end="")
+    for note in run.notes:
+        console.print(f"# default: {note}", highlight=False)
     stepped = "built and stepped" if loaded.experiment.env.check else "built"
+    probed = f", the RLModule built and trained once ({run.probe.describe()})" if run.probe else ""
     console.print(
         f"# {experiment_file} is valid: every key checked, the env {stepped}, the RLlib "
-        "config built. Nothing was run.",
+        f"config built{probed}. Nothing was run with Ray.",
         highlight=False,
     )
 

@@ -246,9 +246,28 @@ def _range_problem(key: str, value: Any) -> str | None:
     return None if ok else f"{value!r} is out of range: {key} must be {allowed}."
 
 
+# RLlib keys that RLlib ignores when the key beside them is set: (section, ignored) -> used.
+IGNORED_BESIDE: dict[tuple[str, str], str] = {
+    ("training", "train_batch_size"): "train_batch_size_per_learner",
+}
+
+
 def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[str], str]) -> None:
-    """Raise ConfigError for the first unknown, owned, deprecated or mistyped RLlib key."""
-    for section, values in exp.rllib_sections().items():
+    """Raise ConfigError for the first unknown, owned, deprecated, mistyped or ignored RLlib
+    key."""
+    sections = exp.rllib_sections()
+    for (section, ignored), used in IGNORED_BESIDE.items():
+        values = sections.get(section) or {}
+        if ignored in values and used in values:
+            path = f"{section}.{ignored}"
+            raise ConfigError(
+                f"RLlib ignores {ignored} ({values[ignored]!r}) when {section}.{used} is set "
+                f"({values[used]!r}, {locate(f'{section}.{used}')}): one of them would mean "
+                f"nothing. Keep {used} (the new API stack's key) and remove {ignored}.",
+                location=locate(path),
+                key=path,
+            )
+    for section, values in sections.items():
         params = builder_parameters(config_cls, section)
         for key, value in values.items():
             path = f"{section}.{key}"
@@ -405,33 +424,9 @@ def _initial_log_std(
     calls["rl_module"]["rl_module_spec"] = RLModuleSpec(module_class=InitialLogStdPPOModule)
 
 
-# DeepMind's Nature CNN (Mnih et al. 2015): three unpadded convolutions down to 7x7x64 for 84x84
-# frames, then 512 units (here one layer of 512 in each head on the shared convolutions).
-NATURE_CNN = {
-    "conv_filters": [[32, [8, 8], 4, "valid"], [64, [4, 4], 2, "valid"], [64, [3, 3], 1, "valid"]],
-    "conv_activation": "relu",
-    "head_fcnet_hiddens": [512],
-    "head_fcnet_activation": "relu",
-    "vf_share_layers": True,
-}
-
-
 def _single_agent_images(env: EnvInfo) -> bool:
     space = env.observation_space
     return not env.multi_agent and isinstance(space, gym.spaces.Box) and len(space.shape) == 3
-
-
-def with_image_model(exp: Experiment, env: EnvInfo) -> Experiment:
-    """The experiment with the Nature CNN in ``rl_module.model_config`` for single-agent 84x84
-    frames, unless it names its own ``conv_filters`` (RLlib's default for 84x84 ends in a
-    256-filter 11x11 convolution, about 20x slower on a CPU)."""
-    model_config = exp.rl_module.get("model_config") or {}
-    if not _single_agent_images(env) or "conv_filters" in model_config:
-        return exp
-    if tuple(env.observation_space.shape[:2]) != (84, 84):
-        return exp
-    rl_module = {**exp.rl_module, "model_config": {**NATURE_CNN, **model_config}}
-    return exp.model_copy(update={"rl_module": rl_module})
 
 
 def _scaled_frames_module(

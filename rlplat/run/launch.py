@@ -218,11 +218,7 @@ def train_command(
             "--resume <run dir> to continue an interrupted run."
         )
     else:
-        if options.from_checkpoint is not None:
-            overrides = [*overrides, f"init.checkpoint={options.from_checkpoint}"]
-        if options.seeds is not None:
-            overrides = [*overrides, f"seeds={options.seeds}"]
-        loaded = load_experiment(experiment, overrides)
+        loaded = load_experiment(experiment, options.with_overrides(overrides))
         if options.dry_run:
             print_dry_run(loaded, experiment, console)
             return
@@ -274,7 +270,8 @@ def prepare_on_cluster(
     run = prepare(loaded, nodes)
     refuse_if_impossible(run)
     check_trackers(run.experiment, run.locate)
-    for line in [choice.describe() for choice in run.choices] + [storage_note(run)]:
+    notes = [f"Default: {note}" for note in run.notes]
+    for line in [choice.describe() for choice in run.choices] + notes + [storage_note(run)]:
         if line:
             console.print(line, highlight=False)
     return run

@@ -37,3 +37,12 @@ class TrainOptions:
         help="Print the seconds of each stage (imports, validation, Ray's start, the trial's "
         "start, training, shutdown) at the end; run.json records them either way.",
     )
+
+    def with_overrides(self, overrides: list[str]) -> list[str]:
+        """The command line's overrides and those ``--from`` and ``--seeds`` stand for."""
+        extra = []
+        if self.from_checkpoint is not None:
+            extra.append(f"init.checkpoint={self.from_checkpoint}")
+        if self.seeds is not None:
+            extra.append(f"seeds={self.seeds}")
+        return [*overrides, *extra]

@@ -1,0 +1,45 @@
+"""What a learner update is made of, per kind of algorithm, for ``prepare``'s probe: freshly
+sampled episodes (on-policy), episodes replayed from RLlib's episode buffer (DQN, SAC: their
+learner connectors read n-step columns the buffer writes), or rlplat's own replay memory's batch
+(QMIX, MADDPG, TD3)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.utils.from_config import from_config
+from ray.rllib.utils.replay_buffers.replay_buffer import ReplayBuffer
+
+from rlplat.algorithms.base import ReplayLoopAlgorithm
+
+MEMORY_COPIES = 64
+
+
+def update_inputs(algo_cls: type, config: AlgorithmConfig, episodes: list[Any]) -> dict[str, Any]:
+    """Keyword arguments of ``Learner.update`` for one update on ``episodes``."""
+    if issubclass(algo_cls, ReplayLoopAlgorithm):
+        return {"batch": _own_replay_batch(algo_cls, config, episodes)}
+    buffer_config = dict(getattr(config, "replay_buffer_config", None) or {})
+    if "EpisodeReplayBuffer" not in str(buffer_config.get("type", "")):
+        return {"episodes": episodes}
+    buffer_config["capacity"] = max(1000, sum(len(e) for e in episodes))
+    buffer = from_config(ReplayBuffer, buffer_config)
+    buffer.add(episodes)
+    sample: dict[str, Any] = {"num_items": 16, "gamma": config.gamma, "sample_episodes": True}
+    if getattr(config, "n_step", None) is not None:
+        sample["n_step"] = config.n_step
+    return {"episodes": buffer.sample(**sample)}
+
+
+def _own_replay_batch(algo_cls: type, config: AlgorithmConfig, episodes: list[Any]) -> Any:
+    """One replayed batch from the algorithm's own memory, made and filled as its training
+    step does (``make_replay_memory`` and ``replayed_batch`` read only ``config`` and the
+    memory). The few probe episodes go in ``MEMORY_COPIES`` times: a batch may draw more
+    episodes than were sampled, without replacement."""
+    algorithm = SimpleNamespace(config=config)
+    algorithm.replay_memory = algo_cls.make_replay_memory(algorithm)
+    for _ in range(MEMORY_COPIES):
+        algorithm.replay_memory.add(episodes)
+    return algo_cls.replayed_batch(algorithm)

@@ -1,0 +1,164 @@
+"""The probe stage: the run's RLModule built on the env's real spaces, a few env steps sampled
+through it and one loss computed, in this process, before Ray starts.
+
+Building the RLlib config checks its keys; only building the module and its learner shows
+whether RLlib can encode the env's observations (images, 2D Box, Tuple), act in its action
+space, and compute the algorithm's loss on what the env returns. The probe uses the trial's own
+config (connectors, module classes, env runner class) with one local env runner and a local
+learner, and throws both away afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.learner.learner import Learner
+
+from rlplat.algorithms.probe import update_inputs
+from rlplat.algorithms.registry import get_algorithm_class
+from rlplat.environments.make import EnvInfo
+from rlplat.errors import ConfigError
+from rlplat.experiment.load import Locator
+from rlplat.experiment.schema import Experiment
+
+PROBE_ENV_STEPS = 32
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What the probe saw: env steps sampled and the losses of its one update, by module."""
+
+    env_steps: int
+    losses: dict[str, float]
+
+    def describe(self) -> str:
+        losses = ", ".join(f"{module} {value:.4g}" for module, value in self.losses.items())
+        return f"{self.env_steps} env steps sampled, one update computed (loss: {losses})"
+
+
+def probe_training(
+    experiment: Experiment, algo_config: AlgorithmConfig, env: EnvInfo, locate: Locator
+) -> ProbeResult:
+    """Sample ``PROBE_ENV_STEPS`` env steps with the run's module and compute one update on them;
+    what RLlib raises is one paragraph naming the key to change."""
+    if experiment.offline is not None:
+        return _probe_offline(experiment, algo_config, env, locate)
+    config = _local(algo_config)
+    stage = "building the RLModule or sampling with it"
+    try:
+        runner = config.env_runner_cls(config=config)
+        episodes = _sample(runner, config)
+        stage = "computing one loss"
+        learner = config.build_learner(spaces=runner.get_spaces())
+        inputs = update_inputs(get_algorithm_class(experiment.algorithm), config, episodes)
+        # Learner.update itself: IMPALA's and APPO's override hands batches to a thread.
+        results = Learner.update(learner, **inputs, timesteps=_timesteps(episodes), num_epochs=1)
+        runner.stop()
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever RLlib raises is the experiment's problem
+        raise _probe_error(experiment, stage, exc, locate) from None
+    steps = sum(len(episode) for episode in episodes)
+    return ProbeResult(steps, _losses(results))
+
+
+def _local(algo_config: AlgorithmConfig) -> AlgorithmConfig:
+    """The trial's config with one env runner in this process, one env, no evaluation."""
+    config = algo_config.copy(copy_frozen=False)
+    config.env_runners(
+        num_env_runners=0,
+        num_envs_per_env_runner=1,
+        rollout_fragment_length=PROBE_ENV_STEPS,
+        gym_env_vectorize_mode="sync",
+    )
+    config.evaluation(evaluation_interval=None)
+    config.learners(num_learners=0, num_gpus_per_learner=0)
+    return config
+
+
+def _sample(runner: Any, config: AlgorithmConfig) -> list[Any]:
+    """A few env steps, or one whole episode for an algorithm that learns from whole ones."""
+    if config.batch_mode == "complete_episodes":
+        return runner.sample(num_episodes=1, random_actions=False)
+    return runner.sample(num_timesteps=PROBE_ENV_STEPS, random_actions=False)
+
+
+def _timesteps(episodes: list[Any]) -> dict[str, Any]:
+    return {"num_env_steps_sampled_lifetime": sum(len(e) for e in episodes)}
+
+
+def _losses(results: dict[str, Any]) -> dict[str, float]:
+    """Each module's total loss (or its losses' sum) from a learner's results."""
+    losses: dict[str, float] = {}
+    for module, values in results.items():
+        if not isinstance(values, dict) or module.startswith("__"):
+            continue
+        found = [_value(v) for k, v in values.items() if k == "total_loss" or k.endswith("_loss")]
+        found = [v for v in found if v is not None]
+        if found:
+            total = values.get("total_loss")
+            losses[module] = _value(total) if total is not None else sum(found)
+    return losses
+
+
+def _value(stat: Any) -> float | None:
+    value = stat.peek() if hasattr(stat, "peek") else stat
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _probe_offline(
+    experiment: Experiment, algo_config: AlgorithmConfig, env: EnvInfo, locate: Locator
+) -> ProbeResult:
+    """Offline algorithms learn from a dataset: the probe builds their learner (the module on
+    the dataset's spaces) without sampling; the dataset's columns were checked before."""
+    config = _local(algo_config)
+    try:
+        config.build_learner(spaces={DEFAULT_MODULE_ID: (env.observation_space, env.action_space)})
+    except Exception as exc:  # noqa: BLE001
+        raise _probe_error(experiment, "building the learner", exc, locate) from None
+    return ProbeResult(0, {})
+
+
+# What RLlib says when its default encoders cannot take an observation space, and the fix.
+_ENCODER_FAILURES = (
+    r"No default CNN configuration",
+    r"2D Box spaces are not supported",
+    r"No default encoder config",
+    r"not supported.*observation",
+)
+
+
+def _probe_error(
+    experiment: Experiment, stage: str, exc: Exception, locate: Locator
+) -> ConfigError:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = f"{type(exc).__name__}: {message}"
+    if any(re.search(pattern, str(exc)) for pattern in _ENCODER_FAILURES):
+        fix = (
+            "RLlib's default encoders take 1D Box observations and images they have a CNN "
+            "for. Flatten the observations (env.wrappers: [FlattenObservation]; PettingZoo: "
+            "[flatten_v0]) or give rl_module.model_config.conv_filters for the image, e.g. "
+            "[[16, [3, 3], 1, same], [32, [3, 3], 1, same]] for small frames "
+            "(docs/environments.md)."
+        )
+        return ConfigError(
+            f"RLlib cannot build a model for {experiment.env.label!r}'s observations ({text}). "
+            + fix,
+            location=locate("rl_module"),
+            key="rl_module.model_config",
+        )
+    return ConfigError(
+        f"{experiment.algorithm} on {experiment.env.label!r} failed while {stage} on "
+        f"{PROBE_ENV_STEPS} env steps (the check that the run can train, before Ray starts): "
+        f"{text}. rlplat train --debug shows RLlib's traceback.",
+        location=locate(""),
+    )
