@@ -108,11 +108,17 @@ class PreparedRun:
 
 
 def prepare(
-    loaded: LoadedExperiment, nodes: list[Node] | None = None, *, step_env: bool = True
+    loaded: LoadedExperiment,
+    nodes: list[Node] | None = None,
+    *,
+    step_env: bool = True,
+    probe: bool | None = None,
 ) -> PreparedRun:
     """Check and build a loaded experiment once; with the cluster's ``nodes``, also resolve its
     ``prefer`` lists (before the build) and place its trials. ``step_env=False`` builds the env
-    without stepping it through its contract check (a trial's own build: the driver checked)."""
+    without stepping it through its contract check and without the probe (a trial's own build:
+    the driver checked); ``probe`` (default: ``step_env``) builds the module and computes one
+    update."""
     choices: list[ResourceChoice] = []
     if nodes is not None and _has_preferences(loaded.experiment):
         loaded, choices = _with_preferences(loaded, nodes)
@@ -138,7 +144,8 @@ def prepare(
         training = {**experiment.training, "global_state": team_state_source(experiment, locate)}
         experiment = experiment.model_copy(update={"training": training})
     algo_config = build_algorithm_config(experiment, locate, env)
-    probe = probe_training(experiment, algo_config, env, locate) if step_env else None
+    probed = step_env if probe is None else probe
+    result = probe_training(experiment, algo_config, env, locate) if probed else None
     _check_member_metrics(experiment, algo_config, env, locate)
     if experiment.init.checkpoint:
         path = resolve_init_checkpoint(experiment.init.checkpoint, algo_config, locate)
@@ -166,7 +173,7 @@ def prepare(
         search,
         choices,
         plan,
-        probe,
+        result,
         (*defaults.notes, *fitted),
     )
 

@@ -252,7 +252,6 @@ def test_a_score_naming_a_policy_the_run_does_not_have_is_refused():
     assert "no agent ids" in message and "episode_return_mean" in message
 
 
-
 def test_a_complex_key_holding_a_list_is_invalid_yaml():
     """ruamel raises TypeError while hashing such a key: one paragraph, not a traceback."""
     from rlplat.errors import ConfigError
@@ -278,3 +277,66 @@ def test_keep_first_in_a_pool_of_one_is_refused():
     selfplay = EXPERIMENTS / "connect_four_selfplay.yaml"
     message = rejection(selfplay, "multi_agent.self_play.pool={size: 1, keep_first: true}")
     assert "multi_agent.self_play.pool" in message and "at least 2 snapshots" in message
+
+
+def test_an_algorithm_for_discrete_actions_is_refused_on_box_actions():
+    message = rejection(EXPERIMENTS / "cartpole_dqn.yaml", "env.id=Pendulum-v1")
+    assert "key 'algorithm'" in message and "DQN needs a Discrete action space" in message
+    assert "SAC or TD3" in message
+
+
+def test_a_key_rllib_ignores_beside_the_one_it_uses_is_refused():
+    message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", "training.train_batch_size=4000")
+    assert "key 'training.train_batch_size'" in message
+    assert "cartpole_ppo.yaml:20" in message and "remove train_batch_size" in message
+
+
+def test_an_id_a_package_registers_on_import_is_named_with_its_package():
+    """MiniGrid registers its ids when imported: the bare id is refused with the form that
+    works, and that form (Gymnasium's module:EnvId) passes."""
+    message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", "env.id=MiniGrid-Empty-5x5-v0")
+    assert "write 'minigrid:MiniGrid-Empty-5x5-v0'" in message
+    message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", "env.id=minigrid:MiniGrid-Nope-v0")
+    assert (
+        "'MiniGrid-Nope-v0' is not a registered Gymnasium id after importing 'minigrid'" in message
+    )
+    message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", "env.id=nopkg:Thing-v0")
+    assert "cannot import 'nopkg'" in message and "key 'env.id'" in message
+
+
+def test_a_module_rllib_cannot_build_is_refused_before_ray_with_the_key_to_change():
+    """RLlib has no CNN for 7x7 frames; an explicit conv_filters that it cannot build is
+    refused by the probe (module built on the env's spaces) instead of 80 s into the run."""
+    frames = [
+        "env.id=minigrid:MiniGrid-Empty-5x5-v0",
+        "env.wrappers=[minigrid.wrappers:ImgObsWrapper]",
+    ]
+    message = rejection(
+        EXPERIMENTS / "cartpole_ppo.yaml",
+        *frames,
+        "rl_module.model_config.conv_filters=[[16, [8, 8], 4, valid]]",
+    )
+    assert "failed while building the RLModule or sampling" in message, message
+    assert "before Ray starts" in message
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"name: caf\xe9\nalgorithm: PPO\n", "is not UTF-8 text: byte 0xe9 at line 1"),
+        (
+            b"name: x\na0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+            + b"".join(
+                f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n".encode() for i in range(1, 9)
+            ),
+            "more than 100,000 values once its YAML aliases",
+        ),
+        (b"x: [" + b"1, " * 400_000 + b"1]\n", "experiment files are at most 1 MiB"),
+    ],
+    ids=["latin-1", "alias bomb", "1.1 MiB"],
+)
+def test_unreadable_experiment_files_exit_2_at_once(tmp_path, content, expected):
+    path = tmp_path / "exp.yaml"
+    path.write_bytes(content)
+    message = rejection(path)
+    assert message.startswith(str(path)) and expected in message, message

@@ -1,0 +1,113 @@
+"""What a first experiment gets without asking: observations RLlib's default encoders cannot
+take get a wrapper or a CNN sized for the frames, and remote env runners fit the machine's CPUs,
+each written into the experiment and said in one line."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rlplat.cluster.placement import Node
+from rlplat.environments.make import EnvInfo
+from rlplat.environments.observations import FlatObservation
+from rlplat.experiment.load import load_experiment
+from rlplat.prepare import prepare
+from rlplat.prepare.observations import (
+    FLAT_OBSERVATION,
+    NATURE_CNN,
+    SMALL_CNN,
+    with_observation_defaults,
+)
+from tests.helpers import EXPERIMENTS
+
+DISCRETE = gym.spaces.Discrete(3)
+
+
+def _experiment(*overrides: str):
+    return load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", list(overrides)).experiment
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.Dict({"a": gym.spaces.Box(0, 1, (2,)), "b": gym.spaces.Discrete(4)}),
+        gym.spaces.Tuple((gym.spaces.Discrete(32), gym.spaces.Discrete(11))),
+        gym.spaces.Discrete(500),
+        gym.spaces.Box(-1, 1, (5, 5)),
+    ],
+    ids=["Dict", "Tuple", "Discrete", "2D Box"],
+)
+def test_spaces_without_a_default_encoder_are_flattened(space):
+    defaults = with_observation_defaults(_experiment(), EnvInfo(space, DISCRETE))
+    assert defaults.experiment.env.wrappers[-1] == FLAT_OBSERVATION
+    assert defaults.wrapped and "env.wrappers" in defaults.notes[0]
+
+
+def test_a_1d_box_and_an_experiment_with_connectors_are_left_alone():
+    box = EnvInfo(gym.spaces.Box(-1, 1, (4,)), DISCRETE)
+    assert with_observation_defaults(_experiment(), box).notes == ()
+    tuple_space = EnvInfo(gym.spaces.Tuple((DISCRETE, DISCRETE)), DISCRETE)
+    own = _experiment("connectors=[mean_std_filter]")
+    assert with_observation_defaults(own, tuple_space).experiment.env.wrappers == []
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [((7, 7, 3), SMALL_CNN), ((84, 84, 4), NATURE_CNN), ((96, 96, 3), NATURE_CNN)],
+)
+def test_frames_get_a_cnn_sized_for_them_unless_the_experiment_names_one(shape, expected):
+    frames = EnvInfo(gym.spaces.Box(0, 255, shape, np.uint8), DISCRETE)
+    model = with_observation_defaults(_experiment(), frames).experiment.rl_module["model_config"]
+    assert model["conv_filters"] == expected["conv_filters"]
+    assert model["fcnet_hiddens"] == [64, 64], "the file's own settings stay"
+    own = _experiment("rl_module.model_config.conv_filters=[[8, [3, 3], 1]]")
+    assert with_observation_defaults(own, frames).notes == ()
+
+
+def test_multi_agent_2d_observations_get_supersuits_flatten_and_action_masks_stay():
+    grid = gym.spaces.Box(0, 1, (27, 5))
+    agents = EnvInfo(grid, DISCRETE, agents=["a", "b"], observation_spaces={"a": grid, "b": grid})
+    assert with_observation_defaults(_experiment(), agents).experiment.env.wrappers == [
+        "flatten_v0"
+    ]
+    masked = gym.spaces.Dict(
+        {"observation": gym.spaces.Box(0, 1, (4,)), "action_mask": gym.spaces.MultiBinary(3)}
+    )
+    game = EnvInfo(masked, DISCRETE, agents=["a"], observation_spaces={"a": masked})
+    assert with_observation_defaults(_experiment(), game).notes == ()
+
+
+def test_flat_observation_leaves_out_minigrids_mission_text():
+    space = gym.spaces.Dict(
+        {
+            "image": gym.spaces.Box(0, 10, (2, 2, 3), np.uint8),
+            "direction": gym.spaces.Discrete(4),
+            "mission": gym.spaces.Text(20),
+        }
+    )
+
+    class Grid(gym.Env):
+        observation_space, action_space = space, DISCRETE
+
+        def reset(self, *, seed=None, options=None):
+            return {"image": np.ones((2, 2, 3), np.uint8), "direction": 2, "mission": "go"}, {}
+
+    env = FlatObservation(Grid())
+    observation, _ = env.reset()
+    assert env.observation_space.shape == (12 + 4,) and observation.dtype == np.float32
+    assert observation in env.observation_space and observation[12 + 2] == 1.0
+
+
+def _nodes(cpus: float) -> list[Node]:
+    return [Node("n" * 8, "127.0.0.1", True, {"CPU": cpus}, {"CPU": cpus})]
+
+
+def test_env_runners_unset_fit_the_cluster_and_set_ones_stay():
+    loaded = load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", ["resources.env_runners={}"])
+    small = prepare(loaded, _nodes(2), probe=False)
+    assert small.experiment.resources.env_runners.count == 1
+    assert "resources.env_runners.count: 1" in small.notes[-1] and "has 2" in small.notes[-1]
+    assert prepare(loaded, _nodes(16), probe=False).experiment.resources.env_runners.count is None
+    given = load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", ["resources.env_runners.count=2"])
+    assert prepare(given, _nodes(2), probe=False).experiment.resources.env_runners.count == 2
