@@ -230,12 +230,10 @@ CASES = [
     Case(
         "self-play on a cooperative env",
         ["train", "exp.yaml"],
-        {
-            "exp.yaml": SELF_PLAY.replace(
-                "{pettingzoo: pettingzoo.classic.tictactoe_v3}",
-                "{pettingzoo: mpe2.simple_spread_v3, kwargs: {N: 2}}",
-            ).replace("{player_1: main, player_2: opponent}", "{agent_0: main, agent_1: opponent}")
-        },
+        {"exp.yaml": SELF_PLAY.replace(
+            "{pettingzoo: pettingzoo.classic.tictactoe_v3}",
+            "{pettingzoo: mpe2.simple_spread_v3, kwargs: {N: 2}}",
+        ).replace("{player_1: main, player_2: opponent}", "{agent_0: main, agent_1: opponent}")},
     ),
     Case(
         "Conditional search space under a searcher that cannot sample it",

@@ -21,7 +21,7 @@ An algorithm declares what is its own and the base does the rest:
 import copy
 import inspect
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, get_origin
 
 import numpy as np
@@ -78,6 +78,11 @@ class OwnAlgorithmConfig(AlgorithmConfig):
     def problems(self) -> list[str]:
         """What is wrong with the settings, one sentence each (nothing: an empty list)."""
         return []
+
+    def fit_to_env(self, env: Any, policy_of: Callable[[str], Any]) -> None:
+        """Settings that come from the env itself (``env``: what the env check found, with
+        ``agents`` and spaces by agent; ``policy_of``: agent -> policy), set after the YAML's
+        settings; nothing by default."""
 
     def validate(self) -> None:
         super().validate()

@@ -59,6 +59,10 @@ class AlgorithmRecord:
     # How it sees a multi-agent env: each policy its own agents, the team as one agent, or
     # every agent's step at once (joint critics).
     view: AgentView = "agents"
+    # Learns from each batch's rewards on policy (reward scaling applies to it).
+    on_policy_rewards: bool = False
+    # Its single-agent module can start from ``rl_module.model_config.log_std_init``.
+    initial_log_std: bool = False
     # Training settings rlplat passes unless the experiment sets them.
     training_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -141,9 +145,15 @@ _REPLAY_BUFFER = "local_replay_buffer"  # RLlib's off-policy algorithms keep it 
 _OWN_REPLAY_MEMORY = "replay_memory"  # rlplat.algorithms.base.ReplayLoopAlgorithm keeps it here
 _MASKED_PPO = "rlplat.rllib.modules:MaskedPPOModule"
 
-register_algorithm("PPO", masked_module=_MASKED_PPO, random_policies=True)
-register_algorithm("APPO")
-register_algorithm("IMPALA")
+register_algorithm(
+    "PPO",
+    masked_module=_MASKED_PPO,
+    random_policies=True,
+    on_policy_rewards=True,
+    initial_log_std=True,
+)
+register_algorithm("APPO", on_policy_rewards=True)
+register_algorithm("IMPALA", on_policy_rewards=True)
 register_algorithm(
     "DQN",
     "rlplat.algorithms.transition_loop:DQN",

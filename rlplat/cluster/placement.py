@@ -13,7 +13,7 @@ from typing import Any
 
 import ray
 
-from rlplat.rllib.build import with_data_pipeline
+from rlplat.rllib.build import resource_request
 
 Bundle = dict[str, float]
 
@@ -203,7 +203,7 @@ class Plan:
 
 def trial_bundles(config: Any, algo_cls: type) -> tuple[list[LabelledBundle], str]:
     """The placement group bundles RLlib asks Tune for, each labelled with its YAML key."""
-    request = with_data_pipeline(algo_cls.default_resource_request(config), config)
+    request = resource_request(config, algo_cls)
     bundles = [_schedulable(bundle) for bundle in request.bundles]
     runners = config.num_env_runners
     learners = config.num_learners

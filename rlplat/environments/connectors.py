@@ -61,15 +61,18 @@ def check_connectors(
     action_space: Any,
     algorithm: str,
     locate: Callable[[str], str],
+    names_where: Callable[[str], list[str]],
 ) -> None:
-    """Each entry fits the algorithm; each env-to-module piece is built on the env's real
-    spaces, in order, before Ray starts."""
+    """Each entry fits the algorithm (``names_where(trait)``: the algorithms with a registry
+    trait); each env-to-module piece is built on the env's real spaces, in order, before Ray
+    starts."""
     for index, (name, options) in enumerate(map(entry_parts, entries)):
         kind = CONNECTORS[name]
-        if kind.algorithms and algorithm not in kind.algorithms:
+        algorithms = names_where(kind.trait) if kind.trait else []
+        if kind.trait and algorithm not in algorithms:
             raise ConfigError(
-                f"connector {name!r} works with {', '.join(kind.algorithms)} (algorithms that "
-                f"learn from the batch's rewards on policy), not {algorithm}.",
+                f"connector {name!r} works with {', '.join(algorithms)} ({kind.trait_means}), "
+                f"not {algorithm}.",
                 location=locate(f"connectors.{index}"),
                 key=f"connectors[{index}]",
             )

@@ -12,13 +12,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from rlplat.environments.backends import backend_for
 from rlplat.environments.contract import ContractBroken, EnvRaised, check_contract
-from rlplat.environments.envpool_atari import (
-    EnvPoolAtari,
-    NotTranslatable,
-    envpool_options,
-    envpool_task,
-)
 from rlplat.environments.gymma import make_gymma
 from rlplat.environments.kinds import is_multi_agent, is_pettingzoo
 from rlplat.environments.opengl import opengl_failure
@@ -57,9 +52,9 @@ class EnvCreator:
     ``EnvContext`` (the kwargs plus worker/vector indices); only the kwargs reach the env.
     ``evaluation``: the env as evaluation plays it, without training-only wrappers.
 
-    With ``env.backend: envpool``, RLlib asks for the whole vector at once (``num_envs`` in
-    ``env_config``, its ``vector_entry_point`` mode): an EnvPool of that many games, stepped
-    by ``threads`` threads.
+    Where the backend makes the whole vector (``env.backend: envpool``), RLlib asks for it at
+    once (``num_envs`` in ``env_config``): the backend's vector of that many envs, stepped by
+    ``threads`` threads.
     """
 
     def __init__(self, spec: EnvSpec, *, evaluation: bool = False, threads: int = 1):
@@ -70,13 +65,11 @@ class EnvCreator:
     def __call__(self, env_config: dict[str, Any] | None = None) -> Any:
         kwargs = dict(self.spec.kwargs)
         kwargs.update(dict(env_config or {}))
-        if self.spec.backend == "envpool" and not self.evaluation and "num_envs" in kwargs:
-            return EnvPoolAtari(
-                envpool_task(self.spec.id),
-                kwargs.pop("num_envs"),
-                self.threads,
-                envpool_options(self.spec),
-            )
+        if not self.evaluation and "num_envs" in kwargs:  # RLlib asks for the whole vector
+            backend = backend_for(self.spec)
+            vector = backend.make_vector(self.spec, kwargs["num_envs"], self.threads)
+            if vector is not None:
+                return vector
         if self.spec.id is not None:
             import_namespace(self.spec.id)
             env = gym.make(self.spec.id, **kwargs)
@@ -164,8 +157,7 @@ def check_env(
     ``contract``: also step it through ``check_contract`` (unless ``env.check`` is false).
     """
     _check_source(spec, locate)
-    if spec.backend == "envpool":
-        _check_envpool(spec, locate)
+    backend_for(spec).check(spec, locate)
     env = _build(spec, locate)
     rewards = _reset_or_check_contract(env, spec, locate, contract=contract)
     env.close()
@@ -243,29 +235,6 @@ def _registering_package(env_id: str) -> str | None:
 
 # The packages of Gymnasium multi-agent envs that the multiagent extra installs.
 GYMMA_PACKAGES = ("lbforaging", "rware")
-
-
-def _check_envpool(spec: EnvSpec, locate: Callable[[str], str]) -> None:
-    """EnvPool is installed, knows the game and can run the env's chain: one pool is made."""
-    try:
-        EnvPoolAtari(envpool_task(spec.id), 1, 1, envpool_options(spec)).close()
-    except NotTranslatable as exc:
-        problem = f"it cannot run this chain: {exc}. Use the atari preset's chain as it is"
-    except ImportError as exc:
-        problem = (
-            f"the envpool package cannot be imported ({exc}). Install the envpool extra: pip "
-            "install -e '.[envpool]'"
-        )
-    except Exception as exc:  # noqa: BLE001 - EnvPool raises bare errors for unknown games
-        problem = f"making {envpool_task(spec.id)!r} failed: {type(exc).__name__}: {exc}"
-    else:
-        return
-    raise ConfigError(
-        f"env.backend 'envpool' steps {spec.label!r} with EnvPool, but {problem}, or set "
-        "backend: gymnasium.",
-        location=locate("env.backend"),
-        key="env.backend",
-    )
 
 
 def _check_gymma(spec: EnvSpec, locate: Callable[[str], str]) -> None:

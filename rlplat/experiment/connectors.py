@@ -20,7 +20,9 @@ class ConnectorKind:
     learner: str | None  # the learner-side piece, when learning needs it too
     needs: str = ""  # what the observations must look like, for error messages
     accepts: Callable[[Any], bool] | None = None  # checks the observation space against needs
-    algorithms: tuple[str, ...] = ()  # the algorithms it works with (empty: all)
+    # The algorithm registry's trait of the algorithms it works with (empty: all), and why.
+    trait: str = ""
+    trait_means: str = ""
     from_training: tuple[str, ...] = ()  # options that default to the training key of that name
 
     def piece(self) -> str:
@@ -43,7 +45,8 @@ CONNECTORS: dict[str, ConnectorKind] = {
     "reward_scaling": ConnectorKind(
         None,
         "rlplat.environments.reward_scaling:RewardScaling",
-        algorithms=("PPO", "APPO", "IMPALA"),
+        trait="on_policy_rewards",
+        trait_means="algorithms that learn from the batch's rewards on policy",
         from_training=("gamma",),
     ),
 }

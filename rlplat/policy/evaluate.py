@@ -107,21 +107,21 @@ def evaluate(
         f"Environment: {experiment.env.label}; {options.episodes} "
         f"episode(s), {actions} actions, seeds {options.seed}..{last_seed}"
     )
-    video_format = options.render if options.render in VIDEO_FORMATS else None
-    results: list[EpisodeResult] = []
-    played: list[dict[str, Any]] = []  # multi-agent: each episode's policy of each agent
-    videos: list[str] = []
-    pending_frames: list = []
-    seats = actor.mapping if isinstance(actor.mapping, SwappableSeats) else None
-    games = (
-        HeadToHead(seats.learner, source.opponent, greedy=_replays_games(options, source))
-        if seats is not None
-        else None
-    )
+    tally = _Tally(actor)
+    games = _head_to_head(actor, options, source)
+    observers: list[EpisodeObserver] = [tally, *([games] if games else [])]
+    if recorder is not None:
+        observers.append(_Recording(recorder, actor))
+    observers.append(_Progress(say))
+    if options.render == "ansi":
+        observers.append(_TextFrames(show_frame))
+    videos = _videos(options, experiment, source, env)
+    if videos is not None:
+        observers.append(videos)
     try:
         for index in range(options.episodes):
-            if seats is not None:
-                seats.game = index
+            for observer in observers:
+                observer.before(index)
             result = run_episode(
                 actor,
                 env,
@@ -130,33 +130,15 @@ def evaluate(
                 capture_frames=options.render in (*VIDEO_FORMATS, "ansi"),
                 max_steps=options.max_steps,
             )
-            results.append(result)
-            if actor.mapping:
-                played.append({agent: actor.mapping(agent) for agent in result.agent_returns})
-            if seats is not None and games is not None:
-                score = outcome(result.agent_returns, seats, seats.learner)
-                seat = ", ".join(a for a in result.agent_returns if seats(a) == seats.learner)
-                games.record(seat, score)
-            if recorder is not None:
-                recorder.add_episode(str(result.seed), episode_steps(actor.episode))
-            say(_episode_line(index, result))
-            if options.render == "ansi":
-                for step, frame in enumerate(result.frames):
-                    show_frame(f"step {step}\n{frame}")
-            if video_format:
-                frames = label_frames(result.frames, result.returns_before)
-                if options.one_file:
-                    pending_frames.extend(frames)
-                else:
-                    stem = f"{experiment.name}_{source.path.name}_seed{result.seed}"
-                    videos.append(_save(frames, options.out, stem, video_format, env.metadata))
+            for observer in observers:
+                observer.after(index, result)
             result.frames.clear()
-        if video_format and options.one_file and pending_frames:
-            stem = f"{experiment.name}_{source.path.name}_seeds{options.seed}-{results[-1].seed}"
-            videos.append(_save(pending_frames, options.out, stem, video_format, env.metadata))
+        for observer in observers:
+            observer.finish()
     finally:
         env.close()
     dataset = _write_dataset(recorder, say)
+    results = tally.results
     return EvalReport(
         checkpoint=str(source.path),
         picked=source.why,
@@ -166,17 +148,132 @@ def evaluate(
         explore=options.explore,
         returns=Stats.of([r.episode_return for r in results]),
         agent_returns=_grouped(results, lambda index, agent: agent),
-        policy_returns=_grouped(results, lambda index, agent: played[index][agent])
+        policy_returns=_grouped(results, lambda index, agent: tally.played[index][agent])
         if actor.mapping
         else {},
         lengths=Stats.of([float(r.length) for r in results]),
         per_episode=[_episode_record(r) for r in results],
         reported=_with_episode_kind(source.reported, experiment),
-        videos=videos,
+        videos=videos.paths if videos is not None else [],
         random=list(options.random),
         dataset=dataset,
-        head_to_head=games.to_json() | {"summary": games.summary()} if games else None,
+        head_to_head=games.games.to_json() | {"summary": games.games.summary()} if games else None,
     )
+
+
+class EpisodeObserver:
+    """Something ``evaluate`` does around each episode: before it is played, after it, and
+    once after the last one."""
+
+    def before(self, index: int) -> None:
+        """Before the ``index``-th episode is played."""
+
+    def after(self, index: int, result: EpisodeResult) -> None:
+        """After it, with what it returned (its frames, if captured, are still there)."""
+
+    def finish(self) -> None:
+        """After the last episode."""
+
+
+class _Tally(EpisodeObserver):
+    """The episodes' results and, multi-agent, each episode's policy of each agent."""
+
+    def __init__(self, actor: Actor):
+        self.actor = actor
+        self.results: list[EpisodeResult] = []
+        self.played: list[dict[str, Any]] = []
+
+    def after(self, index: int, result: EpisodeResult) -> None:
+        self.results.append(result)
+        if self.actor.mapping:
+            self.played.append({a: self.actor.mapping(a) for a in result.agent_returns})
+
+
+class _Games(EpisodeObserver):
+    """``--against``: the learner's seat set per game (swapped each game), its games counted."""
+
+    def __init__(self, seats: SwappableSeats, games: HeadToHead):
+        self.seats, self.games = seats, games
+
+    def before(self, index: int) -> None:
+        self.seats.game = index
+
+    def after(self, index: int, result: EpisodeResult) -> None:
+        seats = self.seats
+        score = outcome(result.agent_returns, seats, seats.learner)
+        seat = ", ".join(a for a in result.agent_returns if seats(a) == seats.learner)
+        self.games.record(seat, score)
+
+
+def _head_to_head(actor: Actor, options: EvalOptions, source: _Source) -> _Games | None:
+    seats = actor.mapping if isinstance(actor.mapping, SwappableSeats) else None
+    if seats is None:
+        return None
+    greedy = _replays_games(options, source)
+    return _Games(seats, HeadToHead(seats.learner, source.opponent, greedy=greedy))
+
+
+class _Recording(EpisodeObserver):
+    """``--record``: each episode's steps into the dataset."""
+
+    def __init__(self, recorder: DatasetWriter, actor: Actor):
+        self.recorder, self.actor = recorder, actor
+
+    def after(self, index: int, result: EpisodeResult) -> None:
+        self.recorder.add_episode(str(result.seed), episode_steps(self.actor.episode))
+
+
+class _Progress(EpisodeObserver):
+    def __init__(self, say: Callable[[str], None]):
+        self.say = say
+
+    def after(self, index: int, result: EpisodeResult) -> None:
+        self.say(_episode_line(index, result))
+
+
+class _TextFrames(EpisodeObserver):
+    """``--render ansi``: each step's text frame."""
+
+    def __init__(self, show_frame: Callable[[str], None]):
+        self.show_frame = show_frame
+
+    def after(self, index: int, result: EpisodeResult) -> None:
+        for step, frame in enumerate(result.frames):
+            self.show_frame(f"step {step}\n{frame}")
+
+
+class _Videos(EpisodeObserver):
+    """``--render gif/mp4``: one file per episode, or with ``one_file`` one for all."""
+
+    def __init__(self, options: EvalOptions, stem: str, video_format: str, metadata: dict):
+        self.options, self.stem = options, stem
+        self.video_format, self.metadata = video_format, metadata
+        self.pending: list = []
+        self.seeds: list[int] = []
+        self.paths: list[str] = []
+
+    def after(self, index: int, result: EpisodeResult) -> None:
+        frames = label_frames(result.frames, result.returns_before)
+        self.seeds.append(result.seed)
+        if self.options.one_file:
+            self.pending.extend(frames)
+        else:
+            self._save(frames, f"{self.stem}_seed{result.seed}")
+
+    def finish(self) -> None:
+        if self.options.one_file and self.pending:
+            self._save(self.pending, f"{self.stem}_seeds{self.seeds[0]}-{self.seeds[-1]}")
+
+    def _save(self, frames: list, stem: str) -> None:
+        out = self.options.out
+        self.paths.append(_save(frames, out, stem, self.video_format, self.metadata))
+
+
+def _videos(options: EvalOptions, experiment: Any, source: _Source, env: Any) -> _Videos | None:
+    if options.render not in VIDEO_FORMATS:
+        return None
+    stem = f"{experiment.name}_{source.path.name}"
+    return _Videos(options, stem, options.render, env.metadata)
 
 
 def _write_dataset(recorder: DatasetWriter | None, say: Callable[[str], None]) -> str | None:

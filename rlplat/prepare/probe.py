@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import re
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -35,6 +37,9 @@ class ProbeResult:
 
     env_steps: int
     losses: dict[str, float]
+    # Result paths the probe's env runner and learner reported (``env_runners/...``,
+    # ``learners/<module>/...``): what the trial's results will carry too.
+    metric_paths: frozenset[str] = frozenset()
 
     def describe(self) -> str:
         losses = ", ".join(f"{module} {value:.4g}" for module, value in self.losses.items())
@@ -58,13 +63,27 @@ def probe_training(
         inputs = update_inputs(get_algorithm_class(experiment.algorithm), config, episodes)
         # Learner.update itself: IMPALA's and APPO's override hands batches to a thread.
         results = Learner.update(learner, **inputs, timesteps=_timesteps(episodes), num_epochs=1)
+        runner_metrics = runner.get_metrics()
         runner.stop()
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever RLlib raises is the experiment's problem
         raise _probe_error(experiment, stage, exc, locate) from None
     steps = sum(len(episode) for episode in episodes)
-    return ProbeResult(steps, _losses(results))
+    paths = {f"env_runners/{p}" for p in _paths(runner_metrics)}
+    paths.update(f"learners/{p}" for p in _paths(results))
+    return ProbeResult(steps, _losses(results), frozenset(paths))
+
+
+def _paths(tree: dict[str, Any], prefix: str = "") -> list[str]:
+    """The slash-joined paths of a nested dict's leaves."""
+    paths = []
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            paths += _paths(value, f"{prefix}{key}/")
+        else:
+            paths.append(f"{prefix}{key}")
+    return paths
 
 
 def _local(algo_config: AlgorithmConfig) -> AlgorithmConfig:
@@ -140,8 +159,7 @@ _ENCODER_FAILURES = (
 def _probe_error(
     experiment: Experiment, stage: str, exc: Exception, locate: Locator
 ) -> ConfigError:
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    text = f"{type(exc).__name__}: {message}"
+    text = _described(exc)
     if any(re.search(pattern, str(exc)) for pattern in _ENCODER_FAILURES):
         fix = (
             "RLlib's default encoders take 1D Box observations and images they have a CNN "
@@ -156,9 +174,36 @@ def _probe_error(
             location=locate("rl_module"),
             key="rl_module.model_config",
         )
+    model_config = experiment.rl_module.get("model_config") or {}
+    own = [key for key in MODEL_KEYS if key in model_config]
+    hint = (
+        f" The experiment's own {', '.join(f'rl_module.model_config.{k}' for k in own)} may not "
+        "fit the env's observations (a convolution larger than the frame, say)."
+        if own and stage.startswith("building")
+        else ""
+    )
+    key = f"rl_module.model_config.{own[0]}" if hint else None
     return ConfigError(
         f"{experiment.algorithm} on {experiment.env.label!r} failed while {stage} on "
         f"{PROBE_ENV_STEPS} env steps (the check that the run can train, before Ray starts): "
-        f"{text}. rlplat train --debug shows RLlib's traceback.",
-        location=locate(""),
+        f"{text}.{hint} rlplat train --debug shows RLlib's traceback.",
+        location=locate(key or ""),
+        key=key,
     )
+
+
+# Model settings that depend on the observations' shape.
+MODEL_KEYS = ("conv_filters", "fcnet_hiddens", "head_fcnet_hiddens", "encoder_latent_dim")
+
+
+def _described(exc: Exception) -> str:
+    """The exception's type and first line; for a bare assert, the failing line of code."""
+    message = str(exc).strip()
+    if message:
+        return f"{type(exc).__name__}: {message.splitlines()[0]}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return type(exc).__name__
+    last = frames[-1]
+    where = f"{Path(last.filename).name}:{last.lineno}"
+    return f"{type(exc).__name__} in {last.name} ({where}): {last.line or 'no message'}"

@@ -11,7 +11,6 @@ and the trials placed on the cluster's nodes. ``rlplat plan``, ``rlplat train --
 from __future__ import annotations
 
 import copy
-import json
 import math
 import os
 import random
@@ -30,6 +29,7 @@ from rlplat.algorithms.registry import (
     get_algorithm_class,
     is_joint_algorithm,
     is_team_algorithm,
+    names_where,
 )
 from rlplat.cluster.placement import (
     Node,
@@ -42,7 +42,7 @@ from rlplat.cluster.placement import (
 from rlplat.cluster.preferences import PREFERENCE_GROUPS, ResourceChoice, resolve_preferences
 from rlplat.environments.connectors import check_connectors
 from rlplat.environments.make import EnvInfo, check_env
-from rlplat.errors import ConfigError, UserError, allowed_list, did_you_mean
+from rlplat.errors import ConfigError, UserError
 from rlplat.experiment.load import (
     LoadedExperiment,
     Locator,
@@ -54,8 +54,8 @@ from rlplat.experiment.load import (
 from rlplat.experiment.schema import Experiment, MultiAgentSpec, TuneSpec
 from rlplat.experiment.spaces import Space, substitute
 from rlplat.experiment.yaml_io import dump_yaml
-from rlplat.metrics import GROUP_PREFIXES
 from rlplat.prepare.init_checkpoint import resolve_init_checkpoint
+from rlplat.prepare.metric_paths import check_metric_paths
 from rlplat.prepare.observations import with_observation_defaults
 from rlplat.prepare.offline import check_offline
 from rlplat.prepare.probe import ProbeResult, probe_training
@@ -64,6 +64,7 @@ from rlplat.rllib.build import (
     build_algorithm_config,
     check_rllib_sections,
     effective_settings,
+    resource_request,
     team_state_source,
 )
 from rlplat.rllib.multi_agent import PolicyMapping
@@ -114,68 +115,151 @@ def prepare(
     step_env: bool = True,
     probe: bool | None = None,
 ) -> PreparedRun:
-    """Check and build a loaded experiment once; with the cluster's ``nodes``, also resolve its
-    ``prefer`` lists (before the build) and place its trials. ``step_env=False`` builds the env
-    without stepping it through its contract check and without the probe (a trial's own build:
-    the driver checked); ``probe`` (default: ``step_env``) builds the module and computes one
-    update."""
-    choices: list[ResourceChoice] = []
-    if nodes is not None and _has_preferences(loaded.experiment):
-        loaded, choices = _with_preferences(loaded, nodes)
-    locate = loaded.locate
-    experiment = _named(loaded.experiment, locate)
-    if experiment.seed is None:  # record the seed actually used, so the run can be repeated
-        experiment = experiment.model_copy(update={"seed": random.randrange(2**31)})
-    if experiment.seeds is not None:  # the seeds themselves, as the run's experiment.yaml keeps
-        experiment = experiment.model_copy(update={"seeds": experiment.seed_list()})
-    env = check_env(
-        experiment.env, locate, needs_frames=experiment.video.every > 0, contract=step_env
-    )
-    defaults = with_observation_defaults(experiment, env)
-    experiment = defaults.experiment
-    experiment, fitted = _fit_env_runners(experiment, nodes)
-    if defaults.wrapped:  # the env as training will see it, checked again
-        env = check_env(
-            experiment.env, locate, needs_frames=experiment.video.every > 0, contract=step_env
+    """Check and build a loaded experiment once, stage by stage in this order; with the
+    cluster's ``nodes``, also resolve its ``prefer`` lists (first) and place its trials (last).
+    ``step_env=False`` builds the env without stepping it through its contract check and
+    without the probe (a trial's own build: the driver checked); ``probe`` (default:
+    ``step_env``) builds the module and computes one update."""
+    draft = _Draft(loaded, loaded.locate, loaded.experiment, nodes)
+    _resolve_preferences(draft)
+    _settle_name_and_seed(draft)
+    _resolve_env(draft, contract=step_env)
+    _check_env_against_algorithm(draft)
+    _build_rllib_config(draft)
+    if step_env if probe is None else probe:
+        _probe(draft)
+    _check_metric_paths(draft)
+    _resolve_init_checkpoint(draft)
+    _check_search(draft)
+    _place(draft)
+    return draft.freeze()
+
+
+@dataclass
+class _Draft:
+    """The run as the stages fill it in; ``freeze`` makes the ``PreparedRun``."""
+
+    loaded: LoadedExperiment
+    locate: Locator
+    experiment: Experiment
+    nodes: list[Node] | None
+    choices: list[ResourceChoice] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    env: EnvInfo | None = None
+    algo_config: AlgorithmConfig | None = None
+    probe: ProbeResult | None = None
+    search: SearchSetup | None = None
+    plan: Plan | None = None
+
+    def freeze(self) -> PreparedRun:
+        assert self.env and self.algo_config and self.search
+        return PreparedRun(
+            self.experiment,
+            self.locate,
+            self.loaded.spaces,
+            self.env,
+            self.algo_config,
+            self.search,
+            self.choices,
+            self.plan,
+            self.probe,
+            tuple(self.notes),
         )
+
+
+def _resolve_preferences(draft: _Draft) -> None:
+    """Resource ``prefer`` lists resolved against the cluster's nodes (before anything is
+    built from the resources)."""
+    if draft.nodes is not None and _has_preferences(draft.experiment):
+        draft.loaded, draft.choices = _with_preferences(draft.loaded, draft.nodes)
+        draft.experiment = draft.loaded.experiment
+
+
+def _settle_name_and_seed(draft: _Draft) -> None:
+    """The algorithm's registered name, the seed actually used (so the run can be repeated) and
+    the seeds themselves, as the run's experiment.yaml keeps them."""
+    experiment = _named(draft.experiment, draft.locate)
+    if experiment.seed is None:
+        experiment = experiment.model_copy(update={"seed": random.randrange(2**31)})
+    if experiment.seeds is not None:
+        experiment = experiment.model_copy(update={"seeds": experiment.seed_list()})
+    draft.experiment = experiment
+
+
+def _resolve_env(draft: _Draft, *, contract: bool) -> None:
+    """The env built (and stepped through its contract), then the defaults that depend on it:
+    observations RLlib cannot encode, env runners that fit the CPUs."""
+    experiment, locate = draft.experiment, draft.locate
+    frames = experiment.video.every > 0
+    env = check_env(experiment.env, locate, needs_frames=frames, contract=contract)
+    defaults = with_observation_defaults(experiment, env)
+    experiment, fitted = _fit_env_runners(defaults.experiment, draft.nodes)
+    if defaults.wrapped:  # the env as training will see it, checked again
+        env = check_env(experiment.env, locate, needs_frames=frames, contract=contract)
+    draft.experiment, draft.env = experiment, env
+    draft.notes += [*defaults.notes, *fitted]
+
+
+def _check_env_against_algorithm(draft: _Draft) -> None:
+    """The env's kind and spaces fit the algorithm and the sections that depend on them; the
+    offline dataset matches the env; a team algorithm's global state is resolved."""
+    experiment, env, locate = draft.experiment, draft.env, draft.locate
+    assert env is not None
     _check_env_fits(experiment, env, locate)
     experiment = check_offline(experiment, env, locate)
     if is_team_algorithm(experiment.algorithm):
         training = {**experiment.training, "global_state": team_state_source(experiment, locate)}
         experiment = experiment.model_copy(update={"training": training})
-    algo_config = build_algorithm_config(experiment, locate, env)
-    probed = step_env if probe is None else probe
-    result = probe_training(experiment, algo_config, env, locate) if probed else None
-    _check_member_metrics(experiment, algo_config, env, locate)
+    draft.experiment = experiment
+
+
+def _build_rllib_config(draft: _Draft) -> None:
+    assert draft.env is not None
+    draft.algo_config = build_algorithm_config(draft.experiment, draft.locate, draft.env)
+
+
+def _probe(draft: _Draft) -> None:
+    """The module built on the env's spaces, a few env steps sampled, one update computed."""
+    assert draft.env is not None and draft.algo_config is not None
+    draft.probe = probe_training(draft.experiment, draft.algo_config, draft.env, draft.locate)
+
+
+def _check_metric_paths(draft: _Draft) -> None:
+    assert draft.env is not None and draft.algo_config is not None
+    check_metric_paths(draft.experiment, draft.algo_config, draft.env, draft.probe, draft.locate)
+
+
+def _resolve_init_checkpoint(draft: _Draft) -> None:
+    """``init.checkpoint`` as the absolute checkpoint directory whose weights fit the modules."""
+    experiment = draft.experiment
     if experiment.init.checkpoint:
-        path = resolve_init_checkpoint(experiment.init.checkpoint, algo_config, locate)
+        path = resolve_init_checkpoint(experiment.init.checkpoint, draft.algo_config, draft.locate)
         init = experiment.init.model_copy(update={"checkpoint": path})
-        experiment = experiment.model_copy(update={"init": init})
+        draft.experiment = experiment.model_copy(update={"init": init})
+
+
+def _check_search(draft: _Draft) -> None:
+    """Every search-space candidate's RLlib keys checked; the searcher and scheduler made."""
+    loaded, locate = draft.loaded, draft.locate
+    assert draft.algo_config is not None
     for space in loaded.spaces:
         for value in space.candidates():
             candidate = validate(loaded.concrete({space.path: value}), locate)
-            check_rllib_sections(candidate, type(algo_config), locate)
-    resolved = _resolved(experiment, algo_config, loaded.spaces)
-    search = search_setup(experiment, resolved, loaded.spaces, locate)
-    _BUILT[_trial_key(resolved)] = algo_config
-    plan = None
-    if nodes is not None:
-        tune_spec = experiment.tune or TuneSpec()
-        bundles, strategy = trial_bundles(algo_config, get_algorithm_class(experiment.algorithm))
-        trials = trial_count(experiment, loaded.spaces)
-        plan = make_plan(bundles, strategy, nodes, trials, tune_spec.max_concurrent)
-    return PreparedRun(
-        experiment,
-        locate,
-        loaded.spaces,
-        env,
-        algo_config,
-        search,
-        choices,
-        plan,
-        result,
-        (*defaults.notes, *fitted),
-    )
+            check_rllib_sections(candidate, type(draft.algo_config), locate)
+    resolved = _resolved(draft.experiment, draft.algo_config, loaded.spaces)
+    draft.search = search_setup(draft.experiment, resolved, loaded.spaces, locate)
+
+
+def _place(draft: _Draft) -> None:
+    """With the cluster's nodes: one trial's bundles and where the trials go."""
+    if draft.nodes is None:
+        return
+    experiment = draft.experiment
+    tune_spec = experiment.tune or TuneSpec()
+    algo_cls = get_algorithm_class(experiment.algorithm)
+    bundles, strategy = trial_bundles(draft.algo_config, algo_cls)
+    trials = trial_count(experiment, draft.loaded.spaces)
+    draft.plan = make_plan(bundles, strategy, draft.nodes, trials, tune_spec.max_concurrent)
 
 
 def _fit_env_runners(
@@ -206,37 +290,6 @@ def _fit_env_runners(
         f"{cpus:g}; set the count to choose)"
     )
     return experiment.model_copy(update={"resources": resources}), (note,)
-
-
-def _check_member_metrics(
-    experiment: Experiment, algo_config: AlgorithmConfig, env: EnvInfo, locate: Locator
-) -> None:
-    """Refuse ``checkpoint.score`` or ``tune.metric`` naming a policy or agent the run will not
-    have: their values would be missing from every result, every checkpoint unscored."""
-    policies = sorted(algo_config.policies) if algo_config.is_multi_agent else []
-    members = dict(zip(GROUP_PREFIXES, (policies, list(env.agents or [])), strict=True))
-    named = {"checkpoint.score": experiment.score_metric()}
-    if experiment.tune is not None:
-        named["tune.metric"] = experiment.tune.metric
-    for key, metric in named.items():
-        for prefix, allowed in members.items():
-            if not metric.startswith(prefix):
-                continue
-            member = metric.removeprefix(prefix)
-            if member in allowed:
-                continue
-            kind = prefix.split("_", 1)[0]  # policy or agent
-            has = (
-                f"its {kind} ids are {allowed_list(allowed)}.{did_you_mean(member, allowed)}"
-                if allowed
-                else f"it has no {kind} ids (a single-agent or team run): use episode_return_mean."
-            )
-            raise ConfigError(
-                f"{metric!r} names the {kind} {member!r}, which this run does not have, so no "
-                f"result would carry it; {has}",
-                location=locate(key),
-                key=key,
-            )
 
 
 def _has_preferences(experiment: Experiment) -> bool:
@@ -297,6 +350,7 @@ def _check_env_fits(experiment: Experiment, env: EnvInfo, locate: Locator) -> No
         env.action_space,
         experiment.algorithm,
         locate,
+        names_where,
     )
 
 
@@ -402,24 +456,28 @@ def _resolved(
     return substitute(resolved, {s.path: s.to_yaml() for s in spaces})
 
 
-# The RLlib configs built for trial experiments in this process, by their JSON: Tune asks the
-# trainable for each trial's resources in the driver, where ``prepare`` built the config already.
-_BUILT: dict[str, AlgorithmConfig] = {}
-
-
-def _trial_key(experiment: dict[str, Any]) -> str:
-    return json.dumps(trial_experiment(experiment), sort_keys=True)
-
-
 def trial_algorithm_config(config: dict[str, Any]) -> AlgorithmConfig:
     """The RLlib config for one trial's experiment (Tune's ``config``: the resolved experiment
-    with concrete values where the file had search spaces), prepared as ``rlplat train`` does."""
-    key = _trial_key(config)
-    if key not in _BUILT:
-        data = json.loads(key)
-        loaded = experiment_from_data(data, Locator(f"trial experiment ({data.get('name')})"))
-        _BUILT[key] = prepare(loaded, step_env=False).algo_config
-    return _BUILT[key]
+    with concrete values where the file had search spaces), built in the trial's own process
+    by the same stages as ``rlplat train``'s, without the env's contract check and the probe
+    (the driver made both)."""
+    data = trial_experiment(config)
+    loaded = experiment_from_data(data, Locator(f"trial experiment ({data.get('name')})"))
+    return prepare(loaded, step_env=False).algo_config
+
+
+# Search spaces under these keys can change a trial's resource request: each trial's is then
+# built from its own config instead of taken from the prepared run.
+RESOURCE_SECTIONS = ("algorithm", "resources", "evaluation", "offline", "offline_data", "learners")
+
+
+def trial_resources(run: PreparedRun) -> Any:
+    """What Tune reserves for each trial: the prepared config's request (with an offline run's
+    data pipeline), or, where a search space can change it, a function of the trial's config."""
+    algo_cls = get_algorithm_class(run.experiment.algorithm)
+    if any(space.path[0] in RESOURCE_SECTIONS for space in run.spaces):
+        return lambda config: resource_request(trial_algorithm_config(config), algo_cls)
+    return resource_request(run.algo_config, algo_cls)
 
 
 def trial_count(experiment: Experiment, spaces: list[Space]) -> int:

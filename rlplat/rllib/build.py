@@ -22,16 +22,16 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.registry import register_env
 
-from rlplat.algorithms.maddpg.layout import joint_layout
+from rlplat.algorithms.base import OwnAlgorithmConfig
 from rlplat.algorithms.registry import (
     algorithm_record,
     get_algorithm_class,
-    is_joint_algorithm,
     is_team_algorithm,
     names_where,
 )
 from rlplat.algorithms.replay import TRANSITION_SAMPLER, transition_sampler_requested
 from rlplat.datasets.dataset import data_path
+from rlplat.environments.backends import backend_for
 from rlplat.environments.connectors import ConnectorFactory
 from rlplat.environments.guard import GuardedCreator
 from rlplat.environments.make import EnvInfo
@@ -90,6 +90,12 @@ def with_data_pipeline(request: PlacementGroupFactory, config: AlgorithmConfig) 
     return PlacementGroupFactory(
         [*head, *request.bundles, {"CPU": cpus}], strategy=request.strategy
     )
+
+
+def resource_request(config: AlgorithmConfig, algo_cls: type) -> Any:
+    """What Tune reserves for one trial of ``algo_cls`` with ``config``: RLlib's request and an
+    offline run's data pipeline."""
+    return with_data_pipeline(algo_cls.default_resource_request(config), config)
 
 
 def data_pipeline_cpus(config: AlgorithmConfig) -> float:
@@ -232,6 +238,17 @@ VALUE_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "minibatch_size": (_positive, "a positive number of env steps"),
     "num_epochs": (_positive, "a positive number of passes over each batch"),
     "clip_param": (_positive, "a positive clip range"),
+    # RLlib reads 0 as "never": the greedy evaluation, and the checkpoint scores with it, would be
+    # off although a number was written.
+    "evaluation_interval": (
+        _positive,
+        "a number of iterations >= 1 (RLlib reads 0 as 'never evaluate'); null turns the greedy "
+        "evaluation off",
+    ),
+    "evaluation_duration": (
+        _positive,
+        "a positive number of episodes or timesteps, or 'auto' (0 would evaluate nothing)",
+    ),
 }
 
 
@@ -319,9 +336,9 @@ def build_algorithm_config(
     calls["debugging"]["seed"] = exp.seed
     calls["evaluation"] = exp.evaluation_settings()
     _evaluation_env(exp, env, env_name, calls)
-    if exp.env.backend == "envpool":  # training runners take the creator's EnvPool vector
-        calls["env_runners"]["gym_env_vectorize_mode"] = "vector_entry_point"
-        calls["evaluation"]["evaluation_config"]["gym_env_vectorize_mode"] = "sync"
+    backend = backend_for(exp.env).rllib_settings()
+    calls["env_runners"].update(backend.get("env_runners", {}))
+    calls["evaluation"]["evaluation_config"].update(backend.get("evaluation_config", {}))
     calls["callbacks"] = {"callbacks_class": WindowedEpisodeStats}
     _connector_calls(exp, config, calls)
     _initial_log_std(exp, env, calls, locate)
@@ -343,11 +360,8 @@ def build_algorithm_config(
     _call_builders(config, calls, locate)
     if config.env_runner_cls is None and not config.output:  # RLlib records with its own
         config.env_runners(env_runner_cls=seeded_env_runner_class(config.is_multi_agent))
-    if is_joint_algorithm(exp.algorithm):
-        mapping = PolicyMapping((exp.multi_agent or MultiAgentSpec()).policies)
-        config.joint_layout = joint_layout(
-            env.agents or [], env.observation_spaces, env.action_spaces, mapping
-        )
+    if isinstance(config, OwnAlgorithmConfig):
+        config.fit_to_env(env, PolicyMapping((exp.multi_agent or MultiAgentSpec()).policies))
     _check_something_samples(config, locate)
     try:
         config.validate()
@@ -399,11 +413,13 @@ def _initial_log_std(
     if LOG_STD_INIT not in model_config:
         return
     key = f"rl_module.model_config.{LOG_STD_INIT}"
-    if exp.algorithm != "PPO" or env.multi_agent:
+    supported = algorithm_record(exp.algorithm).initial_log_std
+    if not supported or env.multi_agent:
+        names = " or ".join(names_where("initial_log_std"))
         raise ConfigError(
             f"{LOG_STD_INIT} (the initial log std of the action distribution) applies to "
-            f"single-agent PPO, not {exp.algorithm}"
-            + (" on a multi-agent env." if exp.algorithm == "PPO" else "."),
+            f"single-agent {names}, not {exp.algorithm}"
+            + (" on a multi-agent env." if supported else "."),
             location=locate(key),
             key=key,
         )

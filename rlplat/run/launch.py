@@ -37,6 +37,7 @@ from rlplat.prepare.run_spec import (
     refuse_if_impossible,
     storage_note,
     trial_count,
+    trial_resources,
 )
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
 from rlplat.run.options import TrainOptions
@@ -121,7 +122,7 @@ def train(
 
     _quiet_tune_output(exp)
     tuner = tune.Tuner(
-        trainable_for(exp.algorithm),
+        tune.with_resources(trainable_for(exp.algorithm), trial_resources(run)),
         param_space=run.search.param_space,
         tune_config=tune.TuneConfig(
             metric=metric_path(tune_spec.metric),
@@ -182,7 +183,9 @@ def resume(
     drop_stale_decisions(run_dir)
     tuner = tune.Tuner.restore(
         str(run_dir),
-        trainable=trainable_for(run.experiment.algorithm),
+        trainable=tune.with_resources(
+            trainable_for(run.experiment.algorithm), trial_resources(run)
+        ),
         resume_unfinished=True,
         resume_errored=retry_errored,
         storage_filesystem=atomic_filesystem(),

@@ -49,7 +49,6 @@ from rlplat.metrics import (
     lookup,
 )
 from rlplat.prepare import trial_algorithm_config
-from rlplat.rllib.build import with_data_pipeline
 from rlplat.rllib.episode_stats import episode_window
 from rlplat.rllib.league import SELF_PLAY_STATE
 from rlplat.rllib.self_play import self_play_driver
@@ -276,15 +275,6 @@ class ExperimentTrial:
             self._current_evaluation(),
         ).write(path)
         return path
-
-    @classmethod
-    def default_resource_request(cls, config: Any) -> Any:
-        built = algorithm_config(config)
-        # Tune used to hand RLlib the config as a dict: keep that path.
-        request = super().default_resource_request(
-            built.to_dict() if built is not config else config
-        )
-        return with_data_pipeline(request, built)
 
 
 LOSS_KEYS = ("total_loss", "policy_loss", "vf_loss", "qf_loss", "critic_loss", "actor_loss")

@@ -71,3 +71,4 @@ def test_a_user_error_is_one_paragraph_and_debug_shows_its_traceback(tmp_path, c
         main([*args, "--debug"])
     with pytest.raises(SystemExit):  # --debug holds for its own command only
         main(args)
+

@@ -81,7 +81,9 @@ NPU_PREFERRED = (
 )
 
 
-def test_env_runners_run_only_on_nodes_with_the_preferred_resource(npu_nodes, write_yaml, tmp_path):
+def test_env_runners_run_only_on_nodes_with_the_preferred_resource(
+    npu_nodes, write_yaml, tmp_path
+):
     """prefer: [tpu, npu, plain] resolves to npu on this cluster; the run records the choice, and
     Ray's state API shows both env runners on an npu node (PACK: the same one)."""
     loaded = experiment(write_yaml, tmp_path, NPU_PREFERRED)
@@ -103,7 +105,9 @@ def test_env_runners_run_only_on_nodes_with_the_preferred_resource(npu_nodes, wr
 
 
 def test_spread_puts_env_runners_on_different_nodes(npu_nodes, write_yaml, tmp_path):
-    loaded = experiment(write_yaml, tmp_path, "    custom: {npu: 1}\n  placement: SPREAD\n")
+    loaded = experiment(
+        write_yaml, tmp_path, "    custom: {npu: 1}\n  placement: SPREAD\n"
+    )
     summary, nodes = train_and_locate(loaded)
     assert summary.trials[0].status == "finished"
     assert len(nodes) == 2 and set(nodes) <= npu_nodes

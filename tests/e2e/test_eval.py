@@ -17,7 +17,6 @@ from tests.helpers import REPO
 
 CARTPOLE_POLE_RGB = (202, 152, 101)
 
-
 def test_solved_cartpole_scores_475_greedily(solved_cartpole, capsys):
     report = eval_json(capsys, solved_cartpole.run_dir, "--episodes", "10")
     assert report["episodes"] == 10

@@ -22,7 +22,9 @@ from tests.helpers import REPO
 
 
 def files_digest(directory: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())
+    }
 
 
 def test_cartpole_export_acts_like_the_checkpoint(cartpole_export, solved_cartpole):
@@ -30,10 +32,7 @@ def test_cartpole_export_acts_like_the_checkpoint(cartpole_export, solved_cartpo
 
     out, manifest, parity = (cartpole_export[k] for k in ("dir", "manifest", "parity"))
     assert sorted(p.name for p in out.iterdir()) == [
-        "experiment.yaml",
-        "parity.json",
-        "policy.json",
-        "policy.onnx",
+        "experiment.yaml", "parity.json", "policy.json", "policy.onnx"
     ]
     # The certificate: 10 seeded episodes with each path acting, every action compared.
     assert parity["passed"] and parity["agreement"] == 1.0
@@ -47,8 +46,7 @@ def test_cartpole_export_acts_like_the_checkpoint(cartpole_export, solved_cartpo
         ("obs", ["batch", 4], "float32")
     ]
     assert [(o["name"], o["dtype"]) for o in policy["outputs"]] == [
-        ("action", "int64"),
-        ("action_dist_inputs", "float32"),
+        ("action", "int64"), ("action_dist_inputs", "float32")
     ]
     assert policy["action"] == {"type": "Discrete", "n": 2, "start": 0, "dtype": "int64"}
     assert manifest["checkpoint"]["path"] == solved_cartpole.trials[0].best_checkpoint
@@ -110,17 +108,8 @@ def test_runtime_plays_cartpole_where_torch_and_ray_are_not_installed(cartpole_e
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
     subprocess.run(
-        [
-            python,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "onnxruntime",
-            "numpy",
-            "gymnasium",
-        ],
+        [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "onnxruntime", "numpy", "gymnasium"],
         check=True,
         capture_output=True,
     )
@@ -133,7 +122,7 @@ import importlib.util, json
 assert importlib.util.find_spec("torch") is None and importlib.util.find_spec("ray") is None
 import gymnasium as gym
 from rlplat.runtime import load
-policy = load({str(cartpole_export["dir"])!r})
+policy = load({str(cartpole_export['dir'])!r})
 env = gym.make("CartPole-v1")
 returns = []
 for seed in range(10):

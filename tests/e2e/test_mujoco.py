@@ -54,14 +54,7 @@ def test_reward_statistics_are_in_the_checkpoint(tiny_halfcheetah):
 
 def test_eval_renders_a_gif_headless_with_nothing_set(tiny_halfcheetah, tmp_path):
     done = rlplat(
-        "eval",
-        tiny_halfcheetah.run_dir,
-        "-n",
-        "1",
-        "--render",
-        "gif",
-        "--out",
-        str(tmp_path),
+        "eval", tiny_halfcheetah.run_dir, "-n", "1", "--render", "gif", "--out", str(tmp_path),
         unset=("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"),
     )
     assert done.returncode == 0, done.stderr

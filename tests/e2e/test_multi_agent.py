@@ -44,17 +44,8 @@ def test_sampled_episodes_are_the_same_in_every_process(spread_run):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
-    command = [
-        sys.executable,
-        "-m",
-        "rlplat.cli",
-        "eval",
-        spread_run.run_dir,
-        "-n",
-        "3",
-        "--explore",
-        "--json",
-    ]
+    command = [sys.executable, "-m", "rlplat.cli", "eval", spread_run.run_dir, "-n", "3",
+               "--explore", "--json"]
     runs = [
         json.loads(subprocess.run(command, env=env, capture_output=True, check=True).stdout)
         for _ in range(2)
@@ -68,14 +59,8 @@ def test_two_policies_each_get_metrics_and_only_trained_ones_learn(ray_session, 
     summary = train_yaml(MULTI_AGENT_ADVERSARY, tmp_path)
     trial = Path(summary.trials[0].path)
     scalars = read_scalars(trial)
-    for tag in (
-        "policy_return/adversary",
-        "policy_return/good",
-        "agent_return/adversary_0",
-        "agent_return/agent_0",
-        "agent_return/agent_1",
-        "episode/return_mean",
-    ):
+    for tag in ("policy_return/adversary", "policy_return/good", "agent_return/adversary_0",
+                "agent_return/agent_0", "agent_return/agent_1", "episode/return_mean"):
         assert tag in scalars, sorted(scalars)
     # The team return is the sum of the policies' returns (over the same window).
     team = dict(scalars["episode/return_mean"])
@@ -89,7 +74,9 @@ def test_two_policies_each_get_metrics_and_only_trained_ones_learn(ray_session, 
     def weights(checkpoint: Path, policy: str) -> dict:
         from ray.rllib.core.rl_module.rl_module import RLModule
 
-        module = RLModule.from_checkpoint(checkpoint / "learner_group/learner/rl_module" / policy)
+        module = RLModule.from_checkpoint(
+            checkpoint / "learner_group/learner/rl_module" / policy
+        )
         return {k: v.clone() for k, v in module.state_dict().items()}
 
     first, second = sorted(trial.glob("checkpoint_*"))
@@ -201,10 +188,7 @@ def test_masked_export_plays_only_legal_moves(connect_four_run, tmp_path, capsys
     assert parity["passed"] and parity["agreement"] == 1.0 and parity["compared_actions"] > 0
     assert parity["not_compared"] == ["opponent (random)"]
     assert sorted(report["files"]) == [
-        "experiment.yaml",
-        "learner.onnx",
-        "parity.json",
-        "policy.json",
+        "experiment.yaml", "learner.onnx", "parity.json", "policy.json"
     ]
     learner = manifest["policies"]["learner"]
     assert [i["name"] for i in learner["inputs"]] == ["obs", "action_mask"]

@@ -13,14 +13,37 @@ from tests.helpers import EXPERIMENTS
 HETEROGENEOUS = EXPERIMENTS / "heterogeneous_ppo.yaml"
 
 
+STAGES = (
+    "_resolve_preferences",
+    "_settle_name_and_seed",
+    "_resolve_env",
+    "_check_env_against_algorithm",
+    "_build_rllib_config",
+    "_probe",
+    "_check_metric_paths",
+    "_resolve_init_checkpoint",
+    "_check_search",
+    "_place",
+)
+
+
 @pytest.fixture
 def driver_builds(monkeypatch) -> Counter:
-    """Counts the env checks and RLlib config builds made in this (the driver's) process."""
+    """Counts the env checks and RLlib config builds made in this (the driver's) process, and
+    records the order in which prepare's stages ran (``stages``)."""
     counts: Counter = Counter()
+    counts.stages = []  # type: ignore[attr-defined]
 
     def counting(name, function):
         def wrapper(*args, **kwargs):
             counts[name] += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    def recording(name, function):
+        def wrapper(*args, **kwargs):
+            counts.stages.append(name)  # type: ignore[attr-defined]
             return function(*args, **kwargs)
 
         return wrapper
@@ -31,7 +54,8 @@ def driver_builds(monkeypatch) -> Counter:
         "build_algorithm_config",
         counting("RLlib builds", run_spec.build_algorithm_config),
     )
-    monkeypatch.setattr(run_spec, "_BUILT", {})  # no config built by an earlier test
+    for stage in STAGES:
+        monkeypatch.setattr(run_spec, stage, recording(stage, getattr(run_spec, stage)))
     return counts
 
 
@@ -40,6 +64,7 @@ def test_plan_prepares_a_run_with_preferences_once(ray_session, driver_builds, c
     out = capsys.readouterr().out
     assert "resources.env_runners.prefer: entry" in out and "Fits: yes" in out
     assert driver_builds == {"env checks": 1, "RLlib builds": 1}
+    assert driver_builds.stages == list(STAGES), "each stage once, in the pipeline's order"
 
 
 def test_train_prepares_a_run_with_preferences_once(ray_session, driver_builds, tmp_path):
@@ -59,6 +84,7 @@ def test_train_prepares_a_run_with_preferences_once(ray_session, driver_builds, 
     )
     [run_dir] = (tmp_path / "heterogeneous-ppo").iterdir()
     assert (run_dir / "summary.json").is_file()
-    # Tune asks the trainable for the trial's resources in the driver: the prepared config
-    # answers, no second env check or build.
+    # Tune reserves the prepared config's resources for the trial (tune.with_resources): no
+    # second env check, build or stage in the driver; the trial builds its own config once.
     assert driver_builds == {"env checks": 1, "RLlib builds": 1}
+    assert driver_builds.stages == list(STAGES)

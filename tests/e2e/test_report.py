@@ -157,18 +157,8 @@ def test_report_scores_seeds_by_greedy_episodes_of_their_last_checkpoint(
     assert "by the exploring policy, not the greedy one scored above" in text
     # A second report never overwrites the first; figure options for a paper.
     again = report_json(
-        capsys,
-        seeded_cartpole.run_dir,
-        "--out",
-        tmp_path / "r",
-        "--score",
-        "training",
-        "--label",
-        "cartpole-ppo=PPO",
-        "--size",
-        "3.4x2.4",
-        "--font-size",
-        "8",
+        capsys, seeded_cartpole.run_dir, "--out", tmp_path / "r", "--score", "training",
+        "--label", "cartpole-ppo=PPO", "--size", "3.4x2.4", "--font-size", "8",
     )
     assert Path(again["directory"]) == tmp_path / "r-1"
     assert again["experiments"][0]["label"] == "PPO"

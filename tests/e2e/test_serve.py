@@ -50,8 +50,7 @@ class Deployer:
         self.lines = []
         options = {"replica_resources": "{cpus: 0.25}", "episodes": 1, **options}
         serve_policy(
-            Path(path),
-            ServeOptions(address=self.address, port=self.port, **options),
+            Path(path), ServeOptions(address=self.address, port=self.port, **options),
             self.lines.append,
         )
         return self.url
@@ -175,9 +174,8 @@ def play(actor: Any, reference: Any, env: Any, seeds: list[int]) -> tuple[list[f
         compared += 1
 
     returns = [
-        run_episode(
-            actor, env, seed=seed, explore=False, shadows=[reference], watch=same
-        ).episode_return
+        run_episode(actor, env, seed=seed, explore=False, shadows=[reference], watch=same)
+        .episode_return
         for seed in seeds
     ]
     return returns, compared
@@ -189,9 +187,8 @@ def test_served_cartpole_policy_plays_as_eval_does(served, solved_cartpole, monk
     too; the token is required."""
     monkeypatch.setenv("SERVE_TOKEN", TOKEN)
     url = served.deploy(solved_cartpole.run_dir, token_env="SERVE_TOKEN", max_batch_size=8)
-    assert any(
-        line.startswith("Try: curl") and "Bearer $SERVE_TOKEN" in line for line in served.lines
-    )
+    assert any(line.startswith("Try: curl") and "Bearer $SERVE_TOKEN" in line
+               for line in served.lines)
     reference, env = checkpoint_actor(solved_cartpole.run_dir)
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
@@ -203,17 +200,10 @@ def test_served_cartpole_policy_plays_as_eval_does(served, solved_cartpole, monk
         assert policy["parity"]["verified"] and policy["backend"] == "onnx"
         observations = np.random.default_rng(0).normal(0, 0.3, (64, 4)).tolist()
         onnx = client.post("/v1/act", json={"observations": observations}).json()["actions"]
-        assert (
-            onnx
-            == [
-                client.post("/v1/act", json={"observation": o}).json()["action"]
-                for o in observations[:8]
-            ]
-            + onnx[8:]
-        )
-        sampled = client.post(
-            "/v1/act", json={"observations": observations * 4, "explore": True}
-        ).json()["actions"]
+        assert onnx == [client.post("/v1/act", json={"observation": o}).json()["action"]
+                        for o in observations[:8]] + onnx[8:]
+        sampled = client.post("/v1/act", json={"observations": observations * 4,
+                                               "explore": True}).json()["actions"]
         assert sampled != onnx * 4, "explore samples the categorical distribution"
         assert set(sampled) == {0, 1}
 
@@ -224,14 +214,8 @@ def test_served_cartpole_policy_plays_as_eval_does(served, solved_cartpole, monk
     assert torch == onnx
 
 
-def expect(
-    client: Any,
-    status: int,
-    words: list[str],
-    method: str = "POST",
-    path: str = "/v1/act",
-    **kwargs: Any,
-) -> None:
+def expect(client: Any, status: int, words: list[str], method: str = "POST", path: str = "/v1/act",
+           **kwargs: Any) -> None:
     response = client.request(method, path, **kwargs)
     assert response.status_code == status, response.text
     message = response.json()["error"]
@@ -243,49 +227,29 @@ def test_every_error_status_and_the_server_answers_after(served, off_policy_runs
     """401, 404, 405, 400, 413 and 422 (shape, type, NaN, unknown field, explore on DQN), each
     with a message naming the field; then /healthz and a good request still answer."""
     monkeypatch.setenv("SERVE_TOKEN", TOKEN)
-    url = served.deploy(
-        off_policy_runs("cartpole_dqn").run_dir, token_env="SERVE_TOKEN", max_body=2048
-    )
+    url = served.deploy(off_policy_runs("cartpole_dqn").run_dir, token_env="SERVE_TOKEN",
+                        max_body=2048)
     good = {"observation": [0.01, 0.0, -0.02, 0.03]}
     with httpx.Client(base_url=url, timeout=30) as anonymous:
         expect(anonymous, 401, ["bearer token"], json=good)
-        expect(
-            anonymous,
-            401,
-            ["bearer token"],
-            json=good,
-            headers={"Authorization": "Bearer wrong-token-of-some-length"},
-        )
+        expect(anonymous, 401, ["bearer token"], json=good,
+               headers={"Authorization": "Bearer wrong-token-of-some-length"})
         assert anonymous.get("/healthz").json() == {"status": "ok"}
-    with httpx.Client(
-        base_url=url, timeout=30, headers={"Authorization": f"Bearer {TOKEN}"}
-    ) as client:
+    with httpx.Client(base_url=url, timeout=30,
+                      headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         expect(client, 404, ["/v2/act", "POST /v1/act"], path="/v2/act", json=good)
         expect(client, 405, ["takes POST"], method="GET")
         expect(client, 400, ["not valid JSON"], content=b'{"observation": [0.01')
         expect(client, 400, ["JSON object"], json=[1, 2])
         expect(client, 413, ["2048 bytes"], json={"observations": [[0.0] * 4] * 200})
-        expect(
-            client,
-            422,
-            ["observation", "got shape [3]", "expected shape [4]"],
-            json={"observation": [0.0, 0.0, 0.0]},
-        )
-        expect(
-            client, 422, ["observation", "not numbers"], json={"observation": ["a", "b", "c", "d"]}
-        )
-        expect(
-            client,
-            422,
-            ["observations[1]", "NaN"],
-            content=b'{"observations": [[0, 0, 0, 0], [0, NaN, 0, 0]]}',
-        )
-        expect(
-            client,
-            422,
-            ["'observaton'", "Did you mean 'observation'?"],
-            json={"observaton": [0.0] * 4},
-        )
+        expect(client, 422, ["observation", "got shape [3]", "expected shape [4]"],
+               json={"observation": [0.0, 0.0, 0.0]})
+        expect(client, 422, ["observation", "not numbers"],
+               json={"observation": ["a", "b", "c", "d"]})
+        expect(client, 422, ["observations[1]", "NaN"],
+               content=b'{"observations": [[0, 0, 0, 0], [0, NaN, 0, 0]]}')
+        expect(client, 422, ["'observaton'", "Did you mean 'observation'?"],
+               json={"observaton": [0.0] * 4})
         expect(client, 422, ["'explore'", "greedy action only"], json={**good, "explore": True})
         expect(client, 422, ["action mask"], json={**good, "action_mask": [1, 1]})
         assert client.get("/healthz").json() == {"status": "ok"}
@@ -310,12 +274,8 @@ def test_served_multi_agent_policy_acts_like_eval(served, spread_run):
         print(f"simple_spread over HTTP: returns {returns}, {compared} joint actions equal")
         assert compared == 2 * 25
         expect(client, 422, ["multi-agent", "agent_0"], json={"observation": [0.0] * 18})
-        expect(
-            client,
-            422,
-            ["'agent_9'", "Its agents: agent_0, agent_1, agent_2"],
-            json={"observations": {"agent_9": [0.0] * 18}},
-        )
+        expect(client, 422, ["'agent_9'", "Its agents: agent_0, agent_1, agent_2"],
+               json={"observations": {"agent_9": [0.0] * 18}})
 
 
 def test_served_recurrent_qmix_keeps_memory_per_session(served, spread_qmix_run):
@@ -325,9 +285,8 @@ def test_served_recurrent_qmix_keeps_memory_per_session(served, spread_qmix_run)
 
     url = served.deploy(spread_qmix_run.run_dir, replicas=2)
     with httpx.Client(base_url=url, timeout=30) as client:
-        expect(
-            client, 422, ["'session' is required"], json={"observations": {"agent_0": [0.0] * 18}}
-        )
+        expect(client, 422, ["'session' is required"],
+               json={"observations": {"agent_0": [0.0] * 18}})
         pairs = [checkpoint_actor(spread_qmix_run.run_dir) for _ in range(2)]
         actors = [TeamHttpActor(client, session=f"episode-{i}") for i in range(2)]
         # run_episode plays one episode; two threads interleave the two sessions' steps.
@@ -337,16 +296,10 @@ def test_served_recurrent_qmix_keeps_memory_per_session(served, spread_qmix_run)
 
         def one(i: int) -> None:
             reference, env = pairs[i]
-            results[i] = run_episode(
-                actors[i],
-                env,
-                seed=10 + i,
-                explore=False,
-                shadows=[reference],
-                watch=lambda o, a, r=reference: np.testing.assert_array_equal(
-                    np.asarray(r.act(o, False)), a
-                ),
-            )
+            results[i] = run_episode(actors[i], env, seed=10 + i, explore=False,
+                                     shadows=[reference],
+                                     watch=lambda o, a, r=reference: np.testing.assert_array_equal(
+                                         np.asarray(r.act(o, False)), a))
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
         for thread in threads:
@@ -354,13 +307,10 @@ def test_served_recurrent_qmix_keeps_memory_per_session(served, spread_qmix_run)
         for thread in threads:
             thread.join()
         assert all(result is not None and result.length == 25 for result in results)
-        print(
-            f"QMIX over HTTP, 2 sessions at once: returns "
-            f"{[round(r.episode_return, 2) for r in results]}, every action equal to eval's"
-        )
-        answer = client.post(
-            "/v1/act", json={"observations": {"agent_0": [0.0] * 18}, "session": "episode-0"}
-        ).json()
+        print(f"QMIX over HTTP, 2 sessions at once: returns "
+              f"{[round(r.episode_return, 2) for r in results]}, every action equal to eval's")
+        answer = client.post("/v1/act", json={"observations": {"agent_0": [0.0] * 18},
+                                              "session": "episode-0"}).json()
         assert answer["step"] == 26, "the session carried on from its 25 steps"
 
 
@@ -368,8 +318,7 @@ def replica_actors(name: str = "PolicyWorker") -> list[Any]:
     from ray.util.state import list_actors
 
     return [
-        actor
-        for actor in list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
+        actor for actor in list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
         if actor.class_name.startswith("ServeReplica:") and actor.class_name.endswith(name)
     ]
 
@@ -386,14 +335,12 @@ def test_a_killed_replica_costs_no_request(served, solved_cartpole):
 
     async def load() -> None:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-
             async def worker(offset: int) -> None:
                 for i in range(60):
                     index = (offset + i) % len(observations)
                     for attempt in range(5):
                         response = await client.post(
-                            "/v1/act", json={"observation": observations[index]}
-                        )
+                            "/v1/act", json={"observation": observations[index]})
                         if response.status_code == 200:
                             right = response.json()["action"] == expected[index]
                             counts["ok" if right else "wrong"] += 1
@@ -429,9 +376,8 @@ def test_replicas_go_where_their_resources_are(served, ray_cluster, solved_cartp
     node = ray_cluster.add_node(num_cpus=1, resources={"npu": 2})
     ray_cluster.wait_for_nodes()
     try:
-        served.deploy(
-            solved_cartpole.run_dir, replicas=2, replica_resources="{cpus: 0, custom: {npu: 1}}"
-        )
+        served.deploy(solved_cartpole.run_dir, replicas=2,
+                      replica_resources="{cpus: 0, custom: {npu: 1}}")
         actors = replica_actors()
         assert len(actors) == 2
         assert {actor.node_id for actor in actors} == {node.node_id}
@@ -454,22 +400,9 @@ def test_embedded_serve_prints_a_working_curl_line_and_stops_on_ctrl_c(cartpole_
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlplat.cli",
-            "serve",
-            export,
-            "--port",
-            str(port),
-            "--replica-resources",
-            "{cpus: 0.5}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        cwd=REPO,
+        [sys.executable, "-m", "rlplat.cli", "serve", export, "--port", str(port),
+         "--replica-resources", "{cpus: 0.5}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
     )
     lines = []
     try:

@@ -250,11 +250,8 @@ def test_greedy_evaluation_normalises_with_the_training_statistics(ray_session, 
 
     loaded = load_experiment(
         tiny_ppo,
-        [
-            "connectors=[mean_std_filter]",
-            "training.train_batch_size_per_learner=1024",
-            "evaluation.evaluation_duration=1",
-        ],
+        ["connectors=[mean_std_filter]", "training.train_batch_size_per_learner=1024",
+         "evaluation.evaluation_duration=1"],
     )
     algo = trainable_for("PPO")(config=prepare(loaded, step_env=False).resolved())
     try:

@@ -72,7 +72,9 @@ def project(tmp_path: Path) -> Path:
 
 def run_in(project: Path, runners: str, address: str, cwd: Path) -> tuple[object, list[dict]]:
     log = project / "envs.log"
-    (project / "experiments" / "line.yaml").write_text(EXPERIMENT.format(log=log, runners=runners))
+    (project / "experiments" / "line.yaml").write_text(
+        EXPERIMENT.format(log=log, runners=runners)
+    )
     experiment = project / "experiments" / "line.yaml"
     # No PYTHONPATH: nothing of rlplat's checkout (its envs/ examples) is importable.
     proc = rlplat("train", str(experiment), "--address", address, cwd=cwd, unset=("PYTHONPATH",))

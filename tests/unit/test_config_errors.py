@@ -316,8 +316,9 @@ def test_a_module_rllib_cannot_build_is_refused_before_ray_with_the_key_to_chang
         *frames,
         "rl_module.model_config.conv_filters=[[16, [8, 8], 4, valid]]",
     )
-    assert "failed while building the RLModule or sampling" in message, message
-    assert "before Ray starts" in message
+    assert "key 'rl_module.model_config.conv_filters'" in message, message
+    assert "failed while building the RLModule or sampling" in message
+    assert "assert input_dim > 0" in message and "before Ray starts" in message
 
 
 @pytest.mark.parametrize(

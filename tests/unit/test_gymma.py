@@ -83,6 +83,7 @@ def test_an_env_returning_observations_for_fewer_agents_is_refused():
         env.reset(seed=0)
 
 
+
 def test_a_vmas_scenario_plays_through_its_gymnasium_wrapper():
     from rlplat.environments.gymma import vmas_scenario
 

@@ -35,8 +35,7 @@ class Recorder:
         batch = len(next(iter(feed.values())))
         outputs = {o.name: o for o in self.spec.outputs}
         return [
-            np.ones(batch, np.int64)
-            if name == "action"
+            np.ones(batch, np.int64) if name == "action"
             else np.zeros((batch, *outputs[name].shape[1:]), np.float32)
             for name in output_names
         ]
@@ -48,9 +47,7 @@ def runners(manifest: Manifest) -> dict[str, Recorder]:
 
 def test_there_are_exports_written_by_main():
     assert [path.name for path in EXPORTS] == [
-        "export_cartpole_ppo",
-        "export_connect_four_random",
-        "export_two_step_qmix",
+        "export_cartpole_ppo", "export_connect_four_random", "export_two_step_qmix"
     ]
 
 
@@ -76,10 +73,7 @@ def test_a_single_agent_export_of_main_loads_with_its_fields():
     assert spec.kind == "onnx" and spec.file == "policy.onnx" and spec.opset == 17
     (obs,) = spec.inputs
     assert (obs.name, obs.shape, obs.path, obs.observation_dtype) == (
-        "obs",
-        ["batch", 4],
-        [],
-        "float32",
+        "obs", ["batch", 4], [], "float32"
     )
     assert [o.name for o in spec.outputs] == ["action", "action_dist_inputs"]
     assert (spec.action.type, spec.action.n, spec.action.start) == ("Discrete", 2, 0)
@@ -94,9 +88,7 @@ def test_a_qmix_export_of_main_acts_per_agent_with_its_own_id_in_the_state():
     assert spec.carries_memory and not spec.can_sample
     assert spec.state.size == 68
     assert [(p.name, p.start, p.size) for p in spec.state.layout] == [
-        ("hidden", 0, 64),
-        ("previous_action", 64, 2),
-        ("agent_id", 66, 2),
+        ("hidden", 0, 64), ("previous_action", 64, 2), ("agent_id", 66, 2)
     ]
     recorders = runners(manifest)
     policy = from_manifest(manifest, runners=recorders)
@@ -104,8 +96,7 @@ def test_a_qmix_export_of_main_acts_per_agent_with_its_own_id_in_the_state():
     assert policy.agents == ["agent_0", "agent_1"]
     assert policy.policy_for("agent_1").initial_state()[66:].tolist() == [0.0, 1.0]
     assert policy.act({"agent_0": np.zeros(3), "agent_1": np.zeros(3)}) == {
-        "agent_0": 1,
-        "agent_1": 1,
+        "agent_0": 1, "agent_1": 1
     }
     (feed,) = recorders["default_policy"].feeds  # one graph run for both agents
     assert feed["state_in"].shape == (2, 68)
@@ -122,7 +113,9 @@ def test_a_random_opponent_of_main_plays_a_legal_move():
     mask = np.zeros(7, np.int8)
     mask[4] = 1
     board = np.zeros((6, 7, 2), np.int8)
-    assert policy.act({"player_1": {"observation": board, "action_mask": mask}}) == {"player_1": 4}
+    assert policy.act({"player_1": {"observation": board, "action_mask": mask}}) == {
+        "player_1": 4
+    }
 
 
 def test_serve_checks_a_request_against_a_manifest_of_main():
@@ -141,24 +134,12 @@ def test_serve_checks_a_request_against_a_manifest_of_main():
 
 def test_stacked_frames_round_trip_and_the_env_gives_one_frame():
     data = {
-        "kind": "onnx",
-        "file": "policy.onnx",
-        "opset": 17,
-        "inputs": [
-            {
-                "name": "obs",
-                "shape": ["batch", 84, 84, 16],
-                "dtype": "float32",
-                "path": [],
-                "observation_dtype": "uint8",
-                "observation_range": None,
-            }
-        ],
+        "kind": "onnx", "file": "policy.onnx", "opset": 17,
+        "inputs": [{"name": "obs", "shape": ["batch", 84, 84, 16], "dtype": "float32",
+                    "path": [], "observation_dtype": "uint8", "observation_range": None}],
         "outputs": [{"name": "action", "shape": ["batch"], "dtype": "int64"}],
         "action": {"type": "Discrete", "n": 6, "start": 0, "dtype": "int64"},
-        "state": None,
-        "frame_stack": {"num_frames": 4},
-        "exploration": "categorical",
+        "state": None, "frame_stack": {"num_frames": 4}, "exploration": "categorical",
     }
     spec = PolicySpec.from_json(data)
     assert spec.to_json() == data

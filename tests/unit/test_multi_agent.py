@@ -14,25 +14,16 @@ ERROR_CASES = {
     "unknown wrapper": (
         SPREAD,
         lambda t: replace(t, "kwargs: {N: 3", "wrappers: [colour_reduction_v0]\n  kwargs: {N: 3"),
-        [
-            "env.wrappers.0",
-            "'colour_reduction_v0'",
-            "Did you mean 'color_reduction_v0'?",
-            "frame_stack_v1",
-            "resize_v1",
-        ],
+        ["env.wrappers.0", "'colour_reduction_v0'", "Did you mean 'color_reduction_v0'?",
+         "frame_stack_v1", "resize_v1"],
     ),
     "bad wrapper argument": (
         SPREAD,
         lambda t: replace(
             t, "kwargs: {N: 3", "wrappers: [{dtype_v0: {dtyp: float32}}]\n  kwargs: {N: 3"
         ),
-        [
-            "env.wrappers.0",
-            "'dtype_v0' does not accept",
-            "its arguments: dtype",
-            "Did you mean 'dtype'?",
-        ],
+        ["env.wrappers.0", "'dtype_v0' does not accept", "its arguments: dtype",
+         "Did you mean 'dtype'?"],
     ),
     "wrapper argument the wrapper rejects": (
         SPREAD,
@@ -55,17 +46,11 @@ ERROR_CASES = {
     ),
     "shared policy over different spaces": (
         MULTI_AGENT_ADVERSARY,
-        lambda t: (
-            replace(t, 'policies: {"adversary_*": adversary, "agent_*": good}', "policies: shared")
-            .replace("  train: [good]\n", "")
-            .replace("  overrides: {good: {lr: 0.001}}\n", "")
-        ),
-        [
-            "exp.yaml:8",
-            "multi_agent.policies",
-            "different observation spaces",
-            "pad_observations_v0",
-        ],
+        lambda t: replace(t, 'policies: {"adversary_*": adversary, "agent_*": good}',
+                          "policies: shared").replace("  train: [good]\n", "").replace(
+                              "  overrides: {good: {lr: 0.001}}\n", ""),
+        ["exp.yaml:8", "multi_agent.policies", "different observation spaces",
+         "pad_observations_v0"],
     ),
     "pattern that matches no agent": (
         MULTI_AGENT_ADVERSARY,
@@ -90,12 +75,8 @@ ERROR_CASES = {
     "PettingZoo env that is not there": (
         SPREAD,
         lambda t: replace(t, "mpe2.simple_spread_v3", "mpe2.simple_sprad_v3"),
-        [
-            "exp.yaml:5",
-            "env.pettingzoo",
-            "Did you mean 'mpe2.simple_spread_v3'?",
-            "pip install 'pettingzoo[butterfly,sisl,classic]' mpe2",
-        ],
+        ["exp.yaml:5", "env.pettingzoo", "Did you mean 'mpe2.simple_spread_v3'?",
+         "pip install 'pettingzoo[butterfly,sisl,classic]' mpe2"],
     ),
     "unknown api": (
         SPREAD,
@@ -105,8 +86,7 @@ ERROR_CASES = {
     "multi_agent on a Gymnasium env": (
         SPREAD,
         lambda t: replace(t, "pettingzoo: mpe2.simple_spread_v3", "id: CartPole-v1").replace(
-            "  kwargs: {N: 3, max_cycles: 25}\n", ""
-        ),
+            "  kwargs: {N: 3, max_cycles: 25}\n", ""),
         ["key 'multi_agent'", "single-agent environment"],
     ),
     "connectors on a PettingZoo env": (
@@ -118,8 +98,7 @@ ERROR_CASES = {
         CONNECT_FOUR,
         lambda t: replace(t, "algorithm: PPO", "algorithm: DQN").replace(
             "  train_batch_size_per_learner: 200\n  minibatch_size: 100\n  num_epochs: 1\n",
-            "  train_batch_size_per_learner: 32\n",
-        ),
+            "  train_batch_size_per_learner: 32\n"),
         ["key 'algorithm'", "supported with PPO"],
     ),
 }

@@ -60,10 +60,8 @@ def test_a_report_scored_by_training_has_no_episodes_and_no_target():
     assert report.score == "training" and report.checkpoint is None and report.target is None
     (entry,) = report.experiments
     assert all(t.episode_scores == [] and t.to_target is None for t in entry.trials)
-    assert all(
-        "episode_scores" not in t and "to_target" not in t
-        for t in report.to_json()["experiments"][0]["trials"]
-    )
+    assert all("episode_scores" not in t and "to_target" not in t
+               for t in report.to_json()["experiments"][0]["trials"])
 
 
 def test_the_printed_summary_is_the_one_main_printed():

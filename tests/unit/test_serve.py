@@ -9,45 +9,26 @@ import pytest
 
 MASKED_MANIFEST = {
     "multi_agent": False,
-    "policies": {
-        "default_policy": {
-            "kind": "onnx",
-            "inputs": [
-                {
-                    "name": "obs",
-                    "shape": ["batch", 4],
-                    "path": ["observations"],
-                    "observation_dtype": "float32",
-                },
-                {
-                    "name": "action_mask",
-                    "shape": ["batch", 3],
-                    "path": ["action_mask"],
-                    "observation_dtype": "int8",
-                },
-            ],
-            "action": {"type": "Discrete", "n": 3, "start": 0, "dtype": "int64"},
-            "exploration": None,
-        }
-    },
+    "policies": {"default_policy": {
+        "kind": "onnx",
+        "inputs": [
+            {"name": "obs", "shape": ["batch", 4], "path": ["observations"],
+             "observation_dtype": "float32"},
+            {"name": "action_mask", "shape": ["batch", 3], "path": ["action_mask"],
+             "observation_dtype": "int8"},
+        ],
+        "action": {"type": "Discrete", "n": 3, "start": 0, "dtype": "int64"},
+        "exploration": None,
+    }},
 }
 DISCRETE_MANIFEST = {
     "multi_agent": False,
-    "policies": {
-        "default_policy": {
-            "kind": "onnx",
-            "inputs": [
-                {
-                    "name": "obs",
-                    "shape": ["batch"],
-                    "path": [],
-                    "observation_dtype": "int64",
-                    "observation_range": [0, 4],
-                }
-            ],
-            "action": {"type": "Discrete", "n": 2, "start": 0, "dtype": "int64"},
-        }
-    },
+    "policies": {"default_policy": {
+        "kind": "onnx",
+        "inputs": [{"name": "obs", "shape": ["batch"], "path": [], "observation_dtype": "int64",
+                    "observation_range": [0, 4]}],
+        "action": {"type": "Discrete", "n": 2, "start": 0, "dtype": "int64"},
+    }},
 }
 
 
@@ -55,41 +36,22 @@ DISCRETE_MANIFEST = {
     ("manifest", "body", "status", "words"),
     [
         (MASKED_MANIFEST, b'{"observation": null}', 422, ["observation has no entry"]),
-        (
-            MASKED_MANIFEST,
-            b'{"observation": {"observations": [true, false, true, false], '
-            b'"action_mask": [1, 1, 1]}}',
-            422,
-            ["observation.observations", "not numbers"],
-        ),
-        (
-            MASKED_MANIFEST,
-            b'{"observation": {"observations": [1e300, 0, 0, 0], "action_mask": [1, 1, 1]}}',
-            422,
-            ["too large"],
-        ),
-        (
-            MASKED_MANIFEST,
-            b'{"observation": {"observations": [0, 0, 0, 0], "action_mask": [1, 2, 1]}}',
-            422,
-            ["observation.action_mask", "1 (legal) and 0"],
-        ),
-        (
-            MASKED_MANIFEST,
-            b'{"observation": {"observations": [0, 0, 0, 0]}, "action_mask": [0, 0, 0]}',
-            422,
-            ["action_mask", "no legal action"],
-        ),
+        (MASKED_MANIFEST, b'{"observation": {"observations": [true, false, true, false], '
+                          b'"action_mask": [1, 1, 1]}}', 422, ["observation.observations",
+                                                              "not numbers"]),
+        (MASKED_MANIFEST, b'{"observation": {"observations": [1e300, 0, 0, 0], '
+                          b'"action_mask": [1, 1, 1]}}', 422, ["too large"]),
+        (MASKED_MANIFEST, b'{"observation": {"observations": [0, 0, 0, 0], '
+                          b'"action_mask": [1, 2, 1]}}', 422, ["observation.action_mask",
+                                                              "1 (legal) and 0"]),
+        (MASKED_MANIFEST, b'{"observation": {"observations": [0, 0, 0, 0]}, '
+                          b'"action_mask": [0, 0, 0]}', 422, ["action_mask", "no legal action"]),
         (MASKED_MANIFEST, b"[" * 100_000 + b"]" * 100_000, 400, ["nested too deeply"]),
         (DISCRETE_MANIFEST, b'{"observation": 7}', 422, ["outside 0..4"]),
         (DISCRETE_MANIFEST, b'{"observation": [1, 2]}', 422, ["got shape [2]", "'observations'"]),
         (DISCRETE_MANIFEST, b'{"observation": 2.5}', 422, ["fractions"]),
-        (
-            DISCRETE_MANIFEST,
-            b'{"observations": [1, 2], "explore": true}',
-            422,
-            ["greedy action only"],
-        ),
+        (DISCRETE_MANIFEST, b'{"observations": [1, 2], "explore": true}', 422,
+         ["greedy action only"]),
         (DISCRETE_MANIFEST, b'{"observation": 1, "reset": "yes"}', 422, ["'reset'"]),
     ],
 )
@@ -106,10 +68,8 @@ def test_bad_requests_are_named(manifest, body, status, words):
 def test_a_mask_given_apart_replaces_the_observations_own():
     from rlplat.serve.protocol import PolicyView, parse_act
 
-    request = parse_act(
-        {"observation": {"observations": [0, 1, 2, 3]}, "action_mask": [0, 1, 1]},
-        PolicyView.of(MASKED_MANIFEST),
-    )
+    request = parse_act({"observation": {"observations": [0, 1, 2, 3]},
+                         "action_mask": [0, 1, 1]}, PolicyView.of(MASKED_MANIFEST))
     (query,) = request.queries
     assert query.action_mask.tolist() == [0, 1, 1]
     assert query.observation["observations"].dtype == np.float32

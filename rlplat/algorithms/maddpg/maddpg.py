@@ -18,6 +18,7 @@ new actors.
 """
 
 # No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
+from collections.abc import Callable
 from typing import Any
 
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
@@ -25,6 +26,7 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from rlplat.algorithms.actor_critic import ActorCriticConfig
 from rlplat.algorithms.base import ReplayLoopAlgorithm
 from rlplat.algorithms.maddpg.joint_replay import JointReplay
+from rlplat.algorithms.maddpg.layout import joint_layout
 from rlplat.algorithms.maddpg.learner import MADDPGTorchLearner
 from rlplat.algorithms.maddpg.rl_module import MADDPGModule
 
@@ -60,6 +62,11 @@ class MADDPGConfig(ActorCriticConfig):
         self.grad_clip_by = "norm"  # per optimizer, as their clip_by_norm on each gradient
         self.train_batch_size_per_learner = 1024
         self.rollout_fragment_length = 100
+
+    def fit_to_env(self, env: Any, policy_of: Callable[[str], Any]) -> None:
+        self.joint_layout = joint_layout(
+            env.agents or [], env.observation_spaces, env.action_spaces, policy_of
+        )
 
     def problems(self) -> list[str]:
         problems = super().problems()
