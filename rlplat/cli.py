@@ -200,6 +200,9 @@ def plan(
     Prints the bundles of one trial, the cluster's nodes, whether a trial fits and how many run
     at once; exits 2 when no node set can hold a trial (rlplat train refuses the same runs).
     """
+    from rlplat.experiment.load import load_experiment  # noqa: PLC0415
+
+    load_experiment(experiment, overrides or [])  # schema slips are refused before RLlib loads
     from rlplat.run.launch import plan_command  # noqa: PLC0415 - RLlib loads here
 
     _start(verbose, experiment)

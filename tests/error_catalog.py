@@ -204,6 +204,44 @@ CASES = [
     ),
     Case("TD3 on discrete actions", ["train", "exp.yaml", "algorithm=TD3"]),
     Case(
+        "DQN on continuous actions",
+        ["train", "exp.yaml", "algorithm=DQN", "env.id=Pendulum-v1", "training={}"],
+    ),
+    Case(
+        "a key RLlib ignores beside the one it uses",
+        ["train", "exp.yaml", "training.train_batch_size=4000"],
+    ),
+    Case(
+        "an id its package registers on import, written bare",
+        ["train", "exp.yaml", "env.id=MiniGrid-Empty-5x5-v0"],
+    ),
+    Case(
+        "a model RLlib cannot build for the env's observations (the probe)",
+        [
+            "train",
+            "exp.yaml",
+            "env.id=minigrid:MiniGrid-Empty-5x5-v0",
+            "env.wrappers=[minigrid.wrappers:ImgObsWrapper]",
+            "rl_module.model_config.conv_filters=[[16, [8, 8], 4, valid]]",
+        ],
+    ),
+    Case(
+        "checkpoint.score that no result carries",
+        ["train", "exp.yaml", "checkpoint.score=env_runners/episode_retrun_mean"],
+    ),
+    Case(
+        "evaluation that RLlib reads as off",
+        ["train", "exp.yaml", "evaluation.evaluation_interval=0"],
+    ),
+    Case(
+        "YAML aliases that multiply",
+        ["train", "bomb.yaml"],
+        files={
+            "bomb.yaml": "name: bomb\na0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+            + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9))
+        },
+    ),
+    Case(
         "reward_scaling for an off-policy algorithm",
         ["train", "exp.yaml", "algorithm=DQN", "connectors=[reward_scaling]"],
     ),

@@ -135,7 +135,8 @@ class EnvSpec(Section):
         True,
         description="Before Ray starts, reset the env and take random steps, checking what it "
         "returns against Gymnasium's or PettingZoo's contract (and Gymnasium's env checker). "
-        "false skips it, for envs too slow to step.",
+        "false skips it and the probe's steps (the module is still built), for envs too slow "
+        "to step.",
     )
 
     @field_validator("preset")

@@ -42,6 +42,8 @@ class ProbeResult:
     metric_paths: frozenset[str] = frozenset()
 
     def describe(self) -> str:
+        if not self.env_steps:
+            return "built on the env's spaces; not stepped (env.check false, or offline)"
         losses = ", ".join(f"{module} {value:.4g}" for module, value in self.losses.items())
         return f"{self.env_steps} env steps sampled, one update computed (loss: {losses})"
 
@@ -50,13 +52,19 @@ def probe_training(
     experiment: Experiment, algo_config: AlgorithmConfig, env: EnvInfo, locate: Locator
 ) -> ProbeResult:
     """Sample ``PROBE_ENV_STEPS`` env steps with the run's module and compute one update on them;
-    what RLlib raises is one paragraph naming the key to change."""
+    what RLlib raises is one paragraph naming the key to change. With ``env.check: false`` (an
+    env too slow to step before the run) the module and learner are built without stepping."""
     if experiment.offline is not None:
         return _probe_offline(experiment, algo_config, env, locate)
     config = _local(algo_config)
     stage = "building the RLModule or sampling with it"
     try:
         runner = config.env_runner_cls(config=config)
+        if not experiment.env.check:
+            stage = "building the learner"
+            config.build_learner(spaces=runner.get_spaces())
+            runner.stop()
+            return ProbeResult(0, {})
         episodes = _sample(runner, config)
         stage = "computing one loss"
         learner = config.build_learner(spaces=runner.get_spaces())

@@ -522,7 +522,11 @@ def print_dry_run(loaded: LoadedExperiment, experiment_file: Path, console: Cons
     for note in run.notes:
         console.print(f"# default: {note}", highlight=False)
     stepped = "built and stepped" if loaded.experiment.env.check else "built"
-    probed = f", the RLModule built and trained once ({run.probe.describe()})" if run.probe else ""
+    probed = ""
+    if run.probe is not None and run.probe.env_steps:
+        probed = f", the RLModule built and trained once ({run.probe.describe()})"
+    elif run.probe is not None:
+        probed = f", the RLModule and its learner {run.probe.describe()}"
     console.print(
         f"# {experiment_file} is valid: every key checked, the env {stepped}, the RLlib "
         f"config built{probed}. Nothing was run with Ray.",
@@ -535,6 +539,8 @@ def print_plan(run: PreparedRun, console: Console) -> None:
     plan = run.plan
     for choice in run.choices:
         console.print(choice.describe(), highlight=False)
+    for note in run.notes:
+        console.print(f"Default: {note}", highlight=False)
     bundles = Table(title=f"Bundles of one trial (placement {plan.strategy})", title_justify="left")
     for column in ("#", "role", "set by", "resources", "node"):
         bundles.add_column(column)
