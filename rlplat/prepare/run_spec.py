@@ -283,7 +283,7 @@ def _fit_env_runners(
         return experiment, ()
     fitted = runners.model_copy(update={"count": count})
     resources = experiment.resources.model_copy(update={"env_runners": fitted})
-    where = "the cluster has" if nodes else "this machine has"
+    where = "the cluster has" if nodes and len(nodes) > 1 else "this machine has"
     note = (
         f"resources.env_runners.count: {count} ({experiment.algorithm}'s default of {default} "
         f"env runners and the driver need {driver + default * per_runner:g} CPUs, {where} "
@@ -515,9 +515,17 @@ def refuse_if_impossible(run: PreparedRun) -> None:
     )
 
 
-def print_dry_run(loaded: LoadedExperiment, experiment_file: Path, console: Console) -> None:
-    """``rlplat train --dry-run``: the resolved experiment as YAML, and what was checked."""
-    run = prepare(loaded)
+def print_dry_run(
+    loaded: LoadedExperiment,
+    experiment_file: Path,
+    console: Console,
+    nodes: list[Node] | None = None,
+) -> None:
+    """``rlplat train --dry-run``: the resolved experiment as YAML, and what was checked; with
+    ``nodes`` (the machine an embedded Ray would have), also whether a trial fits there."""
+    run = prepare(loaded, nodes)
+    if nodes is not None:
+        refuse_if_impossible(run)
     console.print(dump_yaml(run.resolved()), highlight=False, end="")
     for note in run.notes:
         console.print(f"# default: {note}", highlight=False)

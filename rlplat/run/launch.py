@@ -223,7 +223,8 @@ def train_command(
     else:
         loaded = load_experiment(experiment, options.with_overrides(overrides))
         if options.dry_run:
-            print_dry_run(loaded, experiment, console)
+            nodes = local_machine() if started_here else None  # the capacity it will ask for
+            print_dry_run(loaded, experiment, console, nodes)
             return
         summary = train(loaded, **common)
     finish(summary, clock, console, shutdown_ray=started_here, show_timings=options.timings)
