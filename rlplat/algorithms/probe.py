@@ -1,7 +1,7 @@
 """What a learner update is made of, per kind of algorithm, for ``prepare``'s probe: freshly
-sampled episodes (on-policy), episodes replayed from RLlib's episode buffer (DQN, SAC: their
-learner connectors read n-step columns the buffer writes), or rlplat's own replay memory's batch
-(QMIX, MADDPG, TD3)."""
+sampled episodes (on-policy), episodes replayed from RLlib's episode buffer (DQN, SAC, TD3:
+their learner connectors read n-step columns the buffer writes), or rlplat's own replay
+memory's batch (QMIX, MADDPG)."""
 
 from __future__ import annotations
 

@@ -20,6 +20,8 @@ from typing import Any
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.learner import Learner
+from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rlplat.algorithms.probe import update_inputs
 from rlplat.algorithms.registry import get_algorithm_class
@@ -59,7 +61,7 @@ def probe_training(
     config = _local(algo_config)
     stage = "building the RLModule or sampling with it"
     try:
-        runner = config.env_runner_cls(config=config)
+        runner = _runner_class(config)(config=config)
         if not experiment.env.check:
             stage = "building the learner"
             config.build_learner(spaces=runner.get_spaces())
@@ -106,6 +108,14 @@ def _local(algo_config: AlgorithmConfig) -> AlgorithmConfig:
     config.evaluation(evaluation_interval=None)
     config.learners(num_learners=0, num_gpus_per_learner=0)
     return config
+
+
+def _runner_class(config: AlgorithmConfig) -> type:
+    """The trial's env runner class; RLlib's default where the config names none (a run that
+    records its own output)."""
+    if config.env_runner_cls is not None:
+        return config.env_runner_cls
+    return MultiAgentEnvRunner if config.is_multi_agent else SingleAgentEnvRunner
 
 
 def _sample(runner: Any, config: AlgorithmConfig) -> list[Any]:
