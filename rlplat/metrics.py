@@ -16,7 +16,8 @@ ENV_STEPS = "num_env_steps_sampled_lifetime"
 # Offline runs (BC, MARWIL, CQL, IQL) sample nothing and RLlib's env-step counter there is
 # nominal: rlplat reports the recorded env steps the learners trained on (repeats counted) as
 # their env steps.
-OFFLINE_STEPS_TRAINED = "learners/__all_modules__/num_env_steps_trained_lifetime"
+ENV_STEPS_TRAINED = "learners/__all_modules__/num_env_steps_trained_lifetime"
+OFFLINE_STEPS_TRAINED = ENV_STEPS_TRAINED
 ITERATION = "training_iteration"
 TIME_TOTAL = "time_total_s"
 RETURN_MEAN = "window/episode_return_mean"

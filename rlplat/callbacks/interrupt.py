@@ -25,7 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from rlplat.callbacks.progress import ConsoleCallback
-from rlplat.metrics import ENV_STEPS, OFFLINE_STEPS_TRAINED, lookup
+from rlplat.metrics import ENV_STEPS, ENV_STEPS_TRAINED, lookup
 
 SHOULD_CHECKPOINT = "should_checkpoint"  # a result key Tune reads after its callbacks ran
 RUNNING = "RUNNING"
@@ -180,4 +180,4 @@ class GracefulStop(ConsoleCallback):
 
 def _trained(result: dict) -> bool:
     """Whether this trial's learners have trained at all by this result."""
-    return bool(lookup(result, OFFLINE_STEPS_TRAINED))
+    return bool(lookup(result, ENV_STEPS_TRAINED))

@@ -194,7 +194,7 @@ def _check_source(spec: EnvSpec, locate: Callable[[str], str]) -> None:
         else:
             _check_factory(spec, locate)
     elif ":" in spec.id:
-        _check_registering_module(spec.id, "env.id", locate)
+        _check_registering_module(spec.id, "env.id", locate, "minigrid:MiniGrid-Empty-5x5-v0")
         return
     elif spec.id not in gym.registry:
         _import_namespace_package(spec, locate)
@@ -239,28 +239,38 @@ GYMMA_PACKAGES = ("lbforaging", "rware")
 
 def _check_gymma(spec: EnvSpec, locate: Callable[[str], str]) -> None:
     """The module before ':' imports and registers the id after it."""
-    _check_registering_module(spec.gymma, "env.gymma", locate)
+    _check_registering_module(
+        spec.gymma,
+        "env.gymma",
+        locate,
+        "lbforaging:Foraging-8x8-2p-3f-v3",
+        packages=GYMMA_PACKAGES,
+        install=f"the multiagent extra has {' and '.join(GYMMA_PACKAGES)}: pip install -e "
+        "'.[multiagent]'",
+    )
 
 
-def _check_registering_module(value: str, key: str, locate: Callable[[str], str]) -> None:
-    """Gymnasium's 'module:EnvId': the module imports and registers the id after the colon."""
+def _check_registering_module(
+    value: str,
+    key: str,
+    locate: Callable[[str], str],
+    example: str,
+    *,
+    packages: tuple[str, ...] = (),
+    install: str = "pip install <package> in this environment",
+) -> None:
+    """Gymnasium's 'module:EnvId': the module imports and registers the id after the colon.
+    ``packages``: the ones rlplat's extras install (for "did you mean"), ``install`` how."""
     module, _, env_id = value.rpartition(":")
     if module:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            packages = GYMMA_PACKAGES if key == "env.gymma" else ()
             raise ConfigError(
                 f"cannot import {module!r}, the package {key} names before ':' to register "
                 f"{env_id!r} ({exc})."
                 + did_you_mean(module, packages)
-                + " Install the package that registers it"
-                + (
-                    f" (the multiagent extra has {' and '.join(GYMMA_PACKAGES)}: pip install "
-                    "-e '.[multiagent]')."
-                    if packages
-                    else " (pip install <package>) in this environment."
-                ),
+                + f" Install the package that registers it ({install}).",
                 location=locate(key),
                 key=key,
             ) from None
@@ -272,12 +282,7 @@ def _check_registering_module(value: str, key: str, locate: Callable[[str], str]
             + (f" after importing {module!r}" if module else "")
             + "."
             + (did_you_mean(env_id, offered) or _some_of(registered, module))
-            + f" {key} is 'module:EnvId', e.g. "
-            + (
-                "lbforaging:Foraging-8x8-2p-3f-v3."
-                if key == "env.gymma"
-                else "minigrid:MiniGrid-Empty-5x5-v0."
-            ),
+            + f" {key} is 'module:EnvId', e.g. {example}.",
             location=locate(key),
             key=key,
         )

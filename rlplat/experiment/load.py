@@ -180,7 +180,7 @@ def read_experiment_file(path: str | Path) -> tuple[dict[str, Any], dict]:
             )
         text = Path(path).read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = Path(path).read_bytes()[: exc.start].count(b"\n") + 1
+        line = exc.object[: exc.start].count(b"\n") + 1
         raise ConfigError(
             f"the experiment file is not UTF-8 text: byte {exc.object[exc.start]:#04x} at "
             f"line {line} is not valid UTF-8. Save it as UTF-8.",

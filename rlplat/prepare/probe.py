@@ -45,9 +45,15 @@ class ProbeResult:
 
     def describe(self) -> str:
         if not self.env_steps:
-            return "built on the env's spaces; not stepped (env.check false, or offline)"
+            return (
+                "the RLModule and its learner built on the env's spaces; not stepped "
+                "(env.check false, or offline)"
+            )
         losses = ", ".join(f"{module} {value:.4g}" for module, value in self.losses.items())
-        return f"{self.env_steps} env steps sampled, one update computed (loss: {losses})"
+        return (
+            f"the RLModule built and trained once ({self.env_steps} env steps sampled, one "
+            f"update computed (loss: {losses}))"
+        )
 
 
 def probe_training(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from rlplat.cluster.placement import (
     Plan,
     describe_nodes,
     format_bundle,
+    local_machine,
     make_plan,
     trial_bundles,
 )
@@ -275,7 +275,7 @@ def _fit_env_runners(
     per_runner = runners.cpus if runners.cpus is not None else 1.0
     driver = experiment.resources.driver.cpus
     driver = 1.0 if driver is None else driver
-    cpus = sum(n.total.get("CPU", 0.0) for n in nodes) if nodes else float(os.cpu_count() or 1)
+    cpus = sum(n.total.get("CPU", 0.0) for n in nodes or local_machine())
     count = default
     while count > 0 and driver + count * per_runner > cpus:
         count -= 1
@@ -530,11 +530,7 @@ def print_dry_run(
     for note in run.notes:
         console.print(f"# default: {note}", highlight=False)
     stepped = "built and stepped" if loaded.experiment.env.check else "built"
-    probed = ""
-    if run.probe is not None and run.probe.env_steps:
-        probed = f", the RLModule built and trained once ({run.probe.describe()})"
-    elif run.probe is not None:
-        probed = f", the RLModule and its learner {run.probe.describe()}"
+    probed = f", {run.probe.describe()}" if run.probe is not None else ""
     console.print(
         f"# {experiment_file} is valid: every key checked, the env {stepped}, the RLlib "
         f"config built{probed}. Nothing was run with Ray.",
