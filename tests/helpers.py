@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -411,3 +412,21 @@ def read_until_iteration(process: subprocess.Popen, iteration: int) -> tuple[Pat
                 break
     assert run_dir is not None, "".join(lines)
     return run_dir, lines
+
+
+def read_until_resumable(process: subprocess.Popen, iteration: int) -> Path:
+    """Read the output until ``iteration``, then wait until Tune's saved state names a checkpoint
+    for every trial (Tune writes it about once a second, apart from the checkpoints themselves):
+    a kill from then on leaves a run that ``--resume`` continues rather than restarts."""
+    from rlplat.tune_state import resume_points  # Ray's import, for the tests that kill
+
+    run_dir, _ = read_until_iteration(process, iteration)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        points = resume_points(run_dir)
+        trials = list(run_dir.glob("trial_*"))
+        if points and trials and len(points) == len(trials):
+            assert process.poll() is None, "the run finished before it could be killed mid-run"
+            return run_dir
+        time.sleep(0.05)
+    raise AssertionError(f"Tune saved no checkpoint of {run_dir} within 60 s")

@@ -18,7 +18,13 @@ from rlplat.checkpoints import CheckpointInfo
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
 from tests.e2e.helpers import resume, runs_json
-from tests.helpers import REPO, iterations_logged, launch, read_until_iteration
+from tests.helpers import (
+    REPO,
+    iterations_logged,
+    launch,
+    read_until_iteration,
+    read_until_resumable,
+)
 
 EXPERIMENTS = {
     "PPO": """\
@@ -78,8 +84,8 @@ def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, capsy
     killed: dict[str, Path] = {}
 
     def kill_mid_run() -> None:
-        try:  # Tune records the trials' newest checkpoints every second: by then it has one.
-            killed["run_dir"], _ = read_until_iteration(process, kill_at)
+        try:
+            killed["run_dir"] = read_until_resumable(process, kill_at)
         finally:
             os.killpg(process.pid, signal.SIGKILL)
 

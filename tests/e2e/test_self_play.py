@@ -9,7 +9,7 @@ import signal
 import numpy as np
 
 from tests.e2e.helpers import eval_json, resume, run_eval
-from tests.helpers import launch, read_results, read_until_iteration
+from tests.helpers import launch, read_results, read_until_resumable
 
 SELF_PLAY = """\
 name: c4-selfplay
@@ -26,7 +26,7 @@ multi_agent:
 training: {train_batch_size_per_learner: 256, minibatch_size: 64, num_epochs: 1}
 rl_module: {model_config: {fcnet_hiddens: [32, 32]}}
 resources: {env_runners: {count: 0, envs: 2}}
-stop: {iterations: 8}
+stop: {iterations: 16}
 checkpoint: {every: 2, keep: null}
 output_dir: OUTPUT
 """
@@ -40,7 +40,7 @@ def test_a_sigkilled_self_play_run_resumes_its_league(ray_session, write_yaml, t
     restore: tests/unit/test_league.py.)"""
     path = write_yaml(SELF_PLAY.replace("OUTPUT", str(tmp_path / "out")))
     process = launch([str(path)], ray_session)
-    run_dir, _ = read_until_iteration(process, 5)
+    run_dir = read_until_resumable(process, 3)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     resumed = resume(run_dir, ray_session)
@@ -49,9 +49,9 @@ def test_a_sigkilled_self_play_run_resumes_its_league(ray_session, write_yaml, t
     assert continued, resumed.stdout[-2000:]
     rows = {r["training_iteration"]: r["self_play"] for r in read_results(trial_dir)}
     # Iteration i froze main_v{i} after main_v0 (the initial weights): i + 1 snapshots.
-    assert {i: rows[i]["pool_size"] for i in rows} == {i: i + 1 for i in range(1, 9)}
+    assert {i: rows[i]["pool_size"] for i in rows} == {i: i + 1 for i in range(1, 17)}
     resumed_at = int(continued[0].split("(iteration ")[1].split(",")[0])
-    assert 2 <= resumed_at < 8
+    assert 2 <= resumed_at < 16
     last = sorted(trial_dir.glob("checkpoint_*"))[-1]
     league = pickle.loads((last / "algorithm_state.pkl").read_bytes())["rlplat_self_play"]
     snapshot = league["weights"][league["assigned"]["opponent"]]
