@@ -11,12 +11,17 @@ learner, and throws both away afterwards.
 from __future__ import annotations
 
 import math
+import random
 import re
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.learner import Learner
@@ -67,20 +72,24 @@ def probe_training(
     config = _local(algo_config)
     stage = "building the RLModule or sampling with it"
     try:
-        runner = _runner_class(config)(config=config)
-        if not experiment.env.check:
-            stage = "building the learner"
-            config.build_learner(spaces=runner.get_spaces())
+        with _own_generators(algo_config.seed):
+            runner = _runner_class(config)(config=config)
+            runner._seed = algo_config.seed  # the envs' first reset, as a trial's runner has it
+            if not experiment.env.check:
+                stage = "building the learner"
+                config.build_learner(spaces=runner.get_spaces())
+                runner.stop()
+                return ProbeResult(0, {})
+            episodes = _sample(runner, config)
+            stage = "computing one loss"
+            learner = config.build_learner(spaces=runner.get_spaces())
+            inputs = update_inputs(get_algorithm_class(experiment.algorithm), config, episodes)
+            # Learner.update itself: IMPALA's and APPO's override hands batches to a thread.
+            results = Learner.update(
+                learner, **inputs, timesteps=_timesteps(episodes), num_epochs=1
+            )
+            runner_metrics = runner.get_metrics()
             runner.stop()
-            return ProbeResult(0, {})
-        episodes = _sample(runner, config)
-        stage = "computing one loss"
-        learner = config.build_learner(spaces=runner.get_spaces())
-        inputs = update_inputs(get_algorithm_class(experiment.algorithm), config, episodes)
-        # Learner.update itself: IMPALA's and APPO's override hands batches to a thread.
-        results = Learner.update(learner, **inputs, timesteps=_timesteps(episodes), num_epochs=1)
-        runner_metrics = runner.get_metrics()
-        runner.stop()
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever RLlib raises is the experiment's problem
@@ -89,6 +98,24 @@ def probe_training(
     paths = {f"env_runners/{p}" for p in _paths(runner_metrics)}
     paths.update(f"learners/{p}" for p in _paths(results))
     return ProbeResult(steps, _losses(results), frozenset(paths))
+
+
+@contextmanager
+def _own_generators(seed: int | None) -> Iterator[None]:
+    """``random``, numpy and torch seeded for the probe and restored after it. The probe's config
+    carries no seed: RLlib's own seeding also switches torch to deterministic algorithms, which
+    imports torch's compiler (~1.6 s) into a process that trains nothing."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        if seed is not None:
+            random.seed(seed)
+            np.random.seed(seed % 2**32)
+            torch.manual_seed(seed)
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
 
 
 def _paths(tree: dict[str, Any], prefix: str = "") -> list[str]:
@@ -113,6 +140,7 @@ def _local(algo_config: AlgorithmConfig) -> AlgorithmConfig:
     )
     config.evaluation(evaluation_interval=None)
     config.learners(num_learners=0, num_gpus_per_learner=0)
+    config.debugging(seed=None)  # seeded by _own_generators
     return config
 
 
