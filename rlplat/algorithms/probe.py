@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.from_config import from_config
 from ray.rllib.utils.replay_buffers.replay_buffer import ReplayBuffer
@@ -26,6 +27,7 @@ def update_inputs(algo_cls: type, config: AlgorithmConfig, episodes: list[Any]) 
         return {"episodes": episodes}
     buffer_config["capacity"] = max(1000, sum(len(e) for e in episodes))
     buffer = from_config(ReplayBuffer, buffer_config)
+    buffer.rng = np.random.default_rng(np.random.randint(2**31))  # draws as seeded as the probe
     buffer.add(episodes)
     sample: dict[str, Any] = {"num_items": 16, "gamma": config.gamma, "sample_episodes": True}
     if getattr(config, "n_step", None) is not None:
@@ -36,9 +38,11 @@ def update_inputs(algo_cls: type, config: AlgorithmConfig, episodes: list[Any]) 
 def _own_replay_batch(algo_cls: type, config: AlgorithmConfig, episodes: list[Any]) -> Any:
     """One replayed batch from the algorithm's own memory, made and filled as its training
     step does (``make_replay_memory`` and ``replayed_batch`` read only ``config`` and the
-    memory). The few probe episodes go in ``MEMORY_COPIES`` times: a batch may draw more
-    episodes than were sampled, without replacement."""
-    algorithm = SimpleNamespace(config=config)
+    memory; its draws seeded from the probe's numpy). The few probe episodes go in
+    ``MEMORY_COPIES`` times: a batch may draw more episodes than were sampled, without
+    replacement."""
+    seeded = config.copy(copy_frozen=False).debugging(seed=int(np.random.randint(2**31)))
+    algorithm = SimpleNamespace(config=seeded)
     algorithm.replay_memory = algo_cls.make_replay_memory(algorithm)
     for _ in range(MEMORY_COPIES):
         algorithm.replay_memory.add(episodes)

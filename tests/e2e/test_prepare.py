@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
+import numpy as np
 import pytest
+import torch
 
 from rlplat.cli import main
+from rlplat.experiment.load import load_experiment
 from rlplat.prepare import run_spec
 from tests.helpers import EXPERIMENTS
 
@@ -88,3 +92,18 @@ def test_train_prepares_a_run_with_preferences_once(ray_session, driver_builds, 
     # second env check, build or stage in the driver; the trial builds its own config once.
     assert driver_builds == {"env checks": 1, "RLlib builds": 1}
     assert driver_builds.stages == list(STAGES)
+
+
+@pytest.mark.parametrize("name", ["cartpole_dqn", "simple_spread_maddpg"])
+def test_the_probe_repeats_itself_and_leaves_the_process_generators_alone(name):
+    """The same file probes to the same loss (what ``--dry-run`` prints), and the caller's
+    random, numpy and torch generators and torch's determinism switch are as they were."""
+    loaded = load_experiment(EXPERIMENTS / f"{name}.yaml")
+    torch.manual_seed(123)
+    before = (random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state())
+    losses = [run_spec.prepare(loaded).probe.losses for _ in range(2)]
+    assert losses[0] == losses[1] and losses[0]
+    assert random.getstate() == before[0]
+    assert np.array_equal(np.random.get_state()[1], before[1])
+    assert torch.equal(torch.get_rng_state(), before[2])
+    assert not torch.are_deterministic_algorithms_enabled()
