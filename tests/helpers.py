@@ -261,11 +261,10 @@ def assert_shipped_file_validates(path: Path, tmp_path: Path) -> None:
     run = prepare(load_experiment(path, extra))
     resolved = yaml.safe_load(dump_yaml(run.resolved()))  # what --dry-run prints
     assert resolved["name"] == spec["name"] and resolved["algorithm"] == spec["algorithm"]
-    # The probe built the module on the env's spaces and, for a run that samples, computed one
-    # finite loss per trained module on a few env steps.
-    assert run.probe is not None
-    if "offline" not in spec:
-        assert run.probe.env_steps > 0 and run.probe.losses, run.probe
+    # The probe built the module on the env's spaces and computed one finite loss per trained
+    # module, on a few env steps or (offline) on the dataset's first rows.
+    assert run.probe is not None and run.probe.losses, run.probe
+    assert (run.probe.dataset_rows if "offline" in spec else run.probe.env_steps) > 0, run.probe
 
 
 def check_before_ray(path: Path, *overrides: str):

@@ -217,3 +217,13 @@ def read_info(path: Path) -> DatasetInfo:
 def data_path(path: Path) -> Path:
     """The Parquet directory RLlib reads for the dataset ``path``."""
     return path.resolve() / DATA_DIR
+
+
+def first_rows(path: Path, count: int) -> dict[str, np.ndarray]:
+    """Up to ``count`` rows of the dataset ``path``'s first Parquet file, by column, as Ray Data
+    hands them to RLlib's offline pipeline."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    first = min(data_path(path).glob("*.parquet"))
+    table = pq.ParquetFile(first).read_row_group(0).slice(0, count)
+    return {column: np.asarray(values) for column, values in table.to_pydict().items()}

@@ -114,9 +114,9 @@ def _path_problem(path: str, algo_config: AlgorithmConfig, probe: ProbeResult | 
         return None
     if parts[0] == "evaluation" and parts[1:2] == ["env_runners"]:
         parts = parts[1:]
-    if parts[0] == "env_runners" and len(parts) > 1:
-        names = {p.split("/")[1] for p in probe.metric_paths if p.startswith("env_runners/")}
-        names.update(EPISODE_METRICS)
+    sampled = {p.split("/")[1] for p in probe.metric_paths if p.startswith("env_runners/")}
+    if parts[0] == "env_runners" and len(parts) > 1 and sampled:  # an offline probe samples none
+        names = sampled | set(EPISODE_METRICS)
         if parts[1] not in names:
             return _unknown("env-runner metric", parts[1], names)
     if parts[0] == "learners" and len(parts) > 2:

@@ -27,9 +27,13 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.offline.offline_prelearner import OfflinePreLearner
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.utils import unflatten_dict
 
 from rlplat.algorithms.probe import update_inputs
 from rlplat.algorithms.registry import get_algorithm_class
+from rlplat.datasets.dataset import first_rows
 from rlplat.environments.make import EnvInfo
 from rlplat.errors import ConfigError
 from rlplat.experiment.load import Locator
@@ -47,14 +51,20 @@ class ProbeResult:
     # Result paths the probe's env runner and learner reported (``env_runners/...``,
     # ``learners/<module>/...``): what the trial's results will carry too.
     metric_paths: frozenset[str] = frozenset()
+    dataset_rows: int = 0  # an offline run's update: rows of its dataset, no env steps
 
     def describe(self) -> str:
+        losses = ", ".join(f"{module} {value:.4g}" for module, value in self.losses.items())
+        if self.dataset_rows:
+            return (
+                f"the RLModule built and trained once on the dataset's first {self.dataset_rows} "
+                f"rows (loss: {losses})"
+            )
         if not self.env_steps:
             return (
                 "the RLModule and its learner built on the env's spaces; not stepped "
-                "(env.check false, or offline)"
+                "(env.check false)"
             )
-        losses = ", ".join(f"{module} {value:.4g}" for module, value in self.losses.items())
         return (
             f"the RLModule built and trained once ({self.env_steps} env steps sampled, one "
             f"update computed (loss: {losses}))"
@@ -189,14 +199,34 @@ def _value(stat: Any) -> float | None:
 def _probe_offline(
     experiment: Experiment, algo_config: AlgorithmConfig, env: EnvInfo, locate: Locator
 ) -> ProbeResult:
-    """Offline algorithms learn from a dataset: the probe builds their learner (the module on
-    the dataset's spaces) without sampling; the dataset's columns were checked before."""
+    """Offline algorithms learn from a dataset: the probe builds their learner on the env's
+    spaces and computes one update on the first dataset's first ``PROBE_ENV_STEPS`` rows,
+    through RLlib's own offline pre-learner (the dataset's columns were checked before)."""
     config = _local(algo_config)
+    spaces = (env.observation_space, env.action_space)
+    multi_spec = config.get_multi_rl_module_spec(spaces={DEFAULT_MODULE_ID: spaces})
+    config.rl_module(rl_module_spec=multi_spec)
+    inputs = experiment.offline.input  # type: ignore[union-attr] - offline runs only
+    dataset = Path(inputs if isinstance(inputs, str) else inputs[0])
+    stage = "building the learner"
     try:
-        config.build_learner(spaces={DEFAULT_MODULE_ID: (env.observation_space, env.action_space)})
+        with _own_generators(algo_config.seed):
+            learner = config.build_learner(spaces={DEFAULT_MODULE_ID: spaces})
+            stage = f"computing one loss on {dataset.name}'s first rows"
+            rows = first_rows(dataset, PROBE_ENV_STEPS)
+            columns = OfflinePreLearner(config=config, spaces=spaces)(rows)
+            batch = MultiAgentBatch(
+                {
+                    module: SampleBatch(module_columns)
+                    for module, module_columns in unflatten_dict(columns).items()
+                },
+                env_steps=len(rows["t"]),
+            )
+            results = Learner.update(learner, batch=batch, timesteps=_timesteps([]), num_epochs=1)
     except Exception as exc:  # noqa: BLE001
-        raise _probe_error(experiment, "building the learner", exc, locate) from None
-    return ProbeResult(0, {})
+        raise _probe_error(experiment, stage, exc, locate) from None
+    paths = frozenset(f"learners/{p}" for p in _paths(results))
+    return ProbeResult(0, _losses(results), paths, dataset_rows=len(rows["t"]))
 
 
 # What RLlib says when its default encoders cannot take an observation space, and the fix.

@@ -5,6 +5,8 @@ command's own exit code and paragraph are checked by tests/e2e (test_cli, the er
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from tests.helpers import EXPERIMENTS, TINY_PPO, assert_rejected, rejection, replace
@@ -291,9 +293,16 @@ def test_a_key_rllib_ignores_beside_the_one_it_uses_is_refused():
     assert "cartpole_ppo.yaml:20" in message and "remove train_batch_size" in message
 
 
-def test_an_id_a_package_registers_on_import_is_named_with_its_package():
+def test_an_id_a_package_registers_on_import_is_named_with_its_package(monkeypatch):
     """MiniGrid registers its ids when imported: the bare id is refused with the form that
-    works, and that form (Gymnasium's module:EnvId) passes."""
+    works, and that form (Gymnasium's module:EnvId) passes. (MiniGrid's modules and ids are
+    taken out as a fresh process has them, whatever other tests imported.)"""
+    import gymnasium
+
+    for name in [name for name in sys.modules if name.split(".")[0] == "minigrid"]:
+        monkeypatch.delitem(sys.modules, name)
+    for env_id in [env_id for env_id in gymnasium.registry if env_id.startswith("MiniGrid-")]:
+        monkeypatch.delitem(gymnasium.registry, env_id)
     message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", "env.id=MiniGrid-Empty-5x5-v0")
     assert "write 'minigrid:MiniGrid-Empty-5x5-v0'" in message
     message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", "env.id=minigrid:MiniGrid-Nope-v0")
