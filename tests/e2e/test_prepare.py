@@ -99,6 +99,8 @@ def test_the_probe_repeats_itself_and_leaves_the_process_generators_alone(name):
     """The same file probes to the same loss (what ``--dry-run`` prints), and the caller's
     random, numpy and torch generators and torch's determinism switch are as they were."""
     loaded = load_experiment(EXPERIMENTS / f"{name}.yaml")
+    deterministic = torch.are_deterministic_algorithms_enabled()  # as earlier tests left it
+    torch.use_deterministic_algorithms(False)
     torch.manual_seed(123)
     before = (random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state())
     losses = [run_spec.prepare(loaded).probe.losses for _ in range(2)]
@@ -106,4 +108,6 @@ def test_the_probe_repeats_itself_and_leaves_the_process_generators_alone(name):
     assert random.getstate() == before[0]
     assert np.array_equal(np.random.get_state()[1], before[1])
     assert torch.equal(torch.get_rng_state(), before[2])
-    assert not torch.are_deterministic_algorithms_enabled()
+    switched = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(deterministic)
+    assert not switched
