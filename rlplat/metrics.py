@@ -13,11 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 ENV_STEPS = "num_env_steps_sampled_lifetime"
-# Offline runs (BC, MARWIL, CQL, IQL) sample nothing and RLlib's env-step counter there is
-# nominal: rlplat reports the recorded env steps the learners trained on (repeats counted) as
-# their env steps.
+# Env steps the learners trained on (repeats counted). Offline runs (BC, MARWIL, CQL, IQL) sample
+# nothing and RLlib's env-step counter there is nominal: rlplat reports this as their env steps.
 ENV_STEPS_TRAINED = "learners/__all_modules__/num_env_steps_trained_lifetime"
-OFFLINE_STEPS_TRAINED = ENV_STEPS_TRAINED
 ITERATION = "training_iteration"
 TIME_TOTAL = "time_total_s"
 RETURN_MEAN = "window/episode_return_mean"

@@ -84,7 +84,7 @@ def probe_training(
     try:
         with _own_generators(algo_config.seed):
             runner = _runner_class(config)(config=config)
-            runner._seed = algo_config.seed  # the envs' first reset, as a trial's runner has it
+            runner._seed = algo_config.seed  # the envs' first reset (the config carries no seed)
             if not experiment.env.check:
                 stage = "building the learner"
                 config.build_learner(spaces=runner.get_spaces())

@@ -40,7 +40,7 @@ from rlplat.experiment.schema import CheckpointSpec, StopSpec, score_metric
 from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.metrics import (
     ENV_STEPS,
-    OFFLINE_STEPS_TRAINED,
+    ENV_STEPS_TRAINED,
     REPLAY_STEPS,
     RESTORED_REPLAY_STEPS,
     RUNNER_RESTARTS,
@@ -220,7 +220,7 @@ class ExperimentTrial:
         group = getattr(self, "env_runner_group", None)
         put(result, RUNNER_RESTARTS, env_runner_restarts(group) if group else 0)
         if self.config.is_offline:
-            result[ENV_STEPS] = finite(lookup(result, OFFLINE_STEPS_TRAINED)) or 0
+            result[ENV_STEPS] = finite(lookup(result, ENV_STEPS_TRAINED)) or 0
         memory = replay_memory(self)
         if memory is not None:
             put(result, REPLAY_STEPS, memory.get_num_timesteps())
