@@ -10,9 +10,18 @@ behaviour would lose work or grow without bound. Ray is pinned to one minor vers
 from __future__ import annotations
 
 import json
+import os
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import ray
+from ray.air.execution._internal import RayActorManager
+from ray.air.execution.resources import AcquiredResources, ResourceManager, ResourceRequest
+from ray.exceptions import RayTaskError
+from ray.tune.execution import tune_controller
 from ray.tune.experiment.trial import _TrainingRunMetadata
 from ray.tune.schedulers import HyperBandForBOHB as _TuneHyperBandForBOHB
 from ray.tune.schedulers import HyperBandScheduler as _TuneHyperBandScheduler
@@ -104,3 +113,148 @@ def training_time_s(trainable: Any) -> float:
     """Seconds a Tune trainable spent in its finished iterations (the ``time_total_s`` of its
     last result, a resumed trial's earlier sessions included)."""
     return float(trainable._time_total)
+
+
+# Tune's trainable changes its process's working directory to the trial directory; the command's
+# own process keeps the directory the user started it in.
+CHDIR_VARIABLE = "RAY_CHDIR_TO_TRIAL_DIR"
+
+
+@contextmanager
+def trials_in_this_process() -> Iterator[None]:
+    """Tune runs its trials' trainables in this process instead of one Ray actor each.
+
+    Everything else is Tune's own: the controller, its callbacks and loggers, checkpoints, the
+    experiment state ``--resume`` reads. Only where the trainable lives changes: Tune's actor
+    manager builds it here, reserves nothing (the trial has the machine; its env runners and
+    learners are Ray actors scheduled as RLlib asks), and each "remote" call runs at once, its
+    answer (or error) handed to Tune as a ready object ref. For one trial on one machine this
+    saves a process that imports RLlib and torch again and the placement group round trips.
+    """
+    original = tune_controller.RayActorManager
+    tune_controller.RayActorManager = _InProcessActorManager
+    try:
+        yield
+    finally:
+        tune_controller.RayActorManager = original
+
+
+class _InProcessActorManager(RayActorManager):
+    def __init__(self, resource_manager: ResourceManager):
+        super().__init__(resource_manager=_NothingReserved())
+
+    def _try_kill_actor(self) -> bool:
+        # Tune's parent calls ray.kill, which takes only real actor handles.
+        if not self._live_actors_to_kill:
+            return False
+        tracked_actor = self._live_actors_to_kill.pop()
+        handle, _ = self._live_actors_to_ray_actors_resources[tracked_actor]
+        handle.release()
+        self._cleanup_actor_futures(tracked_actor)
+        self._actor_stop_resolved(tracked_actor)
+        return True
+
+
+class _NothingReserved(ResourceManager):
+    """Every request is ready at once: the in-process trial uses the machine as it is."""
+
+    def __init__(self) -> None:
+        self._requested: list[ResourceRequest] = []
+
+    def request_resources(self, resource_request: ResourceRequest) -> None:
+        self._requested.append(resource_request)
+
+    def cancel_resource_request(self, resource_request: ResourceRequest) -> None:
+        self._requested.remove(resource_request)
+
+    def has_resources_ready(self, resource_request: ResourceRequest) -> bool:
+        return resource_request in self._requested
+
+    def acquire_resources(self, resource_request: ResourceRequest) -> AcquiredResources | None:
+        if resource_request not in self._requested:
+            return None
+        self._requested.remove(resource_request)
+        return _InThisProcess(resource_request=resource_request)
+
+    def free_resources(self, acquired_resource: AcquiredResources) -> None:
+        pass
+
+    def clear(self) -> None:
+        self._requested = []
+
+
+class _InThisProcess(AcquiredResources):
+    def annotate_remote_entities(self, entities: list[Any]) -> list[Any]:
+        return [_InProcessClass(entity) for entity in entities]
+
+
+class _InProcessClass:
+    """Stands in for the Ray actor class Tune starts a trial with: ``remote()`` builds the
+    trainable here."""
+
+    def __init__(self, actor_class: Any):
+        self._cls = actor_class.__ray_metadata__.modified_class.__ray_actor_class__
+
+    def remote(self, **kwargs: Any) -> _InProcessActor:
+        return _InProcessActor(self._cls, kwargs)
+
+
+class _InProcessActor:
+    """Stands in for a trial actor's handle: ``handle.method.remote(...)`` calls the method of
+    the trainable in this process and returns its answer as a ready object ref (a failure as a
+    ref that raises, as Ray's would). Arguments and answers are copied through Ray's object
+    store, as they would be between processes."""
+
+    def __init__(self, cls: type, kwargs: dict[str, Any]):
+        self._instance: Any = None
+        self._start_error: ray.ObjectRef | None = None
+        chdir = os.environ.get(CHDIR_VARIABLE)
+        os.environ[CHDIR_VARIABLE] = "0"
+        try:
+            self._instance = cls(**_copied(kwargs))
+        except Exception as exc:  # noqa: BLE001 - Tune reports it as the trial's failure
+            self._start_error = _failure(cls.__name__, exc)
+        finally:
+            if chdir is None:
+                os.environ.pop(CHDIR_VARIABLE)
+            else:
+                os.environ[CHDIR_VARIABLE] = chdir
+
+    def __getattr__(self, name: str) -> _InProcessMethod:
+        if name == "__ray_ready__":
+            return _InProcessMethod(name, lambda: True, self._start_error)
+        if name == "__ray_terminate__":
+            return _InProcessMethod(name, self.release)
+        return _InProcessMethod(name, getattr(self._instance, name), self._start_error)
+
+    def release(self) -> None:
+        self._instance = None
+
+
+class _InProcessMethod:
+    def __init__(self, name: str, method: Any, start_error: ray.ObjectRef | None = None):
+        self._name = name
+        self._method = method
+        self._start_error = start_error
+
+    def remote(self, *args: Any, **kwargs: Any) -> ray.ObjectRef:
+        if self._start_error is not None:
+            return self._start_error
+        try:
+            args, kwargs = _copied((args, kwargs))
+            return ray.put(self._method(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - Tune handles it as a failed actor task
+            return _failure(self._name, exc)
+
+
+def _copied(value: Any) -> Any:
+    return ray.get(ray.put(value))
+
+
+def _failure(function_name: str, exc: Exception) -> ray.ObjectRef:
+    """A ready ref that raises ``exc`` (as Ray's RayTaskError, with its traceback) on get."""
+    trace = "".join(traceback.format_exception(exc))
+    try:
+        return ray.put(RayTaskError(function_name, trace, exc))
+    except Exception:  # noqa: BLE001 - an exception that does not pickle: its text stays
+        return ray.put(RayTaskError(function_name, trace, RuntimeError(str(exc))))

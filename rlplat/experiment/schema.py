@@ -272,6 +272,13 @@ class DriverResources(Section):
     custom: dict[str, float] = Field(
         default_factory=dict, description="Custom resources for the algorithm's process."
     )
+    process: Literal["auto", "command", "actor"] = Field(
+        "auto",
+        description="Where the algorithm runs: command (inside the rlplat train process: no "
+        "second process that imports RLlib and torch again; one trial on an embedded Ray, no "
+        "custom resources), actor (a Tune trial actor, as searches, several seeds and --address "
+        "need), auto (command where it can, else actor).",
+    )
 
     _custom = field_validator("custom")(_custom_names)
 

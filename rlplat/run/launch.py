@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from rlplat.prepare.run_spec import (
     print_dry_run,
     print_plan,
     refuse_if_impossible,
+    runs_in_command,
     storage_note,
     trial_count,
     trial_resources,
@@ -59,7 +61,7 @@ from rlplat.run.summary import (
     unfinished_trials,
 )
 from rlplat.run.trainable import trainable_for
-from rlplat.tune_state import drop_stale_decisions
+from rlplat.tune_state import drop_stale_decisions, trials_in_this_process
 from rlplat.util.atomic import remove_partial_files
 from rlplat.util.project import project_code
 from rlplat.util.timings import StageClock
@@ -98,7 +100,8 @@ def train(
     console = console or Console()
     clock = clock or StageClock()
     code = project_code(loaded.experiment.env.user_modules)
-    if embedded(address):
+    local = embedded(address)
+    if local:
         # An embedded Ray takes this machine as it is: plan on it (and refuse what cannot run
         # there) before paying for Ray's start.
         run = prepare_on_cluster(loaded, console, local_machine())
@@ -110,6 +113,7 @@ def train(
         clock.lap("ray_start")
         run = prepare_on_cluster(loaded, console, cluster_nodes())
         clock.lap("validation")
+    in_command = runs_in_command(run, local)
     exp = run.experiment
     tune_spec = exp.tune or TuneSpec()
     run_dir = create_run_dir(Path(exp.output_dir).resolve() / exp.name, claim_on_cluster)
@@ -147,7 +151,7 @@ def train(
             verbose=0,
         ),
     )
-    return _fit(tuner, run, run_dir, console, clock)
+    return _fit(tuner, run, run_dir, console, clock, in_command=in_command)
 
 
 def resume(
@@ -172,9 +176,11 @@ def resume(
             "directory:'."
         )
     loaded = load_experiment(run_dir / RESOLVED_EXPERIMENT)
+    local = embedded(address)
     start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
     clock.lap("ray_start")
     run = prepare_on_cluster(loaded, console, cluster_nodes())
+    in_command = runs_in_command(run, local)
     clock.lap("validation")
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     record_driver(run_dir)
@@ -190,7 +196,7 @@ def resume(
         resume_errored=retry_errored,
         storage_filesystem=atomic_filesystem(),
     )
-    return _fit(tuner, run, run_dir, console, clock)
+    return _fit(tuner, run, run_dir, console, clock, in_command=in_command)
 
 
 def train_command(
@@ -358,13 +364,22 @@ def tracker_status(summary: RunSummary) -> str:
 
 
 def _fit(
-    tuner: Any, run: PreparedRun, run_dir: Path, console: Console, clock: StageClock
+    tuner: Any,
+    run: PreparedRun,
+    run_dir: Path,
+    console: Console,
+    clock: StageClock,
+    *,
+    in_command: bool,
 ) -> RunSummary:
+    """``tuner.fit()`` and what follows it; ``in_command``: the trial's algorithm runs in this
+    process (``resources.driver.process``)."""
     started = time.monotonic()
     reset_training_window()
     status = "FAILED"
     try:
-        grid = tuner.fit()
+        with trials_in_this_process() if in_command else nullcontext():
+            grid = tuner.fit()
         window = training_window()
         if window.first_iteration_started is not None:
             clock.lap("trial_start", window.first_iteration_started)
