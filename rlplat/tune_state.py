@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.air._internal import usage as air_usage
 from ray.air.execution._internal import RayActorManager
 from ray.air.execution.resources import AcquiredResources, ResourceManager, ResourceRequest
 from ray.exceptions import RayTaskError
@@ -27,6 +28,7 @@ from ray.tune.schedulers import HyperBandForBOHB as _TuneHyperBandForBOHB
 from ray.tune.schedulers import HyperBandScheduler as _TuneHyperBandScheduler
 
 from rlplat.util.atomic import write_atomic
+from rlplat.util.generators import GeneratorStates, swapped
 
 
 def newest_state(run_dir: Path) -> Path | None:
@@ -121,22 +123,37 @@ CHDIR_VARIABLE = "RAY_CHDIR_TO_TRIAL_DIR"
 
 
 @contextmanager
-def trials_in_this_process() -> Iterator[None]:
-    """Tune runs its trials' trainables in this process instead of one Ray actor each.
+def fitting(*, trials_in_this_process: bool) -> Iterator[None]:
+    """Around ``Tuner.fit()``: Tune as it is, less two costs.
 
-    Everything else is Tune's own: the controller, its callbacks and loggers, checkpoints, the
-    experiment state ``--resume`` reads. Only where the trainable lives changes: Tune's actor
-    manager builds it here, reserves nothing (the trial has the machine; its env runners and
-    learners are Ray actors scheduled as RLlib asks), and each "remote" call runs at once, its
-    answer (or error) handed to Tune as a ready object ref. For one trial on one machine this
-    saves a process that imports RLlib and torch again and the placement group round trips.
+    Tune's usage telemetry imports every tracker integration it knows (MLflow, W&B, Comet, Aim:
+    about 1.4 s) only to count the run's callbacks by class name; that count is not taken.
+
+    ``trials_in_this_process``: Tune runs its trials' trainables in this process instead of one
+    Ray actor each. Everything else is Tune's own: the controller, its callbacks and loggers,
+    checkpoints, the experiment state ``--resume`` reads. Tune's actor manager builds the
+    trainable here and reserves nothing (the trial has the machine; its env runners and learners
+    are Ray actors scheduled as RLlib asks), and each "remote" call runs at once, its answer (or
+    error) handed to Tune as a ready object ref. For one trial on one machine this saves a
+    process that imports RLlib and torch again, and the placement group's round trips.
     """
-    original = tune_controller.RayActorManager
-    tune_controller.RayActorManager = _InProcessActorManager
+    manager, tag_callbacks = tune_controller.RayActorManager, air_usage.tag_callbacks
+    air_usage.tag_callbacks = _no_usage_tags
+    if trials_in_this_process:
+        tune_controller.RayActorManager = _InProcessActorManager
     try:
         yield
     finally:
-        tune_controller.RayActorManager = original
+        tune_controller.RayActorManager, air_usage.tag_callbacks = manager, tag_callbacks
+
+
+def trials_run_in_this_process() -> bool:
+    """Whether the fit under way runs its trials in this process (:func:`fitting`)."""
+    return tune_controller.RayActorManager is _InProcessActorManager
+
+
+def _no_usage_tags(callbacks: Any) -> bool:
+    return False
 
 
 class _InProcessActorManager(RayActorManager):
@@ -202,16 +219,19 @@ class _InProcessClass:
 class _InProcessActor:
     """Stands in for a trial actor's handle: ``handle.method.remote(...)`` calls the method of
     the trainable in this process and returns its answer as a ready object ref (a failure as a
-    ref that raises, as Ray's would). Arguments and answers are copied through Ray's object
-    store, as they would be between processes."""
+    ref that raises, as Ray's would). As between processes, arguments and answers are copied
+    through Ray's object store, and the trainable draws from generators of its own (the
+    callbacks of this process draw too: a training video's episode, say)."""
 
     def __init__(self, cls: type, kwargs: dict[str, Any]):
         self._instance: Any = None
         self._start_error: ray.ObjectRef | None = None
+        self.generators = GeneratorStates.capture()
         chdir = os.environ.get(CHDIR_VARIABLE)
         os.environ[CHDIR_VARIABLE] = "0"
         try:
-            self._instance = cls(**_copied(kwargs))
+            with swapped(self.generators):
+                self._instance = cls(**_copied(kwargs))
         except Exception as exc:  # noqa: BLE001 - Tune reports it as the trial's failure
             self._start_error = _failure(cls.__name__, exc)
         finally:
@@ -222,29 +242,39 @@ class _InProcessActor:
 
     def __getattr__(self, name: str) -> _InProcessMethod:
         if name == "__ray_ready__":
-            return _InProcessMethod(name, lambda: True, self._start_error)
+            return _InProcessMethod(self, name, lambda: True)
         if name == "__ray_terminate__":
-            return _InProcessMethod(name, self.release)
-        return _InProcessMethod(name, getattr(self._instance, name), self._start_error)
+            return _InProcessMethod(self, name, self.release)
+        return _InProcessMethod(self, name, getattr(self._instance, name))
 
     def release(self) -> None:
         self._instance = None
 
 
 class _InProcessMethod:
-    def __init__(self, name: str, method: Any, start_error: ray.ObjectRef | None = None):
+    def __init__(self, actor: _InProcessActor, name: str, method: Any):
+        self._actor = actor
         self._name = name
         self._method = method
-        self._start_error = start_error
 
     def remote(self, *args: Any, **kwargs: Any) -> ray.ObjectRef:
-        if self._start_error is not None:
-            return self._start_error
+        if self._actor._start_error is not None and self._name != "__ray_terminate__":
+            return self._actor._start_error
         try:
             args, kwargs = _copied((args, kwargs))
-            return ray.put(self._method(*args, **kwargs))
+            with swapped(self._actor.generators):
+                answer = self._method(*args, **kwargs)
+            return ray.put(answer)
+        except StopAtOnce:
+            # Tune sees the call as still running, as a trial actor's unfinished iteration.
+            return ray.ObjectRef.from_random()
         except Exception as exc:  # noqa: BLE001 - Tune handles it as a failed actor task
             return _failure(self._name, exc)
+
+
+class StopAtOnce(BaseException):
+    """Raised in the main thread (by a signal handler) to end an in-process trial's call at
+    once: Tune then stops the run as it stops one whose trial actor is mid-iteration."""
 
 
 def _copied(value: Any) -> Any:

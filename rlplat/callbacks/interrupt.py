@@ -6,6 +6,10 @@ and write a checkpoint, then ends the run through Tune's handler (which saves th
 ``--resume`` continues from those checkpoints). A second signal calls Tune's handler right away.
 SIGTERM (what Kubernetes and batch schedulers send before killing) counts as a first Ctrl-C.
 
+A trial running inside the command's process (``resources.driver.process``) holds the main
+thread for a whole iteration: the watchdog then looks from a thread of its own, and stopping at
+once ends the iteration from the signal handler (``StopAtOnce``).
+
 The same callback watches for a trial that stopped reporting: when a running trial's iteration
 has taken longer than ``watchdog_s`` (default: 10x its slowest training iteration so far, at
 least ``MIN_WATCHDOG_S``) it says so, and from then on the first Ctrl-C stops at once, since
@@ -19,6 +23,7 @@ finished the warning says it cannot tell slow from stuck.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from typing import Any
 
@@ -26,11 +31,13 @@ from rich.console import Console
 
 from rlplat.callbacks.progress import ConsoleCallback
 from rlplat.metrics import ENV_STEPS, ENV_STEPS_TRAINED, lookup
+from rlplat.tune_state import StopAtOnce, trials_run_in_this_process
 
 SHOULD_CHECKPOINT = "should_checkpoint"  # a result key Tune reads after its callbacks ran
 RUNNING = "RUNNING"
 MIN_WATCHDOG_S = 300.0
 SLOWEST_ITERATION_FACTOR = 10.0
+WATCH_PERIOD_S = 1.0  # how often the watchdog looks at in-process trials
 
 
 class GracefulStop(ConsoleCallback):
@@ -42,6 +49,9 @@ class GracefulStop(ConsoleCallback):
     def __init__(self, console: Console, watchdog_s: float | None = None):
         self.console = console
         self.watchdog_s = watchdog_s  # None: from the trial's slowest iteration
+        self.trials_in_process = False  # set by setup(): whether this fit runs them here
+        self._trials: list = []
+        self._watching: threading.Event | None = None
         self._last_report: dict[str, float] = {}  # trial id -> monotonic time of its last news
         self._slowest: dict[str, float] = {}  # trial id -> its slowest training iteration, s
         self._env_steps: dict[str, int] = {}  # trial id -> env steps sampled so far
@@ -55,8 +65,10 @@ class GracefulStop(ConsoleCallback):
         self._stopping = False
 
     def __getstate__(self) -> dict[str, Any]:
-        # Tune pickles its callbacks with the run (for --resume); signal handlers do not pickle.
-        return {**super().__getstate__(), "_tune_handler": None, "_previous_term": None}
+        # Tune pickles its callbacks with the run (for --resume); signal handlers, threads and
+        # the live trials do not pickle.
+        unpicklable = {"_tune_handler": None, "_previous_term": None, "_watching": None}
+        return {**super().__getstate__(), **unpicklable, "_trials": []}
 
     def setup(self, **info: Any) -> None:
         self._tune_handler = signal.getsignal(signal.SIGINT)
@@ -65,6 +77,14 @@ class GracefulStop(ConsoleCallback):
             self._previous_term = signal.signal(signal.SIGTERM, self._on_signal)
         except ValueError:
             self._tune_handler = None  # not the main thread: Tune's behaviour stays
+        self.trials_in_process = trials_run_in_this_process()
+        if self.trials_in_process:
+            self._watching = threading.Event()
+            threading.Thread(target=self._watch_meanwhile, name="watchdog", daemon=True).start()
+
+    def _watch_meanwhile(self) -> None:
+        while self._watching is not None and not self._watching.wait(WATCH_PERIOD_S):
+            self._watch(list(self._trials))
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.requested or (self._stalled and self._stalled <= self._checkpointed):
@@ -79,6 +99,7 @@ class GracefulStop(ConsoleCallback):
         )
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._trials = trials
         self._last_report[trial.trial_id] = time.monotonic()
 
     def on_trial_result(
@@ -160,6 +181,8 @@ class GracefulStop(ConsoleCallback):
         )
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
+        if self._watching is not None:
+            self._watching.set()
         if self._previous_term is not None:
             signal.signal(signal.SIGTERM, self._previous_term)
 
@@ -174,6 +197,8 @@ class GracefulStop(ConsoleCallback):
             # Tune's handler ends its loop after the current step and restores the SIGINT
             # handler from before the run, so a third Ctrl-C raises KeyboardInterrupt.
             self._tune_handler(signal.SIGINT, None)
+            if self.trials_in_process:
+                raise StopAtOnce  # the step is the trial's iteration, in this thread
         else:
             raise KeyboardInterrupt
 

@@ -64,6 +64,18 @@ def cluster_nodes() -> list[Node]:
     return sorted(nodes, key=lambda node: (not node.head, node.address, node.node_id))
 
 
+LOCAL_NODE_ID = "local"  # the node of an embedded Ray not started yet (local_machine)
+
+
+def only_this_machine(nodes: list[Node]) -> bool:
+    """Whether ``nodes`` (an embedded Ray's, or the connected cluster's) are one node, the one
+    this process runs on."""
+    if len(nodes) != 1:
+        return False
+    node_id = nodes[0].node_id
+    return node_id == LOCAL_NODE_ID or node_id == ray.get_runtime_context().get_node_id()
+
+
 def local_machine() -> list[Node]:
     """The one node an embedded local Ray would have, found the way Ray finds it, without
     starting Ray: a demand it cannot meet is refused in the time the other checks take."""
@@ -75,7 +87,7 @@ def local_machine() -> list[Node]:
     gpus = NvidiaGPUAcceleratorManager.get_current_node_num_accelerators()
     if gpus:
         total["GPU"] = float(gpus)
-    return [Node("local", "this machine", True, total, dict(total))]
+    return [Node(LOCAL_NODE_ID, "this machine", True, total, dict(total))]
 
 
 def _available_per_node() -> dict[str, Bundle]:

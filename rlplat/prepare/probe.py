@@ -11,17 +11,13 @@ learner, and throws both away afterwards.
 from __future__ import annotations
 
 import math
-import random
 import re
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.learner import Learner
@@ -38,6 +34,7 @@ from rlplat.environments.make import EnvInfo
 from rlplat.errors import ConfigError
 from rlplat.experiment.load import Locator
 from rlplat.experiment.schema import Experiment
+from rlplat.util.generators import GeneratorStates, swapped
 
 PROBE_ENV_STEPS = 32
 
@@ -110,22 +107,11 @@ def probe_training(
     return ProbeResult(steps, _losses(results), frozenset(paths))
 
 
-@contextmanager
-def _own_generators(seed: int | None) -> Iterator[None]:
+def _own_generators(seed: int | None) -> AbstractContextManager[GeneratorStates]:
     """``random``, numpy and torch seeded for the probe and restored after it. The probe's config
     carries no seed: RLlib's own seeding also switches torch to deterministic algorithms, which
     imports torch's compiler (~1.6 s) into a process that trains nothing."""
-    python_state, numpy_state = random.getstate(), np.random.get_state()
-    with torch.random.fork_rng(devices=[]):
-        if seed is not None:
-            random.seed(seed)
-            np.random.seed(seed % 2**32)
-            torch.manual_seed(seed)
-        try:
-            yield
-        finally:
-            random.setstate(python_state)
-            np.random.set_state(numpy_state)
+    return swapped(GeneratorStates.seeded(seed))
 
 
 def _paths(tree: dict[str, Any], prefix: str = "") -> list[str]:

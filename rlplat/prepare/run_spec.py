@@ -37,6 +37,7 @@ from rlplat.cluster.placement import (
     format_bundle,
     local_machine,
     make_plan,
+    only_this_machine,
     trial_bundles,
 )
 from rlplat.cluster.preferences import PREFERENCE_GROUPS, ResourceChoice, resolve_preferences
@@ -488,26 +489,28 @@ def trial_count(experiment: Experiment, spaces: list[Space]) -> int:
     return tune_spec.num_samples * grid * len(experiment.seed_list() or [None])
 
 
-def runs_in_command(run: PreparedRun, embedded: bool) -> bool:
+def runs_in_command(run: PreparedRun) -> bool:
     """Whether the trial's algorithm runs inside the command's own process
-    (``resources.driver.process``): only one trial on an embedded Ray, with no custom resources
-    for the algorithm's process; elsewhere ``command`` is a UserError, ``auto`` a trial actor."""
+    (``resources.driver.process``): only one trial on one machine (an embedded Ray, or a cluster
+    of one node that this process runs on), with no custom resources for the algorithm's
+    process; elsewhere ``command`` is a UserError, ``auto`` a trial actor."""
     experiment = run.experiment
     driver = experiment.resources.driver
     if driver.process == "actor":
         return False
     trials = trial_count(experiment, run.spaces)
+    nodes = run.plan.nodes if run.plan else []
     obstacles = [
         f"it runs {trials} trials (a search or several seeds)" if trials > 1 else "",
-        "it joins a Ray cluster (--address)" if not embedded else "",
+        "its Ray cluster is not one node on this machine" if not only_this_machine(nodes) else "",
         f"resources.driver.custom asks for {driver.custom}" if driver.custom else "",
     ]
     obstacles = [reason for reason in obstacles if reason]
     if obstacles and driver.process == "command":
         raise UserError(
             f"{run.locate('resources.driver.process')}: 'command' runs one trial inside the "
-            f"rlplat command's own process, but {'; '.join(obstacles)}. Use 'auto' (a Tune "
-            "trial actor wherever one is needed) or 'actor'."
+            f"rlplat command's own process on one machine, but {'; '.join(obstacles)}. Use "
+            "'auto' (a Tune trial actor wherever one is needed) or 'actor'."
         )
     return not obstacles
 

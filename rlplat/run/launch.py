@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -61,7 +60,7 @@ from rlplat.run.summary import (
     unfinished_trials,
 )
 from rlplat.run.trainable import trainable_for
-from rlplat.tune_state import drop_stale_decisions, trials_in_this_process
+from rlplat.tune_state import drop_stale_decisions, fitting
 from rlplat.util.atomic import remove_partial_files
 from rlplat.util.project import project_code
 from rlplat.util.timings import StageClock
@@ -100,8 +99,7 @@ def train(
     console = console or Console()
     clock = clock or StageClock()
     code = project_code(loaded.experiment.env.user_modules)
-    local = embedded(address)
-    if local:
+    if embedded(address):
         # An embedded Ray takes this machine as it is: plan on it (and refuse what cannot run
         # there) before paying for Ray's start.
         run = prepare_on_cluster(loaded, console, local_machine())
@@ -113,11 +111,12 @@ def train(
         clock.lap("ray_start")
         run = prepare_on_cluster(loaded, console, cluster_nodes())
         clock.lap("validation")
-    in_command = runs_in_command(run, local)
+    in_command = runs_in_command(run)
     exp = run.experiment
     tune_spec = exp.tune or TuneSpec()
     run_dir = create_run_dir(Path(exp.output_dir).resolve() / exp.name, claim_on_cluster)
-    write_run_files(run_dir, run.resolved(), address, cluster=run.record())
+    trial_process = {"trial_process": "command" if in_command else "actor"}
+    write_run_files(run_dir, run.resolved(), address, cluster={**run.record(), **trial_process})
     console.print(f"Run directory: [bold]{run_dir}[/bold]", highlight=False)
     if run.spaces:
         console.print(
@@ -176,11 +175,10 @@ def resume(
             "directory:'."
         )
     loaded = load_experiment(run_dir / RESOLVED_EXPERIMENT)
-    local = embedded(address)
     start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
     clock.lap("ray_start")
     run = prepare_on_cluster(loaded, console, cluster_nodes())
-    in_command = runs_in_command(run, local)
+    in_command = runs_in_command(run)
     clock.lap("validation")
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     record_driver(run_dir)
@@ -378,7 +376,7 @@ def _fit(
     reset_training_window()
     status = "FAILED"
     try:
-        with trials_in_this_process() if in_command else nullcontext():
+        with fitting(trials_in_this_process=in_command):
             grid = tuner.fit()
         window = training_window()
         if window.first_iteration_started is not None:

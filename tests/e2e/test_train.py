@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -250,8 +253,11 @@ def test_greedy_evaluation_normalises_with_the_training_statistics(ray_session, 
 
     loaded = load_experiment(
         tiny_ppo,
-        ["connectors=[mean_std_filter]", "training.train_batch_size_per_learner=1024",
-         "evaluation.evaluation_duration=1"],
+        [
+            "connectors=[mean_std_filter]",
+            "training.train_batch_size_per_learner=1024",
+            "evaluation.evaluation_duration=1",
+        ],
     )
     algo = trainable_for("PPO")(config=prepare(loaded, step_env=False).resolved())
     try:
@@ -262,3 +268,56 @@ def test_greedy_evaluation_normalises_with_the_training_statistics(ray_session, 
         assert trained < evaluated <= trained + played + 1, (trained, evaluated, played)
     finally:
         algo.stop()
+
+
+# Timestamps, and checkpoint numbers: which checkpoints checkpoint.keep keeps follows scores.
+BLANKED = re.compile(
+    r"\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}|(?<=tfevents\.)\d+\.[^/]+$|(?<=checkpoint_)\d+"
+)
+
+
+def run_layout(run_dir: Path) -> dict[str, Any]:
+    """Each file of a run directory (timestamps and checkpoint numbers blanked) and the keys it
+    holds: a JSON file's nested keys (result.json's per line), a CSV's columns; None for other
+    files (Tune's basic-variant-state-*.json is a pickle)."""
+
+    def keys(value: Any, prefix: str = "") -> set[str]:
+        if not isinstance(value, dict):
+            return {prefix}
+        return {k for name, item in value.items() for k in keys(item, f"{prefix}/{name}")}
+
+    layout: dict[str, Any] = {}
+    for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
+        name = BLANKED.sub("*", str(path.relative_to(run_dir)))
+        if path.name == "result.json":
+            layout[name] = [keys(json.loads(line)) for line in path.read_text().splitlines()]
+        elif path.suffix == ".json" and not path.name.startswith("basic-variant-state"):
+            layout[name] = keys(json.loads(path.read_text()))
+        elif path.suffix == ".csv":
+            layout[name] = set(path.read_text().splitlines()[0].split(","))
+        else:
+            layout[name] = None
+    return layout
+
+
+def test_a_trial_in_the_command_writes_what_a_trial_actor_writes(tiny_run, tmp_path):
+    """resources.driver.process: tiny_run's one trial ran inside this process (one trial, one
+    node); the same experiment in a Tune trial actor writes the same files with the same keys,
+    the same TensorBoard tags, and (same seed) the same returns."""
+    in_command = Path(tiny_run.run_dir)
+    overrides = ["resources.driver.process=actor", f"output_dir={tmp_path}"]
+    in_actor = Path(train(load_experiment(in_command / RESOLVED_EXPERIMENT, overrides)).run_dir)
+    processes = {}
+    for run_dir in (in_command, in_actor):
+        info = json.loads((run_dir / RUN_INFO).read_text())
+        [trial_dir] = run_dir.glob("trial_*")
+        processes[info["cluster"]["trial_process"]] = {r["pid"] for r in read_results(trial_dir)}
+    assert processes["command"] == {os.getpid()} and os.getpid() not in processes["actor"]
+    assert run_layout(in_command) == run_layout(in_actor)
+    [command_trial], [actor_trial] = in_command.glob("trial_*"), in_actor.glob("trial_*")
+    assert read_scalars(command_trial).keys() == read_scalars(actor_trial).keys()
+    returns = [
+        [r["env_runners"]["episode_return_mean"] for r in read_results(trial_dir)]
+        for trial_dir in (command_trial, actor_trial)
+    ]
+    assert returns[0] == returns[1]
