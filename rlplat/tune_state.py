@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+import torch
 from ray.air._internal import usage as air_usage
 from ray.air.execution._internal import RayActorManager
 from ray.air.execution.resources import AcquiredResources, ResourceManager, ResourceRequest
@@ -202,18 +203,20 @@ class _NothingReserved(ResourceManager):
 
 class _InThisProcess(AcquiredResources):
     def annotate_remote_entities(self, entities: list[Any]) -> list[Any]:
-        return [_InProcessClass(entity) for entity in entities]
+        cpus = self.resource_request.head_cpus
+        return [_InProcessClass(entity, max(1, int(cpus))) for entity in entities]
 
 
 class _InProcessClass:
     """Stands in for the Ray actor class Tune starts a trial with: ``remote()`` builds the
     trainable here."""
 
-    def __init__(self, actor_class: Any):
+    def __init__(self, actor_class: Any, threads: int):
         self._cls = actor_class.__ray_metadata__.modified_class.__ray_actor_class__
+        self._threads = threads
 
     def remote(self, **kwargs: Any) -> _InProcessActor:
-        return _InProcessActor(self._cls, kwargs)
+        return _InProcessActor(self._cls, kwargs, self._threads)
 
 
 class _InProcessActor:
@@ -221,16 +224,18 @@ class _InProcessActor:
     the trainable in this process and returns its answer as a ready object ref (a failure as a
     ref that raises, as Ray's would). As between processes, arguments and answers are copied
     through Ray's object store, and the trainable draws from generators of its own (the
-    callbacks of this process draw too: a training video's episode, say)."""
+    callbacks of this process draw too: a training video's episode, say). torch runs on as many
+    threads as the trial has CPUs, as Ray sets them for a trial actor (``OMP_NUM_THREADS``)."""
 
-    def __init__(self, cls: type, kwargs: dict[str, Any]):
+    def __init__(self, cls: type, kwargs: dict[str, Any], threads: int):
         self._instance: Any = None
         self._start_error: ray.ObjectRef | None = None
         self.generators = GeneratorStates.capture()
+        self.threads = threads
         chdir = os.environ.get(CHDIR_VARIABLE)
         os.environ[CHDIR_VARIABLE] = "0"
         try:
-            with swapped(self.generators):
+            with swapped(self.generators), _torch_threads(threads):
                 self._instance = cls(**_copied(kwargs))
         except Exception as exc:  # noqa: BLE001 - Tune reports it as the trial's failure
             self._start_error = _failure(cls.__name__, exc)
@@ -262,7 +267,7 @@ class _InProcessMethod:
             return self._actor._start_error
         try:
             args, kwargs = _copied((args, kwargs))
-            with swapped(self._actor.generators):
+            with swapped(self._actor.generators), _torch_threads(self._actor.threads):
                 answer = self._method(*args, **kwargs)
             return ray.put(answer)
         except StopAtOnce:
@@ -275,6 +280,16 @@ class _InProcessMethod:
 class StopAtOnce(BaseException):
     """Raised in the main thread (by a signal handler) to end an in-process trial's call at
     once: Tune then stops the run as it stops one whose trial actor is mid-iteration."""
+
+
+@contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
+    own = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(own)
 
 
 def _copied(value: Any) -> Any:

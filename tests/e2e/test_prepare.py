@@ -71,7 +71,10 @@ def test_plan_prepares_a_run_with_preferences_once(ray_session, driver_builds, c
     assert driver_builds.stages == list(STAGES), "each stage once, in the pipeline's order"
 
 
-def test_train_prepares_a_run_with_preferences_once(ray_session, driver_builds, tmp_path):
+@pytest.mark.parametrize(("process", "builds_here"), [("actor", 1), ("command", 2)])
+def test_train_prepares_a_run_with_preferences_once(
+    process, builds_here, ray_session, driver_builds, tmp_path
+):
     main(
         [
             "train",
@@ -82,6 +85,7 @@ def test_train_prepares_a_run_with_preferences_once(ray_session, driver_builds, 
             "training.minibatch_size=64",
             "training.num_epochs=1",
             "resources.env_runners.envs=1",
+            f"resources.driver.process={process}",
             "--address",
             ray_session,
         ]
@@ -89,9 +93,11 @@ def test_train_prepares_a_run_with_preferences_once(ray_session, driver_builds, 
     [run_dir] = (tmp_path / "heterogeneous-ppo").iterdir()
     assert (run_dir / "summary.json").is_file()
     # Tune reserves the prepared config's resources for the trial (tune.with_resources): no
-    # second env check, build or stage in the driver; the trial builds its own config once.
-    assert driver_builds == {"env checks": 1, "RLlib builds": 1}
-    assert driver_builds.stages == list(STAGES)
+    # second env check, build or stage in the driver; the trial builds its own config once, in
+    # its actor or (process: command) here.
+    assert driver_builds == {"env checks": builds_here, "RLlib builds": builds_here}
+    prepared = driver_builds.stages[: len(STAGES)]  # after it: the in-process trial's own build
+    assert prepared == list(STAGES)
 
 
 @pytest.mark.parametrize("name", ["cartpole_dqn", "simple_spread_maddpg"])
