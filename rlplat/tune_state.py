@@ -268,13 +268,25 @@ class _InProcessMethod:
         try:
             args, kwargs = _copied((args, kwargs))
             with swapped(self._actor.generators), _torch_threads(self._actor.threads):
-                answer = self._method(*args, **kwargs)
+                _calls_under_way.append(self._name)
+                try:
+                    answer = self._method(*args, **kwargs)
+                finally:
+                    _calls_under_way.pop()
             return ray.put(answer)
         except StopAtOnce:
             # Tune sees the call as still running, as a trial actor's unfinished iteration.
             return ray.ObjectRef.from_random()
         except Exception as exc:  # noqa: BLE001 - Tune handles it as a failed actor task
             return _failure(self._name, exc)
+
+
+_calls_under_way: list[str] = []  # the in-process trainable's methods running now
+
+
+def trial_call_under_way() -> bool:
+    """Whether this process is inside a call of an in-process trainable (an iteration, a save)."""
+    return bool(_calls_under_way)
 
 
 class StopAtOnce(BaseException):

@@ -31,7 +31,7 @@ from rich.console import Console
 
 from rlplat.callbacks.progress import ConsoleCallback
 from rlplat.metrics import ENV_STEPS, ENV_STEPS_TRAINED, lookup
-from rlplat.tune_state import StopAtOnce, trials_run_in_this_process
+from rlplat.tune_state import StopAtOnce, trial_call_under_way, trials_run_in_this_process
 
 SHOULD_CHECKPOINT = "should_checkpoint"  # a result key Tune reads after its callbacks ran
 RUNNING = "RUNNING"
@@ -197,8 +197,8 @@ class GracefulStop(ConsoleCallback):
             # Tune's handler ends its loop after the current step and restores the SIGINT
             # handler from before the run, so a third Ctrl-C raises KeyboardInterrupt.
             self._tune_handler(signal.SIGINT, None)
-            if self.trials_in_process:
-                raise StopAtOnce  # the step is the trial's iteration, in this thread
+            if trial_call_under_way():  # Tune's step is the trial's iteration, in this thread
+                raise StopAtOnce
         else:
             raise KeyboardInterrupt
 

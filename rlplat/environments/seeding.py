@@ -19,6 +19,8 @@ from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.debug import update_global_seed_if_necessary
 
+from rlplat.environments.lean_sampling import LeanSampling
+
 TRAINING_ROLE, EVALUATION_ROLE = 0, 1
 
 
@@ -57,12 +59,12 @@ class IndependentSeeds:
         update_global_seed_if_necessary(framework=config.framework_str, seed=own_seed)
 
 
-class SeededSingleAgentEnvRunner(IndependentSeeds, SingleAgentEnvRunner):
-    """RLlib's single-agent env runner with independent env streams."""
+class SeededSingleAgentEnvRunner(IndependentSeeds, LeanSampling, SingleAgentEnvRunner):
+    """RLlib's single-agent env runner with independent env streams, sampling lean."""
 
 
-class SeededMultiAgentEnvRunner(IndependentSeeds, MultiAgentEnvRunner):
-    """RLlib's multi-agent env runner with independent env streams."""
+class SeededMultiAgentEnvRunner(IndependentSeeds, LeanSampling, MultiAgentEnvRunner):
+    """RLlib's multi-agent env runner with independent env streams, sampling lean."""
 
 
 def seeded_env_runner_class(multi_agent: bool) -> type:

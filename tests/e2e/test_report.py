@@ -286,7 +286,10 @@ def test_runs_lists_finished_running_interrupted_and_failed_runs(ray_session, ca
     path.write_text(
         replace(crashing, "name: tiny-ppo", "name: crashed").replace("OUTPUT", str(out))
     )
-    failed = train(load_experiment(path), console=Console(quiet=True))
+    # The env crashes in Ray actors only: the trial's own actor, not the command's process.
+    failed = train(
+        load_experiment(path, ["resources.driver.process=actor"]), console=Console(quiet=True)
+    )
     assert failed.trials[0].status == "error"
     # SIGTERM (like a first Ctrl-C): the iteration ends, a checkpoint is written although
     # checkpoint.every has not come round, exit code 130, and the run says how to resume.

@@ -84,10 +84,10 @@ def run_in(project: Path, runners: str, address: str, cwd: Path) -> tuple[object
 
 def test_a_projects_env_trains_from_its_directory(project, ray_session):
     """Started in the project: its envs.line, not rlplat's envs package, runs in the driver's
-    check and in the trial's env runner."""
+    check and in the trial's env runner (in the command's process: one trial on one node)."""
     proc, built = run_in(project, "{count: 0}", ray_session, cwd=project)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert len({entry["pid"] for entry in built}) >= 2, "the driver's check and the trial"
+    assert len(built) >= 2, "the driver's check and the trial"
     assert all(entry["file"].endswith("envs/line.py") for entry in built), built
 
 
