@@ -63,6 +63,9 @@ class AlgorithmRecord:
     on_policy_rewards: bool = False
     # Its single-agent module can start from ``rl_module.model_config.log_std_init``.
     initial_log_std: bool = False
+    # Its learner updates only between sampling calls (never on a thread of its own): where its
+    # env runner and learner share a process, the env runner acts with the learner's weights.
+    synchronous_learner: bool = False
     # Training settings rlplat passes unless the experiment sets them.
     training_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -151,6 +154,7 @@ register_algorithm(
     random_policies=True,
     on_policy_rewards=True,
     initial_log_std=True,
+    synchronous_learner=True,
 )
 register_algorithm("APPO", on_policy_rewards=True)
 register_algorithm("IMPALA", on_policy_rewards=True)
@@ -159,9 +163,14 @@ register_algorithm(
     "rlplat.algorithms.transition_loop:DQN",
     replay_memory=_REPLAY_BUFFER,
     box_alternative="SAC or TD3 (PPO acts in both)",
+    synchronous_learner=True,
 )
 register_algorithm(
-    "SAC", "rlplat.algorithms.sac:SAC", own_rates=_SAC_RATES, replay_memory=_REPLAY_BUFFER
+    "SAC",
+    "rlplat.algorithms.sac:SAC",
+    own_rates=_SAC_RATES,
+    replay_memory=_REPLAY_BUFFER,
+    synchronous_learner=True,
 )
 register_algorithm("DreamerV3", replay_memory=_REPLAY_BUFFER)
 register_algorithm("BC", offline=True)
@@ -194,6 +203,7 @@ register_algorithm(
     discrete_alternative="SAC or DQN",
     own_rates=_ACTOR_CRITIC_RATES,
     replay_memory=_REPLAY_BUFFER,
+    synchronous_learner=True,
 )
 register_algorithm(
     "DDPG",
@@ -201,6 +211,7 @@ register_algorithm(
     discrete_alternative="SAC or DQN",
     own_rates=_ACTOR_CRITIC_RATES,
     replay_memory=_REPLAY_BUFFER,
+    synchronous_learner=True,
 )
 register_algorithm(
     "MADDPG",

@@ -22,6 +22,7 @@ COLUMNS = (
     "action masks",
     "replay memory (attribute)",
     "learning rates",
+    "acts with the learner's weights",
 )
 HEADER = "| " + " | ".join(COLUMNS) + " |"
 
@@ -59,6 +60,7 @@ def _row(record: AlgorithmRecord) -> str:
         "yes" if record.masked_module else "",
         f"`{record.replay_memory}`" if record.replay_memory else "",
         record.own_rates or "`lr`",
+        "yes" if record.synchronous_learner else "",
     ]
     return "| " + " | ".join(cells) + " |"
 
@@ -74,7 +76,9 @@ Every name `algorithm:` accepts, as registered in `rlplat/algorithms/registry.py
 `register_algorithm(...)` call each, whose record every stage asks (validation before Ray, the
 RLlib config, checkpoints, export). RLlib algorithms not listed here are accepted with the
 defaults of the record: sampling their env, any action space, no replay memory kept in
-checkpoints.
+checkpoints. "Acts with the learner's weights": where its env runner and learner share a process
+(no remote env runners, one local learner on the env runner's device), the env runner's modules
+hold the learner's parameters instead of a copy made after every training step.
 
 {HEADER}
 {"|---" * len(COLUMNS)}|

@@ -52,6 +52,7 @@ from rlplat.prepare import trial_algorithm_config
 from rlplat.rllib.episode_stats import episode_window
 from rlplat.rllib.league import SELF_PLAY_STATE
 from rlplat.rllib.self_play import self_play_driver
+from rlplat.rllib.shared_weights import share_learner_weights
 from rlplat.run.finetune import start_from_checkpoint
 from rlplat.tune_state import training_time_s
 from rlplat.util.atomic import write_atomic
@@ -131,6 +132,8 @@ class ExperimentTrial:
             start_from_checkpoint(self, init["checkpoint"], bool(init.get("optimizer")))
         if self._self_play is not None:
             self._self_play.start(self)
+        if algorithm_record(self.registered_name).synchronous_learner:
+            share_learner_weights(self)
 
     def _create_local_replay_buffer_if_necessary(self, config: Any) -> Any | None:
         """RLlib's replay buffer, or rlplat's transition sampler where the experiment asks for
