@@ -87,6 +87,23 @@ TASKS = {
         env_steps_per_update=16,
         sb3_policy={"net_arch": [256, 256]},
     ),
+    # The same loop with the same math on both sides: no dueling head, no double Q (SB3's DQN
+    # has neither), tanh layers on both.
+    "dqn_cartpole_plain": Task(
+        "experiments/cartpole_dqn.yaml",
+        "DQN",
+        {
+            "batch_size": 128,
+            "learning_rate": 1e-3,
+            "train_freq": 16,
+            "gradient_steps": 1,
+            "target_update_interval": 500,
+            "n_steps": 3,
+        },
+        overrides=("training.dueling=false", "training.double_q=false"),
+        env_steps_per_update=16,
+        sb3_policy={"net_arch": [256, 256], "activation_fn": "tanh"},
+    ),
 }
 
 PARTS = {  # (file suffix, function): the outermost call of each part on either side
@@ -197,11 +214,16 @@ def measure_sb3(task: Task, threads: int, updates: int, profiled: int) -> dict[s
     torch.set_num_threads(threads)
     experiment = load_experiment(REPO / task.experiment, list(task.overrides))
     env = gym.make(experiment.experiment.env.id)
+    policy = dict(task.sb3_policy)
+    if "activation_fn" in policy:  # by name in the task: torch loads in the measuring function
+        policy["activation_fn"] = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[
+            policy["activation_fn"]
+        ]
     model = getattr(stable_baselines3, task.sb3_algorithm)(
         "MlpPolicy",
         env,
         learning_starts=LEARNING_STARTS,
-        policy_kwargs=task.sb3_policy,
+        policy_kwargs=policy,
         seed=0,
         device="cpu",
         **task.sb3_settings,

@@ -68,18 +68,46 @@ class TransitionBatchLoop:
             NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps,
             NUM_AGENT_STEPS_SAMPLED_LIFETIME: {},
         }
+        deferred = self.defers_learner_metrics
         for _ in range(updates):
             with self.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
                 batch = self.replayed_batch()
             with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-                results = self.learner_group.update(batch=batch, timesteps=timesteps)
-                self.metrics.aggregate(without_td_errors(results), key=LEARNER_RESULTS)
-        self.metrics.aggregate([self.local_replay_buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS)
+                results = self.learner_group.update(
+                    batch=batch, timesteps=timesteps, _no_metrics_reduce=deferred
+                )
+                if not deferred:
+                    self.metrics.aggregate(without_td_errors(results), key=LEARNER_RESULTS)
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
             self.env_runner_group.sync_weights(
                 from_worker_or_learner_group=self.learner_group, inference_only=True
             )
         return None
+
+    @cached_property
+    def defers_learner_metrics(self) -> bool:
+        """Whether the learners' metrics are reduced once per iteration (after its last
+        training step) rather than after every update: a reduce and an aggregation cost about
+        as much as a small network's update. Not where the iteration waits for a number of
+        trained env steps, which it reads from those metrics after each training step."""
+        return not self.config.min_train_timesteps_per_iteration
+
+    def _run_one_training_iteration(self) -> Any:
+        """RLlib's iteration, then the metrics gathered once for all its training steps: the
+        learners' (where deferred) and the replay buffer's (its reduce costs more than an
+        update of DQN's CartPole network)."""
+        try:
+            return super()._run_one_training_iteration()
+        finally:
+            if self.replays_transition_batches:
+                self._gather_iteration_metrics()
+
+    def _gather_iteration_metrics(self) -> None:
+        if self.defers_learner_metrics:
+            reduced = self.learner_group.foreach_learner(lambda learner: learner.metrics.reduce())
+            results = [result.get() for result in reduced]
+            self.metrics.aggregate(without_td_errors(results), key=LEARNER_RESULTS)
+        self.metrics.aggregate([self.local_replay_buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS)
 
     def replayed_batch(self) -> MultiAgentBatch:
         """One learner update's batch, drawn from the replay buffer as arrays."""
