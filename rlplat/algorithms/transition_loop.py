@@ -93,14 +93,22 @@ class TransitionBatchLoop:
         return not self.config.min_train_timesteps_per_iteration
 
     def _run_one_training_iteration(self) -> Any:
-        """RLlib's iteration, then the metrics gathered once for all its training steps: the
-        learners' (where deferred) and the replay buffer's (its reduce costs more than an
-        update of DQN's CartPole network)."""
+        """RLlib's iteration, with the metrics gathered once for all its training steps just
+        before RLlib compiles them into the result: the learners' (where deferred) and the replay
+        buffer's (its reduce costs more than an update of DQN's CartPole network)."""
+        if not self.replays_transition_batches:
+            return super()._run_one_training_iteration()
+        compile_metrics = self.metrics.compile
+
+        def gathered_then_compiled() -> Any:
+            self._gather_iteration_metrics()
+            return compile_metrics()
+
+        self.metrics.compile = gathered_then_compiled
         try:
             return super()._run_one_training_iteration()
         finally:
-            if self.replays_transition_batches:
-                self._gather_iteration_metrics()
+            del self.metrics.compile  # the logger's own method again
 
     def _gather_iteration_metrics(self) -> None:
         if self.defers_learner_metrics:
