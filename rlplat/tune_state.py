@@ -250,6 +250,8 @@ class _InProcessActor:
             return _InProcessMethod(self, name, lambda: True)
         if name == "__ray_terminate__":
             return _InProcessMethod(self, name, self.release)
+        if self._instance is None:  # it failed to start, or was released: nothing to call
+            return _InProcessMethod(self, name, lambda *args, **kwargs: None)
         return _InProcessMethod(self, name, getattr(self._instance, name))
 
     def release(self) -> None:
