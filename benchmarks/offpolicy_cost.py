@@ -47,6 +47,15 @@ class Task:
     sb3_policy: dict[str, Any] = field(default_factory=dict)
 
 
+DQN_SB3_SETTINGS = {
+    "batch_size": 128,
+    "learning_rate": 1e-3,
+    "train_freq": 16,
+    "gradient_steps": 1,
+    "target_update_interval": 500,
+    "n_steps": 3,
+}
+
 TASKS = {
     "sac_halfcheetah": Task(
         "benchmarks/halfcheetah_sac.yaml",
@@ -76,14 +85,7 @@ TASKS = {
     "dqn_cartpole": Task(
         "experiments/cartpole_dqn.yaml",
         "DQN",
-        {
-            "batch_size": 128,
-            "learning_rate": 1e-3,
-            "train_freq": 16,
-            "gradient_steps": 1,
-            "target_update_interval": 500,
-            "n_steps": 3,
-        },
+        DQN_SB3_SETTINGS,
         env_steps_per_update=16,
         sb3_policy={"net_arch": [256, 256]},
     ),
@@ -92,14 +94,7 @@ TASKS = {
     "dqn_cartpole_plain": Task(
         "experiments/cartpole_dqn.yaml",
         "DQN",
-        {
-            "batch_size": 128,
-            "learning_rate": 1e-3,
-            "train_freq": 16,
-            "gradient_steps": 1,
-            "target_update_interval": 500,
-            "n_steps": 3,
-        },
+        DQN_SB3_SETTINGS,
         overrides=("training.dueling=false", "training.double_q=false"),
         env_steps_per_update=16,
         sb3_policy={"net_arch": [256, 256], "activation_fn": "tanh"},
