@@ -49,7 +49,6 @@ class GracefulStop(ConsoleCallback):
     def __init__(self, console: Console, watchdog_s: float | None = None):
         self.console = console
         self.watchdog_s = watchdog_s  # None: from the trial's slowest iteration
-        self.trials_in_process = False  # set by setup(): whether this fit runs them here
         self._trials: list = []
         self._watching: threading.Event | None = None
         self._last_report: dict[str, float] = {}  # trial id -> monotonic time of its last news
@@ -77,8 +76,7 @@ class GracefulStop(ConsoleCallback):
             self._previous_term = signal.signal(signal.SIGTERM, self._on_signal)
         except ValueError:
             self._tune_handler = None  # not the main thread: Tune's behaviour stays
-        self.trials_in_process = trials_run_in_this_process()
-        if self.trials_in_process:
+        if trials_run_in_this_process():
             self._watching = threading.Event()
             threading.Thread(target=self._watch_meanwhile, name="watchdog", daemon=True).start()
 

@@ -79,11 +79,11 @@ def untimed(pipeline: Any) -> Iterator[None]:
     if not quiet:
         yield
         return
-    pipeline.__class__ = untimed_class
+    original, pipeline.__class__ = pipeline.__class__, untimed_class
     try:
         yield
     finally:
-        pipeline.__class__ = type(pipeline).__mro__[1]
+        pipeline.__class__ = original
 
 
 class LeanSampling:

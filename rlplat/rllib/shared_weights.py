@@ -37,7 +37,6 @@ def share_learner_weights(algo: Any) -> bool:
     for acting, learning in pairs:
         _share(acting, learning)
     group.__class__ = _SharingEnvRunnerGroup
-    group.shared_pairs = pairs
     return True
 
 
@@ -87,8 +86,6 @@ class _SharingEnvRunnerGroup(EnvRunnerGroup):
     """RLlib's group whose weight sync from the learner group is skipped while its env runner's
     modules hold the learner's parameters."""
 
-    shared_pairs: list[tuple[nn.Module, nn.Module]]
-
     def sync_weights(self, *args: Any, **kwargs: Any) -> None:
         source = kwargs.get("from_worker_or_learner_group", args[1] if len(args) > 1 else None)
         if source is not None and not self.num_remote_workers() and self._is_shared(source):
@@ -101,6 +98,4 @@ class _SharingEnvRunnerGroup(EnvRunnerGroup):
         if runner is None or learner is None:
             return False
         pairs = _module_pairs(runner.module, learner.module)
-        if pairs is None or len(pairs) != len(self.shared_pairs):
-            return False
-        return _still_shared(pairs)
+        return pairs is not None and _still_shared(pairs)
