@@ -23,6 +23,7 @@ from ray.air._internal import usage as air_usage
 from ray.air.execution._internal import RayActorManager
 from ray.air.execution.resources import AcquiredResources, ResourceManager, ResourceRequest
 from ray.exceptions import RayTaskError
+from ray.train._internal import storage as train_storage
 from ray.tune.execution import tune_controller
 from ray.tune.experiment.trial import _TrainingRunMetadata
 from ray.tune.schedulers import HyperBandForBOHB as _TuneHyperBandForBOHB
@@ -31,10 +32,12 @@ from ray.tune.schedulers import HyperBandScheduler as _TuneHyperBandScheduler
 from rlplat.util.atomic import write_atomic
 from rlplat.util.generators import GeneratorStates, swapped
 
+EXPERIMENT_STATES = "experiment_state-*.json"
+
 
 def newest_state(run_dir: Path) -> Path | None:
     """The experiment state file Tune restores a run from: the newest by name (one per session)."""
-    return max(run_dir.glob("experiment_state-*.json"), default=None)
+    return max(run_dir.glob(EXPERIMENT_STATES), default=None)
 
 
 def resume_points(run_dir: Path) -> dict[str, Path] | None:
@@ -125,7 +128,7 @@ CHDIR_VARIABLE = "RAY_CHDIR_TO_TRIAL_DIR"
 
 @contextmanager
 def fitting(*, trials_in_this_process: bool) -> Iterator[None]:
-    """Around ``Tuner.fit()``: Tune as it is, less two costs.
+    """Around ``Tuner.fit()``: Tune as it is, less two costs and one race.
 
     Tune's usage telemetry imports every tracker integration it knows (MLflow, W&B, Comet, Aim:
     about 1.4 s) only to count the run's callbacks by class name; that count is not taken.
@@ -137,15 +140,21 @@ def fitting(*, trials_in_this_process: bool) -> Iterator[None]:
     are Ray actors scheduled as RLlib asks), and each "remote" call runs at once, its answer (or
     error) handed to Tune as a ready object ref. For one trial on one machine this saves a
     process that imports RLlib and torch again, and the placement group's round trips.
+
+    The race: Tune's copy of its staging directory into the run directory now writes the
+    experiment state last (:func:`_upload_state_last`).
     """
     manager, tag_callbacks = tune_controller.RayActorManager, air_usage.tag_callbacks
+    upload = train_storage._FilesystemSyncer._sync_up_command
     air_usage.tag_callbacks = _no_usage_tags
+    train_storage._FilesystemSyncer._sync_up_command = _sync_up_state_last
     if trials_in_this_process:
         tune_controller.RayActorManager = _InProcessActorManager
     try:
         yield
     finally:
         tune_controller.RayActorManager, air_usage.tag_callbacks = manager, tag_callbacks
+        train_storage._FilesystemSyncer._sync_up_command = upload
 
 
 def trials_run_in_this_process() -> bool:
@@ -155,6 +164,34 @@ def trials_run_in_this_process() -> bool:
 
 def _no_usage_tags(callbacks: Any) -> bool:
     return False
+
+
+def _sync_up_state_last(
+    syncer: Any, local_path: str, uri: str, exclude: list[str] | None = None
+) -> tuple[Any, dict]:
+    return _upload_state_last, {
+        "local_path": local_path,
+        "fs": syncer.storage_filesystem,
+        "fs_path": uri,
+        "exclude": exclude,
+    }
+
+
+def _upload_state_last(
+    local_path: str, fs: Any, fs_path: str, exclude: list[str] | None = None
+) -> None:
+    """Tune's upload of a staging directory, with the experiment state after everything else.
+
+    Tune copies the files of one upload in parallel, in no set order. The state names each
+    trial's latest checkpoint; copied before the trial's result.json, a kill between the two
+    left a run whose resumed log lacked the iterations up to that checkpoint."""
+    states = sorted(Path(local_path).glob(EXPERIMENT_STATES)) if os.path.isdir(local_path) else []
+    if not states:
+        train_storage._upload_to_fs_path(local_path, fs, fs_path, exclude)
+        return
+    train_storage._upload_to_fs_path(local_path, fs, fs_path, [*(exclude or []), EXPERIMENT_STATES])
+    for state in states:
+        train_storage._upload_to_fs_path(str(state), fs, f"{fs_path}/{state.name}")
 
 
 class _InProcessActorManager(RayActorManager):
