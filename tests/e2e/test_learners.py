@@ -19,18 +19,33 @@ def learners_weights(algo) -> list[dict[str, np.ndarray]]:
     return [result.get() for result in algo.learner_group.foreach_learner(module_weights)]
 
 
-def test_two_learners_hold_identical_weights_after_each_update(ray_session, write_yaml, tmp_path):
+def learner_nodes(algo) -> list[str]:
+    import ray
+
+    def node(learner) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    return [result.get() for result in algo.learner_group.foreach_learner(node)]
+
+
+def test_two_learners_on_two_nodes_hold_identical_weights_after_each_update(
+    ray_cluster, ray_session, write_yaml, tmp_path
+):
     """``resources.learners.count: 2`` splits each batch between two learner actors, whose
-    gradients are averaged: after every update both hold the same weights, and the weights
-    moved."""
+    gradients are averaged (torch's gloo, here between two nodes of a local cluster, one learner
+    on each): after every update both hold the same weights, and the weights moved."""
+    nodes = [ray_cluster.add_node(num_cpus=1, resources={"learner_node": 1}) for _ in range(2)]
+    ray_cluster.wait_for_nodes()
     text = replace(
         TINY_PPO,
         "  env_runners: {count: 0}\n",
-        "  env_runners: {count: 0}\n  learners: {count: 2, cpus: 0.5}\n",
+        "  env_runners: {count: 0}\n"
+        "  learners: {count: 2, cpus: 0.5, custom: {learner_node: 1}}\n",
     ).replace("OUTPUT", str(tmp_path / "out"))
     run = prepare(load_experiment(write_yaml(text)))
     algo = run.algo_config.build_algo()
     try:
+        assert sorted(learner_nodes(algo)) == sorted(node.node_id for node in nodes)
         [initial, _] = learners_weights(algo)
         for _ in range(2):
             algo.train()
@@ -40,6 +55,8 @@ def test_two_learners_hold_identical_weights_after_each_update(ray_session, writ
         assert any(not np.array_equal(first[name], initial[name]) for name in first)
     finally:
         algo.stop()
+        for node in nodes:
+            ray_cluster.remove_node(node)
 
 
 @pytest.mark.parametrize(
