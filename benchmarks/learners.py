@@ -23,6 +23,7 @@ Results: benchmarks/results/learners.json.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import statistics
 import sys
@@ -54,18 +55,27 @@ RAY = str(Path(sys.executable).with_name("ray"))
 
 @contextmanager
 def two_node_cluster() -> Iterator[str]:
-    """A head and a worker node on this machine, each with one ``learner_node``; its address."""
+    """A head and a worker node on this machine, each with one ``learner_node``; its address.
+    With token authentication, as docs/cluster.md starts a cluster (a token is made if this
+    machine has none); the rlplat commands run meanwhile inherit the setting."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     address = f"127.0.0.1:{port}"
     node = ["--num-cpus=2", "--resources", '{"learner_node": 1}']
-    run([RAY, "start", "--head", f"--port={port}", "--include-dashboard=false", *node], check=True)
+    os.environ["RAY_AUTH_MODE"] = "token"
+    if not (Path.home() / ".ray/auth_token").is_file():
+        run([RAY, "get-auth-token", "--generate"], check=True)
     try:
+        run(
+            [RAY, "start", "--head", f"--port={port}", "--include-dashboard=false", *node],
+            check=True,
+        )
         run([RAY, "start", f"--address={address}", *node], check=True)
         yield address
     finally:
         run([RAY, "stop", "--force"])
+        del os.environ["RAY_AUTH_MODE"]
 
 
 def one_run(
