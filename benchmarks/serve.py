@@ -1,45 +1,55 @@
-"""``rlplat serve`` under load: requests/s and latency, side by side in one run.
+"""``rlplat serve`` under load against a plain one-process server, side by side in one run.
 
-    python benchmarks/serve.py [--run RUN_DIR] [--seconds 4] [--max-requests 4000]
+    apt-get install wrk                        # the load generator (Debian's package)
+    python benchmarks/serve.py [--run RUN_DIR] [--seconds 5] [--soak 60]
 
-Serves the shipped CartPole PPO policy (``--run``, or checkpoints/cartpole-ppo, trained first if
-missing) on a local Ray instance with Ray Serve, once per configuration: backend onnx and torch,
-1 and 2 replicas of {cpus: 1}, batching off (``--max-batch-size 1``) and on (64, waiting 2 ms).
-Each configuration gets closed-loop load from an aiohttp client over loopback at
-concurrency 1, 16 and 64 (each client sends its next request when the last is answered, one
-observation per request), for ``--seconds`` or ``--max-requests`` per level after a short warm-up.
-The load generator runs on the same machine, so its CPU use counts against the server's. It is
-aiohttp, not httpx: against the echo deployment below at concurrency 64, httpx's async client
-reached 168 requests/s (p99 1.4 s) where aiohttp reached 490 (p99 0.2 s) on this machine; the
-client, not the server, was the limit.
-A first row measures Ray Serve's own floor on this machine: one deployment that reads the body and
-answers a constant, through the same proxy and client.
+Every server serves the export of the shipped CartPole PPO policy (``--run``, or
+checkpoints/cartpole-ppo, trained first if missing; exported into a temporary directory), one
+server at a time, each started as its own process the way a user starts it:
 
-Writes benchmarks/results/serve.json and prints a Markdown table.
+- ``plain``: the baseline, ``policy.onnx`` behind aiohttp and onnxruntime in one process (this
+  file's ``--plain``): no checks, no batching, one graph run per request;
+- ``rlplat local``: ``rlplat serve <export> --engine local`` (the default on one machine);
+- ``rlplat ray``: ``rlplat serve <export> --engine ray``, one replica of {cpus: 1}, batches of up
+  to 32 waiting 2 ms (the defaults), and with ``--replicas 2``;
+- ``serve echo``: Ray Serve's own floor, a deployment that reads the body and answers a constant,
+  through the same proxy (started in this process).
+
+Load: ``wrk`` (compiled, closed loop: each connection sends its next request when the last is
+answered) for ``--seconds`` per level after a 1 s warm-up, at 1, 8, 32 and 128 connections, with
+one observation per request and with 16 (``observations``). wrk runs on the same 2 cores as the
+server, so its CPU use counts against the server's. ``--soak S`` adds S seconds at 32 connections
+against each rlplat engine in 10-second windows: p99 per window. Writes
+benchmarks/results/serve.json and prints a Markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform
+import re
+import shutil
+import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from harness import REPO, invocation, results_file, rlplat, save_results
+from harness import REPO, RLPLAT, invocation, results_file, rlplat, save_results
 
 RESULTS = results_file("serve.json")
-CONCURRENCY = (1, 16, 64)
-CONFIGS = [
-    {"backend": backend, "replicas": replicas, "batching": batching}
-    for backend in ("onnx", "torch")
-    for replicas in (1, 2)
-    for batching in (False, True)
-]
+CONNECTIONS = (1, 8, 32, 128)
+BATCH = 16
+SOAK_CONNECTIONS = 32
+SOAK_WINDOW_S = 10
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
 
 
 def free_port() -> int:
@@ -48,8 +58,37 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def echo_app() -> object:
-    """The floor: Serve's proxy and one replica that answers without looking at the request."""
+def plain_server(export: Path, port: int) -> None:
+    """The baseline: the export's ONNX graph behind aiohttp, one graph run per request."""
+    import onnxruntime as ort
+    from aiohttp import web
+
+    from rlplat.runtime import read_manifest
+
+    [spec] = read_manifest(export).policies.values()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    graph = ort.InferenceSession(str(export / spec.file), options)
+    feed = graph.get_inputs()[0].name
+
+    async def act(request: web.Request) -> web.Response:
+        data = await request.json()
+        many = "observations" in data
+        observations = data["observations"] if many else [data["observation"]]
+        actions = graph.run(["action"], {feed: np.asarray(observations, np.float32)})[0].tolist()
+        return web.json_response({"actions": actions} if many else {"action": actions[0]})
+
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    app = web.Application()
+    app.router.add_post("/v1/act", act)
+    app.router.add_get("/healthz", health)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+
+
+def echo_app() -> Any:
+    """Ray Serve's floor: its proxy and one replica that answers without looking."""
     from ray import serve
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -63,116 +102,203 @@ def echo_app() -> object:
     return Echo.bind()
 
 
-def cartpole_run(given: str | None) -> Path:
-    if given:
-        return Path(given)
-    default = REPO / "checkpoints/cartpole-ppo"
-    if not default.is_dir():  # trained where the experiment says, its progress on the terminal
+def cartpole_export(given: str | None, scratch: Path) -> Path:
+    run = Path(given) if given else REPO / "checkpoints/cartpole-ppo"
+    if not run.is_dir():  # trained where the experiment says, its progress on the terminal
         rlplat("train", "experiments/cartpole_ppo.yaml", capture=False)
-    return default
+    export = scratch / "export"
+    rlplat("export", str(run), "--out", str(export))
+    return export
 
 
-async def load(url: str, concurrency: int, seconds: float, max_requests: int,
-               observations: list[list[float]]) -> dict[str, float]:
-    """Closed-loop load: ``concurrency`` clients, each waiting for its answer before the next."""
-    import aiohttp
-
-    latencies: list[float] = []
-    failures = 0
-    connector = aiohttp.TCPConnector(limit=concurrency)
-    async with aiohttp.ClientSession(base_url=url, connector=connector) as client:
-        async def one(index: int) -> None:
-            nonlocal failures
-            start = time.perf_counter()
-            body = {"observation": observations[index % len(observations)]}
-            async with client.post("/v1/act", json=body) as response:
-                await response.read()
+def wait_ready(url: str, process: subprocess.Popen | None, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise SystemExit(f"the server exited ({process.returncode}) before it answered")
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
                 if response.status == 200:
-                    latencies.append(time.perf_counter() - start)
-                else:
-                    failures += 1
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"{url}/healthz did not answer within {timeout_s:.0f} s")
 
-        async def client_loop(offset: int, deadline: float, budget: list[int]) -> None:
-            index = offset
-            while time.perf_counter() < deadline and budget[0] > 0:
-                budget[0] -= 1
-                await one(index)
-                index += concurrency
 
-        warm = time.perf_counter() + 0.5
-        await asyncio.gather(*(client_loop(i, warm, [10**9]) for i in range(concurrency)))
-        latencies.clear()
-        start = time.perf_counter()
-        budget = [max_requests]
-        await asyncio.gather(*(client_loop(i, start + seconds, budget)
-                               for i in range(concurrency)))
-        elapsed = time.perf_counter() - start
-    return {
-        "requests": len(latencies),
-        "failures": failures,
-        "requests_per_s": len(latencies) / elapsed,
-        "p50_ms": float(np.percentile(latencies, 50) * 1000),
-        "p99_ms": float(np.percentile(latencies, 99) * 1000),
+def wrk(url: str, body: str, connections: int, seconds: float, script_dir: Path) -> dict:
+    """One wrk run: requests/s, p50 and p99 in ms, failed requests."""
+    script = script_dir / "post.lua"
+    script.write_text(
+        'wrk.method = "POST"\n'
+        f"wrk.body = {json.dumps(body)}\n"
+        'wrk.headers["Content-Type"] = "application/json"\n'
+    )
+    command = [
+        "wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{seconds:g}s", "--latency",
+        "-s", str(script), f"{url}/v1/act",
+    ]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    percentiles = {
+        int(p): float(v) * UNITS[u] for p, v, u in re.findall(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s)$",
+                                                            out, re.MULTILINE)
     }
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    socket_errors = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out
+    )
+    return {
+        "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+        "p50_ms": percentiles[50],
+        "p99_ms": percentiles[99],
+        "errors": int(non_2xx.group(1)) if non_2xx else 0,
+        "socket_errors": sum(int(n) for n in socket_errors.groups()) if socket_errors else 0,
+    }
+
+
+def bodies() -> dict[str, str]:
+    observations = np.random.default_rng(0).normal(0, 0.3, (BATCH, 4)).round(4).tolist()
+    return {
+        "single": json.dumps({"observation": observations[0]}),
+        f"batch of {BATCH}": json.dumps({"observations": observations}),
+    }
+
+
+def measure(name: str, url: str, seconds: float, scratch: Path) -> list[dict]:
+    rows = []
+    for payload, body in bodies().items():
+        for connections in CONNECTIONS:
+            wrk(url, body, connections, 1, scratch)  # warm-up
+            row = {"server": name, "payload": payload, "connections": connections,
+                   **wrk(url, body, connections, seconds, scratch)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def soak(name: str, url: str, seconds: float, scratch: Path) -> dict:
+    body = bodies()["single"]
+    windows = [wrk(url, body, SOAK_CONNECTIONS, SOAK_WINDOW_S, scratch)
+               for _ in range(max(1, round(seconds / SOAK_WINDOW_S)))]
+    row = {
+        "server": name,
+        "connections": SOAK_CONNECTIONS,
+        "window_s": SOAK_WINDOW_S,
+        "p99_ms_per_window": [round(w["p99_ms"], 2) for w in windows],
+        "requests_per_s_per_window": [round(w["requests_per_s"]) for w in windows],
+        "errors": sum(w["errors"] + w["socket_errors"] for w in windows),
+    }
+    row["worst_p99_over_first"] = round(max(row["p99_ms_per_window"]) / windows[0]["p99_ms"], 2)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def run_server(command: list[str]) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [*command, "--port", str(port)], cwd=REPO, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url, process)
+    return process, url
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def echo_rows(seconds: float, scratch: Path) -> list[dict]:
+    import ray
+    from ray import serve
+
+    port = free_port()
+    ray.init(address="local", include_dashboard=False)
+    logging_config = {"enable_access_log": False, "log_level": "WARNING"}
+    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=logging_config)
+    serve.run(echo_app(), name="echo", route_prefix="/", logging_config=logging_config)
+    try:
+        body = bodies()["single"]
+        rows = []
+        for connections in CONNECTIONS:
+            wrk(f"http://127.0.0.1:{port}", body, connections, 1, scratch)
+            row = {"server": "serve echo", "payload": "single", "connections": connections,
+                   **wrk(f"http://127.0.0.1:{port}", body, connections, seconds, scratch)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    plain = {(r["payload"], r["connections"]): r for r in rows if r["server"] == "plain"}
+    lines = [
+        "| server | payload | connections | requests/s | p50 ms | p99 ms | errors "
+        "| req/s vs plain |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        base = plain.get((row["payload"], row["connections"]))
+        ratio = f"{row['requests_per_s'] / base['requests_per_s']:.2f}x" if base else "-"
+        lines.append(
+            f"| {row['server']} | {row['payload']} | {row['connections']} | "
+            f"{row['requests_per_s']:,.0f} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | "
+            f"{row['errors'] + row['socket_errors']} | {ratio} |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", help="a CartPole PPO run (default checkpoints/cartpole-ppo)")
-    parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--max-requests", type=int, default=4000)
+    parser.add_argument("--seconds", type=float, default=5.0, help="per level")
+    parser.add_argument("--soak", type=float, default=0.0, help="seconds of soak per engine")
+    parser.add_argument("--plain", nargs=2, metavar=("EXPORT", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    import ray
-    from ray import serve
-
-    from rlplat.cluster.connect import start_ray
-    from rlplat.serve.launch import ServeOptions, serve_policy
-
-    run = cartpole_run(args.run)
-    start_ray(None)
-    address = ray.get_runtime_context().gcs_address
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port},
-                logging_config={"enable_access_log": False, "log_level": "WARNING"})
-    observations = np.random.default_rng(0).normal(0, 0.3, (256, 4)).tolist()
-    rows = []
-    logging_config = {"enable_access_log": False, "log_level": "WARNING"}
-    serve.run(echo_app(), name="rlplat", route_prefix="/", logging_config=logging_config)
-    for concurrency in CONCURRENCY:
-        result = asyncio.run(load(f"http://127.0.0.1:{port}", concurrency, args.seconds,
-                                  args.max_requests, observations))
-        rows.append({"backend": "echo (Serve's floor)", "replicas": 1, "batching": False,
-                     "concurrency": concurrency, **result})
-        print(json.dumps(rows[-1]), flush=True)
-    for config in CONFIGS:
-        serve.delete("rlplat")
-        options = ServeOptions(
-            address=address, port=port, backend=config["backend"],
-            replicas=config["replicas"], replica_resources="{cpus: 1}",
-            max_batch_size=64 if config["batching"] else 1, batch_wait_ms=2.0, episodes=1,
-        )
-        serve_policy(run, options, lambda line: None)
-        for concurrency in CONCURRENCY:
-            result = asyncio.run(load(f"http://127.0.0.1:{port}", concurrency, args.seconds,
-                                      args.max_requests, observations))
-            rows.append({**config, "concurrency": concurrency, **result})
-            print(json.dumps(rows[-1]), flush=True)
-    serve.shutdown()
-    ray.shutdown()
+    if args.plain:
+        plain_server(Path(args.plain[0]), args.port or int(args.plain[1]))
+        return
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed: apt-get install wrk")
+    with tempfile.TemporaryDirectory(prefix="rlplat-serve-bench-") as tmp:
+        scratch = Path(tmp)
+        export = cartpole_export(args.run, scratch)
+        servers = {
+            "plain": [sys.executable, __file__, "--plain", str(export), "0"],
+            "rlplat local": [*RLPLAT, "serve", str(export), "--engine", "local"],
+            "rlplat ray": [*RLPLAT, "serve", str(export), "--engine", "ray"],
+            "rlplat ray, 2 replicas": [
+                *RLPLAT, "serve", str(export), "--engine", "ray", "--replicas", "2",
+                "--replica-resources", "{cpus: 0.5}",
+            ],
+        }
+        rows, soaks = [], []
+        for name, command in servers.items():
+            process, url = run_server(command)
+            try:
+                rows += measure(name, url, args.seconds, scratch)
+                if args.soak and name in ("rlplat local", "rlplat ray"):
+                    soaks.append(soak(name, url, args.soak, scratch))
+            finally:
+                stop(process)
+        rows += echo_rows(args.seconds, scratch)
     save_results(RESULTS, {
         "command": invocation(),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "run": str(run),
+        "wrk": subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout.strip()
+        .splitlines()[0] if shutil.which("wrk") else None,
         "seconds_per_level": args.seconds,
         "rows": rows,
+        "soak": soaks,
     })
-    print("\n| backend | replicas | batching | concurrency | requests/s | p50 ms | p99 ms |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for row in rows:
-        print(f"| {row['backend']} | {row['replicas']} | "
-              f"{'on (64, 2 ms)' if row['batching'] else 'off'} | {row['concurrency']} | "
-              f"{row['requests_per_s']:.0f} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} |")
+    print()
+    print(table(rows))
 
 
 if __name__ == "__main__":

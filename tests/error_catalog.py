@@ -481,6 +481,12 @@ CASES = [
         ["serve", "exported", "--backend", "torch"],
         setup=_exported,
     ),
+    Case("serve --engine that is not an engine", ["serve", "checkpoint", "--engine", "locl"]),
+    Case(
+        "serve --engine local with several replicas",
+        ["serve", "checkpoint", "--engine", "local", "--replicas", "2"],
+        setup=_copy,
+    ),
     Case("serve --stop without a cluster", ["serve", "--stop"]),
     Case(
         "seeds with an early-stopping scheduler",

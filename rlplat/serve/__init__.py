@@ -1,6 +1,8 @@
-"""``rlplat serve``: trained policies behind an HTTP endpoint on Ray Serve (see docs/serve.md).
+"""``rlplat serve``: trained policies behind an HTTP endpoint, in one process or on Ray Serve
+(see docs/serve.md).
 
-``require_serve()`` imports Ray Serve, which needs the ``serve`` extra.
+``require_serve()`` imports Ray Serve and ``require_serve_http()`` the local engine's HTTP
+server; both need the ``serve`` extra.
 """
 
 from __future__ import annotations
@@ -10,6 +12,21 @@ from types import ModuleType
 from rlplat.errors import UserError
 
 
+def _missing(exc: ModuleNotFoundError) -> UserError:
+    return UserError(
+        f"rlplat serve needs the serve extra ({exc.name} is not installed): pip install "
+        "'rlplat[serve]' (or pip install -e '.[serve]' in a checkout)."
+    )
+
+
+def require_serve_http() -> None:
+    """The local engine's HTTP server (uvicorn), or a UserError saying how to install it."""
+    try:
+        import uvicorn  # noqa: F401, PLC0415
+    except ModuleNotFoundError as exc:
+        raise _missing(exc) from None
+
+
 def require_serve() -> ModuleType:
     """``ray.serve``, or a UserError saying how to install what it needs."""
     try:
@@ -17,8 +34,5 @@ def require_serve() -> ModuleType:
         import starlette  # noqa: F401, PLC0415
         from ray import serve  # noqa: PLC0415
     except ModuleNotFoundError as exc:
-        raise UserError(
-            f"rlplat serve needs Ray Serve ({exc.name} is not installed): pip install "
-            "'rlplat[serve]' (or pip install -e '.[serve]' in a checkout)."
-        ) from None
+        raise _missing(exc) from None
     return serve

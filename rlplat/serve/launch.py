@@ -45,11 +45,14 @@ from rlplat.experiment.schema import ResourceOption
 from rlplat.experiment.yaml_io import parse_yaml
 from rlplat.export import load_exporter
 from rlplat.policy.exported import is_export
-from rlplat.serve import require_serve
+from rlplat.serve import require_serve, require_serve_http
+from rlplat.serve.front import PolicyRunner, policy_runners
+from rlplat.serve.local import LocalFront, serve_here
 from rlplat.serve.options import ServeOptions
 from rlplat.serve.protocol import PolicyView
 
 BACKENDS = ("onnx", "torch")
+ENGINES = ("auto", "local", "ray")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MIN_TOKEN_LENGTH = 16
 READY_TIMEOUT_S = 120.0
@@ -84,6 +87,9 @@ def check_options(path: Path | None, options: ServeOptions) -> Checked:
     if options.backend not in BACKENDS:
         raise UserError(f"--backend {options.backend!r} is not a backend."
                         + not_among(options.backend, BACKENDS))
+    if options.engine not in ENGINES:
+        raise UserError(f"--engine {options.engine!r} is not an engine."
+                        + not_among(options.engine, ENGINES))
     if path is not None and not path.exists():
         raise UserError(f"{path} does not exist: give a checkpoint, a trial/run/experiment "
                         "directory of rlplat train, or a directory written by rlplat export.")
@@ -220,6 +226,24 @@ def _from_export(directory: Path, source: str) -> ServedPolicy:
     return ServedPolicy(manifest, graphs, {"parity": summary}, source)
 
 
+def pick_engine(options: ServeOptions, checked: Checked) -> str:
+    """``local`` (this process answers) or ``ray`` (Ray Serve), as ``--engine`` asks; ``auto``
+    is local unless something needs Ray Serve."""
+    needs_ray = []
+    if not embedded(options.address):
+        needs_ray.append("a Ray cluster (--address or RAY_ADDRESS)")
+    if "num_replicas" not in checked.replicas or checked.replicas["num_replicas"] > 1:
+        needs_ray.append("more than one replica (--replicas, --autoscale)")
+    if set(checked.bundle) - {"CPU"}:
+        needs_ray.append("GPUs or custom resources (--replica-resources), which Ray places")
+    if options.engine == "local" and needs_ray:
+        raise UserError(
+            "--engine local answers from this process, on this machine's CPUs: it cannot serve "
+            f"{' or '.join(needs_ray)}. Use --engine ray (or auto, which picks it)."
+        )
+    return "ray" if options.engine == "ray" or needs_ray else "local"
+
+
 def check_placement(checked: Checked, nodes: list[Node]) -> list[str]:
     """Refuse replicas the cluster can never hold; the node of each replica on an empty one."""
     bundles = [LabelledBundle("replica", "--replica-resources", checked.bundle)] * (
@@ -292,7 +316,7 @@ def curl_line(url: str, view: PolicyView, token_env: str | None) -> str:
 
 
 def summary_lines(served: ServedPolicy, options: ServeOptions, checked: Checked,
-                  placement: list[str], url: str) -> list[str]:
+                  placement: list[str], url: str, engine: str) -> list[str]:
     manifest = served.manifest
     experiment = manifest.experiment
     view = PolicyView.of(manifest)
@@ -309,13 +333,24 @@ def summary_lines(served: ServedPolicy, options: ServeOptions, checked: Checked,
     size = (f"{checked.replicas['num_replicas']} replica(s)" if "num_replicas" in checked.replicas
             else "autoscaling {min_replicas}..{max_replicas} replicas".format(
                 **checked.replicas["autoscaling_config"]))
+    if engine == "local":
+        where = (
+            f"  in this process (local engine) on {local_threads(checked)} CPU thread(s) with the "
+            f"{options.backend} backend, batches of up to {options.max_batch_size} (whatever "
+            "arrives while the policy runs; no wait)"
+        )
+    else:
+        where = (
+            f"  {size} x {format_bundle(checked.bundle)} on Ray Serve with the {options.backend} "
+            f"backend, batches of up to {options.max_batch_size} (waiting "
+            f"{options.batch_wait_ms:g} ms)"
+            + (f"; on {', '.join(sorted(set(placement)))}" if placement else "")
+        )
     lines = [
         f"Serving {experiment and experiment.name} ({experiment and experiment.algorithm} on "
         f"{manifest.env.label}) from the {served.source}",
         f"  policy: {acting}; {verified}",
-        f"  {size} x {format_bundle(checked.bundle)} with the {options.backend} backend, "
-        f"batches of up to {options.max_batch_size} (waiting {options.batch_wait_ms:g} ms)"
-        + (f"; on {', '.join(sorted(set(placement)))}" if placement else ""),
+        where,
     ]
     if view.stateful:
         lines.append("  recurrent: send a 'session' id with each step and 'reset': true with an "
@@ -343,9 +378,54 @@ def serve_command(path: Path | None, options: ServeOptions, say: Any) -> None:
         serve_policy(path, options, say)
 
 
+def local_threads(checked: Checked) -> int:
+    """The CPU threads one replica's graph runs use: its whole CPUs, at least one."""
+    return max(1, int(checked.actor_options.get("num_cpus") or 1))
+
+
 def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
-    """Deploy the policy and, embedded, serve it until Ctrl-C (or SIGTERM)."""
+    """Serve the policy until Ctrl-C (or SIGTERM): from this process (the local engine), or
+    deployed on Ray Serve (with ``--address`` it stays on the cluster and this returns)."""
     checked = check_options(path, options)
+    if pick_engine(options, checked) == "local":
+        serve_locally(path, options, checked, say)
+    else:
+        serve_on_ray(path, options, checked, say)
+
+
+def serve_locally(path: Path, options: ServeOptions, checked: Checked, say: Any) -> None:
+    """The local engine: no Ray; uvicorn and the policy in this process."""
+    require_serve_http()
+    check_placement(checked, local_machine())
+    if not port_is_free(options.host, options.port):
+        raise UserError(f"port {options.port} on {options.host} is in use (another rlplat "
+                        "serve?): pick another with --port.")
+    served = served_policy(path, options, say)
+    threads = local_threads(checked)
+    runners = policy_runners(served.manifest, served.graphs, options.backend, threads, gpu=False)
+    app = LocalFront(
+        served.manifest,
+        {**served.about, "backend": options.backend, "engine": "local"},
+        checked.token,
+        options.max_body,
+        PolicyRunner(served.manifest, runners),
+        options.max_batch_size,
+        options.max_sessions,
+        options.session_ttl_s,
+    )
+    url = url_of(options.host, options.port, public=True)
+
+    def ready() -> None:
+        for line in summary_lines(served, options, checked, [], url, "local"):
+            say(line)
+        say("Serving until Ctrl-C.")
+
+    serve_here(app, options.host, options.port, options.verbose, ready)
+    say("Stopped.")
+
+
+def serve_on_ray(path: Path, options: ServeOptions, checked: Checked, say: Any) -> None:
+    """The Ray Serve engine; embedded, until Ctrl-C (or SIGTERM)."""
     serve = require_serve()
     local = embedded(options.address)
     if local:
@@ -364,7 +444,7 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
     app = build_app(
         served.manifest,
         served.graphs,
-        {**served.about, "backend": options.backend},
+        {**served.about, "backend": options.backend, "engine": "ray"},
         backend=options.backend,
         replicas=checked.replicas,
         actor_options=checked.actor_options,
@@ -388,7 +468,7 @@ def serve_policy(path: Path, options: ServeOptions, say: Any) -> None:
         quiet_serve_logs(options.verbose)
         wait_healthy(url_of(host, port, public=False))
         for line in summary_lines(served, options, checked, placement,
-                                  url_of(host, port, public=True)):
+                                  url_of(host, port, public=True), "ray"):
             say(line)
         metrics = metrics_url()
         if metrics:

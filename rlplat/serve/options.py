@@ -47,6 +47,11 @@ class ServeOptions:
         flags=("--session-ttl",),
         help="Recurrent policies: seconds a session lives without requests.",
     )
+    engine: str = option(
+        "auto",
+        help="local (this process answers, no Ray), ray (Ray Serve: replicas, autoscaling, "
+        "clusters) or auto (local where it can serve: no --address, one replica, CPUs only).",
+    )
     address: str | None = option(
         None, help="Deploy onto a running Ray cluster (auto or host:port) and return."
     )

@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -223,12 +225,10 @@ def expect(client: Any, status: int, words: list[str], method: str = "POST", pat
         assert word in message, message
 
 
-def test_every_error_status_and_the_server_answers_after(served, off_policy_runs, monkeypatch):
+def check_error_statuses(url: str) -> None:
     """401, 404, 405, 400, 413 and 422 (shape, type, NaN, unknown field, explore on DQN), each
-    with a message naming the field; then /healthz and a good request still answer."""
-    monkeypatch.setenv("SERVE_TOKEN", TOKEN)
-    url = served.deploy(off_policy_runs("cartpole_dqn").run_dir, token_env="SERVE_TOKEN",
-                        max_body=2048)
+    with a message naming the field; then /healthz and a good request still answer. For a DQN
+    CartPole policy served with the token TOKEN and --max-body 2048."""
     good = {"observation": [0.01, 0.0, -0.02, 0.03]}
     with httpx.Client(base_url=url, timeout=30) as anonymous:
         expect(anonymous, 401, ["bearer token"], json=good)
@@ -255,6 +255,15 @@ def test_every_error_status_and_the_server_answers_after(served, off_policy_runs
         assert client.get("/healthz").json() == {"status": "ok"}
         assert client.post("/v1/act", json=good).json()["action"] in (0, 1)
 
+
+def test_every_error_status_and_the_server_answers_after(served, off_policy_runs, monkeypatch):
+    """The error statuses on Ray Serve (check_error_statuses); then --stop removes the
+    application."""
+    monkeypatch.setenv("SERVE_TOKEN", TOKEN)
+    url = served.deploy(off_policy_runs("cartpole_dqn").run_dir, token_env="SERVE_TOKEN",
+                        max_body=2048)
+    check_error_statuses(url)
+
     from rlplat.errors import UserError
     from rlplat.serve.launch import ServeOptions, stop_application
 
@@ -278,23 +287,21 @@ def test_served_multi_agent_policy_acts_like_eval(served, spread_run):
                json={"observations": {"agent_9": [0.0] * 18}})
 
 
-def test_served_recurrent_qmix_keeps_memory_per_session(served, spread_qmix_run):
-    """Two episodes interleaved step by step, each with its own session and its own shadow
+def play_two_sessions(url: str, run_dir: Path) -> None:
+    """Two QMIX episodes interleaved step by step, each with its own session and its own shadow
     checkpoint actor: every action equals rlplat eval's, so the sessions do not mix."""
+    import threading
+
     from rlplat.policy.rollout import run_episode
 
-    url = served.deploy(spread_qmix_run.run_dir, replicas=2)
     with httpx.Client(base_url=url, timeout=30) as client:
         expect(client, 422, ["'session' is required"],
                json={"observations": {"agent_0": [0.0] * 18}})
-        pairs = [checkpoint_actor(spread_qmix_run.run_dir) for _ in range(2)]
+        pairs = [checkpoint_actor(run_dir) for _ in range(2)]
         actors = [TeamHttpActor(client, session=f"episode-{i}") for i in range(2)]
-        # run_episode plays one episode; two threads interleave the two sessions' steps.
-        import threading
-
         results: list[Any] = [None, None]
 
-        def one(i: int) -> None:
+        def one(i: int) -> None:  # run_episode plays one episode; two threads interleave them
             reference, env = pairs[i]
             results[i] = run_episode(actors[i], env, seed=10 + i, explore=False,
                                      shadows=[reference],
@@ -312,6 +319,11 @@ def test_served_recurrent_qmix_keeps_memory_per_session(served, spread_qmix_run)
         answer = client.post("/v1/act", json={"observations": {"agent_0": [0.0] * 18},
                                               "session": "episode-0"}).json()
         assert answer["step"] == 26, "the session carried on from its 25 steps"
+
+
+def test_served_recurrent_qmix_keeps_memory_per_session(served, spread_qmix_run):
+    """Sessions on Ray Serve, with two worker replicas (play_two_sessions)."""
+    play_two_sessions(served.deploy(spread_qmix_run.run_dir, replicas=2), spread_qmix_run.run_dir)
 
 
 def replica_actors(name: str = "PolicyWorker") -> list[Any]:
@@ -390,34 +402,62 @@ def test_replicas_go_where_their_resources_are(served, ray_cluster, solved_cartp
         ray_cluster.remove_node(node)
 
 
-def test_embedded_serve_prints_a_working_curl_line_and_stops_on_ctrl_c(cartpole_export):
-    """The whole command, as a user runs it: its own local Ray, the printed request answered,
-    Ctrl-C stops it cleanly (exit 0)."""
-    import json
-    import shlex
-
-    export = cartpole_export["dir"]
+@contextmanager
+def serve_command(path: str | Path, *flags: str, env: dict[str, str] | None = None,
+                  stop_signal: int = signal.SIGINT) -> Iterator[tuple[str, list[str]]]:
+    """``rlplat serve PATH FLAGS --port P`` as a user runs it (its own process, no RAY_ADDRESS):
+    its URL and printed lines once it serves; stopped by ``stop_signal`` afterwards, which must
+    end it cleanly (exit 0, "Stopped.")."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "rlplat.cli", "serve", export, "--port", str(port),
-         "--replica-resources", "{cpus: 0.5}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
+        [sys.executable, "-m", "rlplat.cli", "serve", str(path), *flags, "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+        env={**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **(env or {})},
     )
     lines = []
     try:
         for line in process.stdout:
             lines.append(line)
-            if "Serving until Ctrl-C" in line or "error" in line:
+            if "Serving until Ctrl-C" in line or "error" in line.lower():
                 break
-        curl = next(line for line in lines if line.startswith("Try: curl"))
-        body = json.loads(shlex.split(curl)[-1])
-        answer = httpx.post(f"http://127.0.0.1:{port}/v1/act", json=body, timeout=30)
-        assert answer.status_code == 200 and answer.json()["action"] in (0, 1)
+        assert "Serving until Ctrl-C.\n" in lines, "".join(lines)
+        yield f"http://127.0.0.1:{port}", lines
     finally:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop_signal)
         rest, _ = process.communicate(timeout=60)
     assert process.returncode == 0, "".join(lines) + rest
     assert "Stopped." in rest
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+
+
+@pytest.mark.parametrize(("flags", "engine"), [([], "local"), (["--engine", "ray"], "ray")])
+def test_serve_prints_a_working_curl_line_and_stops_on_ctrl_c(cartpole_export, flags, engine):
+    """The whole command, as a user runs it: the printed request is answered and Ctrl-C stops
+    it cleanly, from this process (what auto picks here) and on an embedded Ray Serve."""
+    import json
+    import shlex
+
+    with serve_command(cartpole_export["dir"], "--replica-resources", "{cpus: 0.5}", *flags) as (
+        url,
+        lines,
+    ):
+        assert any(("in this process (local engine)" in line) == (engine == "local")
+                   and "backend" in line for line in lines), "".join(lines)
+        curl = next(line for line in lines if line.startswith("Try: curl"))
+        body = json.loads(shlex.split(curl)[-1])
+        answer = httpx.post(f"{url}/v1/act", json=body, timeout=30)
+        assert answer.status_code == 200 and answer.json()["action"] in (0, 1)
+        assert httpx.get(f"{url}/v1/policy", timeout=30).json()["engine"] == engine
+
+
+def test_the_local_engine_keeps_the_contract(off_policy_runs, spread_qmix_run):
+    """The local engine answers every error status as Ray Serve does, keeps recurrent sessions
+    apart, and stops cleanly on SIGTERM."""
+    token = {"SERVE_TOKEN": TOKEN}
+    dqn = off_policy_runs("cartpole_dqn").run_dir
+    flags = ["--token-env", "SERVE_TOKEN", "--max-body", "2048", "--episodes", "1"]
+    with serve_command(dqn, *flags, env=token, stop_signal=signal.SIGTERM) as (url, _):
+        check_error_statuses(url)
+    with serve_command(spread_qmix_run.run_dir, "--episodes", "1") as (url, _):
+        play_two_sessions(url, spread_qmix_run.run_dir)

@@ -94,3 +94,37 @@ def test_sessions_expire_are_bounded_and_refuse_a_step_on_a_stale_version():
     now[0] = 16  # c was last used at 5, a at 12
     assert store.get("c") == (0, None), "expired after 10 s without a request"
     assert store.get("a") == (1, "a1")
+
+
+def test_the_local_engine_runs_a_lone_request_at_once_and_batches_what_waits():
+    """One request runs the policy by itself, with no wait; requests that arrive together share
+    graph runs of at most max_batch_size; each gets its own reply, and a policy that fails
+    fails only the requests of that run."""
+    import asyncio
+
+    from rlplat.serve.front import WorkerReply
+    from rlplat.serve.local import Batcher
+
+    class Policy:
+        def __init__(self):
+            self.runs: list[list[int]] = []
+
+        def act(self, requests):
+            self.runs.append([queries[0] for queries in requests])
+            if -1 in self.runs[-1]:
+                raise RuntimeError("broken")
+            return [WorkerReply(actions=[queries[0] * 10]) for queries in requests]
+
+    async def scenario(policy):
+        batcher = Batcher(policy, max_batch_size=4)
+        alone = await asyncio.wait_for(batcher.ask([7]), timeout=1)
+        together = await asyncio.gather(*(batcher.ask([i]) for i in range(6)))
+        failed = await asyncio.gather(batcher.ask([-1]), return_exceptions=True)
+        return alone, together, failed
+
+    policy = Policy()
+    alone, together, failed = asyncio.run(scenario(policy))
+    assert alone.actions == [70]
+    assert [reply.actions for reply in together] == [[i * 10] for i in range(6)]
+    assert policy.runs == [[7], [0, 1, 2, 3], [4, 5], [-1]]
+    assert isinstance(failed[0], RuntimeError)
