@@ -481,7 +481,11 @@ CASES = [
         ["serve", "exported", "--backend", "torch"],
         setup=_exported,
     ),
-    Case("serve --engine that is not an engine", ["serve", "checkpoint", "--engine", "locl"]),
+    Case(
+        "serve --engine that is not an engine",
+        ["serve", "checkpoint", "--engine", "locl"],
+        setup=_copy,
+    ),
     Case(
         "serve --engine local with several replicas",
         ["serve", "checkpoint", "--engine", "local", "--replicas", "2"],
