@@ -16,11 +16,14 @@ rlplat (for its result reader) waits until a result is read.
 from __future__ import annotations
 
 import json
+import os
 import platform
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -306,3 +309,34 @@ def machine() -> str:
 def invocation() -> str:
     """The benchmark's command line as it was typed, for its results file."""
     return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+
+
+# --- a two-node Ray cluster on this machine ------------------------------------------------------
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+@contextmanager
+def two_node_cluster(resources: str = "{}") -> Iterator[str]:
+    """A head and a worker node on this machine (``ray start``, as docs/cluster.md does), each
+    with 2 CPUs and ``resources`` (JSON); its address. With token authentication, as
+    docs/cluster.md sets it up (a token is made if this machine has none); the commands run
+    meanwhile inherit the setting. Stops every Ray process on the machine at the end."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"127.0.0.1:{port}"
+    node = ["--num-cpus=2", "--resources", resources]
+    os.environ["RAY_AUTH_MODE"] = "token"
+    if not (Path.home() / ".ray/auth_token").is_file():
+        run([RAY, "get-auth-token", "--generate"], check=True)
+    try:
+        run(
+            [RAY, "start", "--head", f"--port={port}", "--include-dashboard=false", *node],
+            check=True,
+        )
+        run([RAY, "start", f"--address={address}", *node], check=True)
+        yield address
+    finally:
+        run([RAY, "stop", "--force"])
+        del os.environ["RAY_AUTH_MODE"]

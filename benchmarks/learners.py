@@ -23,13 +23,8 @@ Results: benchmarks/results/learners.json.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -37,10 +32,10 @@ from harness import (
     invocation,
     machine,
     results_file,
-    run,
     save_results,
     take_turns,
     train,
+    two_node_cluster,
 )
 
 RESULTS = results_file("learners.json")
@@ -48,34 +43,6 @@ TWO_NODES = "2 learners, 2 nodes"
 SIDES = ["1 learner", "2 learners", TWO_NODES]
 EXPERIMENT = "experiments/cartpole_ppo.yaml"
 TARGET = 475.0
-
-
-RAY = str(Path(sys.executable).with_name("ray"))
-
-
-@contextmanager
-def two_node_cluster() -> Iterator[str]:
-    """A head and a worker node on this machine, each with one ``learner_node``; its address.
-    With token authentication, as docs/cluster.md starts a cluster (a token is made if this
-    machine has none); the rlplat commands run meanwhile inherit the setting."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    address = f"127.0.0.1:{port}"
-    node = ["--num-cpus=2", "--resources", '{"learner_node": 1}']
-    os.environ["RAY_AUTH_MODE"] = "token"
-    if not (Path.home() / ".ray/auth_token").is_file():
-        run([RAY, "get-auth-token", "--generate"], check=True)
-    try:
-        run(
-            [RAY, "start", "--head", f"--port={port}", "--include-dashboard=false", *node],
-            check=True,
-        )
-        run([RAY, "start", f"--address={address}", *node], check=True)
-        yield address
-    finally:
-        run([RAY, "stop", "--force"])
-        del os.environ["RAY_AUTH_MODE"]
 
 
 def one_run(
@@ -131,7 +98,7 @@ def main() -> None:
                 runs.append({"side": side, "seed": seed, "first": turns["first"], **turns[side]})
                 print(f"seed {seed} {side}: {turns[side]}", flush=True)
         if args.two_nodes:
-            with two_node_cluster() as address:
+            with two_node_cluster('{"learner_node": 1}') as address:
                 for seed in args.seeds:
                     row = one_run(seed, 2, args.learner_cpus, Path(tmp), address)
                     runs.append({"side": TWO_NODES, "seed": seed, "first": None, **row})

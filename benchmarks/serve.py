@@ -1,7 +1,8 @@
 """``rlplat serve`` under load against a plain one-process server, side by side in one run.
 
     apt-get install wrk                        # the load generator (Debian's package)
-    python benchmarks/serve.py [--run RUN_DIR] [--seconds 5] [--soak 60]
+    python benchmarks/serve.py [--run RUN_DIR] [--seconds 5] [--soak 60] [--team RUN_DIR]
+                               [--cluster] [--only team|cluster]
 
 Every server serves the export of the shipped CartPole PPO policy (``--run``, or
 checkpoints/cartpole-ppo, trained first if missing; exported into a temporary directory), one
@@ -19,8 +20,14 @@ Load: ``wrk`` (compiled, closed loop: each connection sends its next request whe
 answered) for ``--seconds`` per level after a 1 s warm-up, at 1, 8, 32 and 128 connections, with
 one observation per request and with 16 (``observations``). wrk runs on the same 2 cores as the
 server, so its CPU use counts against the server's. ``--soak S`` adds S seconds at 32 connections
-against each rlplat engine in 10-second windows: p99 per window. Writes
-benchmarks/results/serve.json and prints a Markdown table.
+against each rlplat engine in 10-second windows: p99 per window. ``--team RUN`` adds a team of
+policies answered in one request: the run's export (e.g. a MADDPG simple_spread run, one policy
+per agent) behind plain, local and ray, each request holding every agent's observation.
+``--cluster`` adds the Ray engine on a two-node cluster started with ``ray start`` on this machine
+(docs/cluster.md), ``rlplat serve --address``, with 1 and then 2 replicas of {cpus: 1} and a
+``serve_node`` resource that each node has once (so 2 replicas serve from both nodes); it stops
+every Ray process on the machine at the end. ``--only`` measures just those rows and keeps the
+others from the results file. Writes benchmarks/results/serve.json and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -42,7 +49,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from harness import REPO, RLPLAT, invocation, results_file, rlplat, save_results
+from harness import (
+    REPO,
+    RLPLAT,
+    invocation,
+    load_results,
+    results_file,
+    rlplat,
+    save_results,
+    two_node_cluster,
+)
 
 RESULTS = results_file("serve.json")
 CONNECTIONS = (1, 8, 32, 128)
@@ -59,23 +75,34 @@ def free_port() -> int:
 
 
 def plain_server(export: Path, port: int) -> None:
-    """The baseline: the export's ONNX graph behind aiohttp, one graph run per request."""
+    """The baseline: the export's ONNX graphs behind aiohttp, one graph run per policy per
+    request (a team: each agent's policy on its observation)."""
     import onnxruntime as ort
     from aiohttp import web
 
     from rlplat.runtime import read_manifest
 
-    [spec] = read_manifest(export).policies.values()
+    manifest = read_manifest(export)
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
-    graph = ort.InferenceSession(str(export / spec.file), options)
-    feed = graph.get_inputs()[0].name
+    graphs = {
+        pid: ort.InferenceSession(str(export / spec.file), options)
+        for pid, spec in manifest.policies.items()
+    }
+    feeds = {pid: graph.get_inputs()[0].name for pid, graph in graphs.items()}
+
+    def run(pid: str, observations: list) -> list:
+        batch = np.asarray(observations, np.float32)
+        return graphs[pid].run(["action"], {feeds[pid]: batch})[0].tolist()
 
     async def act(request: web.Request) -> web.Response:
         data = await request.json()
+        if manifest.multi_agent:
+            observations = data["observations"]
+            actions = {a: run(manifest.agents[a], [obs])[0] for a, obs in observations.items()}
+            return web.json_response({"actions": actions})
         many = "observations" in data
-        observations = data["observations"] if many else [data["observation"]]
-        actions = graph.run(["action"], {feed: np.asarray(observations, np.float32)})[0].tolist()
+        actions = run(next(iter(graphs)), data["observations"] if many else [data["observation"]])
         return web.json_response({"actions": actions} if many else {"action": actions[0]})
 
     async def health(request: web.Request) -> web.Response:
@@ -102,13 +129,17 @@ def echo_app() -> Any:
     return Echo.bind()
 
 
-def cartpole_export(given: str | None, scratch: Path) -> Path:
+def export_of(run: Path, scratch: Path, name: str) -> Path:
+    export = scratch / name
+    rlplat("export", str(run), "--out", str(export))
+    return export
+
+
+def cartpole_run(given: str | None) -> Path:
     run = Path(given) if given else REPO / "checkpoints/cartpole-ppo"
     if not run.is_dir():  # trained where the experiment says, its progress on the terminal
         rlplat("train", "experiments/cartpole_ppo.yaml", capture=False)
-    export = scratch / "export"
-    rlplat("export", str(run), "--out", str(export))
-    return export
+    return run
 
 
 def wait_ready(url: str, process: subprocess.Popen | None, timeout_s: float = 180) -> None:
@@ -141,15 +172,15 @@ def wrk(url: str, body: str, connections: int, seconds: float, script_dir: Path)
     percentiles = {
         int(p): float(v) * UNITS[u] for p, v, u in re.findall(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s)$",
                                                             out, re.MULTILINE)
-    }
+    }  # none when no request was answered in time
     non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(
         r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out
     )
     return {
         "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
-        "p50_ms": percentiles[50],
-        "p99_ms": percentiles[99],
+        "p50_ms": percentiles.get(50),
+        "p99_ms": percentiles.get(99),
         "errors": int(non_2xx.group(1)) if non_2xx else 0,
         "socket_errors": sum(int(n) for n in socket_errors.groups()) if socket_errors else 0,
     }
@@ -163,9 +194,22 @@ def bodies() -> dict[str, str]:
     }
 
 
-def measure(name: str, url: str, seconds: float, scratch: Path) -> list[dict]:
+def team_body(export: Path) -> dict[str, str]:
+    """Every agent's observation in one request (random numbers of each policy's input shape)."""
+    from rlplat.runtime import read_manifest
+
+    manifest = read_manifest(export)
+    rng = np.random.default_rng(0)
+    observations = {
+        agent: rng.normal(0, 0.3, manifest.policies[pid].inputs[0].shape[1:]).round(4).tolist()
+        for agent, pid in (manifest.agents or {}).items()
+    }
+    return {f"team of {len(observations)}": json.dumps({"observations": observations})}
+
+
+def measure(name: str, url: str, seconds: float, scratch: Path, payloads: dict) -> list[dict]:
     rows = []
-    for payload, body in bodies().items():
+    for payload, body in payloads.items():
         for connections in CONNECTIONS:
             wrk(url, body, connections, 1, scratch)  # warm-up
             row = {"server": name, "payload": payload, "connections": connections,
@@ -235,6 +279,31 @@ def echo_rows(seconds: float, scratch: Path) -> list[dict]:
     return rows
 
 
+def cluster_rows(export: Path, seconds: float, scratch: Path) -> list[dict]:
+    """The Ray engine on two nodes, 1 and 2 replicas, single observations."""
+    rows = []
+    with two_node_cluster('{"serve_node": 1}') as address:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        for replicas in (1, 2):
+            deployed = rlplat(
+                "serve", str(export), "--address", address, "--port", str(port), "--name",
+                "bench", "--replicas", str(replicas), "--replica-resources",
+                "{cpus: 1, custom: {serve_node: 1}}",
+            )
+            placed = next(line for line in deployed.stdout.splitlines() if "replica(s)" in line)
+            wait_ready(url, None)
+            for row in measure(f"rlplat ray, {replicas} replica(s), 2 nodes", url, seconds,
+                               scratch, {"single": bodies()["single"]}):
+                rows.append({**row, "placed": placed.strip()})
+            rlplat("serve", "--stop", "--name", "bench", "--address", address)
+    return rows
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def table(rows: list[dict]) -> str:
     plain = {(r["payload"], r["connections"]): r for r in rows if r["server"] == "plain"}
     lines = [
@@ -247,10 +316,25 @@ def table(rows: list[dict]) -> str:
         ratio = f"{row['requests_per_s'] / base['requests_per_s']:.2f}x" if base else "-"
         lines.append(
             f"| {row['server']} | {row['payload']} | {row['connections']} | "
-            f"{row['requests_per_s']:,.0f} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | "
+            f"{row['requests_per_s']:,.0f} | {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} | "
             f"{row['errors'] + row['socket_errors']} | {ratio} |"
         )
     return "\n".join(lines)
+
+
+def servers(export: Path, replicas: bool) -> dict[str, list[str]]:
+    """Each server's command for ``export`` (--port is added when it starts)."""
+    commands = {
+        "plain": [sys.executable, __file__, "--plain", str(export), "0"],
+        "rlplat local": [*RLPLAT, "serve", str(export), "--engine", "local"],
+        "rlplat ray": [*RLPLAT, "serve", str(export), "--engine", "ray"],
+    }
+    if replicas:
+        commands["rlplat ray, 2 replicas"] = [
+            *RLPLAT, "serve", str(export), "--engine", "ray", "--replicas", "2",
+            "--replica-resources", "{cpus: 0.5}",
+        ]
+    return commands
 
 
 def main() -> None:
@@ -258,6 +342,9 @@ def main() -> None:
     parser.add_argument("--run", help="a CartPole PPO run (default checkpoints/cartpole-ppo)")
     parser.add_argument("--seconds", type=float, default=5.0, help="per level")
     parser.add_argument("--soak", type=float, default=0.0, help="seconds of soak per engine")
+    parser.add_argument("--team", help="a multi-agent run: serve its team too")
+    parser.add_argument("--cluster", action="store_true", help="the Ray engine on two nodes")
+    parser.add_argument("--only", choices=["team", "cluster"], help="only those rows")
     parser.add_argument("--plain", nargs=2, metavar=("EXPORT", "PORT"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -266,33 +353,41 @@ def main() -> None:
         return
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: apt-get install wrk")
+    rows, soaks = [], []
     with tempfile.TemporaryDirectory(prefix="rlplat-serve-bench-") as tmp:
         scratch = Path(tmp)
-        export = cartpole_export(args.run, scratch)
-        servers = {
-            "plain": [sys.executable, __file__, "--plain", str(export), "0"],
-            "rlplat local": [*RLPLAT, "serve", str(export), "--engine", "local"],
-            "rlplat ray": [*RLPLAT, "serve", str(export), "--engine", "ray"],
-            "rlplat ray, 2 replicas": [
-                *RLPLAT, "serve", str(export), "--engine", "ray", "--replicas", "2",
-                "--replica-resources", "{cpus: 0.5}",
-            ],
-        }
-        rows, soaks = [], []
-        for name, command in servers.items():
-            process, url = run_server(command)
-            try:
-                rows += measure(name, url, args.seconds, scratch)
-                if args.soak and name in ("rlplat local", "rlplat ray"):
-                    soaks.append(soak(name, url, args.soak, scratch))
-            finally:
-                stop(process)
-        rows += echo_rows(args.seconds, scratch)
+        export = export_of(cartpole_run(args.run), scratch, "export")
+        if args.only is None:
+            for name, command in servers(export, replicas=True).items():
+                process, url = run_server(command)
+                try:
+                    rows += measure(name, url, args.seconds, scratch, bodies())
+                    if args.soak and name in ("rlplat local", "rlplat ray"):
+                        soaks.append(soak(name, url, args.soak, scratch))
+                finally:
+                    stop(process)
+            rows += echo_rows(args.seconds, scratch)
+        if args.team and args.only in (None, "team"):
+            team = export_of(Path(args.team), scratch, "team")
+            for name, command in servers(team, replicas=False).items():
+                process, url = run_server(command)
+                try:
+                    rows += measure(name, url, args.seconds, scratch, team_body(team))
+                finally:
+                    stop(process)
+        if args.cluster and args.only in (None, "cluster"):
+            rows += cluster_rows(export, args.seconds, scratch)
+    for row in [*rows, *soaks]:
+        row["command"] = invocation()
+    if args.only:  # the earlier rows stay, but for those measured again
+        earlier = load_results(RESULTS)
+        again = {(r["server"], r["payload"]) for r in rows}
+        kept = [r for r in earlier.get("rows", []) if (r["server"], r["payload"]) not in again]
+        rows = kept + rows
+        soaks = earlier.get("soak", [])
     save_results(RESULTS, {
-        "command": invocation(),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "wrk": subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout.strip()
-        .splitlines()[0] if shutil.which("wrk") else None,
+        "wrk": subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split("\n")[0],
         "seconds_per_level": args.seconds,
         "rows": rows,
         "soak": soaks,

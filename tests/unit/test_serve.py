@@ -128,3 +128,35 @@ def test_the_local_engine_runs_a_lone_request_at_once_and_batches_what_waits():
     assert [reply.actions for reply in together] == [[i * 10] for i in range(6)]
     assert policy.runs == [[7], [0, 1, 2, 3], [4, 5], [-1]]
     assert isinstance(failed[0], RuntimeError)
+
+
+PLAIN_MANIFEST = {
+    "multi_agent": False,
+    "policies": {
+        "default_policy": {
+            "kind": "onnx",
+            "inputs": [
+                {"name": "obs", "shape": ["batch", 4], "path": [], "observation_dtype": "float32"}
+            ],
+            "action": {"type": "Discrete", "n": 2, "start": 0, "dtype": "int64"},
+        }
+    },
+}
+
+
+def test_a_list_of_observations_is_checked_at_once_and_a_bad_one_still_named():
+    """A request's list of plain observations is checked as one array (each row the float32
+    observation the graph reads); when one of them is bad, the error names it."""
+    from rlplat.serve.protocol import HttpError, PolicyView, parse_act
+
+    view = PolicyView.of(PLAIN_MANIFEST)
+    observations = [[0.1, 0.2, 0.3, 0.4], [1, 2, 3, 4], [-0.5, 0.0, 0.5, 1e3]]
+    request = parse_act({"observations": observations}, view)
+    assert len(request.queries) == 3
+    for query, given in zip(request.queries, observations, strict=True):
+        assert query.observation.dtype == np.float32
+        np.testing.assert_array_equal(query.observation, np.asarray(given, np.float32))
+    with pytest.raises(HttpError, match=r"observations\[2\]: got shape \[3\]"):
+        parse_act({"observations": [*observations[:2], [0.0, 0.0, 0.0]]}, view)
+    with pytest.raises(HttpError, match=r"observations\[1\]: holds NaN"):
+        parse_act({"observations": [observations[0], [0.0, float("nan"), 0.0, 0.0]]}, view)
