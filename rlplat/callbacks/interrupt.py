@@ -37,7 +37,7 @@ SHOULD_CHECKPOINT = "should_checkpoint"  # a result key Tune reads after its cal
 RUNNING = "RUNNING"
 MIN_WATCHDOG_S = 300.0
 SLOWEST_ITERATION_FACTOR = 10.0
-WATCH_PERIOD_S = 1.0  # how often the watchdog looks at in-process trials
+WATCH_PERIOD_S = 0.25  # how often the watchdog looks at in-process trials
 
 
 class GracefulStop(ConsoleCallback):

@@ -4,6 +4,7 @@ the trial with the env's own error, remote env runners included."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -59,7 +60,8 @@ def test_a_stuck_iteration_gets_a_watchdog_warning_and_ctrl_c_stops_at_once(
         lines.append(line)
         if line.startswith("watchdog:"):
             break
-    assert "has been in one iteration for 3 s" in "".join(lines), "".join(lines)
+    waited = re.search(r"has been in one iteration for (\d+) s", "".join(lines))
+    assert waited and 3 <= int(waited.group(1)) <= 10, "".join(lines)  # it looks every 0.25 s
     os.killpg(process.pid, signal.SIGINT)
     output = process.communicate(timeout=90)[0]
     assert process.returncode == 130, output[-3000:]
