@@ -1,5 +1,5 @@
-"""Pieces TD3 and MADDPG share: plain MLPs, the settings, Box exploration, and a learner whose
-actor and critic optimizers each take the gradient of their own loss.
+"""Pieces TD3, MADDPG and CrossQ share: plain MLPs, the settings, Box exploration, and a learner
+whose actor and critic optimizers each take the gradient of their own loss.
 
 An actor's loss -Q(s, mu(s)) reaches the critic's parameters through the graph; summed with
 the critic's loss and back-propagated once, it would also move the critic. Here each optimizer
@@ -16,8 +16,8 @@ from ray.rllib.utils.typing import ModuleID, ParamDict
 from torch import nn
 
 from rlplat.algorithms.base import RandomWarmupConfig, TargetNetworkLearner, not_negative
+from rlplat.algorithms.networks import ACTIVATIONS
 
-ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
 CRITIC, ACTOR = "critic", "actor"  # optimizer names
 
 
@@ -35,17 +35,16 @@ Activation = Literal["relu", "tanh", "elu", "silu"]
 
 
 class ActorCriticConfig(RandomWarmupConfig):
-    """The settings TD3 and MADDPG share; each sets its own defaults."""
+    """The settings of every actor-critic algorithm rlplat writes (TD3, MADDPG, CrossQ); each
+    sets its own defaults."""
 
-    MODULE_KEYS = ("actor_hiddens", "critic_hiddens", "hidden_activation", "exploration_noise")
+    MODULE_KEYS = ("actor_hiddens", "critic_hiddens", "hidden_activation")
 
     actor_hiddens: list[int] = [256, 256]
     critic_hiddens: list[int] = [256, 256]
     hidden_activation: Activation = "relu"
     actor_lr: float = 3e-4
     critic_lr: float = 3e-4
-    tau: float = 0.005  # target networks: target <- tau * online + (1 - tau) * target
-    exploration_noise: float = 0.1  # std of the acting noise, in [-1, 1] action units
     num_steps_sampled_before_learning_starts: int | None = 25_000
 
     def __init__(self, algo_class: type | None = None):
@@ -56,9 +55,6 @@ class ActorCriticConfig(RandomWarmupConfig):
 
     def problems(self) -> list[str]:
         problems = super().problems()
-        if not 0.0 < self.tau <= 1.0:
-            problems.append(f"training.tau must be in (0, 1], got {self.tau}")
-        problems += not_negative(self, ["exploration_noise"])
         if self.hidden_activation not in ACTIVATIONS:
             problems.append(
                 f"training.hidden_activation must be one of {sorted(ACTIVATIONS)}, "
@@ -77,6 +73,23 @@ class ActorCriticConfig(RandomWarmupConfig):
                 "env_runners.normalize_actions must stay true: Box actors output tanh actions in "
                 "[-1, 1], scaled to the Box bounds by it"
             )
+        return problems
+
+
+class DeterministicActorCriticConfig(ActorCriticConfig):
+    """A deterministic actor that explores with Gaussian noise, and target networks (TD3,
+    MADDPG)."""
+
+    MODULE_KEYS = (*ActorCriticConfig.MODULE_KEYS, "exploration_noise")
+
+    tau: float = 0.005  # target networks: target <- tau * online + (1 - tau) * target
+    exploration_noise: float = 0.1  # std of the acting noise, in [-1, 1] action units
+
+    def problems(self) -> list[str]:
+        problems = super().problems()
+        if not 0.0 < self.tau <= 1.0:
+            problems.append(f"training.tau must be in (0, 1], got {self.tau}")
+        problems += not_negative(self, ["exploration_noise"])
         return problems
 
 

@@ -60,6 +60,7 @@ class OwnAlgorithmConfig(AlgorithmConfig):
     LEARNING_STARTS: ClassVar[str | None] = None
     MERGED_SETTINGS: ClassVar[tuple[str, ...]] = ()  # dicts that ``training()`` updates
     settings: ClassVar[dict[str, Any]] = {}  # name -> annotation, over the class hierarchy
+    _own_settings: ClassVar[dict[str, Any]] = {}  # those this class declares itself
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -67,7 +68,12 @@ class OwnAlgorithmConfig(AlgorithmConfig):
         own = {
             n: a for n, a in declared.items() if a is not ClassVar and get_origin(a) is not ClassVar
         }
-        cls.settings = {**cls.settings, **own}
+        cls._own_settings = own
+        cls.settings = {  # over every base, so configs can combine setting groups
+            name: annotation
+            for klass in reversed(cls.__mro__)
+            for name, annotation in vars(klass).get("_own_settings", {}).items()
+        }
         if own:
             cls.training = _training_method(cls, own)
 

@@ -214,6 +214,14 @@ register_algorithm(
     synchronous_learner=True,
 )
 register_algorithm(
+    "CrossQ",
+    "rlplat.algorithms.crossq:CrossQ",
+    discrete_alternative="SAC or DQN",
+    own_rates=_SAC_RATES,
+    replay_memory=_REPLAY_BUFFER,
+    synchronous_learner=True,
+)
+register_algorithm(
     "MADDPG",
     "rlplat.algorithms.maddpg:MADDPG",
     view="joint",

@@ -23,6 +23,12 @@ from ray.rllib.algorithms.dqn.dqn import DQNConfig as RLlibDQNConfig
 from ray.rllib.algorithms.dqn.dqn import calculate_rr_weights
 from ray.rllib.algorithms.dqn.dqn_learner import DQNLearner as RLlibDQNLearner
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
+from ray.rllib.connectors.common.add_observations_from_episodes_to_batch import (
+    AddObservationsFromEpisodesToBatch,
+)
+from ray.rllib.connectors.learner.add_next_observations_from_episodes_to_train_batch import (
+    AddNextObservationsFromEpisodesToTrainBatch,
+)
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
@@ -42,7 +48,7 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-from rlplat.algorithms.base import FusedGradientSteps, move_towards
+from rlplat.algorithms.base import FusedGradientSteps, OwnAlgorithmConfig, move_towards
 from rlplat.algorithms.loop import env_steps_sampled, sample_round
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer
 
@@ -154,6 +160,53 @@ def without_td_errors(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if isinstance(module_results, dict):
                 module_results.pop(TD_ERROR_KEY, None)
     return results
+
+
+class TransitionReplayConfig(OwnAlgorithmConfig):
+    """The replay settings of an rlplat algorithm on DQN's loop (TD3, CrossQ): a uniformly
+    replayed buffer of transitions with their next observations, one update of 256 per env step
+    by default."""
+
+    MERGED_SETTINGS = ("replay_buffer_config",)
+
+    n_step: int | None = 1
+    training_intensity: float | None = None  # replayed / sampled; None: one update per sample
+    replay_buffer_config: dict[str, Any] | None = {
+        "type": "EpisodeReplayBuffer",
+        "capacity": 1_000_000,
+    }
+    store_buffer_in_checkpoints: bool | None = False
+
+    def __init__(self, algo_class: type | None = None):
+        super().__init__(algo_class=algo_class)
+        self.gamma = 0.99
+        self.grad_clip = None
+        self.train_batch_size_per_learner = 256
+        self.rollout_fragment_length = 1  # one env step per sampling call, one update after it
+
+    def problems(self) -> list[str]:
+        problems = super().problems()
+        if "Prioritized" in str(self.replay_buffer_config.get("type")):
+            problems.append(
+                f"{self.algo_class.__name__} replays uniformly: use "
+                "training.replay_buffer_config.type EpisodeReplayBuffer or "
+                "TransitionEpisodeReplayBuffer"
+            )
+        return problems
+
+    def build_learner_connector(
+        self, input_observation_space: Any, input_action_space: Any, device: Any = None
+    ) -> Any:
+        """RLlib's learner pipeline plus the next observations the critic targets need."""
+        pipeline = super().build_learner_connector(
+            input_observation_space=input_observation_space,
+            input_action_space=input_action_space,
+            device=device,
+        )
+        pipeline.insert_after(
+            AddObservationsFromEpisodesToBatch, AddNextObservationsFromEpisodesToTrainBatch()
+        )
+        return pipeline
 
 
 class InPlaceTargetUpdates(FusedGradientSteps):

@@ -143,7 +143,9 @@ def test_connector_state_is_restored(filtered_run, capsys):
     assert first == eval_json(capsys, checkpoint, "-n", "3")
 
 
-@pytest.mark.parametrize("name", ["cartpole_dqn", "pendulum_sac", "pendulum_td3"])
+@pytest.mark.parametrize(
+    "name", ["cartpole_dqn", "pendulum_sac", "pendulum_td3", "pendulum_crossq"]
+)
 def test_off_policy_checkpoints_evaluate(name, off_policy_runs, capsys):
     summary = off_policy_runs(name)
     for explore in ([], ["--explore"]):

@@ -147,7 +147,9 @@ print(json.dumps(returns))
     assert np.mean(returns) >= 475, returns
 
 
-@pytest.mark.parametrize("name", ["cartpole_dqn", "pendulum_sac", "pendulum_td3"])
+@pytest.mark.parametrize(
+    "name", ["cartpole_dqn", "pendulum_sac", "pendulum_td3", "pendulum_crossq"]
+)
 def test_off_policy_exports_pass_parity(name, off_policy_runs, tmp_path, capsys):
     """DQN (a dueling head: nanmean in the graph) and SAC (continuous, unsquashed to bounds)."""
     report = export_json(capsys, off_policy_runs(name).run_dir, "--out", tmp_path / name, "-n", "3")
@@ -165,6 +167,13 @@ def test_off_policy_exports_pass_parity(name, off_policy_runs, tmp_path, capsys)
         assert -2.0 <= float(outputs["action"][0, 0]) <= 2.0
     else:
         assert action["type"] == "Discrete"
+    if name == "pendulum_crossq":
+        import onnx
+
+        graph = onnx.load(Path(report["directory"]) / "policy.onnx").graph
+        assert "module.actor.0.running_mean" in {i.name for i in graph.initializer}, (
+            "batch renormalisation acts with its running statistics, carried in the graph"
+        )
 
 
 def test_mean_std_filter_is_inside_the_graph_and_at_end_exports(filtered_run):

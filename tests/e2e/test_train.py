@@ -151,7 +151,9 @@ def test_videos_are_recorded_into_tensorboard(tiny_run):
         assert gif.n_frames > 5 and gif.width == 320, "a CartPole episode, shrunk to max_width"
 
 
-@pytest.mark.parametrize("name", ["cartpole_dqn", "pendulum_sac", "pendulum_td3"])
+@pytest.mark.parametrize(
+    "name", ["cartpole_dqn", "pendulum_sac", "pendulum_td3", "pendulum_crossq"]
+)
 def test_shipped_off_policy_experiments_run(name, off_policy_runs):
     """The shipped DQN and SAC experiments run end to end (a few hundred steps, not to target)."""
     summary = off_policy_runs(name)

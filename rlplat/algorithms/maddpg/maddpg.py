@@ -23,7 +23,7 @@ from typing import Any
 
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-from rlplat.algorithms.actor_critic import ActorCriticConfig
+from rlplat.algorithms.actor_critic import DeterministicActorCriticConfig
 from rlplat.algorithms.base import ReplayLoopAlgorithm
 from rlplat.algorithms.maddpg.joint_replay import JointReplay
 from rlplat.algorithms.maddpg.layout import joint_layout
@@ -31,12 +31,12 @@ from rlplat.algorithms.maddpg.learner import MADDPGTorchLearner
 from rlplat.algorithms.maddpg.rl_module import MADDPGModule
 
 
-class MADDPGConfig(ActorCriticConfig):
+class MADDPGConfig(DeterministicActorCriticConfig):
     """Decentralised actors, centralised critics, for parallel multi-agent envs."""
 
     MODULE_CLASS = MADDPGModule
     LEARNER_CLASS = MADDPGTorchLearner
-    MODULE_KEYS = (*ActorCriticConfig.MODULE_KEYS, "joint_layout")
+    MODULE_KEYS = (*DeterministicActorCriticConfig.MODULE_KEYS, "joint_layout")
     LEARNING_STARTS = "num_steps_sampled_before_learning_starts"  # env steps stored
 
     actor_hiddens = [64, 64]  # num_units 64, two hidden layers

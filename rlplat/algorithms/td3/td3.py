@@ -15,75 +15,41 @@ The loop is DQN's (and SAC's): sample from the env runners into the replay buffe
 """
 
 # No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
-from typing import Any
-
 from ray.rllib.algorithms.dqn.dqn import DQN
-from ray.rllib.connectors.common.add_observations_from_episodes_to_batch import (
-    AddObservationsFromEpisodesToBatch,
-)
-from ray.rllib.connectors.learner.add_next_observations_from_episodes_to_train_batch import (
-    AddNextObservationsFromEpisodesToTrainBatch,
-)
 
-from rlplat.algorithms.actor_critic import ActorCriticConfig
+from rlplat.algorithms.actor_critic import DeterministicActorCriticConfig
 from rlplat.algorithms.base import not_negative
 from rlplat.algorithms.td3.learner import TD3TorchLearner
 from rlplat.algorithms.td3.rl_module import TD3Module
-from rlplat.algorithms.transition_loop import TransitionBatchLoop
+from rlplat.algorithms.transition_loop import TransitionBatchLoop, TransitionReplayConfig
 
 
-class TD3Config(ActorCriticConfig):
+class TD3Config(TransitionReplayConfig, DeterministicActorCriticConfig):
     """Twin Delayed DDPG for continuous (Box) actions; DDPG by its three switches."""
 
     MODULE_CLASS = TD3Module
     LEARNER_CLASS = TD3TorchLearner
-    MODULE_KEYS = (*ActorCriticConfig.MODULE_KEYS, "twin_q", "target_noise", "target_noise_clip")
-    MERGED_SETTINGS = ("replay_buffer_config",)
+    MODULE_KEYS = (
+        *DeterministicActorCriticConfig.MODULE_KEYS,
+        "twin_q",
+        "target_noise",
+        "target_noise_clip",
+    )
 
     twin_q: bool = True  # two critics, the smaller target value is used
     policy_delay: int = 2  # critic updates per actor (and target) update
     target_noise: float = 0.2  # std of the target action's noise, in [-1, 1] action units
     target_noise_clip: float = 0.5
-    n_step: int | None = 1
-    training_intensity: float | None = None  # replayed / sampled; None: one update per sample
-    replay_buffer_config: dict[str, Any] | None = {
-        "type": "EpisodeReplayBuffer",
-        "capacity": 1_000_000,
-    }
-    store_buffer_in_checkpoints: bool | None = False
 
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or TD3)
-        self.gamma = 0.99
-        self.grad_clip = None
-        self.train_batch_size_per_learner = 256
-        self.rollout_fragment_length = 1  # one env step per sampling call, one update after it
 
     def problems(self) -> list[str]:
         problems = super().problems()
         if self.policy_delay < 1:
             problems.append(f"training.policy_delay must be at least 1, got {self.policy_delay}")
         problems += not_negative(self, ["target_noise", "target_noise_clip"])
-        if "Prioritized" in str(self.replay_buffer_config.get("type")):
-            problems.append(
-                "TD3 replays uniformly: use training.replay_buffer_config.type "
-                "EpisodeReplayBuffer or TransitionEpisodeReplayBuffer"
-            )
         return problems
-
-    def build_learner_connector(
-        self, input_observation_space: Any, input_action_space: Any, device: Any = None
-    ) -> Any:
-        """RLlib's learner pipeline plus the next observations the critic targets need."""
-        pipeline = super().build_learner_connector(
-            input_observation_space=input_observation_space,
-            input_action_space=input_action_space,
-            device=device,
-        )
-        pipeline.insert_after(
-            AddObservationsFromEpisodesToBatch, AddNextObservationsFromEpisodesToTrainBatch()
-        )
-        return pipeline
 
 
 class DDPGConfig(TD3Config):

@@ -1,0 +1,116 @@
+"""The CrossQ RL module: a tanh-squashed Gaussian actor and twin critics, all with batch
+renormalisation, no target networks, and the entropy temperature.
+
+Actions live in [-1, 1]; RLlib's module-to-env pipeline scales them to the Box bounds
+(``env_runners.normalize_actions``). Acting runs the actor in eval mode (RLlib's torch modules
+switch to it around every acting pass), so batch renormalisation uses its running statistics:
+greedy it takes tanh of the mean, exploring it samples the squashed Gaussian, or draws uniformly
+while the run is within its first ``random_steps`` env steps. The learner sets each network's
+mode for each of its passes itself (``CrossQLearner``). Env runners build only the actor
+(``inference_only``); the learner also builds the critics and the temperature.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
+from ray.rllib.core.rl_module.torch import TorchRLModule
+from torch import nn
+
+from rlplat.algorithms.networks import BatchRenormSettings, renormed_mlp
+from rlplat.algorithms.sac import SquashedGaussian
+
+# The actor's log std is clipped to this range (as SAC's reference implementations do).
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+# Keeps log(1 - tanh(u)^2) finite where tanh saturates.
+SQUASH_EPS = 1e-6
+
+
+class CrossQModule(TorchRLModule, InferenceOnlyAPI):
+    """Actor pi(a|s) = tanh(N(mu(s), sigma(s))) and critics Q_1, Q_2 (s, a)."""
+
+    def setup(self) -> None:
+        config = self.model_config
+        if not isinstance(self.action_space, gym.spaces.Box):
+            raise ValueError(f"CrossQ needs a Box action space, got {self.action_space}")
+        self.obs_dim = int(gym.spaces.flatdim(self.observation_space))
+        self.action_dim = int(gym.spaces.flatdim(self.action_space))
+        self.random_steps = int(config["random_steps"])
+        renorm = BatchRenormSettings(
+            momentum=float(config["batch_norm_momentum"]),
+            warmup_steps=int(config["batch_renorm_warmup"]),
+        )
+        activation = config["hidden_activation"]
+        self.actor = renormed_mlp(
+            self.obs_dim, config["actor_hiddens"], 2 * self.action_dim, activation, renorm
+        )
+        if self.inference_only:
+            return
+        critic_in = self.obs_dim + self.action_dim
+        self.critics = nn.ModuleList(
+            renormed_mlp(critic_in, config["critic_hiddens"], 1, activation, renorm)
+            for _ in range(2)
+        )
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(float(config["initial_alpha"]))))
+        # Critic updates so far: where the actor's delay stands, kept in checkpoints.
+        self.register_buffer("critic_updates", torch.zeros((), dtype=torch.long))
+
+    # -- acting ------------------------------------------------------------------------------
+
+    def dist_inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """The actor's mean and clipped log std, side by side (in the network's current mode)."""
+        mean, log_std = self.actor(obs.reshape(obs.shape[0], -1).float()).chunk(2, dim=-1)
+        return torch.cat([mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)], dim=-1)
+
+    @torch.no_grad()
+    def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {Columns.ACTION_DIST_INPUTS: self.dist_inputs(batch[Columns.OBS])}
+
+    @torch.no_grad()
+    def _forward_exploration(
+        self, batch: dict[str, Any], t: int | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        inputs = self.dist_inputs(batch[Columns.OBS])
+        if (t or 0) < self.random_steps:
+            actions = torch.rand((len(inputs), self.action_dim)) * 2.0 - 1.0
+        else:
+            actions, _ = squashed_sample(inputs)
+        return {Columns.ACTIONS: actions, Columns.ACTION_DIST_INPUTS: inputs}
+
+    def get_inference_action_dist_cls(self) -> type[SquashedGaussian]:
+        return SquashedGaussian
+
+    def get_exploration_action_dist_cls(self) -> type[SquashedGaussian]:
+        return SquashedGaussian
+
+    def get_train_action_dist_cls(self) -> type[SquashedGaussian]:
+        return SquashedGaussian
+
+    # -- training ----------------------------------------------------------------------------
+
+    def q_values(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Q_i(s, a) of both critics, (2, B), in the critics' current mode."""
+        inputs = torch.cat([obs.reshape(obs.shape[0], -1).float(), actions.float()], dim=-1)
+        return torch.stack([critic(inputs).squeeze(-1) for critic in self.critics])
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {}  # the learner runs each pass in the mode CrossQ sets for it
+
+    def get_non_inference_attributes(self) -> list[str]:
+        return ["critics", "log_alpha", "critic_updates"]
+
+
+def squashed_sample(dist_inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A reparameterised sample a = tanh(u), u ~ N(mean, std), and its log-density
+    log N(u) - sum log(1 - tanh(u)^2)."""
+    mean, log_std = dist_inputs.chunk(2, dim=-1)
+    gaussian = torch.distributions.Normal(mean, log_std.exp())
+    u = gaussian.rsample()
+    action = torch.tanh(u)
+    logp = gaussian.log_prob(u) - torch.log(1.0 - action.pow(2) + SQUASH_EPS)
+    return action, logp.sum(dim=-1)

@@ -1,0 +1,174 @@
+"""CrossQ without training: batch renormalisation's statistics, and one learner update's losses,
+modes and order on hand-made batches."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core.columns import Columns
+
+from rlplat.algorithms.crossq import CrossQConfig
+from rlplat.algorithms.crossq.rl_module import squashed_sample
+from rlplat.algorithms.networks import BatchRenorm, BatchRenormSettings
+
+OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+BOX = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
+MODULE = "default_policy"
+EPS = 0.001
+
+
+def test_batch_renorm_is_batch_norm_in_its_warmup_and_moves_its_running_statistics():
+    layer = BatchRenorm(1, BatchRenormSettings(momentum=0.01, warmup_steps=5))
+    x = torch.tensor([[1.0], [3.0]])  # mean 2, unbiased variance 2
+    out = layer(x)
+    assert out[:, 0].tolist() == pytest.approx([-1 / math.sqrt(2 + EPS), 1 / math.sqrt(2 + EPS)])
+    assert float(layer.running_mean) == pytest.approx(0.02)  # 0 + 0.01 * (2 - 0)
+    assert float(layer.running_var) == pytest.approx(1.01)  # 1 + 0.01 * (2 - 1)
+    assert int(layer.steps) == 1
+    layer.eval()
+    acting = layer(torch.tensor([[1.0]]))
+    assert float(acting.detach()) == pytest.approx((1.0 - 0.02) / math.sqrt(1.01 + EPS))
+    assert int(layer.steps) == 1, "acting moves no statistics"
+
+
+def test_after_its_warmup_batch_renorm_corrects_towards_the_running_statistics_within_limits():
+    layer = BatchRenorm(1, BatchRenormSettings(momentum=0.5, warmup_steps=0))
+    layer.steps.fill_(1)
+    layer.running_mean.fill_(1.0)
+    layer.running_var.fill_(0.25)
+    x = torch.tensor([[2.0], [4.0]])  # mean 3, unbiased variance 2
+    out = layer(x)
+    std, running_std = math.sqrt(2 + EPS), math.sqrt(0.25 + EPS)
+    r = min(std / running_std, 3.0)  # 2.83: within r_max
+    d = min((3.0 - 1.0) / running_std, 5.0)  # 3.99: within d_max
+    expected = [(-1 / std) * r + d, (1 / std) * r + d]
+    assert out[:, 0].tolist() == pytest.approx(expected, rel=1e-5)
+
+    layer.running_var.fill_(0.01)  # the batch's spread 14x the running one: r stops at 3
+    layer.running_mean.fill_(-100.0)  # and d at 5
+    out = layer(x)
+    assert out[:, 0].tolist() == pytest.approx([(-1 / std) * 3 + 5, (1 / std) * 3 + 5], rel=1e-5)
+
+
+def crossq_learner(**training: object):
+    config = CrossQConfig().environment(observation_space=OBS, action_space=BOX)
+    config.training(actor_hiddens=[8], critic_hiddens=[16], **training)
+    return config, config.build_learner(spaces={MODULE: (OBS, BOX)})
+
+
+def transitions(n: int = 6, terminated: float = 1.0) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return {
+        Columns.OBS: torch.rand((n, 3), generator=generator),
+        Columns.NEXT_OBS: torch.rand((n, 3), generator=generator) + 5.0,
+        Columns.ACTIONS: torch.rand((n, 2), generator=generator) * 2 - 1,
+        Columns.REWARDS: torch.full((n,), 10.0),
+        Columns.TERMINATEDS: torch.full((n,), terminated),
+        "n_step": torch.ones(n),
+        "weights": torch.ones(n),
+    }
+
+
+def critic_loss(learner, config, batch):
+    module = learner.module[MODULE]
+    fwd_out = module.forward_train(batch)
+    return learner.compute_loss_for_module(
+        module_id=MODULE, config=config, batch=batch, fwd_out=fwd_out
+    )
+
+
+def test_the_critics_see_current_and_next_transitions_in_one_pass_and_fit_half_the_squared_error():
+    """No target networks: the critics normalise the current transitions with statistics of the
+    current and the next ones together (the next observations here lie 5 higher), and each
+    critic fits the target (here the reward: every transition ends its episode) by half the
+    squared error."""
+    config, learner = crossq_learner()
+    module = learner.module[MODULE].unwrapped()
+    assert not [name for name, _ in module.named_children() if "target" in name]
+    batch = transitions()
+    critics_before = [layer.running_mean.clone() for layer in _renorms(module.critics)]
+    torch.manual_seed(3)
+    loss = critic_loss(learner, config, batch)
+
+    first_renorm = _renorms(module.critics[0])[0]
+    joint_obs = torch.cat([batch[Columns.OBS], batch[Columns.NEXT_OBS]])
+    # running mean after one pass: 0.01 * the joint batch's mean (observation features)
+    assert first_renorm.running_mean[:3].tolist() == pytest.approx(
+        (0.01 * joint_obs.mean(dim=0)).tolist(), rel=1e-5
+    )
+    assert all(float(b.abs().sum()) == 0 for b in critics_before)
+    # The current half of that joint pass, recomputed: 0.5 * sum over critics of mean (q - 10)^2.
+    module.critics.train()
+    for layer in _renorms(module.critics):  # the pass above moved them once; undo for the redo
+        layer.running_mean.zero_()
+        layer.running_var.fill_(1.0)
+        layer.steps.zero_()
+    torch.manual_seed(3)  # the same next actions a' ~ pi(s'), the actor in eval mode
+    next_actions, _ = squashed_sample(module.dist_inputs(batch[Columns.NEXT_OBS]))
+    q = module.q_values(joint_obs, torch.cat([batch[Columns.ACTIONS], next_actions]))[:, :6]
+    module.critics.eval()
+    expected = 0.5 * ((q - 10.0) ** 2).mean(dim=1).sum()
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    alone = module.q_values(batch[Columns.OBS], batch[Columns.ACTIONS])  # eval mode
+    assert not torch.allclose(alone, q), "the running statistics would give other values"
+
+
+def _renorms(network: torch.nn.Module) -> list[BatchRenorm]:
+    return [layer for layer in network.modules() if isinstance(layer, BatchRenorm)]
+
+
+def test_the_actor_and_temperature_step_every_policy_delay_updates_after_the_critics():
+    config, learner = crossq_learner(policy_delay=2)
+    module = learner.module[MODULE].unwrapped()
+    actor_ids = {id(p) for p in module.actor.parameters()}
+    batch = transitions(terminated=0.0)
+
+    def update() -> set[int]:
+        loss = critic_loss(learner, config, batch)
+        grads = learner.compute_gradients({MODULE: loss})
+        return {id(learner._params[ref]) for ref, grad in grads.items() if grad is not None}
+
+    first = update()
+    assert not first & actor_ids and id(module.log_alpha) not in first, "critics only"
+    critics = [p.detach().clone() for p in module.critics.parameters()]
+    actor_renorm = _renorms(module.actor)[0]
+    second = update()
+    assert actor_ids <= second and id(module.log_alpha) in second
+    stepped = zip(critics, module.critics.parameters(), strict=True)
+    assert not any(torch.equal(a, b) for a, b in stepped), "the critics stepped before the actor"
+    assert int(actor_renorm.steps) == 1, "the actor's pass for its loss is its only training pass"
+
+
+def test_acting_uses_running_statistics_and_checkpoints_carry_them():
+    config, learner = crossq_learner()
+    module = learner.module[MODULE]
+    critic_loss(learner, config, transitions())
+    learner.compute_gradients({MODULE: critic_loss(learner, config, transitions())})
+    learner.compute_gradients({MODULE: critic_loss(learner, config, transitions())})
+    state = module.get_state()
+    assert {"actor.0.running_mean", "actor.0.steps", "log_alpha"} <= set(state)
+    one = {Columns.OBS: torch.rand((1, 3))}
+    acted = module.forward_inference(one)[Columns.ACTION_DIST_INPUTS]
+    restored = CrossQConfig().environment(observation_space=OBS, action_space=BOX)
+    restored.training(actor_hiddens=[8], critic_hiddens=[16])
+    fresh = restored.build_learner(spaces={MODULE: (OBS, BOX)}).module[MODULE]
+    fresh.set_state(state)
+    assert torch.equal(fresh.forward_inference(one)[Columns.ACTION_DIST_INPUTS], acted)
+    assert torch.isfinite(acted).all(), "one observation: no batch statistics needed"
+
+
+def test_a_restored_learner_keeps_the_actors_delay_where_it_stood():
+    config, learner = crossq_learner(policy_delay=2)
+    batch = transitions()
+    learner.compute_gradients({MODULE: critic_loss(learner, config, batch)})  # update 1: critics
+    _, restored = crossq_learner(policy_delay=2)
+    restored.set_state(learner.get_state())
+    module = restored.module[MODULE].unwrapped()
+    loss = critic_loss(restored, config, batch)
+    grads = restored.compute_gradients({MODULE: loss})
+    stepped = {id(restored._params[ref]) for ref in grads}
+    assert id(module.log_alpha) in stepped, "update 2 of the run is the actor's"
