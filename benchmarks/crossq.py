@@ -130,13 +130,14 @@ def speed(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
 
 def steps_to(run_dir: Path, threshold: float) -> list[int | None]:
-    """Each trial's env steps at the first iteration whose 20-episode mean reached ``threshold``."""
+    """Each trial's env steps at the first iteration whose mean return over the last 20 episodes
+    (the ``stop`` criterion's window) reached ``threshold``."""
     crossings = []
     for trial in sorted(run_dir.glob("trial_*/result.json")):
         reached = [
             int(r["num_env_steps_sampled_lifetime"])
             for r in trial_results(trial.parent)
-            if (r.get("env_runners") or {}).get("episode_return_mean", -1e9) >= threshold
+            if ((r.get("window") or {}).get("episode_return_mean") or -1e9) >= threshold
         ]
         crossings.append(reached[0] if reached else None)
     return crossings

@@ -166,7 +166,12 @@ def sb3_model(
         n = vec_env.action_space.shape[-1]
         std = settings.pop("noise_std")
         settings["action_noise"] = NormalActionNoise(np.zeros(n), std * np.ones(n))
-    model_class = {"ppo": PPO, "sac": SAC, "td3": TD3}[algo]
+    if algo == "crossq":
+        from sb3_contrib import CrossQ  # pip install sb3-contrib==2.9.2
+
+        model_class: Any = CrossQ
+    else:
+        model_class = {"ppo": PPO, "sac": SAC, "td3": TD3}[algo]
     model = model_class("MlpPolicy", vec_env, seed=seed, device="cpu", **settings, **extra)
     return model, vec_env
 
@@ -239,7 +244,9 @@ def run_pair(
             "report": report,
         },
         "sb3": {"settings": settings, "seeds": sb3_rows},
-        "published": dict(zip(("rl_zoo", "cleanrl"), PUBLISHED[(algo, env)], strict=True)),
+        "published": dict(
+            zip(("rl_zoo", "cleanrl"), PUBLISHED.get((algo, env), ("-", "-")), strict=True)
+        ),
     }
 
 

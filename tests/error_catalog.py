@@ -249,6 +249,23 @@ CASES = [
         "log_std_init without a free log std",
         ["train", "exp.yaml", "rl_module.model_config.log_std_init=-2"],
     ),
+    Case(
+        "SimBa without running observation statistics",
+        ["train", "exp.yaml", "rl_module.model_config.simba={width: 64, blocks: 1}"],
+    ),
+    Case(
+        "SimBa setting misspelled",
+        [
+            "train",
+            "exp.yaml",
+            "rl_module.model_config.simba={widht: 64}",
+            "connectors=[mean_std_filter]",
+        ],
+    ),
+    Case(
+        "CrossQ on discrete actions",
+        ["train", "exp.yaml", "algorithm=CrossQ", "training={}"],
+    ),
     Case("MADDPG on a single-agent env", ["train", "exp.yaml", "algorithm=MADDPG"]),
     Case(
         "MADDPG on a turn-based (AEC) env",

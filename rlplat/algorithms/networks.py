@@ -1,5 +1,5 @@
-"""Network layers rlplat's own modules build from: batch renormalisation (CrossQ's critics and
-actor).
+"""Networks and layers beyond RLlib's: batch renormalisation (CrossQ's critics and actor) and
+SimBa's residual encoder (a ``model_config`` setting of PPO, SAC, TD3 and CrossQ).
 
 ``BatchRenorm`` is batch renormalisation (Ioffe 2017, "Batch Renormalization: Towards Reducing
 Minibatch Dependence in Batch-Normalized Models", Algorithm 1), as CrossQ (Bhatt et al. 2024)
@@ -18,9 +18,16 @@ warm-up passes, the batch variance unbiased.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.base import ENCODER_OUT, Encoder
+from ray.rllib.core.models.configs import ModelConfig
+from ray.rllib.core.models.torch.base import TorchModel
 from torch import nn
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
@@ -91,3 +98,149 @@ def renormed_mlp(
     if out_dim is not None:
         layers.append(nn.Linear(in_dim, out_dim))
     return nn.Sequential(*layers)
+
+
+# -- SimBa ---------------------------------------------------------------------------------------
+#
+# SimBa (Lee et al., ICLR 2025, "SimBa: Simplicity Bias for Scaling Up Parameters in Deep
+# Reinforcement Learning"): a linear embedding of the (running-normalised) input, pre-norm
+# residual feed-forward blocks x + W2 relu(W1 norm(x)) with an inner width of 4x, and a final
+# norm before the heads; orthogonal embedding and He-initialised blocks, as the authors' code
+# (github.com/SonyResearch/simba, ``scale_rl/networks``). rlplat's running normalisation of
+# observations is the ``mean_std_filter`` connector (statistics over every sampled observation,
+# kept in checkpoints and exported with the graph). CrossQ's SimBa normalises with batch
+# renormalisation instead of layer norm, as the rest of CrossQ's networks do.
+
+SIMBA = "simba"  # the rl_module.model_config key
+
+
+@dataclass(frozen=True)
+class SimbaSettings:
+    """``rl_module.model_config.simba``: the width of every network's residual stream and the
+    number of residual blocks."""
+
+    width: int = 256
+    blocks: int = 2
+
+    @classmethod
+    def of(cls, model_config: Any) -> SimbaSettings | None:
+        """The settings in a module's ``model_config`` (None: no SimBa)."""
+        value = (model_config or {}).get(SIMBA) if hasattr(model_config, "get") else None
+        return None if value is None else cls(**value)
+
+
+class ResidualBlock(nn.Module):
+    """x + W2 relu(W1 norm(x)), W1 widening ``width`` fourfold."""
+
+    def __init__(self, width: int, norm: nn.Module):
+        super().__init__()
+        self.norm = norm
+        self.up = nn.Linear(width, 4 * width)
+        self.down = nn.Linear(4 * width, width)
+        for layer in (self.up, self.down):
+            nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.relu(self.up(self.norm(x))))
+
+
+def simba_network(
+    in_dim: int,
+    settings: SimbaSettings,
+    out_dim: int | None = None,
+    renorm: BatchRenormSettings | None = None,
+) -> nn.Sequential:
+    """The SimBa encoder of an ``in_dim`` input (its norms batch renormalisation where
+    ``renorm`` is given, with one on the input too), and a linear output unless ``out_dim`` is
+    None."""
+
+    def norm() -> nn.Module:
+        return BatchRenorm(width, renorm) if renorm else nn.LayerNorm(width)
+
+    width = settings.width
+    embed = nn.Linear(in_dim, width)
+    nn.init.orthogonal_(embed.weight)
+    nn.init.zeros_(embed.bias)
+    layers: list[nn.Module] = [BatchRenorm(in_dim, renorm)] if renorm else []
+    layers.append(embed)
+    layers += [ResidualBlock(width, norm()) for _ in range(settings.blocks)]
+    layers.append(norm())
+    if out_dim is not None:
+        layers.append(nn.Linear(width, out_dim))
+    return nn.Sequential(*layers)
+
+
+@dataclass
+class SimbaEncoderConfig(ModelConfig):
+    """RLlib's encoder config for a SimBa encoder of the flat observation (and, for a
+    critic of continuous actions, the action beside it)."""
+
+    settings: SimbaSettings = field(default_factory=SimbaSettings)
+    with_actions: bool = False
+
+    @property
+    def output_dims(self) -> tuple[int, ...]:
+        return (self.settings.width,)
+
+    def build(self, framework: str = "torch") -> Encoder:
+        return SimbaEncoder(self)
+
+
+class SimbaEncoder(TorchModel, Encoder):
+    """RLlib encoder: the SimBa network over the observation (and the action)."""
+
+    def __init__(self, config: SimbaEncoderConfig):
+        TorchModel.__init__(self, config)
+        Encoder.__init__(self, config)
+        self.net = simba_network(int(config.input_dims[0]), config.settings)
+        self.with_actions = config.with_actions
+
+    def _forward(self, inputs: dict, **kwargs: Any) -> dict:
+        obs = inputs[Columns.OBS]
+        features = obs.reshape(obs.shape[0], -1).float()
+        if self.with_actions:
+            features = torch.cat([features, inputs[Columns.ACTIONS]], dim=-1)
+        return {ENCODER_OUT: self.net(features)}
+
+
+class SimbaCatalog:
+    """Catalog mixin (before an RLlib catalog, e.g. PPO's or SAC's): with
+    ``model_config.simba``, the encoders are SimBa's: the observation's, and for SAC's critics of
+    Box actions one over the observation and the action."""
+
+    _model_config_dict: dict
+    action_space: Any
+
+    @classmethod
+    def _get_encoder_config(
+        cls, observation_space: Any, model_config_dict: dict, action_space: Any = None, **kwargs
+    ) -> ModelConfig:
+        settings = SimbaSettings.of(model_config_dict)
+        if settings is None:
+            return super()._get_encoder_config(  # type: ignore[misc]
+                observation_space, model_config_dict, action_space, **kwargs
+            )
+        return SimbaEncoderConfig(
+            input_dims=(int(np.prod(observation_space.shape)),), settings=settings
+        )
+
+    def _build_qf_encoder_continuous(self, framework: str) -> Encoder:
+        settings = SimbaSettings.of(self._model_config_dict)
+        if settings is None:
+            return super()._build_qf_encoder_continuous(framework)  # type: ignore[misc]
+        obs_dim = int(self._encoder_config.input_dims[0])
+        action_dim = int(np.prod(self.action_space.shape))
+        self.qf_encoder_config = SimbaEncoderConfig(
+            input_dims=(obs_dim + action_dim,), settings=settings, with_actions=True
+        )
+        return self.qf_encoder_config.build(framework=framework)
+
+
+@functools.cache
+def with_simba(catalog_class: type) -> type:
+    """``catalog_class`` whose encoders are SimBa's when ``model_config.simba`` is set (one class
+    per base class)."""
+    if issubclass(catalog_class, SimbaCatalog):
+        return catalog_class
+    return type(f"Simba{catalog_class.__name__}", (SimbaCatalog, catalog_class), {})

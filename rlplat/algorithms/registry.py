@@ -66,6 +66,8 @@ class AlgorithmRecord:
     # Its learner updates only between sampling calls (never on a thread of its own): where its
     # env runner and learner share a process, the env runner acts with the learner's weights.
     synchronous_learner: bool = False
+    # Its single-agent modules take SimBa's residual encoders (``rl_module.model_config.simba``).
+    simba: bool = False
     # Training settings rlplat passes unless the experiment sets them.
     training_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -151,6 +153,7 @@ _MASKED_PPO = "rlplat.rllib.modules:MaskedPPOModule"
 register_algorithm(
     "PPO",
     masked_module=_MASKED_PPO,
+    simba=True,
     random_policies=True,
     on_policy_rewards=True,
     initial_log_std=True,
@@ -168,6 +171,7 @@ register_algorithm(
 register_algorithm(
     "SAC",
     "rlplat.algorithms.sac:SAC",
+    simba=True,
     own_rates=_SAC_RATES,
     replay_memory=_REPLAY_BUFFER,
     synchronous_learner=True,
@@ -200,6 +204,7 @@ register_algorithm(
 register_algorithm(
     "TD3",
     "rlplat.algorithms.td3:TD3",
+    simba=True,
     discrete_alternative="SAC or DQN",
     own_rates=_ACTOR_CRITIC_RATES,
     replay_memory=_REPLAY_BUFFER,
@@ -208,6 +213,7 @@ register_algorithm(
 register_algorithm(
     "DDPG",
     "rlplat.algorithms.td3:DDPG",
+    simba=True,
     discrete_alternative="SAC or DQN",
     own_rates=_ACTOR_CRITIC_RATES,
     replay_memory=_REPLAY_BUFFER,
@@ -216,6 +222,7 @@ register_algorithm(
 register_algorithm(
     "CrossQ",
     "rlplat.algorithms.crossq:CrossQ",
+    simba=True,
     discrete_alternative="SAC or DQN",
     own_rates=_SAC_RATES,
     replay_memory=_REPLAY_BUFFER,

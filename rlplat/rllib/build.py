@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from rlplat.algorithms.base import (
     applies_gradients_as_rllib,
     with_fused_gradient_steps,
 )
+from rlplat.algorithms.networks import SIMBA, SimbaSettings, with_simba
 from rlplat.algorithms.registry import (
     algorithm_record,
     get_algorithm_class,
@@ -43,7 +45,7 @@ from rlplat.environments.seeding import seeded_env_runner_class
 from rlplat.environments.team import TeamEnvError
 from rlplat.environments.wrappers import resolve_chain
 from rlplat.errors import ConfigError, not_among
-from rlplat.experiment.schema import Experiment, MultiAgentSpec
+from rlplat.experiment.schema import Experiment, MultiAgentSpec, entry_parts
 from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
 from rlplat.rllib.learner_state import with_learner_connector_state
@@ -52,6 +54,7 @@ from rlplat.rllib.modules import (
     SCALED_FRAMES_MODULES,
     InitialLogStdPPOModule,
     UniformRandomModule,
+    default_catalog,
 )
 from rlplat.rllib.multi_agent import PolicyMapping, check_multi_agent
 from rlplat.rllib.optimizers import check_optimizer, with_configured_optimizer
@@ -347,6 +350,7 @@ def build_algorithm_config(
     _connector_calls(exp, config, calls)
     _initial_log_std(exp, env, calls, locate)
     _scaled_frames_module(exp, env, config, calls, locate)
+    _simba_networks(exp, env, config, calls, locate)
     if env.multi_agent and not team:
         _multi_agent_calls(exp, env, config, calls, locate)
     _transition_replay(calls, env.multi_agent and not team, locate)
@@ -443,6 +447,53 @@ def _initial_log_std(
             key=key,
         )
     calls["rl_module"]["rl_module_spec"] = RLModuleSpec(module_class=InitialLogStdPPOModule)
+
+
+def _simba_networks(
+    exp: Experiment,
+    env: EnvInfo,
+    config: AlgorithmConfig,
+    calls: dict[str, dict[str, Any]],
+    locate: Callable[[str], str],
+) -> None:
+    """``rl_module.model_config.simba``: SimBa's residual encoders, checked here; RLlib's modules
+    get them from their catalog (``with_simba``), rlplat's own modules read the setting."""
+    model_config = calls["rl_module"].get("model_config") or {}
+    if SIMBA not in model_config:
+        return
+    key = f"rl_module.model_config.{SIMBA}"
+
+    def refuse(message: str) -> None:
+        raise ConfigError(message, location=locate(key), key=key)
+
+    takers = names_where("simba")
+    if exp.algorithm not in takers:
+        refuse(f"{SIMBA} (SimBa's residual encoder) applies to {', '.join(takers)}, "
+               f"not {exp.algorithm}.")
+    value = model_config[SIMBA]
+    allowed = {f.name for f in fields(SimbaSettings)}
+    if not isinstance(value, dict):
+        refuse(f"{SIMBA} is a mapping such as {{width: 256, blocks: 2}}, got {value!r}.")
+    for name, setting in value.items():
+        if name not in allowed:
+            refuse(f"{SIMBA} has no setting {name!r}." + not_among(name, sorted(allowed)))
+        minimum = 1 if name == "width" else 0
+        if isinstance(setting, bool) or not isinstance(setting, int) or setting < minimum:
+            refuse(f"{SIMBA}.{name} is a whole number of at least {minimum}, got {setting!r}.")
+    if env.multi_agent or not (
+        isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) == 1
+    ):
+        refuse(f"{SIMBA} encodes a single agent's flat (1-D Box) observations; "
+               f"{exp.env.label!r} observes {env.observation_space}.")
+    if "mean_std_filter" not in [entry_parts(entry)[0] for entry in exp.connectors]:
+        refuse(f"SimBa normalises observations by their running statistics: add "
+               f"'connectors: [mean_std_filter]' beside {key}.")
+    spec = calls["rl_module"].get("rl_module_spec") or config.get_default_rl_module_spec()
+    catalog = spec.catalog_class or default_catalog(spec.module_class)
+    if catalog is not None:
+        calls["rl_module"]["rl_module_spec"] = RLModuleSpec(
+            module_class=spec.module_class, catalog_class=with_simba(catalog)
+        )
 
 
 def _single_agent_images(env: EnvInfo) -> bool:

@@ -25,6 +25,7 @@ from ray.rllib.algorithms.appo.torch.default_appo_torch_rl_module import (
     DefaultAPPOTorchRLModule,
 )
 from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
+from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.torch.primitives import TorchCNN
@@ -93,6 +94,16 @@ SCALED_FRAMES_MODULES: dict[type, type] = {
     DefaultAPPOTorchRLModule: ScaledFramesAPPOModule,
     DefaultDQNTorchRLModule: ScaledFramesDQNModule,
 }
+
+
+# RLlib's default modules that build from a catalog they pick themselves when their spec names
+# none -> that catalog.
+DEFAULT_CATALOGS: dict[type, type] = {DefaultPPOTorchRLModule: PPOCatalog}
+
+
+def default_catalog(module_class: type) -> type | None:
+    """The catalog an RLlib default module (or a subclass) builds from when its spec names none."""
+    return next((DEFAULT_CATALOGS[k] for k in module_class.__mro__ if k in DEFAULT_CATALOGS), None)
 
 
 class MaskedPPOModule(DefaultPPOTorchRLModule):

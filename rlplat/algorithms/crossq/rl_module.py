@@ -22,7 +22,12 @@ from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
-from rlplat.algorithms.networks import BatchRenormSettings, renormed_mlp
+from rlplat.algorithms.networks import (
+    BatchRenormSettings,
+    SimbaSettings,
+    renormed_mlp,
+    simba_network,
+)
 from rlplat.algorithms.sac import SquashedGaussian
 
 # The actor's log std is clipped to this range (as SAC's reference implementations do).
@@ -45,16 +50,19 @@ class CrossQModule(TorchRLModule, InferenceOnlyAPI):
             momentum=float(config["batch_norm_momentum"]),
             warmup_steps=int(config["batch_renorm_warmup"]),
         )
-        activation = config["hidden_activation"]
-        self.actor = renormed_mlp(
-            self.obs_dim, config["actor_hiddens"], 2 * self.action_dim, activation, renorm
-        )
+        activation, simba = config["hidden_activation"], SimbaSettings.of(config)
+
+        def network(in_dim: int, hiddens: list[int], out_dim: int) -> nn.Module:
+            if simba is not None:
+                return simba_network(in_dim, simba, out_dim, renorm)
+            return renormed_mlp(in_dim, hiddens, out_dim, activation, renorm)
+
+        self.actor = network(self.obs_dim, config["actor_hiddens"], 2 * self.action_dim)
         if self.inference_only:
             return
         critic_in = self.obs_dim + self.action_dim
         self.critics = nn.ModuleList(
-            renormed_mlp(critic_in, config["critic_hiddens"], 1, activation, renorm)
-            for _ in range(2)
+            network(critic_in, config["critic_hiddens"], 1) for _ in range(2)
         )
         self.log_alpha = nn.Parameter(torch.tensor(math.log(float(config["initial_alpha"]))))
         # Critic updates so far: where the actor's delay stands, kept in checkpoints.

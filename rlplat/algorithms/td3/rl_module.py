@@ -22,6 +22,7 @@ from torch import nn
 
 from rlplat.algorithms.actor_critic import BoxExploration, gaussian_inputs, mlp
 from rlplat.algorithms.base import TargetNetworks, WithoutModeSwitch
+from rlplat.algorithms.networks import SimbaSettings, simba_network
 
 Q_VALUES = "q_values"  # Q(s, a) of the replayed action, (B,)
 Q_TWIN_VALUES = "q_twin_values"
@@ -44,15 +45,19 @@ class TD3Module(WithoutModeSwitch, TorchRLModule, InferenceOnlyAPI, TargetNetwor
         self.target_noise = float(config["target_noise"])
         self.target_noise_clip = float(config["target_noise_clip"])
         self.twin_q = bool(config["twin_q"])
-        activation = config["hidden_activation"]
-        self.actor = mlp(self.obs_dim, config["actor_hiddens"], self.action_dim, activation)
+        activation, simba = config["hidden_activation"], SimbaSettings.of(config)
+
+        def network(in_dim: int, hiddens: list[int], out_dim: int) -> nn.Module:
+            if simba is not None:
+                return simba_network(in_dim, simba, out_dim)
+            return mlp(in_dim, hiddens, out_dim, activation)
+
+        self.actor = network(self.obs_dim, config["actor_hiddens"], self.action_dim)
         if self.inference_only:
             return
         critic_in = self.obs_dim + self.action_dim
-        self.critic = mlp(critic_in, config["critic_hiddens"], 1, activation)
-        self.critic_twin = (
-            mlp(critic_in, config["critic_hiddens"], 1, activation) if self.twin_q else None
-        )
+        self.critic = network(critic_in, config["critic_hiddens"], 1)
+        self.critic_twin = network(critic_in, config["critic_hiddens"], 1) if self.twin_q else None
 
     # -- acting ------------------------------------------------------------------------------
 
