@@ -229,6 +229,13 @@ register_algorithm(
     synchronous_learner=True,
 )
 register_algorithm(
+    "PQN",
+    "rlplat.algorithms.pqn:PQN",
+    actions="Discrete",
+    box_alternative="SAC, TD3 or CrossQ (PPO acts in both)",
+    synchronous_learner=True,
+)
+register_algorithm(
     "MADDPG",
     "rlplat.algorithms.maddpg:MADDPG",
     view="joint",

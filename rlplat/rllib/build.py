@@ -512,6 +512,8 @@ def _scaled_frames_module(
     if not _single_agent_images(env) or env.observation_space.dtype != np.uint8:
         return
     default = config.get_default_rl_module_spec().module_class
+    if getattr(default, "SCALES_UINT8_FRAMES", False):  # the module scales them itself
+        return
     scaled = SCALED_FRAMES_MODULES.get(default)
     if scaled is None:
         supported = sorted(cls.__name__ for cls in SCALED_FRAMES_MODULES)

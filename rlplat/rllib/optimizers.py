@@ -28,6 +28,7 @@ from rlplat.errors import ConfigError, not_among
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
     "adamw": torch.optim.AdamW,
+    "radam": torch.optim.RAdam,
     "sgd": torch.optim.SGD,
     "rmsprop": torch.optim.RMSprop,
 }

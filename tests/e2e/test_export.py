@@ -176,6 +176,34 @@ def test_off_policy_exports_pass_parity(name, off_policy_runs, tmp_path, capsys)
         )
 
 
+def test_a_pqn_run_exports_its_greedy_q_policy_and_evaluates(ray_session, tmp_path, capsys):
+    """PQN (CartPole, 3 short rollouts): the checkpoint's greedy policy is the argmax of its
+    Q-values, in the export as in the checkpoint; the export acts greedily only (epsilon-greedy
+    needs more than the graph)."""
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.launch import train
+    from tests.e2e.helpers import eval_json
+
+    loaded = load_experiment(
+        REPO / "experiments/cartpole_pqn.yaml",
+        [
+            f"output_dir={tmp_path / 'runs'}",
+            "stop.iterations=3",
+            "evaluation.evaluation_interval=3",
+        ],
+    )
+    summary = train(loaded, console=Console(quiet=True))
+    [trial] = summary.trials
+    assert trial.error is None and trial.iterations == 3
+    report = export_json(capsys, summary.run_dir, "--out", tmp_path / "export", "-n", "2")
+    parity = report["parity"]
+    assert parity["passed"] and parity["agreement"] == 1.0 and parity["compared_actions"] > 0
+    manifest = json.loads((tmp_path / "export" / "policy.json").read_text())
+    assert manifest["policies"]["default_policy"].get("exploration") is None
+    played = eval_json(capsys, tmp_path / "export", "-n", "1")
+    assert played["episodes"] == 1 and played["per_episode"][0]["length"] > 0
+
+
 def test_mean_std_filter_is_inside_the_graph_and_at_end_exports(filtered_run):
     """export.at_end writes <run>/export with a passing certificate; the filter's frozen
     statistics are part of the graph (an export without them would disagree)."""
