@@ -91,6 +91,7 @@ def sb3_speed(device: str, seconds: float) -> dict[str, Any]:
 
 
 def sb3_speed_here(device: str, seconds: float) -> dict[str, Any]:
+    # Imported in this process only: the sb3-speed process is the only one that needs them.
     from sb3_contrib import CrossQ
     from stable_baselines3.common.callbacks import BaseCallback
 

@@ -86,6 +86,7 @@ def rlplat_crossings(run_dir: Path) -> list[dict[str, Any]]:
 def cleanrl_run(script: Path, python: str, seed: int, out: Path) -> dict[str, Any]:
     """CleanRL's pqn.py at its defaults with ``seed`` (its own process, in ``out``), read from
     its TensorBoard events."""
+    # Imported on use: the harness process starts light (harness.py's docstring).
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     workdir = out / f"cleanrl_seed{seed}"

@@ -395,6 +395,15 @@ class TargetNetworks(TargetNetworkAPI):
         return [(main, target) for main, target in pairs if main is not None]
 
 
+def at_least_one(config: AlgorithmConfig, names: Iterable[str]) -> list[str]:
+    """A problem for each setting of ``names`` that is below one."""
+    return [
+        f"training.{name} must be at least 1, got {getattr(config, name)}"
+        for name in names
+        if getattr(config, name) < 1
+    ]
+
+
 def not_negative(config: AlgorithmConfig, names: Iterable[str]) -> list[str]:
     """A problem for each setting of ``names`` that is below zero."""
     return [

@@ -59,23 +59,23 @@ class BatchRenorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self.settings
         if not self.training:
-            normed = (x - self.running_mean) / torch.sqrt(self.running_var + s.eps)
-            return normed * self.weight + self.bias
-        mean = x.mean(dim=0)
-        var = x.var(dim=0)
-        std = torch.sqrt(var + s.eps)
-        normed = (x - mean) / std
-        if self.steps > s.warmup_steps:
+            mean, var = self.running_mean, self.running_var
+        else:
+            batch_mean, batch_var = x.mean(dim=0), x.var(dim=0)
+            mean, var = batch_mean, batch_var
+            if self.steps > s.warmup_steps:
+                with torch.no_grad():
+                    running_std = torch.sqrt(self.running_var + s.eps)
+                    r = (torch.sqrt(batch_var + s.eps) / running_std).clamp(1 / s.r_max, s.r_max)
+                    d = ((batch_mean - self.running_mean) / running_std).clamp(-s.d_max, s.d_max)
+                # The batch statistics, corrected: normalising by them is x_hat * r + d.
+                mean = batch_mean - d * torch.sqrt(batch_var) / r
+                var = batch_var / r**2
             with torch.no_grad():
-                running_std = torch.sqrt(self.running_var + s.eps)
-                r = (std / running_std).clamp(1.0 / s.r_max, s.r_max)
-                d = ((mean - self.running_mean) / running_std).clamp(-s.d_max, s.d_max)
-            normed = normed * r + d
-        with torch.no_grad():
-            self.running_mean.lerp_(mean, s.momentum)
-            self.running_var.lerp_(var, s.momentum)
-            self.steps += 1
-        return normed * self.weight + self.bias
+                self.running_mean.lerp_(batch_mean, s.momentum)
+                self.running_var.lerp_(batch_var, s.momentum)
+                self.steps += 1
+        return (x - mean) / torch.sqrt(var + s.eps) * self.weight + self.bias
 
 
 def renormed_mlp(

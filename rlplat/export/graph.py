@@ -30,7 +30,6 @@ from ray.rllib.utils.filter import SMALL_NUMBER
 from torch import nn
 from torch.nn import functional as F
 
-from rlplat.algorithms.pqn.rl_module import PQNModule
 from rlplat.environments.kinds import ACTION_MASK, masked_observation_key
 from rlplat.errors import UserError
 from rlplat.runtime import ActionSpec, StateSpec
@@ -406,7 +405,7 @@ def _exploration(module: Any) -> str | None:
     """How ``explore`` acts with this graph: sampling its logits (categorical policies), or not
     at all (DQN's and PQN's epsilon-greedy and Gaussian policies need more than the graph's
     outputs)."""
-    if isinstance(module, DefaultDQNTorchRLModule | PQNModule):
+    if isinstance(module, DefaultDQNTorchRLModule) or getattr(module, "EPSILON_GREEDY", False):
         return None
     if issubclass(module.get_exploration_action_dist_cls(), TorchCategorical):
         return "categorical"

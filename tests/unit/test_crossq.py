@@ -3,6 +3,7 @@ modes and order on hand-made batches."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import gymnasium as gym
@@ -36,22 +37,26 @@ def test_batch_renorm_is_batch_norm_in_its_warmup_and_moves_its_running_statisti
 
 
 def test_after_its_warmup_batch_renorm_corrects_towards_the_running_statistics_within_limits():
+    """sb3-contrib's form: the batch statistics corrected by r and d (clipped to r_max, d_max)
+    normalise the input, mean' = mean - d sqrt(var) / r and var' = var / r^2."""
     layer = BatchRenorm(1, BatchRenormSettings(momentum=0.5, warmup_steps=0))
     layer.steps.fill_(1)
     layer.running_mean.fill_(1.0)
     layer.running_var.fill_(0.25)
     x = torch.tensor([[2.0], [4.0]])  # mean 3, unbiased variance 2
-    out = layer(x)
-    std, running_std = math.sqrt(2 + EPS), math.sqrt(0.25 + EPS)
-    r = min(std / running_std, 3.0)  # 2.83: within r_max
-    d = min((3.0 - 1.0) / running_std, 5.0)  # 3.99: within d_max
-    expected = [(-1 / std) * r + d, (1 / std) * r + d]
-    assert out[:, 0].tolist() == pytest.approx(expected, rel=1e-5)
+
+    def expected(r: float, d: float) -> list[float]:
+        mean, var = 3.0 - d * math.sqrt(2.0) / r, 2.0 / r**2
+        return [(value - mean) / math.sqrt(var + EPS) for value in (2.0, 4.0)]
+
+    running_std = math.sqrt(0.25 + EPS)
+    r = math.sqrt(2 + EPS) / running_std  # 2.83: within r_max
+    d = (3.0 - 1.0) / running_std  # 3.99: within d_max
+    assert layer(x)[:, 0].tolist() == pytest.approx(expected(r, d), rel=1e-5)
 
     layer.running_var.fill_(0.01)  # the batch's spread 14x the running one: r stops at 3
     layer.running_mean.fill_(-100.0)  # and d at 5
-    out = layer(x)
-    assert out[:, 0].tolist() == pytest.approx([(-1 / std) * 3 + 5, (1 / std) * 3 + 5], rel=1e-5)
+    assert layer(x)[:, 0].tolist() == pytest.approx(expected(3.0, 5.0), rel=1e-5)
 
 
 def crossq_learner(**training: object):
@@ -81,16 +86,18 @@ def critic_loss(learner, config, batch):
     )
 
 
-def test_the_critics_see_current_and_next_transitions_in_one_pass_and_fit_half_the_squared_error():
+@pytest.mark.parametrize("terminated", [1.0, 0.0], ids=["episode ends", "episode goes on"])
+def test_the_critics_see_current_and_next_transitions_in_one_pass_and_fit_the_soft_target(
+    terminated,
+):
     """No target networks: the critics normalise the current transitions with statistics of the
-    current and the next ones together (the next observations here lie 5 higher), and each
-    critic fits the target (here the reward: every transition ends its episode) by half the
-    squared error."""
+    current and the next ones together (the next observations here lie 5 higher); each critic
+    fits r + gamma (1 - terminated) (min_i Q_i(s', a') - alpha log pi(a'|s')) from the next half
+    of that pass by half the squared error."""
     config, learner = crossq_learner()
     module = learner.module[MODULE].unwrapped()
     assert not [name for name, _ in module.named_children() if "target" in name]
-    batch = transitions()
-    critics_before = [layer.running_mean.clone() for layer in _renorms(module.critics)]
+    batch = transitions(terminated=terminated)
     torch.manual_seed(3)
     loss = critic_loss(learner, config, batch)
 
@@ -100,21 +107,55 @@ def test_the_critics_see_current_and_next_transitions_in_one_pass_and_fit_half_t
     assert first_renorm.running_mean[:3].tolist() == pytest.approx(
         (0.01 * joint_obs.mean(dim=0)).tolist(), rel=1e-5
     )
-    assert all(float(b.abs().sum()) == 0 for b in critics_before)
-    # The current half of that joint pass, recomputed: 0.5 * sum over critics of mean (q - 10)^2.
-    module.critics.train()
-    for layer in _renorms(module.critics):  # the pass above moved them once; undo for the redo
+    # The same pass again, from fresh statistics, and the target by hand (alpha starts at 1).
+    for layer in _renorms(module.critics):
         layer.running_mean.zero_()
         layer.running_var.fill_(1.0)
         layer.steps.zero_()
-    torch.manual_seed(3)  # the same next actions a' ~ pi(s'), the actor in eval mode
-    next_actions, _ = squashed_sample(module.dist_inputs(batch[Columns.NEXT_OBS]))
-    q = module.q_values(joint_obs, torch.cat([batch[Columns.ACTIONS], next_actions]))[:, :6]
+    torch.manual_seed(3)  # the same a' ~ pi(s'), the actor in eval mode
+    next_actions, next_logp = squashed_sample(module.dist_inputs(batch[Columns.NEXT_OBS]))
+    module.critics.train()
+    q_both = module.q_values(joint_obs, torch.cat([batch[Columns.ACTIONS], next_actions]))
     module.critics.eval()
-    expected = 0.5 * ((q - 10.0) ** 2).mean(dim=1).sum()
+    q, q_next = q_both[:, :6], q_both[:, 6:]
+    soft_next = q_next.min(dim=0).values - 1.0 * next_logp
+    target = 10.0 + 0.99 * (1.0 - terminated) * soft_next
+    expected = 0.5 * ((q - target) ** 2).mean(dim=1).sum()
     assert float(loss) == pytest.approx(float(expected), rel=1e-5)
     alone = module.q_values(batch[Columns.OBS], batch[Columns.ACTIONS])  # eval mode
     assert not torch.allclose(alone, q), "the running statistics would give other values"
+
+
+def test_the_actor_climbs_the_critics_after_their_step():
+    """alpha log pi(a|s) - min_i Q_i(s, a), a ~ pi(s) drawn in training mode, under the critics
+    as they are after this update's step, not before it."""
+    config, learner = crossq_learner(policy_delay=1)
+    module = learner.module[MODULE].unwrapped()
+    batch = transitions(terminated=0.0)
+    before = copy.deepcopy(module)
+    loss = critic_loss(learner, config, batch)
+    torch.manual_seed(7)
+    grads = learner.compute_gradients({MODULE: loss})
+    actor = learner.filter_param_dict_for_optimizer(
+        learner._params, learner._optimizer(MODULE, "actor")
+    )
+
+    def actor_gradient(network: torch.nn.Module) -> list[torch.Tensor]:
+        torch.manual_seed(7)
+        network.actor.train()
+        actions, logp = squashed_sample(network.dist_inputs(batch[Columns.OBS]))
+        network.actor.eval()
+        network.critics.eval()
+        q = network.q_values(batch[Columns.OBS], actions).min(dim=0).values
+        return torch.autograd.grad((logp - q).mean(), list(network.actor.parameters()))
+
+    got = [grads[ref] for ref in actor]
+    assert all(
+        torch.allclose(g, e, atol=1e-6) for g, e in zip(got, actor_gradient(module), strict=True)
+    )
+    assert not all(
+        torch.allclose(g, e, atol=1e-6) for g, e in zip(got, actor_gradient(before), strict=True)
+    )
 
 
 def _renorms(network: torch.nn.Module) -> list[BatchRenorm]:

@@ -23,6 +23,9 @@ from rlplat.algorithms.networks import (
 )
 from rlplat.algorithms.sac import PaperCriticSACCatalog, SACConfig, SACModule
 from rlplat.algorithms.td3 import TD3Config
+from rlplat.experiment.load import load_experiment
+from rlplat.prepare import prepare
+from tests.helpers import EXPERIMENTS
 
 OBS = gym.spaces.Box(-1.0, 1.0, (5,), np.float32)
 BOX = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -100,3 +103,23 @@ def test_rlplats_own_actor_critics_read_the_setting(config_class):
         assert renorms and not layer_norms, "CrossQ normalises by batch renormalisation only"
     else:
         assert layer_norms and not renorms
+
+
+@pytest.mark.parametrize(
+    ("experiment", "encoder"),
+    [("cartpole_ppo", "encoder.actor_encoder"), ("pendulum_sac", "qf_encoder")],
+    ids=["PPO", "SAC"],
+)
+def test_the_setting_in_a_file_gives_the_run_simba_networks(experiment, encoder):
+    """The path a user takes: the YAML key, checked and built by prepare (the probe's module is
+    built from the same spec the trials build from)."""
+    loaded = load_experiment(
+        EXPERIMENTS / f"{experiment}.yaml",
+        ["rl_module.model_config.simba={width: 32, blocks: 3}", "connectors=[mean_std_filter]"],
+    )
+    run = prepare(loaded)
+    spaces = {"default_policy": (run.env.observation_space, run.env.action_space)}
+    module = run.algo_config.get_rl_module_spec(spaces=spaces).build()
+    network = module.get_submodule(encoder)
+    assert len(_blocks(network)) == 3
+    assert all(block.up.in_features == 32 for block in _blocks(network))

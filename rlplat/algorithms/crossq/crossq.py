@@ -19,7 +19,7 @@ YAML sets them under ``training:``. The loop is DQN's, as TD3's.
 from ray.rllib.algorithms.dqn.dqn import DQN
 
 from rlplat.algorithms.actor_critic import ActorCriticConfig
-from rlplat.algorithms.base import not_negative
+from rlplat.algorithms.base import at_least_one, not_negative
 from rlplat.algorithms.crossq.learner import CrossQLearner
 from rlplat.algorithms.crossq.rl_module import CrossQModule
 from rlplat.algorithms.transition_loop import TransitionBatchLoop, TransitionReplayConfig
@@ -54,8 +54,7 @@ class CrossQConfig(TransitionReplayConfig, ActorCriticConfig):
 
     def problems(self) -> list[str]:
         problems = super().problems()
-        if self.policy_delay < 1:
-            problems.append(f"training.policy_delay must be at least 1, got {self.policy_delay}")
+        problems += at_least_one(self, ["policy_delay"])
         if self.initial_alpha <= 0:
             problems.append(f"training.initial_alpha must be positive, got {self.initial_alpha}")
         if not 0.0 < self.batch_norm_momentum <= 1.0:

@@ -85,7 +85,7 @@ class CrossQModule(TorchRLModule, InferenceOnlyAPI):
     ) -> dict[str, Any]:
         inputs = self.dist_inputs(batch[Columns.OBS])
         if (t or 0) < self.random_steps:
-            actions = torch.rand((len(inputs), self.action_dim)) * 2.0 - 1.0
+            actions = torch.rand((len(inputs), self.action_dim), device=inputs.device) * 2 - 1
         else:
             actions, _ = squashed_sample(inputs)
         return {Columns.ACTIONS: actions, Columns.ACTION_DIST_INPUTS: inputs}

@@ -68,6 +68,7 @@ class PQNModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
     """Q(s, .) for Discrete actions, epsilon-greedy exploration."""
 
     SCALES_UINT8_FRAMES: ClassVar[bool] = True  # rlplat need not wrap it for uint8 frames
+    EPSILON_GREEDY: ClassVar[bool] = True  # exploring needs more than its graph's outputs
 
     def setup(self) -> None:
         config = self.model_config
@@ -108,8 +109,8 @@ class PQNModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
     ) -> dict[str, Any]:
         q = self.q(batch[Columns.OBS])
         greedy = q.argmax(dim=-1)
-        random = torch.randint(q.shape[-1], greedy.shape)
-        explore = torch.rand(greedy.shape) < self.epsilon(t)
+        random = torch.randint(q.shape[-1], greedy.shape, device=q.device)
+        explore = torch.rand(greedy.shape, device=q.device) < self.epsilon(t)
         return {
             Columns.ACTIONS: torch.where(explore, random, greedy),
             Columns.ACTION_DIST_INPUTS: q,

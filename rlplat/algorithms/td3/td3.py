@@ -18,7 +18,7 @@ The loop is DQN's (and SAC's): sample from the env runners into the replay buffe
 from ray.rllib.algorithms.dqn.dqn import DQN
 
 from rlplat.algorithms.actor_critic import DeterministicActorCriticConfig
-from rlplat.algorithms.base import not_negative
+from rlplat.algorithms.base import at_least_one, not_negative
 from rlplat.algorithms.td3.learner import TD3TorchLearner
 from rlplat.algorithms.td3.rl_module import TD3Module
 from rlplat.algorithms.transition_loop import TransitionBatchLoop, TransitionReplayConfig
@@ -46,8 +46,7 @@ class TD3Config(TransitionReplayConfig, DeterministicActorCriticConfig):
 
     def problems(self) -> list[str]:
         problems = super().problems()
-        if self.policy_delay < 1:
-            problems.append(f"training.policy_delay must be at least 1, got {self.policy_delay}")
+        problems += at_least_one(self, ["policy_delay"])
         problems += not_negative(self, ["target_noise", "target_noise_clip"])
         return problems
 
