@@ -188,10 +188,11 @@ def print_export(report: ExportReport, console: Any) -> None:
             f"return {Stats.of(cert.checkpoint_returns).mean:.2f} (checkpoint) vs "
             f"{Stats.of(cert.onnx_returns).mean:.2f} (ONNX)"
         )
+        ties = f" ({cert.near_ties} near-ties the checkpoint scores alike)" * bool(cert.near_ties)
         console.print(
             f"Parity: passed. {cert.compared_actions} visited observations over "
-            f"{cert.episodes} episode(s) x 2, actions agree on {cert.agreement:.2%}, largest "
-            f"difference {cert.max_abs_diff:.3g}; {returns}.",
+            f"{cert.episodes} episode(s) x 2, actions agree on {cert.agreement:.2%}{ties}, "
+            f"largest difference {cert.max_abs_diff:.3g}; {returns}.",
             highlight=False,
         )
     console.print(f"Took {report.seconds:.1f} s. Next:", highlight=False)

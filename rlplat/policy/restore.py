@@ -197,6 +197,11 @@ class CheckpointActor:
         self._pending = (action, extra)
         return env_action
 
+    def last_scores(self) -> Any:
+        """The action distribution inputs (logits, Q-values) of the last single-agent action,
+        or None."""
+        return None if self.multi_agent else self._pending[1].get(Columns.ACTION_DIST_INPUTS)
+
     def observe(
         self, observation: Any, reward: Any, terminated: Any, truncated: Any, info: Any
     ) -> None:
