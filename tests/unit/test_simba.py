@@ -3,6 +3,8 @@ builds with ``rl_module.model_config.simba``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -59,15 +61,16 @@ def _blocks(module: torch.nn.Module) -> list[ResidualBlock]:
     return [m for m in module.modules() if isinstance(m, ResidualBlock)]
 
 
+def catalog_module(config_class: type, module_class: type, catalog_class: type) -> Any:
+    """An RLlib module built from ``with_simba(catalog_class)`` with the setting."""
+    config = config_class().environment(observation_space=OBS, action_space=BOX)
+    spec = RLModuleSpec(module_class=module_class, catalog_class=with_simba(catalog_class))
+    config.rl_module(model_config=SIMBA, rl_module_spec=spec)
+    return config.get_rl_module_spec(spaces={"default_policy": (OBS, BOX)}).build()
+
+
 def test_ppo_builds_simba_actor_and_critic_encoders():
-    config = PPOConfig().environment(observation_space=OBS, action_space=BOX)
-    config.rl_module(
-        model_config=SIMBA,
-        rl_module_spec=RLModuleSpec(
-            module_class=DefaultPPOTorchRLModule, catalog_class=with_simba(PPOCatalog)
-        ),
-    )
-    module = config.get_rl_module_spec(spaces={"default_policy": (OBS, BOX)}).build()
+    module = catalog_module(PPOConfig, DefaultPPOTorchRLModule, PPOCatalog)
     assert len(_blocks(module.encoder.actor_encoder)) == 2
     assert len(_blocks(module.encoder.critic_encoder)) == 2
     out = module.forward_inference({Columns.OBS: torch.zeros((4, 5))})
@@ -75,14 +78,7 @@ def test_ppo_builds_simba_actor_and_critic_encoders():
 
 
 def test_sacs_critics_encode_the_action_beside_the_observation():
-    config = SACConfig().environment(observation_space=OBS, action_space=BOX)
-    config.rl_module(
-        model_config=SIMBA,
-        rl_module_spec=RLModuleSpec(
-            module_class=SACModule, catalog_class=with_simba(PaperCriticSACCatalog)
-        ),
-    )
-    module = config.get_rl_module_spec(spaces={"default_policy": (OBS, BOX)}).build()
+    module = catalog_module(SACConfig, SACModule, PaperCriticSACCatalog)
     assert len(_blocks(module.pi_encoder)) == 2 and len(_blocks(module.qf_encoder)) == 2
     assert module.qf_encoder.net[0].in_features == 5 + 2
     batch = {Columns.OBS: torch.zeros((3, 5)), Columns.ACTIONS: torch.zeros((3, 2))}
