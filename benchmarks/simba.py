@@ -34,6 +34,7 @@ from harness import (
 
 RESULTS = results_file("simba.json")
 SIMBA = ["connectors=[mean_std_filter]"]
+SIDES = ("plain", "simba")
 TASKS = {  # name -> (experiment, SimBa settings, default budget)
     "sac_halfcheetah": (
         "experiments/mujoco/halfcheetah_sac.yaml", "{width: 256, blocks: 2}", 100_000
@@ -54,12 +55,13 @@ def parameters(run_dir: Path) -> int:
     ))
 
 
-def task(name: str, budget: int | None, out: Path) -> dict[str, Any]:
+def task(name: str, budget: int | None, out: Path, sides: list[str]) -> dict[str, Any]:
     experiment, simba, default_budget = TASKS[name]
     budget = budget or default_budget
     rows = {}
-    sides = {"plain": [], "simba": [*SIMBA, f"rl_module.model_config.simba={simba}"]}
-    for side, overrides in sides.items():
+    overrides_by_side = {"plain": [], "simba": [*SIMBA, f"rl_module.model_config.simba={simba}"]}
+    for side in sides:
+        overrides = overrides_by_side[side]
         run_dir, seeds = train_seeds(experiment, 1, budget, out / name / side, *overrides)
         rows[side] = {
             "command": f"rlplat train {experiment} stop.env_steps={budget} {' '.join(overrides)}",
@@ -76,13 +78,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
     parser.add_argument("--budget", type=int, help="env steps per run (default: per task)")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
+                        help="train only these sides (two processes may each take one)")
     parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="simba_"))
-    results = load_results(RESULTS)
     for name in args.tasks:
-        results[name] = {"command": invocation(), "machine": machine(),
-                         "date": time.strftime("%Y-%m-%d"), **task(name, args.budget, out)}
+        rows = task(name, args.budget, out, args.sides)
+        results = load_results(RESULTS)  # read late: another process may have saved a side
+        earlier = results.get(name, {})
+        earlier = earlier if earlier.get("budget") == rows["budget"] else {}
+        results[name] = {**earlier, "command": invocation(), "machine": machine(),
+                         "date": time.strftime("%Y-%m-%d"), **rows}
         save_results(RESULTS, results)
 
 

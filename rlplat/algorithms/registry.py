@@ -9,6 +9,10 @@ A *team* algorithm learns one policy for all agents of a cooperative multi-agent
 (value factorisation): it sees the env as one team agent (``rlplat.environments.team.TeamEnv``),
 and exports its agent network (``rlplat.export.team``).
 
+A *central* algorithm keeps one policy per ``multi_agent.policies`` entry, acting on its agents'
+observations, with a critic that reads the env's global state
+(``rlplat.environments.global_state``).
+
 A *joint* algorithm keeps one policy per ``multi_agent.policies`` entry, but its critics see every
 agent's observation and action at the same step.
 """
@@ -28,7 +32,7 @@ from rlplat.util.imports import import_object
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
 
-AgentView = Literal["agents", "team", "joint"]
+AgentView = Literal["agents", "team", "central", "joint"]
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,9 @@ class AlgorithmRecord:
     own_rates: str | None = None
     # The attribute of the built algorithm that holds its replay memory; None: it keeps none.
     replay_memory: str | None = None
-    # How it sees a multi-agent env: each policy its own agents, the team as one agent, or
-    # every agent's step at once (joint critics).
+    # How it sees a multi-agent env: each policy its own agents, the team as one agent, each
+    # policy its own agents with critics on the global state, or every agent's step at once
+    # (joint critics).
     view: AgentView = "agents"
     # Learns from each batch's rewards on policy (reward scaling applies to it).
     on_policy_rewards: bool = False
@@ -138,6 +143,11 @@ def is_team_algorithm(name: str) -> bool:
     return algorithm_record(name).view == "team"
 
 
+def has_central_critic(name: str) -> bool:
+    """Whether ``name`` (a canonical name) trains critics on the env's global state."""
+    return algorithm_record(name).view == "central"
+
+
 def is_joint_algorithm(name: str) -> bool:
     """Whether ``name`` learns from every agent's step at once (centralised critics): it needs
     a multi-agent env whose agents all act at every step, and the joint layout of its agents."""
@@ -157,6 +167,13 @@ register_algorithm(
     random_policies=True,
     on_policy_rewards=True,
     initial_log_std=True,
+    synchronous_learner=True,
+)
+register_algorithm(
+    "MAPPO",
+    "rlplat.algorithms.mappo:MAPPO",
+    view="central",
+    on_policy_rewards=True,
     synchronous_learner=True,
 )
 register_algorithm("APPO", on_policy_rewards=True)

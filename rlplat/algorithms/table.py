@@ -29,6 +29,7 @@ HEADER = "| " + " | ".join(COLUMNS) + " |"
 VIEWS = {
     "agents": "each policy its agents",
     "team": "the team as one agent",
+    "central": "each policy its agents, critics on the global state",
     "joint": "joint critics over all agents",
 }
 

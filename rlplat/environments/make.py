@@ -126,6 +126,7 @@ class EnvInfo:
     action_spaces: dict[str, gym.Space] = field(default_factory=dict)
     render_modes: tuple[str, ...] = ()
     turn_based: bool = False  # a PettingZoo AEC env: one agent acts per step
+    state_space: gym.Space | None = None  # multi-agent: the space of the env's state(), if any
     # Multi-agent: each step's rewards by agent in the contract check's random steps (none
     # when the check is off).
     random_rewards: tuple[dict[str, float], ...] = ()
@@ -180,6 +181,7 @@ def check_env(
         observation_spaces=dict(env.observation_spaces),
         action_spaces=dict(env.action_spaces),
         turn_based=bool(getattr(env, "turn_based", False)),
+        state_space=getattr(env, "state_space", None),
         random_rewards=tuple(rewards),
     )
 

@@ -26,6 +26,7 @@ from rlplat.algorithms.registry import (
     algorithm_record,
     canonical_name,
     get_algorithm_class,
+    has_central_critic,
     is_joint_algorithm,
     is_team_algorithm,
     names_where,
@@ -42,6 +43,7 @@ from rlplat.cluster.placement import (
 )
 from rlplat.cluster.preferences import PREFERENCE_GROUPS, ResourceChoice, resolve_preferences
 from rlplat.environments.connectors import check_connectors
+from rlplat.environments.global_state import GlobalStateError, resolve_source
 from rlplat.environments.make import EnvInfo, check_env
 from rlplat.errors import ConfigError, UserError
 from rlplat.experiment.load import (
@@ -211,6 +213,9 @@ def _check_env_against_algorithm(draft: _Draft) -> None:
     if is_team_algorithm(experiment.algorithm):
         training = {**experiment.training, "global_state": team_state_source(experiment, locate)}
         experiment = experiment.model_copy(update={"training": training})
+    if has_central_critic(experiment.algorithm):
+        training = {**experiment.training, "global_state": _central_state(experiment, env, locate)}
+        experiment = experiment.model_copy(update={"training": training})
     draft.experiment = experiment
 
 
@@ -329,6 +334,8 @@ def _check_env_fits(experiment: Experiment, env: EnvInfo, locate: Locator) -> No
         _check_joint_experiment(experiment, env, locate)
     if is_team_algorithm(experiment.algorithm):
         _check_team_experiment(experiment, env.multi_agent, locate)
+    if has_central_critic(experiment.algorithm):
+        _check_central_experiment(experiment, env, locate)
     if env.multi_agent:
         if experiment.connectors:
             raise ConfigError(
@@ -423,6 +430,41 @@ def _check_joint_experiment(experiment: Experiment, env: EnvInfo, locate: Locato
             )
     if problem:
         raise ConfigError(problem, location=locate("algorithm"), key="algorithm")
+
+
+def _check_central_experiment(experiment: Experiment, env: EnvInfo, locate: Locator) -> None:
+    """An algorithm with centralised critics (MAPPO) needs a multi-agent env whose agents all
+    act at every step (the global state is the team's at one step)."""
+    name, label = experiment.algorithm, experiment.env.label
+    problem = None
+    if not env.multi_agent:
+        problem = (
+            f"{name} trains several agents with a critic on their global state, but {label!r} "
+            "is a single-agent environment. Use a PettingZoo environment (env.pettingzoo, "
+            "env.gymma, or a factory returning one), or PPO for a single agent."
+        )
+    elif env.turn_based:
+        problem = (
+            f"{name}'s critic reads the whole team's state at each step, but {label!r} is "
+            "turn-based (PettingZoo's AEC API: one agent acts per step). Use a parallel env, or "
+            "PPO for turn-based games."
+        )
+    if problem:
+        raise ConfigError(problem, location=locate("algorithm"), key="algorithm")
+
+
+def _central_state(experiment: Experiment, env: EnvInfo, locate: Locator) -> str:
+    """``training.global_state`` resolved: ``env`` or ``observations``."""
+    wanted = experiment.training.get("global_state", "auto")
+    try:
+        return resolve_source(wanted, env.state_space)
+    except GlobalStateError as exc:
+        key = "training.global_state"
+        raise ConfigError(
+            f"{experiment.algorithm}'s critic input for {experiment.env.label!r}: {exc}.",
+            location=locate(key),
+            key=key,
+        ) from None
 
 
 def _check_team_experiment(experiment: Experiment, multi_agent: bool, locate: Locator) -> None:

@@ -1,5 +1,7 @@
-"""The env as training and evaluation build it: the experiment's env, or for a team algorithm
-(QMIX) that multi-agent env seen as one team (``rlplat.environments.team``)."""
+"""The env as training and evaluation build it: the experiment's env; for a team algorithm
+(QMIX) that multi-agent env seen as one team (``rlplat.environments.team``); for one with
+centralised critics (MAPPO) the env with the critic's input in its infos
+(``rlplat.environments.global_state``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlplat.algorithms.registry import is_team_algorithm
+from rlplat.algorithms.registry import has_central_critic, is_team_algorithm
+from rlplat.environments.global_state import CriticStateCreator
 from rlplat.environments.make import EnvCreator, build_env
 from rlplat.environments.team import TEAM_SETTINGS, TeamEnvCreator
 from rlplat.experiment.schema import Experiment
@@ -34,6 +37,8 @@ def env_creator_for(
     cpus = resources.env_runners.cpus if remote else resources.driver.cpus
     threads = max(1, int(cpus or 1))
     creator = EnvCreator(experiment.env, evaluation=evaluation, threads=threads)
+    if has_central_critic(experiment.algorithm):
+        return CriticStateCreator(creator, experiment.training.get("global_state", "auto"))
     settings = _team_settings(experiment)
     if settings is None:
         return creator
@@ -46,9 +51,10 @@ def rllib_env_name(experiment: Experiment) -> str:
     Tune's registry is shared by every process of the cluster: trials of a search that build the
     env differently (searched kwargs, team settings) need names of their own.
     """
-    recipe = json.dumps(
-        [experiment.env.model_dump(mode="json"), _team_settings(experiment)], sort_keys=True
-    )
+    view = _team_settings(experiment)
+    if has_central_critic(experiment.algorithm):
+        view = {"global_state": experiment.training.get("global_state", "auto")}
+    recipe = json.dumps([experiment.env.model_dump(mode="json"), view], sort_keys=True)
     return f"rlplat/{experiment.env.label}/{hashlib.sha1(recipe.encode()).hexdigest()[:10]}"
 
 

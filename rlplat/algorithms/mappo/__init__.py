@@ -1,0 +1,3 @@
+from rlplat.algorithms.mappo.mappo import MAPPO, MAPPOConfig
+
+__all__ = ["MAPPO", "MAPPOConfig"]
