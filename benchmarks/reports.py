@@ -1,7 +1,8 @@
 """docs/benchmarks.md's tables over seeds, made with rlplat's own commands: each shipped experiment
 trained with ``rlplat train <file> --seeds 3``, then compared with ``rlplat report``.
 
-    python benchmarks/reports.py [--only qmix cartpole pendulum spread connect_four] [--runs DIR]
+    python benchmarks/reports.py [--only qmix cartpole pendulum spread connect_four mappo_spread
+                                        mappo_lbf] [--runs DIR]
 
 One training command at a time. The CartPole and Pendulum runs, whose training seconds to the
 target are reported, run one seed at a time (``tune.max_concurrent=1``): their seconds are those
@@ -9,6 +10,7 @@ of a training alone on the machine. A finished run of the same command already u
 (its run.json records the command) is reused instead of trained again. Each group's report goes
 to benchmarks/results/reports/<group>/ (report.json, report.md, the figures), and its
 curves.png and final.png are copied to docs/img/<group>-curves.png and docs/img/<group>-final.png.
+The ``mappo_*`` groups train MAPPO beside shared PPO with the same settings, to the same env steps.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ IMAGES = REPO / "docs/img"
 SEEDS = "3"
 ALONE = "tune.max_concurrent=1"
 QMIX_BUDGET = ("stop.env_steps=100000", "stop.time_s=null")
+EQUAL_STEPS = ("stop.time_s=null",)  # every seed to the file's env steps, however long it takes
 
 # group -> (experiment files with their overrides, rlplat report options)
 GROUPS: dict[str, tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {
@@ -45,6 +48,17 @@ GROUPS: dict[str, tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {
     ),
     "pendulum": ([("experiments/pendulum_sac.yaml", (ALONE,))], ["--eval-episodes", "100"]),
     "spread": ([("experiments/simple_spread_ppo.yaml", ())], ["--eval-episodes", "100"]),
+    "mappo_spread": (
+        [(f"experiments/simple_spread_{name}.yaml", EQUAL_STEPS) for name in ("ppo", "mappo")],
+        ["--eval-episodes", "100"],
+    ),
+    "mappo_lbf": (
+        [
+            (f"experiments/marl/lbf_{name}.yaml", ("stop.env_steps=500000", *EQUAL_STEPS))
+            for name in ("ppo", "mappo")
+        ],
+        ["--eval-episodes", "100"],
+    ),
     "connect_four": (
         [("experiments/connect_four_ppo.yaml", ())],
         ["--eval-episodes", "100", "--metric", "policy_return_mean/learner"],

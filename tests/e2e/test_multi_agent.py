@@ -14,6 +14,7 @@ from tests.helpers import (
     CONNECT_FOUR,
     EXPERIMENTS,
     MULTI_AGENT_ADVERSARY,
+    SPREAD,
     TINY_PPO,
     read_results,
     read_scalars,
@@ -202,3 +203,31 @@ def test_masked_export_plays_only_legal_moves(connect_four_run, tmp_path, capsys
         obs = {"observation": board, "action_mask": mask}
         assert policy.policy_for("player_0").act(obs) == column  # the learner's graph
         assert policy.policy_for("player_1").act(obs) == column  # the runtime's random draw
+
+
+# --- MAPPO ----------------------------------------------------------------------------------------
+
+
+def test_mappo_critics_read_the_team_state_and_the_actors_export(ray_session, tmp_path, capsys):
+    """Per-agent MAPPO actors on simple_spread: each critic's input is mpe2's state() (the three
+    agents' 18 numbers) and the agent's one-hot place; the actors export with a passing parity."""
+    import pickle
+
+    summary = train_yaml(
+        replace(replace(SPREAD, "algorithm: PPO", "algorithm: MAPPO"), "shared", "independent"),
+        tmp_path,
+    )
+    [trial] = summary.trials
+    learners = read_results(Path(trial.path))[-1]["learners"]
+    assert all(np.isfinite(learners[a]["vf_loss"]) for a in ("agent_0", "agent_1", "agent_2"))
+    resolved = (Path(summary.run_dir) / "experiment.yaml").read_text()
+    assert "global_state: env" in resolved, "auto resolved to mpe2's own state()"
+    modules = "checkpoint_*/learner_group/learner/rl_module"
+    [state] = Path(trial.path).glob(f"{modules}/agent_1/module_state.pkl")
+    weights = pickle.loads(state.read_bytes())
+    assert weights["critic_encoder.net.mlp.0.weight"].shape[1] == 3 * 18 + 3
+    assert weights["encoder.encoder.net.mlp.0.weight"].shape[1] == 18
+
+    report, manifest = export_report(capsys, summary.run_dir, tmp_path / "export")
+    assert report["parity"]["passed"], report["parity"]
+    assert sorted(manifest["agents"].values()) == ["agent_0", "agent_1", "agent_2"]
