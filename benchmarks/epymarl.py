@@ -32,6 +32,12 @@ default ``qmix`` config on its gymma wrapper (the same task and time limit), sto
 ``--budget-s`` seconds of its whole process, scored by its own last greedy test (100 episodes, as
 rlplat's). One seed after another, each side alone on the machine. Both learning curves are
 kept. Results go to benchmarks/results/epymarl_<task>.json.
+
+    python benchmarks/epymarl.py --epymarl-src DIR --mappo lbf --steps 500000 [--seeds 1]
+
+EPyMARL's own ``mappo`` config for ``--steps`` env steps on the task (tested over 100 greedy
+episodes every tenth of them), the peer of rlplat's MAPPO in ``benchmarks/reports.py --only
+mappo_lbf`` at the same env steps. Results go to benchmarks/results/epymarl_mappo_<task>.json.
 """
 
 from __future__ import annotations
@@ -171,16 +177,29 @@ def learn_rlplat(task: str, seed: int, budget_s: int, out: Path) -> dict:
     }
 
 
-def learn_epymarl(src: Path, task: str, seed: int, budget_s: int) -> dict:
-    """EPyMARL's default qmix on its gymma wrapper, its process ended after ``budget_s``
-    seconds; its greedy test returns as its sacred run recorded them."""
+def learn_epymarl(
+    src: Path,
+    task: str,
+    seed: int,
+    *,
+    config: str = "qmix",
+    budget_s: int | None = None,
+    t_max: int | None = None,
+    test_interval: int | None = None,
+) -> dict:
+    """EPyMARL's ``config`` on its gymma wrapper, its process ended after ``budget_s`` seconds
+    or at ``t_max`` env steps; its greedy test returns as its sacred run recorded them (every
+    ``test_interval`` env steps: EPyMARL's default is 2,000)."""
     key, time_limit, _ = TASKS[task]
     command = [
-        str(epymarl_python()), "src/main.py", "--config=qmix", "--env-config=gymma", "with",
-        f"env_args.key={key}", f"env_args.time_limit={time_limit}", "t_max=1000000000",
-        f"seed={seed}", "use_cuda=False", f"test_nepisode={TEST_EPISODES}",
+        str(epymarl_python()), "src/main.py", f"--config={config}", "--env-config=gymma", "with",
+        f"env_args.key={key}", f"env_args.time_limit={time_limit}",
+        f"t_max={t_max or 1_000_000_000}", f"seed={seed}", "use_cuda=False",
+        f"test_nepisode={TEST_EPISODES}",
     ]
-    runs = src / "results/sacred/qmix" / key
+    if test_interval:
+        command += [f"test_interval={test_interval}", f"log_interval={test_interval}"]
+    runs = src / "results/sacred" / config / key
     before = set(runs.glob("*")) if runs.exists() else set()
     started = time.monotonic()
     try:
@@ -197,10 +216,27 @@ def learn_epymarl(src: Path, task: str, seed: int, budget_s: int) -> dict:
         "sacred_run": str(run_dir),
         "wall_s": wall_s,
         "env_steps": int(steps[-1]),
+        "env_steps_per_s": round(int(steps[-1]) / wall_s, 1),
         "greedy_return": tests["values"][-1] if tests["values"] else None,
         "best_greedy_return": max(tests["values"], default=None),
         "curve": [[int(s), v] for s, v in zip(tests["steps"], tests["values"], strict=True)],
     }
+
+
+def peer_mappo(src: Path, task: str, seeds: int, steps: int) -> None:
+    """EPyMARL's own mappo config for ``steps`` env steps per seed, tested every tenth of them,
+    beside rlplat's MAPPO from ``benchmarks/reports.py --only mappo_<task>``."""
+    rows = [
+        {"seed": seed, "epymarl": learn_epymarl(
+            src, task, seed, config="mappo", t_max=steps, test_interval=steps // 10
+        )}
+        for seed in range(seeds)
+    ]
+    save_results(results_file(f"epymarl_mappo_{task}.json"), {
+        "command": invocation(), "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M"),
+        "task": TASKS[task][0], "env_steps": steps, "seeds": rows,
+    })
+    print(json.dumps(rows), flush=True)
 
 
 def learning(src: Path, task: str, seeds: int, budget_s: int, out: Path) -> None:
@@ -209,7 +245,7 @@ def learning(src: Path, task: str, seeds: int, budget_s: int, out: Path) -> None
         row = {
             "seed": seed,
             "rlplat": learn_rlplat(task, seed, budget_s, out / f"rlplat-{seed}"),
-            "epymarl": learn_epymarl(src, task, seed, budget_s),
+            "epymarl": learn_epymarl(src, task, seed, budget_s=budget_s),
         }
         print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
         rows.append(row)
@@ -228,7 +264,11 @@ def main() -> None:
     parser.add_argument("--budget-s", type=int, default=1500, help="--learn: seconds per side")
     parser.add_argument("--seeds", type=int, default=1, help="--learn: seeds 0..N-1")
     parser.add_argument("--out", type=Path, help="--learn: rlplat's runs (default: a temp folder)")
+    parser.add_argument("--mappo", choices=sorted(TASKS), help="EPyMARL's mappo for --steps")
     args = parser.parse_args()
+    if args.mappo:
+        peer_mappo(args.epymarl_src.resolve(), args.mappo, args.seeds, args.steps)
+        return
     if args.learn:
         out = args.out or Path(tempfile.mkdtemp(prefix="rlplat-epymarl-"))
         learning(args.epymarl_src.resolve(), args.learn, args.seeds, args.budget_s, out)

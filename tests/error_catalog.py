@@ -267,6 +267,17 @@ CASES = [
         ["train", "exp.yaml", "algorithm=CrossQ", "training={}"],
     ),
     Case("MADDPG on a single-agent env", ["train", "exp.yaml", "algorithm=MADDPG"]),
+    Case("MAPPO on a single-agent env", ["train", "exp.yaml", "algorithm=MAPPO"]),
+    Case(
+        "MAPPO's critic on the env's state where the env has none",
+        [
+            "train",
+            "exp.yaml",
+            "algorithm=MAPPO",
+            "env={gymma: 'lbforaging:Foraging-8x8-2p-2f-coop-v3', time_limit: 50}",
+            "training={global_state: env}",
+        ],
+    ),
     Case(
         "MADDPG on a turn-based (AEC) env",
         ["train", "exp.yaml", "algorithm=MADDPG"],

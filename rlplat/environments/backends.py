@@ -5,6 +5,9 @@ checks the env spec, makes the vector of envs, and says which RLlib settings it 
 ``envpool``: EnvPool steps the whole vector of Atari games in C++ threads; RLlib asks the
 creator for the vector at once (``gym_env_vectorize_mode: vector_entry_point``) and evaluation
 stays on Gymnasium's envs.
+``vmas``: each training env runner's envs are the worlds of one VMAS batch
+(``rlplat.environments.vmas_worlds``), made at once as EnvPool's vector is; evaluation plays
+single worlds.
 """
 
 from __future__ import annotations
@@ -71,9 +74,22 @@ class EnvPoolBackend(GymnasiumBackend):
         }
 
 
+class VmasBackend(GymnasiumBackend):
+    """VMAS's batched worlds for the training env runners (multi-agent)."""
+
+    def make_vector(self, spec: EnvSpec, num_envs: int, threads: int) -> Any | None:
+        from rlplat.environments.vmas_worlds import VmasWorlds  # noqa: PLC0415 - torch, vmas
+
+        return VmasWorlds(num_envs=num_envs, **spec.kwargs)
+
+    def rllib_settings(self) -> dict[str, dict[str, Any]]:
+        return EnvPoolBackend().rllib_settings()
+
+
 BACKENDS: dict[str, GymnasiumBackend] = {
     "gymnasium": GymnasiumBackend(),
     "envpool": EnvPoolBackend(),
+    "vmas": VmasBackend(),
 }
 
 

@@ -20,6 +20,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.debug import update_global_seed_if_necessary
 
 from rlplat.environments.lean_sampling import LeanSampling
+from rlplat.environments.vector_runner import WholeVector
 
 TRAINING_ROLE, EVALUATION_ROLE = 0, 1
 
@@ -63,8 +64,9 @@ class SeededSingleAgentEnvRunner(IndependentSeeds, LeanSampling, SingleAgentEnvR
     """RLlib's single-agent env runner with independent env streams, sampling lean."""
 
 
-class SeededMultiAgentEnvRunner(IndependentSeeds, LeanSampling, MultiAgentEnvRunner):
-    """RLlib's multi-agent env runner with independent env streams, sampling lean."""
+class SeededMultiAgentEnvRunner(IndependentSeeds, WholeVector, LeanSampling, MultiAgentEnvRunner):
+    """RLlib's multi-agent env runner with independent env streams, sampling lean, stepping a
+    backend's whole vector where it makes one (VMAS's batched worlds)."""
 
 
 def seeded_env_runner_class(multi_agent: bool) -> type:

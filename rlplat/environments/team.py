@@ -26,10 +26,10 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
+from rlplat.environments.global_state import GlobalState, GlobalStateError, resolve_source
 from rlplat.environments.kinds import ACTION_MASK
 
 TeamReward = Literal["sum", "common"]
-GlobalState = Literal["auto", "env", "observations"]
 DEFAULT_TEAM_REWARD: TeamReward = "sum"
 DEFAULT_GLOBAL_STATE: GlobalState = "auto"
 AGENT_REWARDS = "agent_rewards"
@@ -112,18 +112,11 @@ class TeamEnv(gym.Env):
         self.render_mode = getattr(env, "render_mode", None)
         self._live: list[str] = []
 
-    def _resolve_state(self, wanted: GlobalState) -> Literal["env", "observations"]:
-        space = getattr(self.env, "state_space", None)
-        has_state = isinstance(space, gym.spaces.Box)
-        if wanted == "env" and not has_state:
-            raise TeamEnvError(
-                "global_state is 'env' but the environment defines no state() with a Box "
-                "state_space; use 'observations' (the agents' observations concatenated)",
-                key="training.global_state",
-            )
-        if wanted == "auto":
-            return "env" if has_state else "observations"
-        return wanted
+    def _resolve_state(self, wanted: GlobalState) -> str:
+        try:
+            return resolve_source(wanted, getattr(self.env, "state_space", None))
+        except GlobalStateError as exc:
+            raise TeamEnvError(str(exc), key="training.global_state") from None
 
     def _team_obs(self, observations: dict[str, Any], prev: np.ndarray) -> dict[str, np.ndarray]:
         n, a = len(self.members), self.n_actions

@@ -73,6 +73,7 @@ def _one_key_entries(entries: list[NamedEntry], what: str) -> None:
 
 ENV_SOURCES = ("id", "factory", "pettingzoo", "gymma")
 ATARI_NAMESPACE = "ALE/"
+VMAS_FACTORY = "rlplat.environments.gymma:vmas_scenario"  # env.backend vmas batches its scenarios
 
 
 class EnvSpec(Section):
@@ -123,13 +124,15 @@ class EnvSpec(Section):
         "game score, FIRE at each start, episodic life and sign-clipped rewards in training "
         "only, 4 stacked frames; sticky actions as ALE v5 has them (0.25).",
     )
-    backend: Literal["gymnasium", "envpool"] = Field(
+    backend: Literal["gymnasium", "envpool", "vmas"] = Field(
         "gymnasium",
         description="What steps the training env runners' envs: gymnasium (its vector env of "
-        "the env and wrappers) or envpool (EnvPool's C++ threads, as many as "
+        "the env and wrappers), envpool (EnvPool's C++ threads, as many as "
         "resources.env_runners.cpus, or resources.driver.cpus with no remote env runner; ALE "
         "ids with the atari preset's chain only, needs the "
-        "envpool extra). Evaluation, rlplat eval, export and serve always use gymnasium.",
+        "envpool extra) or vmas (each env runner's envs are the worlds of one VMAS batch; "
+        f"the {VMAS_FACTORY} factory without wrappers). Evaluation, rlplat eval, export and "
+        "serve always use gymnasium.",
     )
     check: bool = Field(
         True,
@@ -178,6 +181,12 @@ class EnvSpec(Section):
             raise ValueError(
                 "backend 'envpool' runs Atari games (an ALE id such as ALE/Breakout-v5 with "
                 f"preset: atari), not {self.label!r}; use backend: gymnasium"
+            )
+        if self.backend == "vmas" and (self.factory != VMAS_FACTORY or self.wrappers):
+            raise ValueError(
+                f"backend 'vmas' batches VMAS scenarios made by factory: {VMAS_FACTORY} "
+                "(kwargs: scenario, max_steps and the scenario's own), without wrappers; "
+                f"{self.label!r} is not one: use backend: gymnasium"
             )
         return self
 
