@@ -20,6 +20,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
+from ray.rllib.env.vector.vector_multi_agent_env import VectorMultiAgentEnv
 
 from rlplat.environments.kinds import ACTION_MASK
 
@@ -64,6 +65,51 @@ def critic_state_size(
     return size + len(observation_spaces)
 
 
+class CriticInputs:
+    """The critic's input of every observing agent at one step, added to its info."""
+
+    def __init__(
+        self,
+        agents: list[str],
+        observation_spaces: Mapping[str, gym.Space],
+        state_space: gym.Space | None,
+        wanted: GlobalState,
+    ):
+        self.agents = agents
+        self.source = resolve_source(wanted, state_space)
+        self.size = critic_state_size(self.source, state_space, observation_spaces)
+        self._spaces = dict(observation_spaces)
+        self._parts = {a: observation_part(s) for a, s in observation_spaces.items()}
+        self._places = dict(zip(agents, np.eye(len(agents), dtype=np.float32), strict=True))
+
+    def _concatenated(self, observations: Mapping[str, Any]) -> np.ndarray:
+        pieces = []
+        for agent in self.agents:
+            part = self._parts[agent]
+            value = observations.get(agent)
+            if value is None:  # gone: zeros in its place
+                pieces.append(np.zeros(gym.spaces.flatdim(part), np.float32))
+                continue
+            if part is not self._spaces[agent]:
+                value = value["observation"]
+            pieces.append(np.asarray(gym.spaces.flatten(part, value), np.float32))
+        return np.concatenate(pieces)
+
+    def added(
+        self, observations: Mapping[str, Any], infos: Mapping[str, Any], state: Any = None
+    ) -> dict[str, dict]:
+        """``infos`` with ``CRITIC_STATE`` for every agent in ``observations``; ``state``: the
+        env's ``state()`` where that is the source."""
+        if self.source == "env":
+            state = np.asarray(state, np.float32).reshape(-1)
+        else:
+            state = self._concatenated(observations)
+        infos = {agent: dict(info) for agent, info in infos.items()}
+        for agent in observations:
+            infos.setdefault(agent, {})[CRITIC_STATE] = np.concatenate([state, self._places[agent]])
+        return infos
+
+
 class CriticStateEnv(MultiAgentEnv):
     """``env`` with the critic's input in every observing agent's info (see the module)."""
 
@@ -84,33 +130,14 @@ class CriticStateEnv(MultiAgentEnv):
         self.state_space = getattr(env, "state_space", None)
         self.metadata = dict(getattr(env, "metadata", {}) or {})
         self.render_mode = getattr(env, "render_mode", None)
-        self.source = resolve_source(global_state, self.state_space)
-        self.size = critic_state_size(self.source, self.state_space, self.observation_spaces)
-        self._parts = {a: observation_part(s) for a, s in self.observation_spaces.items()}
-
-    def _state(self, observations: Mapping[str, Any]) -> np.ndarray:
-        if self.source == "env":
-            return np.asarray(self.env.state(), np.float32).reshape(-1)
-        pieces = []
-        for agent in self.possible_agents:
-            part = self._parts[agent]
-            value = observations.get(agent)
-            if value is None:  # gone: zeros in its place
-                pieces.append(np.zeros(gym.spaces.flatdim(part), np.float32))
-                continue
-            if part is not self.observation_spaces[agent]:
-                value = value["observation"]
-            pieces.append(np.asarray(gym.spaces.flatten(part, value), np.float32))
-        return np.concatenate(pieces)
+        self.inputs = CriticInputs(
+            self.possible_agents, self.observation_spaces, self.state_space, global_state
+        )
+        self.source, self.size = self.inputs.source, self.inputs.size
 
     def _with_state(self, observations: Mapping[str, Any], infos: Mapping[str, Any]) -> dict:
-        state = self._state(observations)
-        identity = np.eye(len(self.possible_agents), dtype=np.float32)
-        infos = {agent: dict(info) for agent, info in infos.items()}
-        for agent in observations:
-            own = identity[self.possible_agents.index(agent)]
-            infos.setdefault(agent, {})[CRITIC_STATE] = np.concatenate([state, own])
-        return infos
+        state = self.env.state() if self.source == "env" else None
+        return self.inputs.added(observations, infos, state)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         observations, infos = self.env.reset(seed=seed, options=options)
@@ -133,6 +160,38 @@ class CriticStateEnv(MultiAgentEnv):
         return self.env.state()
 
 
+class CriticStateVector(VectorMultiAgentEnv):
+    """A whole vector of envs (``env.backend: vmas``) with the critic's input in every world's
+    infos; the worlds have no ``state()``, so the source is the agents' observations."""
+
+    def __init__(self, vector: Any, global_state: GlobalState = "auto"):
+        self.vector = vector
+        self.num_envs = vector.num_envs
+        self.envs = vector.envs
+        self.metadata = vector.metadata
+        self.render_mode = None
+        self.single_observation_spaces = vector.single_observation_spaces
+        self.single_action_spaces = vector.single_action_spaces
+        self.single_observation_space = vector.single_observation_space
+        self.single_action_space = vector.single_action_space
+        agents = list(vector.envs[0].possible_agents)
+        self.inputs = CriticInputs(agents, self.single_observation_spaces, None, global_state)
+
+    def reset(self, *, seed: Any = None, options: dict | None = None):
+        observations, infos = self.vector.reset(seed=seed, options=options)
+        return observations, self._with_state(observations, infos)
+
+    def step(self, actions: list[dict[str, Any]]):
+        observations, rewards, terminateds, truncateds, infos = self.vector.step(actions)
+        return observations, rewards, terminateds, truncateds, self._with_state(observations, infos)
+
+    def _with_state(self, observations: list, infos: list) -> list[dict]:
+        return [self.inputs.added(o, i) for o, i in zip(observations, infos, strict=True)]
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.vector.close()
+
+
 class CriticStateCreator:
     """Picklable creator: the multi-agent env from ``make``, with the critic's input."""
 
@@ -140,5 +199,8 @@ class CriticStateCreator:
         self.make = make
         self.global_state = global_state
 
-    def __call__(self, env_config: dict[str, Any] | None = None) -> CriticStateEnv:
-        return CriticStateEnv(self.make(env_config), self.global_state)
+    def __call__(self, env_config: dict[str, Any] | None = None) -> Any:
+        env = self.make(env_config)
+        if isinstance(env, VectorMultiAgentEnv):  # a backend's whole vector
+            return CriticStateVector(env, self.global_state)
+        return CriticStateEnv(env, self.global_state)
