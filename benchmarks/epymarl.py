@@ -33,7 +33,7 @@ default ``qmix`` config on its gymma wrapper (the same task and time limit), sto
 rlplat's). One seed after another, each side alone on the machine. Both learning curves are
 kept. Results go to benchmarks/results/epymarl_<task>.json.
 
-    python benchmarks/epymarl.py --epymarl-src DIR --mappo lbf --steps 500000 [--seeds 1]
+    python benchmarks/epymarl.py --epymarl-src DIR --mappo lbf --steps 300000 [--seeds 1]
 
 EPyMARL's own ``mappo`` config for ``--steps`` env steps on the task (tested over 100 greedy
 episodes every tenth of them), the peer of rlplat's MAPPO in ``benchmarks/reports.py --only

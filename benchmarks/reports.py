@@ -54,7 +54,7 @@ GROUPS: dict[str, tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {
     ),
     "mappo_lbf": (
         [
-            (f"experiments/marl/lbf_{name}.yaml", ("stop.env_steps=500000", *EQUAL_STEPS))
+            (f"experiments/marl/lbf_{name}.yaml", ("stop.env_steps=300000", *EQUAL_STEPS))
             for name in ("ppo", "mappo")
         ],
         ["--eval-episodes", "100"],

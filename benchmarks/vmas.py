@@ -1,0 +1,112 @@
+"""VMAS's batched simulation (``env.backend: vmas``) against one world per env: env steps per
+second, and the wall time PPO needs to reach a return.
+
+    python benchmarks/vmas.py speed [--sides gymnasium_1 vmas_64 ...] [--iterations 3]
+    python benchmarks/vmas.py learn [--minutes 20] [--out DIR]
+
+Run it pinned to one core (``taskset -c 1 python benchmarks/vmas.py ...``): every training
+inherits the pin, so each side samples and learns on that one core.
+
+``speed``: ``rlplat train experiments/marl/vmas_balance_ppo.yaml`` (3 agents, PPO, 6,000 env
+steps per iteration) for ``--iterations`` iterations, once per side, one side at a time: the
+old path (``env.backend=gymnasium``: one single-world VMAS env per env, stepped one after
+another; 1 and 60 envs) and VMAS's batch of 1, 64 and 256 worlds. Per side: env steps per second
+of sampling (the env runner's sample call) and of whole iterations (sampling and learning), the
+median over the iterations after the first.
+
+``learn``: the shipped file as it is (60 worlds of one batch) and the old path (60 single-world
+envs) for ``--minutes`` each, one after the other; the team return (the sum over the 3 agents,
+who share the reward) over wall time, and how long the batched run took to reach the return the
+old path ended with. Results go to benchmarks/results/vmas.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import invocation, load_results, machine, results_file, save_results, train
+
+RESULTS = results_file("vmas.json")
+EXPERIMENT = "experiments/marl/vmas_balance_ppo.yaml"
+SIDES = {  # name -> overrides
+    "gymnasium_1": ("env.backend=gymnasium", "resources.env_runners.envs=1"),
+    "gymnasium_60": ("env.backend=gymnasium", "resources.env_runners.envs=60"),
+    "vmas_1": ("env.backend=vmas", "resources.env_runners.envs=1"),
+    "vmas_64": ("env.backend=vmas", "resources.env_runners.envs=64"),
+    "vmas_256": ("env.backend=vmas", "resources.env_runners.envs=256"),
+}
+
+
+def speed(names: list[str], iterations: int, out: Path) -> dict[str, Any]:
+    rows = {}
+    for name in names:
+        overrides = (*SIDES[name], f"stop.iterations={iterations}", "stop.time_s=null")
+        training = train(EXPERIMENT, *overrides, out=out / name)
+        results = training.results()[1:] or training.results()
+        steps = [r["env_runners"]["num_env_steps_sampled"] for r in results]
+        sampling = [s / r["env_runners"]["sample"] for s, r in zip(steps, results, strict=True)]
+        whole = [s / r["time_this_iter_s"] for s, r in zip(steps, results, strict=True)]
+        rows[name] = {
+            "command": f"rlplat train {EXPERIMENT} {' '.join(overrides)}",
+            "sampling_env_steps_per_s": round(statistics.median(sampling), 1),
+            "iteration_env_steps_per_s": round(statistics.median(whole), 1),
+            "iterations_measured": len(results),
+        }
+        print(name, rows[name], flush=True)
+    return rows
+
+
+def curve(training: Any) -> list[list[float]]:
+    """[training seconds, env steps, team return (100-episode window)] per iteration."""
+    return [
+        [round(r["time_total_s"], 1), int(r["num_env_steps_sampled_lifetime"]),
+         round(r["window"]["episode_return_mean"], 2)]
+        for r in training.results()
+        if (r.get("window") or {}).get("episode_return_mean") is not None
+    ]
+
+
+def learn(minutes: float, out: Path) -> dict[str, Any]:
+    sides = {"vmas_60": (), "gymnasium_60": SIDES["gymnasium_60"]}
+    rows = {}
+    for name, overrides in sides.items():
+        stop = (f"stop.time_s={int(minutes * 60)}", "stop.env_steps=null")
+        training = train(EXPERIMENT, *overrides, *stop, out=out / name, reuse=True)
+        rows[name] = {
+            "command": f"rlplat train {EXPERIMENT} {' '.join((*overrides, *stop))}",
+            "run_dir": str(training.run_dir),
+            "curve": curve(training),
+        }
+    target = rows["gymnasium_60"]["curve"][-1][2]
+    reached = [point for point in rows["vmas_60"]["curve"] if point[2] >= target]
+    rows["target_return"] = target
+    rows["vmas_60_seconds_to_target"] = reached[0][0] if reached else None
+    print({k: v for k, v in rows.items() if not isinstance(v, dict)}, flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=["speed", "learn"])
+    parser.add_argument("--sides", nargs="+", choices=list(SIDES), default=list(SIDES))
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--minutes", type=float, default=20)
+    parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
+    args = parser.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="vmas_"))
+    results = load_results(RESULTS)
+    rows = speed(args.sides, args.iterations, out) if args.part == "speed" else learn(
+        args.minutes, out
+    )
+    results[args.part] = {"command": invocation(), "machine": machine(),
+                          "date": time.strftime("%Y-%m-%d %H:%M"), **rows}
+    save_results(RESULTS, results)
+
+
+if __name__ == "__main__":
+    main()
