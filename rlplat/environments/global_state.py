@@ -23,6 +23,7 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.env.vector.vector_multi_agent_env import VectorMultiAgentEnv
 
 from rlplat.environments.kinds import ACTION_MASK
+from rlplat.environments.pettingzoo import Delegating
 
 GlobalState = Literal["auto", "env", "observations"]
 CRITIC_STATE = "rlplat_critic_state"
@@ -110,7 +111,7 @@ class CriticInputs:
         return infos
 
 
-class CriticStateEnv(MultiAgentEnv):
+class CriticStateEnv(Delegating, MultiAgentEnv):
     """``env`` with the critic's input in every observing agent's info (see the module)."""
 
     def __init__(self, env: Any, global_state: GlobalState = "auto"):
@@ -149,15 +150,6 @@ class CriticStateEnv(MultiAgentEnv):
         self.agents = list(getattr(self.env, "agents", self.possible_agents))
         infos = self._with_state(observations, infos or {})
         return observations, rewards, terminateds, truncateds, infos
-
-    def render(self) -> Any:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
-
-    def state(self) -> Any:
-        return self.env.state()
 
 
 class CriticStateVector(VectorMultiAgentEnv):

@@ -23,7 +23,23 @@ def to_multi_agent_env(env: Any) -> MultiAgentEnv:
     return TurnBasedEnv(env) if isinstance(env, AECEnv) else SimultaneousEnv(env)
 
 
-class _PettingZooAdapter(MultiAgentEnv):
+class Delegating:
+    """An env over ``self.env`` that renders, closes and reports the state as that env does."""
+
+    env: Any
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+    def state(self) -> Any:
+        """The global state, for environments that define one (mpe2, SISL)."""
+        return self.env.state()
+
+
+class _PettingZooAdapter(Delegating, MultiAgentEnv):
     def __init__(self, env: Any):
         super().__init__()
         self.env = env
@@ -36,16 +52,6 @@ class _PettingZooAdapter(MultiAgentEnv):
         self.observation_space = gym.spaces.Dict(self.observation_spaces)
         self.action_space = gym.spaces.Dict(self.action_spaces)
         self.state_space = getattr(env, "state_space", None)  # envs with a global state()
-
-    def render(self) -> Any:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
-
-    def state(self) -> Any:
-        """The global state, for environments that define one (mpe2, SISL)."""
-        return self.env.state()
 
 
 class SimultaneousEnv(_PettingZooAdapter):

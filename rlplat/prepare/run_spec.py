@@ -390,21 +390,15 @@ def _check_action_spaces(experiment: Experiment, env: EnvInfo, locate: Locator) 
 def _check_joint_experiment(experiment: Experiment, env: EnvInfo, locate: Locator) -> None:
     """A joint algorithm (MADDPG) needs a parallel multi-agent env of Box observations, Box or
     Discrete actions, and one kind of action per policy."""
-    name, label = experiment.algorithm, experiment.env.label
-    problem = None
-    if not env.multi_agent:
-        problem = (
-            f"{name} trains several agents with critics that see all of them, but {label!r} is a "
-            "single-agent environment. Use a PettingZoo environment (env.pettingzoo, or a factory "
-            "returning one), or a single-agent algorithm (TD3 or SAC, DQN or PPO)."
-        )
-    elif env.turn_based:
-        problem = (
-            f"{name}'s critics need every agent's action at every step, but {label!r} is "
-            "turn-based (PettingZoo's AEC API: one agent acts per step). Use a parallel env, or "
-            "PPO for turn-based games."
-        )
-    else:
+    name = experiment.algorithm
+    problem = _simultaneous_agents_problem(
+        experiment,
+        env,
+        "critics that see all of them",
+        "critics need every agent's action at every step",
+        "a single-agent algorithm (TD3 or SAC, DQN or PPO)",
+    )
+    if problem is None:
         mapping = PolicyMapping((experiment.multi_agent or MultiAgentSpec()).policies)
         kinds: dict[str, dict[bool, str]] = {}
         for agent in env.agents or []:
@@ -435,22 +429,35 @@ def _check_joint_experiment(experiment: Experiment, env: EnvInfo, locate: Locato
 def _check_central_experiment(experiment: Experiment, env: EnvInfo, locate: Locator) -> None:
     """An algorithm with centralised critics (MAPPO) needs a multi-agent env whose agents all
     act at every step (the global state is the team's at one step)."""
-    name, label = experiment.algorithm, experiment.env.label
-    problem = None
-    if not env.multi_agent:
-        problem = (
-            f"{name} trains several agents with a critic on their global state, but {label!r} "
-            "is a single-agent environment. Use a PettingZoo environment (env.pettingzoo, "
-            "env.gymma, or a factory returning one), or PPO for a single agent."
-        )
-    elif env.turn_based:
-        problem = (
-            f"{name}'s critic reads the whole team's state at each step, but {label!r} is "
-            "turn-based (PettingZoo's AEC API: one agent acts per step). Use a parallel env, or "
-            "PPO for turn-based games."
-        )
+    problem = _simultaneous_agents_problem(
+        experiment,
+        env,
+        "a critic on their global state",
+        "critic reads the whole team's state at each step",
+        "PPO for a single agent",
+    )
     if problem:
         raise ConfigError(problem, location=locate("algorithm"), key="algorithm")
+
+
+def _simultaneous_agents_problem(
+    experiment: Experiment, env: EnvInfo, critics: str, needs: str, single_agent: str
+) -> str | None:
+    """Why an algorithm whose ``critics`` see several agents cannot train on ``env``: it is
+    single-agent, or turn-based where the critic ``needs`` every agent's step; None if it can."""
+    name, label = experiment.algorithm, experiment.env.label
+    if not env.multi_agent:
+        return (
+            f"{name} trains several agents with {critics}, but {label!r} is a single-agent "
+            "environment. Use a PettingZoo environment (env.pettingzoo, env.gymma, or a factory "
+            f"returning one), or {single_agent}."
+        )
+    if env.turn_based:
+        return (
+            f"{name}'s {needs}, but {label!r} is turn-based (PettingZoo's AEC API: one agent "
+            "acts per step). Use a parallel env, or PPO for turn-based games."
+        )
+    return None
 
 
 def _central_state(experiment: Experiment, env: EnvInfo, locate: Locator) -> str:
