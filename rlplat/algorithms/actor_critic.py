@@ -117,6 +117,20 @@ class BoxExploration:
         return (mean + noise).clamp(-1.0, 1.0)
 
 
+SQUASH_EPS = 1e-6  # keeps log(1 - tanh(u)^2) finite where tanh saturates
+
+
+def squashed_sample(dist_inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A reparameterised sample a = tanh(u), u ~ N(mean, std), and its log-density
+    log N(u) - sum log(1 - tanh(u)^2)."""
+    mean, log_std = dist_inputs.chunk(2, dim=-1)
+    gaussian = torch.distributions.Normal(mean, log_std.exp())
+    u = gaussian.rsample()
+    action = torch.tanh(u)
+    logp = gaussian.log_prob(u) - torch.log(1.0 - action.pow(2) + SQUASH_EPS)
+    return action, logp.sum(dim=-1)
+
+
 def gaussian_inputs(mean: torch.Tensor, log_std: float) -> torch.Tensor:
     """RLlib's diagonal-Gaussian distribution inputs: the mean, then one log std per dim."""
     return torch.cat([mean, torch.full_like(mean, log_std)], dim=-1)

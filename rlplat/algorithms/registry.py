@@ -253,6 +253,15 @@ register_algorithm(
     synchronous_learner=True,
 )
 register_algorithm(
+    "MASAC",
+    "rlplat.algorithms.masac:MASAC",
+    view="joint",
+    discrete_alternative="MADDPG (Gumbel-softmax), MAPPO or QMIX",
+    random_policies=True,
+    own_rates=_SAC_RATES,
+    replay_memory=_OWN_REPLAY_MEMORY,
+)
+register_algorithm(
     "MADDPG",
     "rlplat.algorithms.maddpg:MADDPG",
     view="joint",

@@ -12,8 +12,8 @@ import pytest
 import torch
 from ray.rllib.core.columns import Columns
 
+from rlplat.algorithms.actor_critic import squashed_sample
 from rlplat.algorithms.crossq import CrossQConfig
-from rlplat.algorithms.crossq.rl_module import squashed_sample
 from rlplat.algorithms.networks import BatchRenorm, BatchRenormSettings
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)

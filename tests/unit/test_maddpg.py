@@ -1,4 +1,5 @@
-"""MADDPG without training: the joint replay, and the envs it refuses before Ray starts."""
+"""MADDPG and MASAC without training: the joint replay, and the envs they refuse before Ray
+starts."""
 
 from __future__ import annotations
 
@@ -107,6 +108,14 @@ BAD = {
             "discrete actions (agent_0)",
             "continuous ones (agent_1)",
         ],
+    ),
+    "MASAC on discrete actions": (
+        lambda t: replace(
+            replace(t, "algorithm: MADDPG", "algorithm: MASAC"),
+            "continuous_actions: true",
+            "continuous_actions: false",
+        ),
+        ["MASAC needs a continuous (Box) action space", "MADDPG (Gumbel-softmax), MAPPO or QMIX"],
     ),
 }
 

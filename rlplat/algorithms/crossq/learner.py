@@ -26,8 +26,9 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
+from rlplat.algorithms.actor_critic import squashed_sample
 from rlplat.algorithms.base import FusedGradientSteps, step_if_finite
-from rlplat.algorithms.crossq.rl_module import CrossQModule, squashed_sample
+from rlplat.algorithms.crossq.rl_module import CrossQModule
 
 CRITIC, ACTOR, ALPHA = "critic", "actor", "alpha"  # optimizer names
 

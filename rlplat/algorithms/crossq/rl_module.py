@@ -22,6 +22,7 @@ from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
+from rlplat.algorithms.actor_critic import squashed_sample
 from rlplat.algorithms.networks import (
     BatchRenormSettings,
     SimbaSettings,
@@ -32,8 +33,6 @@ from rlplat.algorithms.sac import SquashedGaussian
 
 # The actor's log std is clipped to this range (as SAC's reference implementations do).
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
-# Keeps log(1 - tanh(u)^2) finite where tanh saturates.
-SQUASH_EPS = 1e-6
 
 
 class CrossQModule(TorchRLModule, InferenceOnlyAPI):
@@ -111,14 +110,3 @@ class CrossQModule(TorchRLModule, InferenceOnlyAPI):
 
     def get_non_inference_attributes(self) -> list[str]:
         return ["critics", "log_alpha", "critic_updates"]
-
-
-def squashed_sample(dist_inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A reparameterised sample a = tanh(u), u ~ N(mean, std), and its log-density
-    log N(u) - sum log(1 - tanh(u)^2)."""
-    mean, log_std = dist_inputs.chunk(2, dim=-1)
-    gaussian = torch.distributions.Normal(mean, log_std.exp())
-    u = gaussian.rsample()
-    action = torch.tanh(u)
-    logp = gaussian.log_prob(u) - torch.log(1.0 - action.pow(2) + SQUASH_EPS)
-    return action, logp.sum(dim=-1)

@@ -15,7 +15,7 @@ a ``tau`` step towards its online ones.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -31,10 +31,12 @@ QF_LOSS_KEY = "qf_loss"
 
 
 class MADDPGTorchLearner(ActorCriticLearner):
+    TRAINED_MODULE: ClassVar[type] = MADDPGModule  # the modules it trains (random ones aside)
+
     def build(self) -> None:
         super().build()
         modules = [m.unwrapped() for m in self.module._rl_modules.values()]
-        first = next(m for m in modules if isinstance(m, MADDPGModule))
+        first = next(m for m in modules if isinstance(m, self.TRAINED_MODULE))
         self.layout: list[dict[str, Any]] = first.model_config["joint_layout"]
 
     def _replayed_action(self, actions: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:

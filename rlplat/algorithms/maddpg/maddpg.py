@@ -24,44 +24,27 @@ from typing import Any
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rlplat.algorithms.actor_critic import DeterministicActorCriticConfig
-from rlplat.algorithms.base import ReplayLoopAlgorithm
+from rlplat.algorithms.base import OwnAlgorithmConfig, ReplayLoopAlgorithm
 from rlplat.algorithms.maddpg.joint_replay import JointReplay
 from rlplat.algorithms.maddpg.layout import joint_layout
 from rlplat.algorithms.maddpg.learner import MADDPGTorchLearner
 from rlplat.algorithms.maddpg.rl_module import MADDPGModule
 
 
-class MADDPGConfig(DeterministicActorCriticConfig):
-    """Decentralised actors, centralised critics, for parallel multi-agent envs."""
+class JointReplayConfig(OwnAlgorithmConfig):
+    """The settings of an algorithm that learns from joint transitions (MADDPG, MASAC): how
+    many env steps the replay holds and earn an update, and the joint layout of the agents."""
 
-    MODULE_CLASS = MADDPGModule
-    LEARNER_CLASS = MADDPGTorchLearner
-    MODULE_KEYS = (*DeterministicActorCriticConfig.MODULE_KEYS, "joint_layout")
     LEARNING_STARTS = "num_steps_sampled_before_learning_starts"  # env steps stored
 
-    actor_hiddens = [64, 64]  # num_units 64, two hidden layers
-    critic_hiddens = [64, 64]
-    actor_lr = 1e-2
-    critic_lr = 1e-2
-    tau = 0.01  # target <- tau * online + (1 - tau) * target (their polyak 0.99)
-    exploration_noise = 0.1  # rlplat's: std of Box actions' noise, in [-1, 1] units
-    # batch_size x max_episode_len (1024 x 25) steps stored before the first update; as TD3
-    # (rlplat's choice), random_steps None acts uniformly at random until then
-    num_steps_sampled_before_learning_starts = 25_600
-    actor_reg: float = 1e-3  # weight of the mean square of the actor's raw output
     env_steps_per_update: float = 100  # one update of every trained policy per 100 env steps
     replay_capacity: int = 1_000_000  # env steps of joint transitions
 
     def __init__(self, algo_class: type | None = None):
-        super().__init__(algo_class=algo_class or MADDPG)
+        super().__init__(algo_class=algo_class)
         # Every agent, in the env's order: {agent, policy, obs_dim, action_dim, discrete}.
         # rlplat sets it from the env and multi_agent.policies; not a YAML setting.
         self.joint_layout: list[dict[str, Any]] | None = None
-        self.gamma = 0.95
-        self.grad_clip = 0.5
-        self.grad_clip_by = "norm"  # per optimizer, as their clip_by_norm on each gradient
-        self.train_batch_size_per_learner = 1024
-        self.rollout_fragment_length = 100
 
     def fit_to_env(self, env: Any, policy_of: Callable[[str], Any]) -> None:
         self.joint_layout = joint_layout(
@@ -87,6 +70,33 @@ class MADDPGConfig(DeterministicActorCriticConfig):
                 f"({self.num_steps_sampled_before_learning_starts}) env steps"
             )
         return problems
+
+
+class MADDPGConfig(JointReplayConfig, DeterministicActorCriticConfig):
+    """Decentralised actors, centralised critics, for parallel multi-agent envs."""
+
+    MODULE_CLASS = MADDPGModule
+    LEARNER_CLASS = MADDPGTorchLearner
+    MODULE_KEYS = (*DeterministicActorCriticConfig.MODULE_KEYS, "joint_layout")
+
+    actor_hiddens = [64, 64]  # num_units 64, two hidden layers
+    critic_hiddens = [64, 64]
+    actor_lr = 1e-2
+    critic_lr = 1e-2
+    tau = 0.01  # target <- tau * online + (1 - tau) * target (their polyak 0.99)
+    exploration_noise = 0.1  # rlplat's: std of Box actions' noise, in [-1, 1] units
+    # batch_size x max_episode_len (1024 x 25) steps stored before the first update; as TD3
+    # (rlplat's choice), random_steps None acts uniformly at random until then
+    num_steps_sampled_before_learning_starts = 25_600
+    actor_reg: float = 1e-3  # weight of the mean square of the actor's raw output
+
+    def __init__(self, algo_class: type | None = None):
+        super().__init__(algo_class=algo_class or MADDPG)
+        self.gamma = 0.95
+        self.grad_clip = 0.5
+        self.grad_clip_by = "norm"  # per optimizer, as their clip_by_norm on each gradient
+        self.train_batch_size_per_learner = 1024
+        self.rollout_fragment_length = 100
 
 
 class MADDPG(ReplayLoopAlgorithm):
