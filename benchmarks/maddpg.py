@@ -1,6 +1,6 @@
 """MADDPG on mpe2 with rlplat's own commands: train, then score greedily against random sides.
 
-    python benchmarks/maddpg.py [--work DIR] [--only spread adversary] [--episodes 100]
+    python benchmarks/maddpg.py [--work DIR] [--only spread adversary masac] [--episodes 100]
 
 spread: ``experiments/simple_spread_maddpg.yaml`` (continuous actions, N=3, 20 minutes) and
 shared PPO on the same continuous env (``experiments/simple_spread_ppo.yaml`` with
@@ -10,6 +10,9 @@ and a uniformly random team (the MADDPG checkpoint with every policy ``--random`
 adversary: ``experiments/simple_adversary_maddpg.yaml``, then a cross-play table: good agents
 trained or random x adversary trained or random (``--random good`` / ``--random adversary``),
 100 greedy episodes each, the mean return of each side.
+masac: ``experiments/simple_spread_masac.yaml`` beside ``simple_spread_maddpg.yaml`` (the same
+loop, batch, learning rates and gamma) at the same env steps (``EQUAL_STEPS``), one after the
+other, each scored by 100 greedy episodes as above.
 
 One process runs at a time; stages are skipped when their output exists under ``--work``.
 Results go to benchmarks/results/maddpg.json; the Markdown tables printed at the end have
@@ -27,6 +30,7 @@ from harness import load_results, machine, results_file, save_results, score, tr
 
 RESULTS = results_file("maddpg.json")
 BUDGET = ["stop.time_s=1200"]  # the issue's 20 minutes of training
+EQUAL_STEPS = ["stop.env_steps=300000", "stop.time_s=null"]
 
 
 def spread(work: Path, episodes: int) -> dict[str, Any]:
@@ -58,6 +62,22 @@ def adversary(work: Path, episodes: int) -> dict[str, Any]:
     return {"maddpg": run, "cross_play": cells}
 
 
+def masac(work: Path, episodes: int) -> dict[str, Any]:
+    rows = {}
+    for name in ("masac", "maddpg"):
+        row = train_row(f"simple_spread_{name}.yaml", EQUAL_STEPS, work / f"equal_{name}")
+        rows[name] = {**row, "score": score(row["run_dir"], episodes)}
+    return rows
+
+
+def _trained_row(name: str, row: dict[str, Any]) -> str:
+    r = row["score"]["greedy_returns"]
+    return (
+        f"| {name} | {r['mean']:.1f} ± {r['std']:.1f} | {row['training_s']:.0f} "
+        f"| {row['env_steps']:,} |"
+    )
+
+
 def tables(results: dict[str, Any]) -> str:
     lines = []
     if "spread" in results:
@@ -67,12 +87,7 @@ def tables(results: dict[str, Any]) -> str:
             "| training s | env steps |",
             "|---|---|---|---|",
         ]
-        for name, row in (("MADDPG", s["maddpg"]), ("PPO, shared policy", s["ppo_shared"])):
-            r = row["score"]["greedy_returns"]
-            lines.append(
-                f"| {name} | {r['mean']:.1f} ± {r['std']:.1f} | {row['training_s']:.0f} "
-                f"| {row['env_steps']:,} |"
-            )
+        lines += [_trained_row("MADDPG", s["maddpg"]), _trained_row("PPO, shared", s["ppo_shared"])]
         r = s["random_team"]["greedy_returns"]
         lines += [f"| uniform random team | {r['mean']:.1f} ± {r['std']:.1f} | - | - |", ""]
     if "adversary" in results:
@@ -84,18 +99,29 @@ def tables(results: dict[str, Any]) -> str:
         for cell, row in results["adversary"]["cross_play"].items():
             returns = row["policy_returns"]
             lines.append(f"| {cell} | {returns['good'] / 2:.2f} | {returns['adversary']:.2f} |")
+    if "masac" in results:
+        lines += [
+            "",
+            "| simple_spread (N=3, continuous), equal env steps | greedy team return, 100 "
+            "episodes | training s | env steps |",
+            "|---|---|---|---|",
+        ]
+        rows = results["masac"]
+        lines += [_trained_row("MASAC", rows["masac"]), _trained_row("MADDPG", rows["maddpg"])]
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=None)
-    parser.add_argument("--only", nargs="+", choices=["spread", "adversary"], default=None)
+    parser.add_argument(
+        "--only", nargs="+", choices=["spread", "adversary", "masac"], default=None
+    )
     parser.add_argument("--episodes", type=int, default=100)
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="rlplat-maddpg-"))
     saved = load_results(RESULTS)
-    for name, stage in (("spread", spread), ("adversary", adversary)):
+    for name, stage in (("spread", spread), ("adversary", adversary), ("masac", masac)):
         if args.only and name not in args.only:
             continue
         saved[name] = stage(work, args.episodes)
