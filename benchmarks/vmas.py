@@ -7,12 +7,13 @@ second, and the wall time PPO needs to reach a return.
 Run it pinned to one core (``taskset -c 1 python benchmarks/vmas.py ...``): every training
 inherits the pin, so each side samples and learns on that one core.
 
-``speed``: ``rlplat train experiments/marl/vmas_balance_ppo.yaml`` (3 agents, PPO, 6,000 env
-steps per iteration) for ``--iterations`` iterations, once per side, one side at a time: the
-old path (``env.backend=gymnasium``: one single-world VMAS env per env, stepped one after
-another; 1 and 60 envs) and VMAS's batch of 1, 64 and 256 worlds. Per side: env steps per second
-of sampling (the env runner's sample call) and of whole iterations (sampling and learning), the
-median over the iterations after the first.
+``speed``: VMAS's own step of 1, 64 and 256 worlds (milliseconds); then ``rlplat train
+experiments/marl/vmas_balance_ppo.yaml`` (3 agents, PPO, 6,000 env steps per iteration) for
+``--iterations`` iterations, once per side, one side at a time: the old path
+(``env.backend=gymnasium``: one single-world VMAS env per env, stepped one after another; 1 and
+60 envs) and VMAS's batch of 1, 64 and 256 worlds. Per side: env steps per second of sampling
+(the env runner's sample call) and of whole iterations (sampling and learning), the median over
+the iterations after the first.
 
 ``learn``: the shipped file as it is (60 worlds of one batch) and the old path (60 single-world
 envs) for ``--minutes`` each, one after the other; the team return (the sum over the 3 agents,
@@ -42,8 +43,26 @@ SIDES = {  # name -> overrides
 }
 
 
+def simulation_ms(worlds: int, steps: int = 200) -> float:
+    """Milliseconds of one VMAS ``balance`` step of ``worlds`` worlds (zero forces), alone."""
+    import torch  # noqa: PLC0415 - only this part simulates in this process
+    import vmas  # noqa: PLC0415
+
+    torch.set_num_threads(1)
+    env = vmas.make_env("balance", num_envs=worlds, device="cpu", max_steps=None, n_agents=3)
+    env.reset()
+    actions = [torch.zeros(worlds, 2) for _ in env.agents]
+    started = time.perf_counter()
+    for _ in range(steps):
+        env.step(actions)
+    return round((time.perf_counter() - started) / steps * 1e3, 2)
+
+
 def speed(names: list[str], iterations: int, out: Path) -> dict[str, Any]:
-    rows = {}
+    rows: dict[str, Any] = {
+        "vmas_step_ms": {str(worlds): simulation_ms(worlds) for worlds in (1, 64, 256)}
+    }
+    print(rows, flush=True)
     for name in names:
         overrides = (*SIDES[name], f"stop.iterations={iterations}", "stop.time_s=null")
         training = train(EXPERIMENT, *overrides, out=out / name)
