@@ -1,10 +1,10 @@
 """VMAS's batched simulation (``env.backend: vmas``) against one world per env: env steps per
 second, and the wall time PPO needs to reach a return.
 
-    python benchmarks/vmas.py speed [--sides gymnasium_1 vmas_64 ...] [--iterations 3]
-    python benchmarks/vmas.py learn [--minutes 20] [--out DIR]
+    python benchmarks/vmas_batch.py speed [--sides gymnasium_1 vmas_64 ...] [--iterations 3]
+    python benchmarks/vmas_batch.py learn [--sides vmas_60 gymnasium_60] [--minutes 20] [--out DIR]
 
-Run it pinned to one core (``taskset -c 1 python benchmarks/vmas.py ...``): every training
+Run it pinned to one core (``taskset -c 1 python benchmarks/vmas_batch.py ...``): every training
 inherits the pin, so each side samples and learns on that one core.
 
 ``speed``: VMAS's own step of 1, 64 and 256 worlds (milliseconds); then ``rlplat train
@@ -16,9 +16,10 @@ experiments/marl/vmas_balance_ppo.yaml`` (3 agents, PPO, 6,000 env steps per ite
 the iterations after the first.
 
 ``learn``: the shipped file as it is (60 worlds of one batch) and the old path (60 single-world
-envs) for ``--minutes`` each, one after the other; the team return (the sum over the 3 agents,
-who share the reward) over wall time, and how long the batched run took to reach the return the
-old path ended with. Results go to benchmarks/results/vmas.json.
+envs) for ``--minutes`` each (one process per side may run each on its own core); the team
+return (the sum over the 3 agents, who share the reward) over training seconds, and how long the
+batched run took to reach the return the old path ended with. Results go to
+benchmarks/results/vmas.json.
 """
 
 from __future__ import annotations
@@ -90,10 +91,13 @@ def curve(training: Any) -> list[list[float]]:
     ]
 
 
-def learn(minutes: float, out: Path) -> dict[str, Any]:
-    sides = {"vmas_60": (), "gymnasium_60": SIDES["gymnasium_60"]}
+LEARN_SIDES = {"vmas_60": (), "gymnasium_60": SIDES["gymnasium_60"]}
+
+
+def learn(names: list[str], minutes: float, out: Path) -> dict[str, Any]:
     rows = {}
-    for name, overrides in sides.items():
+    for name in names:
+        overrides = LEARN_SIDES[name]
         stop = (f"stop.time_s={int(minutes * 60)}", "stop.env_steps=null")
         training = train(EXPERIMENT, *overrides, *stop, out=out / name, reuse=True)
         rows[name] = {
@@ -101,27 +105,40 @@ def learn(minutes: float, out: Path) -> dict[str, Any]:
             "run_dir": str(training.run_dir),
             "curve": curve(training),
         }
+    return rows
+
+
+def time_to_target(rows: dict[str, Any]) -> dict[str, Any]:
+    """The return the old path ended with, and when the batched run first reached it."""
+    if not {"vmas_60", "gymnasium_60"} <= set(rows):
+        return {}
     target = rows["gymnasium_60"]["curve"][-1][2]
     reached = [point for point in rows["vmas_60"]["curve"] if point[2] >= target]
-    rows["target_return"] = target
-    rows["vmas_60_seconds_to_target"] = reached[0][0] if reached else None
-    print({k: v for k, v in rows.items() if not isinstance(v, dict)}, flush=True)
-    return rows
+    return {
+        "target_return": target,
+        "gymnasium_60_seconds": rows["gymnasium_60"]["curve"][-1][0],
+        "vmas_60_seconds_to_target": reached[0][0] if reached else None,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", choices=["speed", "learn"])
-    parser.add_argument("--sides", nargs="+", choices=list(SIDES), default=list(SIDES))
+    parser.add_argument("--sides", nargs="+", help="speed: of SIDES; learn: of LEARN_SIDES")
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--minutes", type=float, default=20)
     parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="vmas_"))
-    results = load_results(RESULTS)
-    rows = speed(args.sides, args.iterations, out) if args.part == "speed" else learn(
-        args.minutes, out
-    )
+    if args.part == "speed":
+        rows = speed(args.sides or list(SIDES), args.iterations, out)
+    else:
+        rows = learn(args.sides or list(LEARN_SIDES), args.minutes, out)
+    results = load_results(RESULTS)  # read late: another process may have saved its side
+    if args.part == "learn":
+        sides = {k: v for k, v in results.get("learn", {}).items() if k in LEARN_SIDES}
+        rows = {**sides, **rows}
+        rows.update(time_to_target(rows))
     results[args.part] = {"command": invocation(), "machine": machine(),
                           "date": time.strftime("%Y-%m-%d %H:%M"), **rows}
     save_results(RESULTS, results)
