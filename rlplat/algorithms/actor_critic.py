@@ -11,12 +11,14 @@ from typing import Any, Literal
 
 import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core.columns import Columns
 from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, ParamDict
 from torch import nn
 
 from rlplat.algorithms.base import RandomWarmupConfig, TargetNetworkLearner, not_negative
 from rlplat.algorithms.networks import ACTIVATIONS
+from rlplat.algorithms.sac import SquashedGaussian
 
 CRITIC, ACTOR = "critic", "actor"  # optimizer names
 
@@ -129,6 +131,50 @@ def squashed_sample(dist_inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     action = torch.tanh(u)
     logp = gaussian.log_prob(u) - torch.log(1.0 - action.pow(2) + SQUASH_EPS)
     return action, logp.sum(dim=-1)
+
+
+# The actor's log std is clipped to this range (as SAC's reference implementations do).
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+
+class SquashedGaussianActor:
+    """RL module mixin: acting with a squashed-Gaussian ``actor`` (CrossQ, MASAC), whose output
+    is a mean and a log std per action dimension. Exploring draws tanh of a sample, uniformly
+    random actions for the first ``random_steps`` env steps; greedy play takes tanh of the mean
+    (SAC's ``SquashedGaussian``, which RLlib's connectors and rlplat's export read)."""
+
+    actor: nn.Module
+    action_dim: int
+    random_steps: int
+
+    def dist_inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """The actor's mean and clipped log std, side by side (in the network's current mode)."""
+        mean, log_std = self.actor(obs.reshape(obs.shape[0], -1).float()).chunk(2, dim=-1)
+        return torch.cat([mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)], dim=-1)
+
+    @torch.no_grad()
+    def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {Columns.ACTION_DIST_INPUTS: self.dist_inputs(batch[Columns.OBS])}
+
+    @torch.no_grad()
+    def _forward_exploration(
+        self, batch: dict[str, Any], t: int | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        inputs = self.dist_inputs(batch[Columns.OBS])
+        if (t or 0) < self.random_steps:
+            actions = torch.rand((len(inputs), self.action_dim), device=inputs.device) * 2 - 1
+        else:
+            actions, _ = squashed_sample(inputs)
+        return {Columns.ACTIONS: actions, Columns.ACTION_DIST_INPUTS: inputs}
+
+    def get_inference_action_dist_cls(self) -> type[SquashedGaussian]:
+        return SquashedGaussian
+
+    def get_exploration_action_dist_cls(self) -> type[SquashedGaussian]:
+        return SquashedGaussian
+
+    def get_train_action_dist_cls(self) -> type[SquashedGaussian]:
+        return SquashedGaussian
 
 
 def gaussian_inputs(mean: torch.Tensor, log_std: float) -> torch.Tensor:

@@ -17,25 +17,20 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
-from rlplat.algorithms.actor_critic import squashed_sample
+from rlplat.algorithms.actor_critic import SquashedGaussianActor
 from rlplat.algorithms.networks import (
     BatchRenormSettings,
     SimbaSettings,
     renormed_mlp,
     simba_network,
 )
-from rlplat.algorithms.sac import SquashedGaussian
-
-# The actor's log std is clipped to this range (as SAC's reference implementations do).
-LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
 
-class CrossQModule(TorchRLModule, InferenceOnlyAPI):
+class CrossQModule(SquashedGaussianActor, TorchRLModule, InferenceOnlyAPI):
     """Actor pi(a|s) = tanh(N(mu(s), sigma(s))) and critics Q_1, Q_2 (s, a)."""
 
     def setup(self) -> None:
@@ -69,34 +64,6 @@ class CrossQModule(TorchRLModule, InferenceOnlyAPI):
 
     # -- acting ------------------------------------------------------------------------------
 
-    def dist_inputs(self, obs: torch.Tensor) -> torch.Tensor:
-        """The actor's mean and clipped log std, side by side (in the network's current mode)."""
-        mean, log_std = self.actor(obs.reshape(obs.shape[0], -1).float()).chunk(2, dim=-1)
-        return torch.cat([mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)], dim=-1)
-
-    @torch.no_grad()
-    def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return {Columns.ACTION_DIST_INPUTS: self.dist_inputs(batch[Columns.OBS])}
-
-    @torch.no_grad()
-    def _forward_exploration(
-        self, batch: dict[str, Any], t: int | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        inputs = self.dist_inputs(batch[Columns.OBS])
-        if (t or 0) < self.random_steps:
-            actions = torch.rand((len(inputs), self.action_dim), device=inputs.device) * 2 - 1
-        else:
-            actions, _ = squashed_sample(inputs)
-        return {Columns.ACTIONS: actions, Columns.ACTION_DIST_INPUTS: inputs}
-
-    def get_inference_action_dist_cls(self) -> type[SquashedGaussian]:
-        return SquashedGaussian
-
-    def get_exploration_action_dist_cls(self) -> type[SquashedGaussian]:
-        return SquashedGaussian
-
-    def get_train_action_dist_cls(self) -> type[SquashedGaussian]:
-        return SquashedGaussian
 
     # -- training ----------------------------------------------------------------------------
 

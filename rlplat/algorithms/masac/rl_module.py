@@ -16,18 +16,17 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
-from rlplat.algorithms.actor_critic import mlp, squashed_sample
+from rlplat.algorithms.actor_critic import SquashedGaussianActor, mlp, squashed_sample
 from rlplat.algorithms.base import TargetNetworks, WithoutModeSwitch
-from rlplat.algorithms.crossq.rl_module import LOG_STD_MAX, LOG_STD_MIN
-from rlplat.algorithms.sac import SquashedGaussian
 
 
-class MASACModule(WithoutModeSwitch, TorchRLModule, InferenceOnlyAPI, TargetNetworks):
+class MASACModule(
+    SquashedGaussianActor, WithoutModeSwitch, TorchRLModule, InferenceOnlyAPI, TargetNetworks
+):
     """Actor pi(a|o) for one policy's agents; critics Q_1, Q_2(all observations, all actions,
     agent); log alpha."""
 
@@ -48,40 +47,9 @@ class MASACModule(WithoutModeSwitch, TorchRLModule, InferenceOnlyAPI, TargetNetw
         self.critic_2 = mlp(critic_in, config["critic_hiddens"], 1, activation)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(config["initial_alpha"])))
 
-    def dist_inputs(self, obs: torch.Tensor) -> torch.Tensor:
-        """The Gaussian's mean and clamped log std before tanh."""
-        mean, log_std = self.actor(obs.reshape(obs.shape[0], -1).float()).chunk(2, dim=-1)
-        return torch.cat([mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)], dim=-1)
-
     def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised squashed action in [-1, 1] and its log probability."""
         return squashed_sample(self.dist_inputs(obs))
-
-    # -- acting ------------------------------------------------------------------------------
-
-    @torch.no_grad()
-    def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return {Columns.ACTION_DIST_INPUTS: self.dist_inputs(batch[Columns.OBS])}
-
-    @torch.no_grad()
-    def _forward_exploration(
-        self, batch: dict[str, Any], t: int | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        inputs = self.dist_inputs(batch[Columns.OBS])
-        if (t or 0) < self.random_steps:
-            actions = torch.rand(len(inputs), self.action_dim) * 2.0 - 1.0
-        else:
-            actions, _ = squashed_sample(inputs)
-        return {Columns.ACTIONS: actions, Columns.ACTION_DIST_INPUTS: inputs}
-
-    def get_inference_action_dist_cls(self) -> type[SquashedGaussian]:
-        return SquashedGaussian
-
-    def get_exploration_action_dist_cls(self) -> type[SquashedGaussian]:
-        return SquashedGaussian
-
-    def get_train_action_dist_cls(self) -> type[SquashedGaussian]:
-        return SquashedGaussian
 
     # -- training (the learner calls these; see learner.py) ----------------------------------
 
