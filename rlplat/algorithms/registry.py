@@ -173,7 +173,6 @@ register_algorithm(
     "MAPPO",
     "rlplat.algorithms.mappo:MAPPO",
     view="central",
-    on_policy_rewards=True,
     synchronous_learner=True,
 )
 register_algorithm("APPO", on_policy_rewards=True)
