@@ -5,6 +5,7 @@ own."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from rlplat.environments.gymma import vmas_scenario
 from rlplat.environments.vmas_worlds import VmasWorlds
@@ -56,3 +57,26 @@ def test_each_world_ends_its_episode_and_starts_the_next_on_its_own():
 
     _, _, terminated, truncated, _ = _step(worlds)
     assert _ended(terminated, truncated) == [False, True, False], "world 1 ends two steps later"
+
+
+def test_a_batch_of_one_world_plays_the_single_world_envs_episode():
+    """Same seed, same actions: the batch's world and the env rlplat evaluates on observe, are
+    rewarded and end alike, step for step."""
+    from rlplat.environments.pettingzoo import to_multi_agent_env
+
+    kwargs = {**BALANCE, "max_steps": 100}
+    worlds = VmasWorlds(num_envs=1, **kwargs)
+    single = to_multi_agent_env(vmas_scenario(**kwargs))
+    batch_obs, _ = worlds.reset(seed=[5])
+    single_obs, _ = single.reset(seed=5)
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        np.testing.assert_allclose(batch_obs[0]["agent_1"], single_obs["agent_1"], atol=1e-5)
+        actions = {a: rng.uniform(-1, 1, 2).astype(np.float32) for a in worlds.possible_agents}
+        batch_obs, batch_rewards, terminated, truncated, _ = worlds.step([actions])
+        single_obs, single_rewards, single_terminated, single_truncated, _ = single.step(actions)
+        assert batch_rewards[0] == pytest.approx(single_rewards, abs=1e-5)
+        assert terminated[0]["__all__"] == single_terminated["__all__"]
+        assert truncated[0]["__all__"] == single_truncated["__all__"]
+        if single_terminated["__all__"] or single_truncated["__all__"]:
+            break
