@@ -30,7 +30,7 @@ from harness import load_results, machine, results_file, save_results, score, tr
 
 RESULTS = results_file("maddpg.json")
 BUDGET = ["stop.time_s=1200"]  # the 20 minutes of training
-EQUAL_STEPS = ["stop.env_steps=150000", "stop.time_s=null"]
+EQUAL_STEPS = ["stop.env_steps=100000", "stop.time_s=null"]
 
 
 def spread(work: Path, episodes: int) -> dict[str, Any]:
