@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from rlplat.algorithms.registry import has_central_critic, is_team_algorithm
-from rlplat.environments.global_state import CriticStateCreator
 from rlplat.environments.make import EnvCreator, build_env
 from rlplat.environments.team import TEAM_SETTINGS, TeamEnvCreator
 from rlplat.experiment.schema import Experiment
@@ -38,6 +37,10 @@ def env_creator_for(
     threads = max(1, int(cpus or 1))
     creator = EnvCreator(experiment.env, evaluation=evaluation, threads=threads)
     if has_central_critic(experiment.algorithm):
+        # Ray's MultiAgentEnv, loaded for a multi-agent training only: evaluating an ONNX
+        # export needs neither Ray nor torch.
+        from rlplat.environments.critic_state import CriticStateCreator  # noqa: PLC0415
+
         return CriticStateCreator(creator, experiment.training.get("global_state", "auto"))
     settings = _team_settings(experiment)
     if settings is None:

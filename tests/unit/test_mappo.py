@@ -22,7 +22,8 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 from rlplat.algorithms.mappo.connectors import CriticStateToBatch
 from rlplat.algorithms.mappo.rl_module import CRITIC_STATE_SIZE, MAPPOModule
-from rlplat.environments.global_state import CRITIC_STATE, CriticStateEnv, GlobalStateError
+from rlplat.environments.critic_state import CriticStateEnv
+from rlplat.environments.global_state import CRITIC_STATE, GlobalStateError
 from rlplat.environments.pettingzoo import to_multi_agent_env
 from tests.helpers import EXPERIMENTS, assert_rejected
 
