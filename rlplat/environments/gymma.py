@@ -46,8 +46,8 @@ def vmas_scenario(
 ) -> GymMultiAgentEnv:
     """One VMAS scenario (``balance``, ``navigation``, ``transport``, ...) on the CPU through
     VMAS's own Gymnasium wrapper, as a PettingZoo parallel env; ``kwargs`` go to the scenario
-    (e.g. ``n_agents``). The wrapper simulates one env: RLlib's multi-agent env runners step
-    their ``envs`` copies one by one, so VMAS's batched simulation is not used."""
+    (e.g. ``n_agents``). The wrapper simulates one world; ``env.backend: vmas`` has training's
+    env runners step their envs as one batch instead (``rlplat.environments.vmas_worlds``)."""
     import vmas  # noqa: PLC0415 - an optional package
 
     if render_mode == "rgb_array":
