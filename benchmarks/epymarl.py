@@ -38,6 +38,17 @@ kept. Results go to benchmarks/results/epymarl_<task>.json.
 EPyMARL's own ``mappo`` config for ``--steps`` env steps on the task (tested over 100 greedy
 episodes every tenth of them), the peer of rlplat's MAPPO in ``benchmarks/reports.py --only
 mappo_lbf`` at the same env steps. Results go to benchmarks/results/epymarl_mappo_<task>.json.
+
+    python benchmarks/epymarl.py --epymarl-src DIR --qmix lbf --steps 2000000 [--sides SIDE]
+
+QMIX at equal env steps, seed 0: rlplat's shipped ``experiments/marl/<task>_qmix.yaml`` and
+EPyMARL's default ``qmix`` config, each for ``--steps`` env steps, each greedy-tested over 100
+episodes every twentieth of them (rlplat: its evaluation at every checkpoint; EPyMARL: its
+``test_interval``). Recorded: both test curves, whole-process seconds and env steps per second.
+Two processes may each take one side (``--sides``), pinned to a core each; the results file is
+read late and merged. ``--rlplat-overrides`` changes rlplat's file for a side of its own
+(named by them, e.g. ``rlplat resources.env_runners.envs=8``). Results go to
+benchmarks/results/epymarl_qmix_<task>.json.
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ from harness import (
     REPO,
     eval_report,
     invocation,
+    load_results,
     machine,
     results_file,
     run,
@@ -202,21 +214,24 @@ def learn_epymarl(
     runs = src / "results/sacred" / config / key
     before = set(runs.glob("*")) if runs.exists() else set()
     started = time.monotonic()
+    finished = True
     try:
         subprocess.run(command, cwd=src, capture_output=True, timeout=budget_s)
     except subprocess.TimeoutExpired:
-        pass  # the budget is spent: what it logged so far is its result
+        finished = False  # the budget is spent: what it logged so far is its result
     wall_s = round(time.monotonic() - started, 1)
     [run_dir] = set(runs.glob("*")) - before - {runs / "_sources"}
     metrics = json.loads((run_dir / "metrics.json").read_text())
     tests = metrics.get("test_return_mean", {"steps": [], "values": []})
-    steps = metrics.get("episode", {}).get("steps") or [0]
+    # Its metrics are logged every log_interval env steps; a run that reached t_max ran them all.
+    logged = metrics.get("episode", {}).get("steps") or [0]
+    env_steps = t_max if finished and t_max else int(logged[-1])
     return {
         "command": " ".join(command[1:]),
         "sacred_run": str(run_dir),
         "wall_s": wall_s,
-        "env_steps": int(steps[-1]),
-        "env_steps_per_s": round(int(steps[-1]) / wall_s, 1),
+        "env_steps": env_steps,
+        "env_steps_per_s": round(env_steps / wall_s, 1),
         "greedy_return": tests["values"][-1] if tests["values"] else None,
         "best_greedy_return": max(tests["values"], default=None),
         "curve": [[int(s), v] for s, v in zip(tests["steps"], tests["values"], strict=True)],
@@ -237,6 +252,62 @@ def peer_mappo(src: Path, task: str, seeds: int, steps: int) -> None:
         "task": TASKS[task][0], "env_steps": steps, "seeds": rows,
     })
     print(json.dumps(rows), flush=True)
+
+
+def rlplat_at_steps(task: str, steps: int, tests: int, out: Path, extra: list[str]) -> dict:
+    """rlplat's shipped file (with the ``extra`` overrides) for ``steps`` env steps, its greedy
+    evaluation (TEST_EPISODES episodes) every ``steps // tests`` env steps; its test curve."""
+    experiment = TASKS[task][2]
+    # A QMIX iteration is the first whole episode past 1000 env steps
+    # (min_sample_timesteps_per_iteration), so every test_iterations iterations is about
+    # steps // tests env steps.
+    test_iterations = max(1, steps // tests // 1000)
+    overrides = (
+        f"stop.env_steps={steps}", "stop.time_s=null", f"checkpoint.every={test_iterations}",
+        f"evaluation.evaluation_duration={TEST_EPISODES}", *extra,
+    )
+    training = train(experiment, *overrides, out=out, reuse=True)
+    results = training.results()
+    env_steps = int(results[-1]["num_env_steps_sampled_lifetime"])
+    return {
+        "command": f"rlplat train {experiment} {' '.join(overrides)}",
+        "run_dir": str(training.run_dir),
+        "wall_s": training.wall_s,
+        "training_s": round(results[-1]["time_total_s"], 1),
+        "env_steps": env_steps,
+        "env_steps_per_s": round(env_steps / training.wall_s, 1) if training.wall_s else None,
+        "curve": [
+            [int(r["num_env_steps_sampled_lifetime"]), r["evaluation"]["env_runners"][
+                "episode_return_mean"]]
+            for r in results
+            if (r.get("evaluation") or {}).get("env_runners", {}).get("num_episodes")
+        ],
+    }
+
+
+def qmix_at_steps(
+    src: Path, task: str, steps: int, sides: list[str], out: Path, extra: list[str]
+) -> None:
+    """Both sides' QMIX for ``steps`` env steps (seed 0), each tested 20 times; rlplat's side
+    is named by its ``extra`` overrides when it has any."""
+    tests = 20
+    rows = {}
+    if "rlplat" in sides:
+        name = " ".join(["rlplat", *extra])
+        rows[name] = rlplat_at_steps(task, steps, tests, out / name.replace(" ", "_"), extra)
+    if "epymarl" in sides:
+        rows["epymarl"] = learn_epymarl(src, task, 0, t_max=steps, test_interval=steps // tests)
+    path = results_file(f"epymarl_qmix_{task}.json")
+    results = load_results(path)  # read late: the other side's process may have saved
+    results.update({
+        "task": TASKS[task][0], "env_steps": steps, "seed": 0, "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    })
+    results.setdefault("sides", {}).update(
+        {side: {**row, "benchmark": invocation()} for side, row in rows.items()}
+    )
+    save_results(path, results)
+    print(json.dumps({side: row["curve"] for side, row in rows.items()}), flush=True)
 
 
 def learning(src: Path, task: str, seeds: int, budget_s: int, out: Path) -> None:
@@ -265,7 +336,20 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1, help="--learn: seeds 0..N-1")
     parser.add_argument("--out", type=Path, help="--learn: rlplat's runs (default: a temp folder)")
     parser.add_argument("--mappo", choices=sorted(TASKS), help="EPyMARL's mappo for --steps")
+    parser.add_argument("--qmix", choices=sorted(TASKS), help="both sides' QMIX for --steps")
+    parser.add_argument("--sides", nargs="+", choices=("rlplat", "epymarl"),
+                        default=["rlplat", "epymarl"], help="--qmix: run only these sides")
+    parser.add_argument("--rlplat-overrides", nargs="*", default=[],
+                        help="--qmix: overrides of rlplat's shipped file, e.g. "
+                        "resources.env_runners.envs=8")
     args = parser.parse_args()
+    if args.qmix:
+        out = args.out or Path(tempfile.mkdtemp(prefix="rlplat-epymarl-"))
+        qmix_at_steps(
+            args.epymarl_src.resolve(), args.qmix, args.steps, args.sides, out,
+            args.rlplat_overrides,
+        )
+        return
     if args.mappo:
         peer_mappo(args.epymarl_src.resolve(), args.mappo, args.seeds, args.steps)
         return

@@ -9,8 +9,9 @@ Python environment that has ``numpy`` and ``onnxruntime``::
 
 A multi-agent export acts per agent: ``policy.agents``, ``policy.policy_for(agent).act(obs)``, or
 ``policy.act({agent: obs, ...})`` for the agents whose turn it is. Recurrent policies (QMIX's GRU
-agents) and frame stacking carry their state between calls; ``reset()`` at every episode start.
-Passing ``state=`` explicitly instead returns ``(action, next_state)`` and keeps nothing.
+agents, RLlib's use_lstm modules) and frame stacking carry their state between calls; ``reset()``
+at every episode start. Passing ``state=`` explicitly instead returns ``(action, next_state)``
+and keeps nothing.
 Servers that act for many episodes at once keep one :class:`Memory` per episode and agent and
 call ``step`` with a batch of observations and their memories.
 
@@ -128,8 +129,9 @@ class ActionSpec:
 
 @dataclass
 class StatePart:
-    """A slice of ``state_in``/``state_out``: ``hidden``, ``previous_action`` or ``agent_id``
-    (then with the agents in the order of their one-hot ids)."""
+    """A slice of ``state_in``/``state_out``: QMIX's ``hidden``, ``previous_action`` or
+    ``agent_id`` (then with the agents in the order of their one-hot ids); an RLlib module's
+    state leaf by its path (``actor.h``)."""
 
     name: str
     start: int
@@ -432,7 +434,8 @@ def _leaf(observation: Any, path: list[str | int], name: str) -> Any:
 
 class Memory:
     """What a stateful policy carries from one step of an episode to the next: the recurrent
-    state (QMIX's GRU) and the last frames (frame stacking). Stateless policies carry nothing."""
+    state (QMIX's GRU, an LSTM's h and c) and the last frames (frame stacking). Stateless
+    policies carry nothing."""
 
     def __init__(self, state: np.ndarray | None, num_frames: int):
         self.state = state

@@ -15,6 +15,7 @@ checkpoint.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,7 @@ from torch.nn import functional as F
 
 from rlplat.environments.kinds import ACTION_MASK, masked_observation_key
 from rlplat.errors import UserError
-from rlplat.runtime import ActionSpec, StateSpec
+from rlplat.runtime import ActionSpec, StatePart, StateSpec
 
 # Pieces that only move data around (batch, time rank, tensors, agents <-> modules).
 STRUCTURAL_ENV_TO_MODULE = {
@@ -330,11 +331,15 @@ class PolicyGraph(nn.Module):
         self.steps = nn.ModuleList(steps)
         self.to_env = to_env
 
-    def forward(self, *leaves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def observation(self, leaves: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The observation as the module takes it: rebuilt from its leaves, then filtered."""
         obs = rebuild_observation(self.observation_space, list(leaves), self.inputs)
         for step in self.steps:
             obs = step(obs)
-        batch = {Columns.OBS: obs}
+        return obs
+
+    def forward(self, *leaves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = {Columns.OBS: self.observation(leaves)}
         if isinstance(self.module, DefaultDQNTorchRLModule):
             # DQN's forward_inference returns only the action, the greedy one of this
             # distribution over the Q-values; computed here once, the graph gives both.
@@ -347,6 +352,71 @@ class PolicyGraph(nn.Module):
         return self.to_env(action), dist_inputs
 
 
+class RecurrentPolicyGraph(PolicyGraph):
+    """A recurrent module's step (``use_lstm``): env observation leaves and ``state_in`` ->
+    greedy env action, action distribution inputs and ``state_out``. The module's state tree
+    (``h`` and ``c`` of its LSTM, per encoder where the critic has its own) travels flat, its
+    leaves in ``layout``'s order; the module sees a time axis of one step."""
+
+    def __init__(self, *args: Any, layout: list[StatePart], shapes: dict[str, tuple[int, ...]]):
+        super().__init__(*args)
+        self.layout = layout
+        self.shapes = shapes
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        *leaves, state = inputs
+        tree: dict[str, Any] = {}
+        for part in self.layout:
+            *parents, leaf = part.name.split(".")
+            node = tree
+            for key in parents:
+                node = node.setdefault(key, {})
+            flat = state[:, part.start : part.start + part.size]
+            node[leaf] = flat.reshape(-1, *self.shapes[part.name])
+        batch = {Columns.OBS: self.observation(leaves).unsqueeze(1), Columns.STATE_IN: tree}
+        out = self.module.forward_inference(batch)
+        dist_inputs = out[Columns.ACTION_DIST_INPUTS][:, 0]
+        dist_class = self.module.get_inference_action_dist_cls()
+        action = dist_class.from_logits(dist_inputs).to_deterministic().sample()
+        state_out = out[Columns.STATE_OUT]
+        flat_out = []
+        for part in self.layout:
+            node = state_out
+            for key in part.name.split("."):
+                node = node[key]
+            flat_out.append(node.flatten(1))
+        return self.to_env(action), dist_inputs, torch.cat(flat_out, dim=-1)
+
+
+def state_layout(module: Any) -> tuple[StateSpec, dict[str, tuple[int, ...]]]:
+    """The module's recurrent state as one flat vector: each leaf of its initial state (``h``,
+    ``c``; ``actor.h`` ... where the critic has its own encoder) a slice, named by its path;
+    and each leaf's shape without the batch axis. The runtime starts every episode from zeros,
+    so a module whose initial state is not zeros is refused."""
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def walk(node: Any, path: list[str]) -> None:
+        if isinstance(node, dict):
+            for key in sorted(node):
+                walk(node[key], [*path, key])
+            return
+        value = torch.as_tensor(node)
+        if bool(torch.any(value != 0)):
+            raise Unsupported(
+                f"the recurrent state {'.'.join(path)} of {type(module).__name__} does not "
+                "start at zeros; rlplat's runtime starts every episode's state at zeros"
+            )
+        shapes[".".join(path)] = tuple(value.shape)
+
+    walk(module.get_initial_state(), [])
+    layout, position = [], 0
+    for name, shape in shapes.items():
+        size = int(np.prod(shape))
+        layout.append(StatePart(name, position, size))
+        position += size
+    return StateSpec(position, layout), shapes
+
+
 def build_graph(
     module: Any,
     observation_space: gym.Space,
@@ -357,10 +427,10 @@ def build_graph(
 ) -> GraphParts:
     """The acting graph of an RLlib module (PPO, DQN, SAC, masked PPO, ...)."""
     name = type(module).__name__
-    if module.is_stateful():
+    if module.is_stateful() and isinstance(module, DefaultDQNTorchRLModule):
         raise Unsupported(
-            f"the module {name} is recurrent (use_lstm or a custom state); rlplat export "
-            "supports recurrent state for QMIX's agent networks only"
+            f"the module {name} is a recurrent Q-network; rlplat export supports recurrent "
+            "state for policy modules (use_lstm PPO, APPO, IMPALA) and QMIX's agent networks"
         )
     steps, frames = observation_steps(env_to_module, agent)
     to_env, action = action_step(module_to_env, action_space)
@@ -372,13 +442,22 @@ def build_graph(
         inputs = observation_inputs(observation_space)
         graph_space = observation_space
     _traceable_log_std(module)
-    graph = PolicyGraph(module, graph_space, inputs, steps, to_env).eval()
+    state = None
+    if module.is_stateful():
+        state, shapes = state_layout(module)
+        inputs = [*inputs, Input("state_in", None, (state.size,))]
+        graph: PolicyGraph = RecurrentPolicyGraph(
+            module, graph_space, inputs[:-1], steps, to_env, layout=state.layout, shapes=shapes
+        )
+    else:
+        graph = PolicyGraph(module, graph_space, inputs, steps, to_env)
     return GraphParts(
-        graph=graph,
+        graph=graph.eval(),
         inputs=inputs,
-        outputs=["action", "action_dist_inputs"],
+        outputs=["action", "action_dist_inputs", *(["state_out"] if state else [])],
         action=action,
         frame_stack=frames,
+        state=state,
         exploration=_exploration(module),
     )
 

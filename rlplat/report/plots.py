@@ -9,6 +9,7 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
@@ -46,8 +47,17 @@ def colour(index: int) -> str:
 
 
 def wrapped(label: str, width: int = 42) -> str:
-    """A long label (name plus differing keys) over several lines, broken after commas."""
-    return "\n".join(textwrap.wrap(label, width, break_on_hyphens=False)) or label
+    """A long label (name plus differing keys) over several lines, broken after commas; its own
+    line breaks kept."""
+    return "\n".join(
+        "\n".join(textwrap.wrap(line, width, break_on_hyphens=False)) or line
+        for line in label.split("\n")
+    )
+
+
+def steps_text(steps: float) -> str:
+    """A step count as an axis shows it: ``18k``, ``1.5M``."""
+    return EngFormatter(sep="")(steps)
 
 
 @dataclass(frozen=True)
@@ -60,11 +70,22 @@ class Curve:
     low: np.ndarray | None
     high: np.ndarray | None
     seeds: list[tuple[np.ndarray, np.ndarray]]
-
+    stopped_early: list[str | None] | None = None  # per seed: the scheduler that ended it
 
 def _legend_right(figure: Figure, axes) -> None:
-    """The legend beside the axes, never over the data."""
-    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, fontsize="small")
+    """The legend beside the axes, never over the data and never larger than the plot: smaller
+    type, then more columns, until it fits beside it (the last try when nothing does)."""
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    plot = axes.get_window_extent(renderer)
+    for columns in (1, 2, 3):
+        for size in ("small", "x-small"):
+            legend = axes.legend(
+                loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, fontsize=size,
+                ncols=columns,
+            )
+            box = legend.get_window_extent(renderer)
+            if box.height <= plot.height and box.width <= plot.width:
+                return
 
 
 def _save(figure: Figure, stem: Path, formats: tuple[str, ...]) -> list[Path]:
@@ -90,10 +111,15 @@ def _curves_figure(
 ) -> list[Path]:
     figure = Figure(figsize=style.size)
     axes = figure.add_subplot()
+    schedulers: set[str] = set()
     for index, curve in enumerate(curves):
         c = colour(index)
-        for seed_x, seed_y in curve.seeds:
+        stopped = curve.stopped_early or [None] * len(curve.seeds)
+        for (seed_x, seed_y), scheduler in zip(curve.seeds, stopped, strict=True):
             axes.plot(seed_x, seed_y, color=c, alpha=0.25, linewidth=0.7)
+            if scheduler:
+                schedulers.add(scheduler)
+                axes.plot(seed_x[-1:], seed_y[-1:], "x", color=c, ms=6, mew=1.5)
         if curve.low is not None and curve.high is not None:
             axes.fill_between(curve.x, curve.low, curve.high, color=c, alpha=0.2, linewidth=0)
         axes.plot(curve.x, curve.centre, color=c, linewidth=2.0, label=wrapped(curve.label))
@@ -104,6 +130,9 @@ def _curves_figure(
         axes.set_title(style.title)
     axes.grid(alpha=0.3)
     axes.set_xlim(left=0)
+    if schedulers:  # a legend entry for the crosses at the ends of early-stopped trials
+        by = ", ".join(sorted(schedulers))
+        axes.plot([], [], "x", color="black", label=f"stopped early by {by}")
     _legend_right(figure, axes)
     return _save(figure, stem, ("png", "svg"))
 
@@ -123,6 +152,18 @@ def _padded(intervals: list[Interval], scores: list[list[float]]) -> tuple[float
     low, high = min(values), max(values)
     pad = 0.08 * (high - low) or 0.05 * abs(high) or 1.0
     return low - pad, high + pad
+
+
+def statistics_shown(
+    names: list[str], seed_counts: list[int], metric: str
+) -> tuple[list[str], str]:
+    """The aggregates (of ``names``) and the caption the experiments' seed counts support:
+    with one seed each, one panel of scores and no interval claimed (every aggregate of one
+    score is that score); otherwise every aggregate, with 95% intervals where 2 or more seeds."""
+    if max(seed_counts) < 2:
+        return names[:1], f"{metric} (one seed each: no interval)"
+    where = " where 2 or more seeds" if min(seed_counts) < 2 else ""
+    return names, f"{metric} (95% bootstrap CI{where}; dots: seeds)"
 
 
 def final_figure(
@@ -147,7 +188,7 @@ def _final_figure(
     style: Style,
     stem: Path,
 ) -> list[Path]:
-    names = list(aggregates)
+    names, caption = statistics_shown(list(aggregates), [len(s) for s in scores], metric)
     labels = [wrapped(label) for label in labels]
     lines = max(label.count("\n") + 1 for label in labels)
     height = 1.2 + (0.3 + 0.17 * lines) * len(labels)
@@ -170,12 +211,12 @@ def _final_figure(
             if name != "optimality_gap":
                 axes.plot(scores[index], [row] * len(scores[index]), "o", color=c, ms=3.5)
         axes.set_yticks(rows, labels if panel == 0 else [""] * len(labels), fontsize="small")
-        axes.set_title(AGGREGATE_TITLES.get(name, name))
+        axes.set_title("Score" if len(names) == 1 else AGGREGATE_TITLES.get(name, name))
         axes.grid(axis="x", alpha=0.3)
         axes.set_ylim(-0.6, len(labels) - 0.4)
         axes.set_xlim(*_padded(aggregates[name], scores if name != "optimality_gap" else []))
         axes.tick_params(axis="x", labelsize="small")
-    figure.supxlabel(f"{metric} (95% bootstrap CI; dots: seeds)")
+    figure.supxlabel(caption)
     if style.title:
         figure.suptitle(style.title)
     figure.tight_layout()

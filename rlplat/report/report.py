@@ -14,6 +14,7 @@ value of the metric instead.
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rlplat.callbacks.search_report import configuration_key, format_value
+from rlplat.callbacks.search_report import RESULTS_CSV, configuration_key
 from rlplat.checkpoints import GreedyEvaluation, best_and_last
 from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.metrics import (
@@ -41,6 +42,7 @@ from rlplat.metrics import (
 )
 from rlplat.policy.evaluate import EvalOptions, EvalReport, evaluate
 from rlplat.report import plots, stats
+from rlplat.report.labels import short_labels
 from rlplat.report.model import (
     Bootstrap,
     CurveBand,
@@ -51,6 +53,7 @@ from rlplat.report.model import (
     TrialScore,
 )
 from rlplat.report.options import ReportOptions
+from rlplat.report.plots import steps_text
 from rlplat.report.render import markdown, score_words
 from rlplat.report.runs import (
     Trial,
@@ -77,6 +80,7 @@ GRID_POINTS = 100
 # Keys that never tell experiments apart in a label: where and how a run was kept or searched.
 UNLABELLED = ("name", "seed", "seeds", "output_dir", "tune", "watchdog_s", "video", "export")
 MARL_EVAL_FILE = "marl_eval.json"
+EARLY_STOP = " (early stop)"  # results.csv's stop_reason of a trial a scheduler ended
 MEMBER_PATHS = (POLICY_RETURNS + "/", AGENT_RETURNS + "/")
 
 
@@ -87,6 +91,13 @@ class SeedResult:
     final: float | None = None
     checkpoint: str | None = None
     episodes: list[float] = field(default_factory=list)  # per-episode scores of the evaluation
+    stop_reason: str | None = None  # a search's trial: what ended it (results.csv)
+
+    @property
+    def stopped_early(self) -> str | None:
+        """The scheduler that ended this trial before its budget (``asha``), if one did."""
+        reason = self.stop_reason or ""
+        return reason.removesuffix(EARLY_STOP) if reason.endswith(EARLY_STOP) else None
 
 
 @dataclass
@@ -205,16 +216,29 @@ def _experiments(paths: list[Path], say: Callable[[str], None]) -> list[Experime
                 f"{run_dir} has no trials (no trial_*/params.json): the run stopped before Tune "
                 "started one. Leave it out of the report."
             )
+        stops = _stop_reasons(run_dir)
         groups: dict[str, list[Trial]] = {}
         for trial in trials:
             groups.setdefault(configuration_key(trial.experiment), []).append(trial)
         for group in groups.values():
             group.sort(key=lambda t: (t.seed is None, t.seed or 0))
             experiment = dict(group[0].experiment)
-            seeds = [SeedResult(trial, read_results(trial.path)) for trial in group]
+            seeds = [
+                SeedResult(trial, read_results(trial.path), stop_reason=stops.get(trial.name))
+                for trial in group
+            ]
             experiments.append(Experiment("", run_dir, experiment, {}, seeds))
     _label(experiments)
     return experiments
+
+
+def _stop_reasons(run_dir: Path) -> dict[str, str]:
+    """Each trial's stop reason from a search's results.csv ({} for a run without one)."""
+    path = run_dir / RESULTS_CSV
+    if not path.exists():
+        return {}
+    with path.open(newline="") as rows:
+        return {row["trial"]: row["stop_reason"] for row in csv.DictReader(rows)}
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -232,8 +256,9 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _label(experiments: list[Experiment]) -> None:
-    """The experiment's name, and where several share a name, the keys whose values differ
-    between those (``name (key=value, ...)``)."""
+    """The experiment's name, and where several share a name, the settings whose values differ
+    between those, short (``name (lr=3e-4, clip=0.2)``; ``labels.short_labels``). Where every
+    experiment has the same name (one search, or one experiment run again), the settings alone."""
     by_name: dict[str, list[Experiment]] = {}
     for experiment in experiments:
         by_name.setdefault(str(experiment.experiment.get("name", "?")), []).append(experiment)
@@ -245,8 +270,14 @@ def _label(experiments: list[Experiment]) -> None:
         ]
         for experiment, flat in zip(group, flats, strict=True):
             experiment.differs = {key: flat.get(key) for key in differing}
-            shown = ", ".join(f"{k}={format_value(v)}" for k, v in experiment.differs.items())
-            experiment.label = name + (f" ({shown})" if shown else "")
+        shown = short_labels([experiment.differs for experiment in group])
+        for experiment, settings in zip(group, shown, strict=True):
+            if not settings:
+                experiment.label = name
+            elif len(by_name) == 1:
+                experiment.label = settings
+            else:
+                experiment.label = f"{name} ({settings})"
     labels = [e.label for e in experiments]
     for experiment in experiments:
         if labels.count(experiment.label) > 1:
@@ -530,7 +561,8 @@ def _curves(
         grid = np.linspace(start, end, GRID_POINTS) if end > start else np.array([start])
         values = np.stack([np.interp(grid, xs, ys) for xs, ys in seeds])
         centre, low, high = stats.curve_band(values, stats.iqm, options.bootstrap_seed)
-        curves.append(plots.Curve(experiment.label, grid, centre, low, high, seeds))
+        stopped = [s.stopped_early for s in experiment.seeds]
+        curves.append(plots.Curve(experiment.label, grid, centre, low, high, seeds, stopped))
     return curves
 
 
@@ -590,7 +622,7 @@ def _files(
         for name in names
     }
     plots.final_figure(
-        [e.label for e in experiments],
+        [_final_label(e) for e in experiments],
         intervals,
         [e.final_scores for e in report.experiments],
         options.y_label or score_words(report),
@@ -600,6 +632,17 @@ def _files(
     (directory / "report.md").write_text(markdown(report))
     if options.marl_eval:
         (directory / MARL_EVAL_FILE).write_text(json.dumps(marl_eval(report, experiments)) + "\n")
+
+
+def _final_label(experiment: Experiment) -> str:
+    """The experiment's label, with a second line where a scheduler ended its seeds early:
+    how far they got (``asha stopped it at 18k env steps``)."""
+    early = [s for s in experiment.seeds if s.stopped_early]
+    if not early:
+        return experiment.label
+    steps = max(float(column(s.results, ENV_STEPS)[-1]) for s in early)
+    scheduler = early[0].stopped_early
+    return f"{experiment.label}\n{scheduler} stopped it at {steps_text(steps)} env steps"
 
 
 def display_name(metric: str) -> str:

@@ -1,7 +1,7 @@
 """The env as training and evaluation build it: the experiment's env; for a team algorithm
 (QMIX) that multi-agent env seen as one team (``rlplat.environments.team``); for one with
 centralised critics (MAPPO) the env with the critic's input in its infos
-(``rlplat.environments.global_state``)."""
+(``rlplat.environments.critic_state``)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,14 @@ from rlplat.environments.team import TEAM_SETTINGS, TeamEnvCreator
 from rlplat.experiment.schema import Experiment
 
 
-def _team_settings(experiment: Experiment) -> dict[str, Any] | None:
-    """The settings of the team view (QMIX), or None when the env is used as it is."""
-    if not is_team_algorithm(experiment.algorithm):
-        return None
-    return {key: value for key, value in experiment.training.items() if key in TEAM_SETTINGS}
+def _view_settings(experiment: Experiment) -> dict[str, Any] | None:
+    """The settings of the view the algorithm takes of the env: the team view's (QMIX), the
+    central critic's global state (MAPPO, MASAC), or None when the env is used as it is."""
+    if has_central_critic(experiment.algorithm):
+        return {"global_state": experiment.training.get("global_state", "auto")}
+    if is_team_algorithm(experiment.algorithm):
+        return {key: value for key, value in experiment.training.items() if key in TEAM_SETTINGS}
+    return None
 
 
 def env_creator_for(
@@ -36,15 +39,15 @@ def env_creator_for(
     cpus = resources.env_runners.cpus if remote else resources.driver.cpus
     threads = max(1, int(cpus or 1))
     creator = EnvCreator(experiment.env, evaluation=evaluation, threads=threads)
+    settings = _view_settings(experiment)
+    if settings is None:
+        return creator
     if has_central_critic(experiment.algorithm):
         # Ray's MultiAgentEnv, loaded for a multi-agent training only: evaluating an ONNX
         # export needs neither Ray nor torch.
         from rlplat.environments.critic_state import CriticStateCreator  # noqa: PLC0415
 
-        return CriticStateCreator(creator, experiment.training.get("global_state", "auto"))
-    settings = _team_settings(experiment)
-    if settings is None:
-        return creator
+        return CriticStateCreator(creator, **settings)
     return TeamEnvCreator(creator, **settings)
 
 
@@ -54,9 +57,7 @@ def rllib_env_name(experiment: Experiment) -> str:
     Tune's registry is shared by every process of the cluster: trials of a search that build the
     env differently (searched kwargs, team settings) need names of their own.
     """
-    view = _team_settings(experiment)
-    if has_central_critic(experiment.algorithm):
-        view = {"global_state": experiment.training.get("global_state", "auto")}
+    view = _view_settings(experiment)
     recipe = json.dumps([experiment.env.model_dump(mode="json"), view], sort_keys=True)
     return f"rlplat/{experiment.env.label}/{hashlib.sha1(recipe.encode()).hexdigest()[:10]}"
 

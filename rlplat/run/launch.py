@@ -212,11 +212,12 @@ def train_command(
     started_here = embedded(options.address)
     common = {"address": options.address, "verbose": verbose, "console": console, "clock": clock}
     if options.resume is not None:
-        if any((experiment, overrides, options.dry_run, options.from_checkpoint, options.seeds)):
+        given = (options.dry_run, options.from_checkpoint, options.seed, options.seeds)
+        if experiment or overrides or any(value not in (None, False) for value in given):
             raise UserError(
                 "--resume continues a run with the experiment it started with: give only the run "
                 "directory (rlplat train --resume <run dir>), no experiment file, overrides, "
-                "--from, --seeds or --dry-run."
+                "--from, --seed, --seeds or --dry-run."
             )
         summary = resume(options.resume, retry_errored=options.retry_errored, **common)
     elif experiment is None:

@@ -24,6 +24,9 @@ class TrainOptions:
         help="Start a new run from this checkpoint's policy (or a trial/run directory's "
         "best): sets init.checkpoint. init.optimizer=true also takes the optimizer state.",
     )
+    seed: int | None = option(
+        None, help="The run's seed, as SB3's and CleanRL's --seed: the override seed=N."
+    )
     seeds: int | None = option(
         None, help="Run each configuration on N seeds (seed, seed+1, ...): the override seeds=N."
     )
@@ -39,10 +42,13 @@ class TrainOptions:
     )
 
     def with_overrides(self, overrides: list[str]) -> list[str]:
-        """The command line's overrides and those ``--from`` and ``--seeds`` stand for."""
+        """The command line's overrides and those ``--from``, ``--seed`` and ``--seeds`` stand
+        for."""
         extra = []
         if self.from_checkpoint is not None:
             extra.append(f"init.checkpoint={self.from_checkpoint}")
+        if self.seed is not None:
+            extra.append(f"seed={self.seed}")
         if self.seeds is not None:
             extra.append(f"seeds={self.seeds}")
         return [*overrides, *extra]

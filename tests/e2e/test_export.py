@@ -274,11 +274,25 @@ def test_an_env_that_cannot_be_rebuilt_needs_no_verify(tiny_run, tmp_path, capsy
     assert (Path(report["directory"]) / "policy.onnx").is_file()
 
 
-def test_a_recurrent_ppo_module_is_refused_by_name(corridor_lstm, tmp_path, capsys):
-    code, _, err = run_cli(capsys, "export", corridor_lstm, "--out", tmp_path / "x")
-    assert code == 2, err
-    assert "recurrent" in err and "use_lstm" in err
-    assert not (tmp_path / "x").exists()
+def test_a_recurrent_ppo_export_carries_its_lstm_state(corridor_lstm, tmp_path, capsys):
+    """use_lstm PPO: the LSTMs' h and c travel flat as state_in/state_out; the certificate plays
+    whole episodes with the state carried, and rlplat eval of the export plays as the
+    checkpoint does, seed for seed."""
+    from tests.e2e.helpers import eval_json
+
+    report = export_json(capsys, corridor_lstm, "--out", tmp_path / "x", "-n", "3")
+    parity = report["parity"]
+    assert parity["passed"] and parity["agreement"] == 1.0 and parity["compared_actions"] > 0
+    spec = json.loads((tmp_path / "x" / "policy.json").read_text())["policies"]["default_policy"]
+    assert [entry["name"] for entry in spec["inputs"]] == ["obs", "state_in"]
+    assert spec["outputs"][-1]["name"] == "state_out"
+    layout = [(part["name"], part["size"]) for part in spec["state"]["layout"]]
+    assert layout == [(f"{net}.{leaf}", 16) for net in ("actor", "critic") for leaf in "ch"]
+    exported = eval_json(capsys, tmp_path / "x", "-n", "3")
+    checkpoint = eval_json(capsys, corridor_lstm, "-n", "3")
+    assert [e["return"] for e in exported["per_episode"]] == [
+        e["return"] for e in checkpoint["per_episode"]
+    ]
 
 
 FRAMES = """\

@@ -180,7 +180,7 @@ def test_report_compares_configurations_with_probability_of_improvement(
         capsys, *runs, "--score", "training", "--marl-eval", "--out", tmp_path / "r"
     )
     labels = [entry["label"] for entry in report["experiments"]]
-    assert labels == ["tiny-ppo (training.lr=0.0001)", "tiny-ppo (training.lr=0.003)"]
+    assert labels == ["lr=1e-4", "lr=3e-3"]  # one experiment: only the key that differs
     a, b = (entry["final_scores"] for entry in report["experiments"])
     pairs = {(p["x"], p["y"]): p for p in report["probability_of_improvement"]}
     counted = np.mean([(x > y) + 0.5 * (x == y) for x in a for y in b])

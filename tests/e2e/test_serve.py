@@ -321,6 +321,18 @@ def play_two_sessions(url: str, run_dir: Path) -> None:
         assert answer["step"] == 26, "the session carried on from its 25 steps"
 
 
+def test_a_recurrent_ppo_policy_is_served_with_sessions(corridor_lstm):
+    """use_lstm PPO on the local engine: the server carries each session's LSTM state, so an
+    episode over HTTP takes rlplat eval's action at every step (its return is eval's for the
+    same seed); a request without a session is refused."""
+    reference, env = checkpoint_actor(corridor_lstm)
+    with serve_command(corridor_lstm, "--engine", "local", "--episodes", "1") as (url, _):
+        with httpx.Client(base_url=url, timeout=30) as client:
+            expect(client, 422, ["'session' is required"], json={"observation": [0.0]})
+            returns, compared = play(HttpActor(client, session="e"), reference, env, [0, 1])
+    assert compared >= 2 and len(returns) == 2
+
+
 def test_served_recurrent_qmix_keeps_memory_per_session(served, spread_qmix_run):
     """Sessions on Ray Serve, with two worker replicas (play_two_sessions)."""
     play_two_sessions(served.deploy(spread_qmix_run.run_dir, replicas=2), spread_qmix_run.run_dir)

@@ -233,6 +233,15 @@ def test_from_a_path_without_checkpoints_is_refused(tmp_path):
     assert "key 'init.checkpoint'" in message and "no checkpoint found" in message
 
 
+def test_seed_option_sets_the_runs_seed():
+    """rlplat train --seed N (as SB3 and CleanRL users type it) is the override seed=N."""
+    from rlplat.experiment.load import load_experiment
+    from rlplat.run.options import TrainOptions
+
+    overrides = TrainOptions(seed=7).with_overrides(["stop.env_steps=1000"])
+    assert load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", overrides).experiment.seed == 7
+
+
 def test_step_counts_may_be_written_as_whole_floats():
     from rlplat.experiment.load import load_experiment
 

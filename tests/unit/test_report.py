@@ -131,3 +131,39 @@ def test_stats_by_hand():
     assert stats.improvement([2.0, 3.0], [1.0, 3.0], 0).estimate == pytest.approx(
         (1 + 0 + 1 + 0.5) / 4  # 2>1, 2<3, 3>1, 3=3
     )
+
+
+def test_labels_name_only_the_differing_settings_short():
+    """A search's legend: short names, values at the fewest digits that tell them apart."""
+    from rlplat.report.labels import short_labels, short_value
+
+    assert [short_value(v) for v in (3e-4, 3.4123e-4, 0.2, 0.99, 5, 12345.0, [64, 64])] == [
+        "3e-4", "3.4e-4", "0.2", "0.99", "5", "1.2e4", "[64, 64]",
+    ]
+    searched = [
+        {"training.clip_param": 0.2, "training.lambda_": 0.9512, "training.lr": 3.4123e-4},
+        {"training.clip_param": 0.3, "training.lambda_": 0.9, "training.lr": 1e-3},
+    ]
+    assert short_labels(searched) == [
+        "clip=0.2, lambda=0.95, lr=3.4e-4", "clip=0.3, lambda=0.9, lr=1e-3",
+    ]
+    close = [{"training.lr": 3.41e-4}, {"training.lr": 3.44e-4}]
+    assert short_labels(close) == ["lr=3.41e-4", "lr=3.44e-4"]
+    clashing = [{"critic.lr": 0.2, "training.lr": 0.1}, {"critic.lr": 0.3, "training.lr": 0.2}]
+    assert short_labels(clashing) == [
+        "critic.lr=0.2, training.lr=0.1", "critic.lr=0.3, training.lr=0.2",
+    ]
+
+
+def test_final_figure_claims_intervals_only_where_seeds_allow_them():
+    """One seed each: one panel of scores, no interval claimed; some single seeds: said so."""
+    from rlplat.report.plots import statistics_shown
+
+    names = ["iqm", "mean", "median", "optimality_gap"]
+    assert statistics_shown(names, [1, 1, 1, 1], "Return") == (
+        ["iqm"], "Return (one seed each: no interval)",
+    )
+    assert statistics_shown(names, [3, 1], "Return") == (
+        names, "Return (95% bootstrap CI where 2 or more seeds; dots: seeds)",
+    )
+    assert statistics_shown(names, [3, 3], "Return")[1] == "Return (95% bootstrap CI; dots: seeds)"
