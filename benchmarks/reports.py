@@ -2,7 +2,7 @@
 trained with ``rlplat train <file> --seeds 3``, then compared with ``rlplat report``.
 
     python benchmarks/reports.py [--only qmix cartpole pendulum spread connect_four mappo_spread
-                                        mappo_lbf] [--runs DIR]
+                                        mappo_lbf lstm_novel] [--runs DIR]
 
 One training command at a time. The CartPole and Pendulum runs, whose training seconds to the
 target are reported, run one seed at a time (``tune.max_concurrent=1``): their seconds are those
@@ -10,7 +10,8 @@ of a training alone on the machine. A finished run of the same command already u
 (its run.json records the command) is reused instead of trained again. Each group's report goes
 to benchmarks/results/reports/<group>/ (report.json, report.md, the figures), and its
 curves.png and final.png are copied to docs/img/<group>-curves.png and docs/img/<group>-final.png.
-The ``mappo_*`` groups train MAPPO beside shared PPO with the same settings, to the same env steps.
+The ``mappo_*`` groups train MAPPO beside shared PPO with the same settings, to the same env steps;
+``lstm_novel`` the LSTM of ``cartpole_novel_lstm.yaml`` beside the same file without it.
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ GROUPS: dict[str, tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {
         [
             (f"experiments/marl/lbf_{name}.yaml", ("stop.env_steps=300000", *EQUAL_STEPS))
             for name in ("ppo", "mappo")
+        ],
+        ["--eval-episodes", "100"],
+    ),
+    "lstm_novel": (
+        [
+            ("experiments/cartpole_novel_lstm.yaml", (f"rl_module.model_config.use_lstm={lstm}",))
+            for lstm in ("true", "false")
         ],
         ["--eval-episodes", "100"],
     ),
