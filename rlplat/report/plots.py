@@ -56,8 +56,11 @@ def wrapped(label: str, width: int = 42) -> str:
 
 
 def steps_text(steps: float) -> str:
-    """A step count as an axis shows it: ``18k``, ``1.5M``."""
-    return EngFormatter(sep="")(steps)
+    """A step count, short: ``10k``, ``20.1k``, ``1.5M``."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if steps >= scale:
+            return f"{steps / scale:.3g}{suffix}"
+    return f"{steps:.0f}"
 
 
 @dataclass(frozen=True)
@@ -161,9 +164,9 @@ def statistics_shown(
     with one seed each, one panel of scores and no interval claimed (every aggregate of one
     score is that score); otherwise every aggregate, with 95% intervals where 2 or more seeds."""
     if max(seed_counts) < 2:
-        return names[:1], f"{metric} (one seed each: no interval)"
+        return names[:1], f"{metric}; one seed each, no interval"
     where = " where 2 or more seeds" if min(seed_counts) < 2 else ""
-    return names, f"{metric} (95% bootstrap CI{where}; dots: seeds)"
+    return names, f"{metric}; 95% bootstrap CIs{where}, dots: seeds"
 
 
 def final_figure(
@@ -207,7 +210,10 @@ def _final_figure(
                     color=c,
                     alpha=0.35,
                 )
-            axes.plot([interval.estimate], [row], marker="|", markersize=18, color=c, mew=2.5)
+            if interval.low is not None:  # the estimate's tick inside its interval
+                axes.plot([interval.estimate], [row], marker="|", markersize=18, color=c, mew=2.5)
+            elif name == "optimality_gap":  # one seed: its gap alone, as a point
+                axes.plot([interval.estimate], [row], "o", color=c, ms=5)
             if name != "optimality_gap":
                 axes.plot(scores[index], [row] * len(scores[index]), "o", color=c, ms=3.5)
         axes.set_yticks(rows, labels if panel == 0 else [""] * len(labels), fontsize="small")

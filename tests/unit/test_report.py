@@ -136,6 +136,7 @@ def test_stats_by_hand():
 def test_labels_name_only_the_differing_settings_short():
     """A search's legend: short names, values at the fewest digits that tell them apart."""
     from rlplat.report.labels import short_labels, short_value
+    from rlplat.report.plots import steps_text
 
     assert [short_value(v) for v in (3e-4, 3.4123e-4, 0.2, 0.99, 5, 12345.0, [64, 64])] == [
         "3e-4", "3.4e-4", "0.2", "0.99", "5", "1.2e4", "[64, 64]",
@@ -147,6 +148,8 @@ def test_labels_name_only_the_differing_settings_short():
     assert short_labels(searched) == [
         "clip=0.2, lambda=0.95, lr=3.4e-4", "clip=0.3, lambda=0.9, lr=1e-3",
     ]
+    steps = [950, 10_031, 20_063, 1_500_000]
+    assert [steps_text(n) for n in steps] == ["950", "10k", "20.1k", "1.5M"]
     close = [{"training.lr": 3.41e-4}, {"training.lr": 3.44e-4}]
     assert short_labels(close) == ["lr=3.41e-4", "lr=3.44e-4"]
     clashing = [{"critic.lr": 0.2, "training.lr": 0.1}, {"critic.lr": 0.3, "training.lr": 0.2}]
@@ -161,9 +164,9 @@ def test_final_figure_claims_intervals_only_where_seeds_allow_them():
 
     names = ["iqm", "mean", "median", "optimality_gap"]
     assert statistics_shown(names, [1, 1, 1, 1], "Return") == (
-        ["iqm"], "Return (one seed each: no interval)",
+        ["iqm"], "Return; one seed each, no interval",
     )
     assert statistics_shown(names, [3, 1], "Return") == (
-        names, "Return (95% bootstrap CI where 2 or more seeds; dots: seeds)",
+        names, "Return; 95% bootstrap CIs where 2 or more seeds, dots: seeds",
     )
-    assert statistics_shown(names, [3, 3], "Return")[1] == "Return (95% bootstrap CI; dots: seeds)"
+    assert statistics_shown(names, [3, 3], "Return")[1] == "Return; 95% bootstrap CIs, dots: seeds"
