@@ -518,6 +518,20 @@ class SnapshotRule(Section):
         description="Also require the learner's win rate against the pool since the last "
         "snapshot (draws count half) to reach this; null: a snapshot every `every` iterations.",
     )
+    max_every: Count | None = Field(
+        None,
+        ge=1,
+        description="With min_win_rate: a snapshot at the latest every N iterations, whatever "
+        "the win rate (PFSP draws the snapshots the learner beats least, so the rate can stay "
+        "under the threshold for good); null: 5 x every.",
+    )
+
+    def latest_every(self) -> int | None:
+        """Iterations after which a snapshot is frozen whatever the win rate (None: no bound,
+        as without ``min_win_rate`` every snapshot is due on the interval)."""
+        if self.min_win_rate is None:
+            return None
+        return self.max_every or 5 * self.every
 
 
 class OpponentPool(Section):

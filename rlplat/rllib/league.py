@@ -100,6 +100,7 @@ class League:
     every: int
     min_win_rate: float | None
     seed: int
+    max_every: int | None = None  # with min_win_rate: a snapshot at the latest this often
     random_share: float = 0.0  # share of draws that give the slots RANDOM_OPPONENT
     keep_first: bool = False  # a full pool drops its second-oldest, never the first snapshot
     learner_rating: float = INITIAL_RATING
@@ -128,10 +129,15 @@ class League:
 
     def snapshot_due(self, iteration: int) -> bool:
         """Freeze now? Every ``every`` iterations, and when ``min_win_rate`` is set only once the
-        learner's win rate against the pool since the last snapshot reaches it."""
-        if iteration - self.last_snapshot_iteration < self.every:
+        learner's win rate against the pool since the last snapshot reaches it, or, whatever
+        that rate, once ``max_every`` iterations have passed: PFSP draws the snapshots the
+        learner beats least, so its win rate can stay under the threshold for good."""
+        since = iteration - self.last_snapshot_iteration
+        if since < self.every:
             return False
-        return self.min_win_rate is None or self.recent_win_rate() >= self.min_win_rate
+        if self.min_win_rate is None or (self.max_every is not None and since >= self.max_every):
+            return True
+        return self.recent_win_rate() >= self.min_win_rate
 
     def recent_win_rate(self) -> float:
         """The learner's win rate (draws half) over the games since the last snapshot; 0 with

@@ -183,6 +183,7 @@ class SelfPlayDriver:
             sample=spec.pool.sample,
             every=spec.snapshot.every,
             min_win_rate=spec.snapshot.min_win_rate,
+            max_every=spec.snapshot.latest_every(),
             seed=seed,
             random_share=spec.pool.random,
             keep_first=spec.pool.keep_first,

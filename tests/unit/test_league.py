@@ -66,6 +66,26 @@ def test_snapshots_wait_for_the_interval_and_the_win_rate():
     assert league(every=10).snapshot_due(10)  # no threshold: on the interval alone
 
 
+def test_a_win_rate_that_stays_under_the_threshold_cannot_stall_the_pool():
+    """PFSP keeps the learner on the snapshots it beats least, so its win rate since the last
+    snapshot can stay under min_win_rate; max_every freezes one anyway."""
+    games = league(every=10, min_win_rate=0.6, max_every=50)
+    snapshot = games.freeze(0, 0)
+    for _ in range(100):
+        games.record(snapshot, 1)
+        games.record(snapshot, -1)
+        games.record(snapshot, 1)
+        games.record(snapshot, -1)
+        games.record(snapshot, 0)  # win rate 0.5, under 0.6 for good
+    assert games.recent_win_rate() == 0.5
+    assert not any(games.snapshot_due(i) for i in range(10, 50))
+    assert games.snapshot_due(50)
+    from rlplat.experiment.schema import SnapshotRule
+
+    assert SnapshotRule(every=10, min_win_rate=0.6).latest_every() == 50
+    assert SnapshotRule(every=10).latest_every() is None
+
+
 def test_a_full_pool_drops_its_oldest_snapshot():
     games = league(pool_size=2)
     names = [games.freeze(i * 10, i) for i in range(3)]
