@@ -41,6 +41,7 @@ from rlplat.util.atomic import write_atomic
 from rlplat.util.tables import new_table, print_table
 
 RESULTS_CSV = "results.csv"
+EARLY_STOP = " (early stop)"  # after the scheduler's name: the stop reason of a trial it ended
 BEST_YAML = "best.yaml"
 PBT_LOG = "pbt_global.txt"  # Tune's PBT log of exploits, one JSON list per line
 # Why a trial stopped when its windowed return reached stop.episode_return_mean.
@@ -75,7 +76,7 @@ def stop_reason(status: str, result: dict[str, Any], stop: StopSpec, scheduler: 
         done = finite(lookup(result, path))
         if budget is not None and done is not None and done >= budget:
             return f"stop.{name}"
-    return f"{scheduler} (early stop)"
+    return f"{scheduler}{EARLY_STOP}"
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rlplat.callbacks.search_report import RESULTS_CSV, configuration_key
+from rlplat.callbacks.search_report import EARLY_STOP, RESULTS_CSV, configuration_key
 from rlplat.checkpoints import GreedyEvaluation, best_and_last
 from rlplat.errors import UserError, allowed_list, did_you_mean
 from rlplat.metrics import (
@@ -80,7 +80,6 @@ GRID_POINTS = 100
 # Keys that never tell experiments apart in a label: where and how a run was kept or searched.
 UNLABELLED = ("name", "seed", "seeds", "output_dir", "tune", "watchdog_s", "video", "export")
 MARL_EVAL_FILE = "marl_eval.json"
-EARLY_STOP = " (early stop)"  # results.csv's stop_reason of a trial a scheduler ended
 MEMBER_PATHS = (POLICY_RETURNS + "/", AGENT_RETURNS + "/")
 
 
