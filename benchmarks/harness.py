@@ -112,9 +112,19 @@ class Training:
 
     @property
     def run_dir(self) -> Path:
-        """``<out>/<name>/<timestamp>``: the run directory (there is exactly one)."""
-        [run_info] = self.out.glob("*/*/run.json")
-        return run_info.parent
+        """``<out>/<name>/<timestamp>``: the run directory (the one run, or the last stage's
+        where the experiment has a first stage: ``init.experiment``)."""
+        [run_dir] = [run for run in self._runs() if not (run / "next_stage.yaml").exists()]
+        return run_dir
+
+    @property
+    def first_stage(self) -> Path | None:
+        """The first stage's run directory (``init.experiment``), None without one."""
+        first = [run for run in self._runs() if (run / "next_stage.yaml").exists()]
+        return first[0] if first else None
+
+    def _runs(self) -> list[Path]:
+        return [run_info.parent for run_info in self.out.glob("*/*/run.json")]
 
     def summary(self) -> dict[str, Any]:
         """The run's summary.json (trials, best checkpoints, the search table)."""

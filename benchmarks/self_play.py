@@ -2,23 +2,23 @@
 random moves, head to head, and its Elo rating over training.
 
     pip install -e ".[multiagent]"
-    python benchmarks/self_play.py [--from-baseline] [--random-share P] [--env-steps N]
-                                   [--seed S] [--matches 200] [--out DIR]
+    python benchmarks/self_play.py [--from-scratch] [--random-share P] [--keep-first true|false]
+                                   [--env-steps N] [--seed S] [--matches 200] [--out DIR]
 
-For each game (connect four), one training at a time: ``rlplat train
-experiments/<game>_ppo.yaml`` (the baseline: its learner trained against uniformly random legal
-moves only), then ``experiments/<game>_selfplay.yaml``, from scratch or with
-``--from-baseline`` from the baseline's last checkpoint, each into ``<out>/<name>`` and reused
-when there. Then the self-play
-run's last checkpoint plays ``rlplat eval <run> --last --against OPPONENT -n MATCHES --explore
---json`` against ``random`` and against the other run: seats swapped every other game, moves
-sampled on both sides (greedy play would replay one game per seat), won/drawn/lost with a 95 %
-Wilson interval on the share won; against ``random`` also with the learner's greedy moves
-(without ``--explore``), where the random player varies the games. The Elo of the learner and
-of each snapshot against env steps, from the trial's result.json, goes to
-``docs/img/<name>_elo.png``. Results go to benchmarks/results/self_play.json.
+For each game (connect four): ``rlplat train experiments/<game>_selfplay.yaml`` with the options'
+overrides, into ``<out>/<name>`` and reused when there. As shipped the file trains its first
+stage, ``experiments/<game>_ppo.yaml`` (the baseline: a policy trained against uniformly random
+legal moves only), and starts self-play from it; ``--from-scratch`` drops that stage and trains
+the baseline as a run of its own. Then the self-play run's last checkpoint plays ``rlplat eval
+<run> --last --against OPPONENT -n MATCHES --explore --json`` against ``random`` and against the
+baseline: seats swapped every other game, moves sampled on both sides (greedy play would replay
+one game per seat), won/drawn/lost with a 95 % Wilson interval on the share won; against
+``random`` also with the learner's greedy moves (without ``--explore``), where the random player
+varies the games. The Elo of the learner and of each snapshot against env steps, from the
+trial's result.json, goes to ``docs/img/<name>_elo.png``. Results go to
+benchmarks/results/self_play.json (rows before 2026-11-28 came from the one-stage file and its
+``--from-baseline`` option).
 """
-
 from __future__ import annotations
 
 import argparse
@@ -44,13 +44,6 @@ from harness import (
 
 RESULTS = results_file("self_play.json")
 GAMES = ("connect_four",)  # the games with a baseline file
-# --from-baseline: the self-play file's learner renamed to the baseline run's trained policy, so
-# that the baseline's checkpoint holds a policy for every module the self-play run has
-FROM_BASELINE = {
-    "connect_four": ("multi_agent.policies={player_0: learner, player_1: opponent}",
-                     "multi_agent.self_play.learner=learner"),
-}
-
 
 def elo_figure(results: list[dict[str, Any]], title: str, path: Path) -> None:
     """The learner's Elo and every snapshot's (from its freezing on) against env steps."""
@@ -93,44 +86,42 @@ def head_to_head(
 class Variant:
     """How a self-play run differs from the shipped file, as benchmark options."""
 
-    from_baseline: bool = False
-    random_share: float = 0.0
+    from_scratch: bool = False
+    random_share: float | None = None
+    keep_first: bool | None = None
     env_steps: int | None = None
     seed: int = 0
-    keep_first: bool = False
 
-    def overrides(self, game: str, baseline_dir: Path) -> tuple[str, ...]:
-        start: tuple[str, ...] = ()
-        if self.from_baseline:
-            last = max(baseline_dir.glob("trial_*/checkpoint_*"))
-            start = ("--from", str(last), *FROM_BASELINE[game])
-        if self.random_share:
-            start = (*start, f"multi_agent.self_play.pool.random={self.random_share}")
-        if self.keep_first:
-            start = (*start, "multi_agent.self_play.pool.keep_first=true")
+    def overrides(self) -> tuple[str, ...]:
+        pool = "multi_agent.self_play.pool"
+        start: tuple[str, ...] = ("init.experiment=null",) if self.from_scratch else ()
+        if self.random_share is not None:
+            start = (*start, f"{pool}.random={self.random_share}")
+        if self.keep_first is not None:
+            start = (*start, f"{pool}.keep_first={str(self.keep_first).lower()}")
         if self.env_steps:
             start = (*start, f"stop.env_steps={self.env_steps}")
         if self.seed:
-            start = (*start, f"seed={self.seed}")
+            start = (*start, "--seed", str(self.seed))
         return start
 
     @property
     def suffix(self) -> str:
         """Names a run's folder, figure and results row."""
         return (
-            ("_from_baseline" if self.from_baseline else "")
-            + (f"_random{self.random_share:g}" if self.random_share else "")
-            + ("_keep_first" if self.keep_first else "")
+            ("_from_scratch" if self.from_scratch else "_two_stage")
+            + (f"_random{self.random_share:g}" if self.random_share is not None else "")
+            + (f"_keep_first_{str(self.keep_first).lower()}" if self.keep_first is not None else "")
             + (f"_{self.env_steps // 1000}k" if self.env_steps else "")
             + (f"_seed{self.seed}" if self.seed else "")
         )
 
     def title(self, game: str) -> str:
-        parts = ["from the baseline's policy" if self.from_baseline else "from scratch"]
-        if self.random_share:
+        parts = ["from scratch" if self.from_scratch else "as shipped: after its first stage"]
+        if self.random_share is not None:
             parts.append(f"{self.random_share:.0%} of iterations against random moves")
-        if self.keep_first:
-            parts.append("the first snapshot kept in the pool")
+        if self.keep_first is not None:
+            parts.append(f"keep_first {str(self.keep_first).lower()}")
         if self.env_steps:
             parts.append(f"{self.env_steps:,} env steps")
         if self.seed:
@@ -141,11 +132,13 @@ class Variant:
 
 def game_row(game: str, matches: int, out: Path, variant: Variant) -> dict[str, Any]:
     selfplay_file = f"experiments/{game}_selfplay.yaml"
-    baseline_file = REPO / f"experiments/{game}_ppo.yaml"
-    baseline = train(baseline_file, out=out / f"{game}_ppo", reuse=True)
-    start = variant.overrides(game, baseline.run_dir)
+    start = variant.overrides()
     name = f"{game}_selfplay" + variant.suffix
     selfplay = train(selfplay_file, *start, out=out / name, reuse=True)
+    # the policy trained against random moves: the file's first stage, else a run of its own
+    baseline_dir = selfplay.first_stage or train(
+        REPO / f"experiments/{game}_ppo.yaml", out=out / f"{game}_ppo", reuse=True
+    ).run_dir
     results = trial_results(min(selfplay.run_dir.glob("trial_*/result.json")).parent)
     last = results[-1]
     row: dict[str, Any] = {
@@ -162,8 +155,8 @@ def game_row(game: str, matches: int, out: Path, variant: Variant) -> dict[str, 
         },
     }
     row["baseline"] = {"command": f"rlplat train experiments/{game}_ppo.yaml",
-                       "run_dir": str(baseline.run_dir)}
-    row["against"][f"{game}_ppo"] = head_to_head(selfplay.run_dir, str(baseline.run_dir), matches)
+                       "run_dir": str(baseline_dir)}
+    row["against"][f"{game}_ppo"] = head_to_head(selfplay.run_dir, str(baseline_dir), matches)
     figure = REPO / f"docs/img/{name}_elo.png"
     elo_figure(results, variant.title(game), figure)
     row["figure"] = str(figure.relative_to(REPO))
@@ -173,22 +166,21 @@ def game_row(game: str, matches: int, out: Path, variant: Variant) -> dict[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", nargs="+", choices=GAMES, default=["connect_four"])
-    parser.add_argument("--from-baseline", action="store_true",
-                        help="start self-play from the baseline's last checkpoint")
-    parser.add_argument("--random-share", type=float, default=0.0,
-                        help="multi_agent.self_play.pool.random of the self-play run")
+    parser.add_argument("--from-scratch", action="store_true",
+                        help="no first stage: init.experiment=null")
+    parser.add_argument("--random-share", type=float,
+                        help="multi_agent.self_play.pool.random (default: the file's)")
     parser.add_argument("--env-steps", type=int,
                         help="the self-play run's stop.env_steps (default: the file's)")
-    parser.add_argument("--keep-first", action="store_true",
-                        help="multi_agent.self_play.pool.keep_first of the self-play run")
+    parser.add_argument("--keep-first", choices=("true", "false"),
+                        help="multi_agent.self_play.pool.keep_first (default: the file's)")
     parser.add_argument("--seed", type=int, default=0, help="the self-play run's seed")
     parser.add_argument("--matches", type=int, default=200, help="games per head-to-head")
     parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="self_play_"))
-    variant = Variant(
-        args.from_baseline, args.random_share, args.env_steps, args.seed, args.keep_first
-    )
+    keep_first = None if args.keep_first is None else args.keep_first == "true"
+    variant = Variant(args.from_scratch, args.random_share, keep_first, args.env_steps, args.seed)
     for game in args.games:
         key = game + variant.suffix
         row = game_row(game, args.matches, out, variant)

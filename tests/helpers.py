@@ -274,10 +274,13 @@ def check_before_ray(path: Path, *overrides: str):
     from rlplat.experiment.load import load_experiment
     from rlplat.prepare import prepare
     from rlplat.prepare.run_spec import refuse_if_impossible
+    from rlplat.run.stages import first_stage
     from rlplat.util.project import project_paths, use_project_paths
 
     use_project_paths(project_paths(Path(path)))
-    run = prepare(load_experiment(Path(path), list(overrides)), local_machine())
+    loaded = load_experiment(Path(path), list(overrides))
+    first_stage(loaded)
+    run = prepare(loaded, local_machine())
     refuse_if_impossible(run)
     return run
 

@@ -17,12 +17,7 @@ SECONDS_=${SECONDS_:-480}
 GPUS=${GPUS:-1}
 OUT=${OUT:-/tmp/out}
 RUNS=${RUNS:-/tmp/runs}
-if [ -d .whl ] && [ -z "${NO_WHEELS:-}" ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site:$PWD
-fi
-export PYTHONUNBUFFERED=1
+. benchmarks/device/wheels.sh
 nproc; nvidia-smi -L 2>/dev/null
 python3 -m rlplat.cli train experiments/marl/rware_ppo.yaml \
     resources.env_runners.count="$RUNNERS" resources.learners.gpus="$GPUS" \

@@ -403,6 +403,22 @@ class InitSpec(Section):
         description="Also take the optimizer's state (Adam moments); the learning rate stays "
         "this experiment's.",
     )
+    experiment: str | None = Field(
+        None,
+        description="An experiment file (relative to this one) that rlplat train runs first, "
+        "with this experiment's seed and output_dir, as a run of its own; this run then starts "
+        "from that run's best checkpoint (init.checkpoint). rlplat train --resume <that run> "
+        "goes on to this one. One trial only: no seeds list or search.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InitSpec:
+        if self.checkpoint and self.experiment:
+            raise ValueError(
+                "give init.checkpoint (a trained run) or init.experiment (a file to train "
+                "first), not both"
+            )
+        return self
 
 
 class VideoSpec(Section):

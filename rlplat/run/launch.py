@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ from rlplat.run.run_dir import (
     write_run_files,
     write_summary,
 )
+from rlplat.run.stages import first_stage, mark_next_stage_started, next_stage, write_next_stage
 from rlplat.run.storage import atomic_filesystem, storage_failed, storage_reason
 from rlplat.run.summary import (
     RunSummary,
@@ -93,9 +95,11 @@ def train(
     verbose: bool = False,
     console: Console | None = None,
     clock: StageClock | None = None,
+    on_run_dir: Callable[[Path], None] | None = None,
 ) -> RunSummary:
     """Run the experiment through Ray Tune (one trial, or the search its ``tune`` section and
-    spaces declare) and summarise it. ``clock`` gets the seconds of the command's stages."""
+    spaces declare) and summarise it. ``clock`` gets the seconds of the command's stages;
+    ``on_run_dir`` is called with the run directory once its files are written."""
     console = console or Console()
     clock = clock or StageClock()
     code = project_code(loaded.experiment.env.user_modules)
@@ -117,6 +121,8 @@ def train(
     run_dir = create_run_dir(Path(exp.output_dir).resolve() / exp.name, claim_on_cluster)
     trial_process = {"trial_process": "command" if in_command else "actor"}
     write_run_files(run_dir, run.resolved(), address, cluster={**run.record(), **trial_process})
+    if on_run_dir is not None:
+        on_run_dir(run_dir)
     console.print(f"Run directory: [bold]{run_dir}[/bold]", highlight=False)
     if run.spaces:
         console.print(
@@ -220,6 +226,7 @@ def train_command(
                 "--from, --seed, --seeds or --dry-run."
             )
         summary = resume(options.resume, retry_errored=options.retry_errored, **common)
+        summary = _then(summary, started_here, options.timings, common)
     elif experiment is None:
         raise UserError(
             "give an experiment file (rlplat train experiments/cartpole_ppo.yaml), or "
@@ -227,12 +234,51 @@ def train_command(
         )
     else:
         loaded = load_experiment(experiment, options.with_overrides(overrides))
+        first = first_stage(loaded)
         if options.dry_run:
             nodes = local_machine() if started_here else None  # the capacity it will ask for
+            if first is not None:
+                console.print(f"First stage: {first.locate.source}", highlight=False)
+                print_dry_run(first, Path(first.locate.source), console, nodes)
+                console.print("Then:", highlight=False)
             print_dry_run(loaded, experiment, console, nodes)
             return
-        summary = train(loaded, **common)
+        if first is None:
+            summary = train(loaded, **common)
+        else:
+            console.print(
+                f"First stage: {first.locate.source} (init.experiment), then {experiment}",
+                highlight=False,
+            )
+            summary = train(
+                first, on_run_dir=lambda run_dir: write_next_stage(run_dir, loaded.data), **common
+            )
+            summary = _then(summary, started_here, options.timings, common)
     finish(summary, clock, console, shutdown_ray=started_here, show_timings=options.timings)
+
+
+def _then(
+    summary: RunSummary, started_here: bool, show_timings: bool, common: dict[str, Any]
+) -> RunSummary:
+    """After a first stage (``init.experiment``) that finished: train the experiment that
+    follows it from its checkpoint, or resume that run where it has started already. Other runs,
+    and first stages that failed or were stopped, are returned as they are."""
+    stage = next_stage(Path(summary.run_dir))
+    if stage is None or unfinished_trials(summary) or any(t.error for t in summary.trials):
+        return summary
+    console = common["console"]
+    finish(summary, common["clock"], console, shutdown_ray=started_here,
+           show_timings=show_timings)
+    common = {**common, "clock": StageClock(started=time.time())}
+    if stage.run_dir is not None:
+        return resume(stage.run_dir, **common)
+    console.print(f"\nNext stage: {stage.experiment}", highlight=False)
+    first_run = Path(summary.run_dir)
+    return train(
+        load_experiment(stage.experiment),
+        on_run_dir=lambda run_dir: mark_next_stage_started(first_run, run_dir),
+        **common,
+    )
 
 
 def plan_command(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from rlplat.run.launch import train
 from tests.e2e.helpers import resume, runs_json
 from tests.helpers import (
     REPO,
+    TINY_PPO,
     iterations_logged,
     launch,
     read_until_iteration,
@@ -227,3 +229,37 @@ def test_from_checkpoint_starts_a_new_run_with_the_trained_policy(
         assert str(base) in resolved, "the run records the checkpoint it started from"
         runs[name] = adam_steps(next(trial_dir.glob("checkpoint_*")))
     assert runs["optimizer"] > adam_steps(base) > runs["weights"]
+
+
+def test_a_file_with_a_first_stage_trains_both_and_resume_of_the_first_finishes_the_second(
+    ray_session, tmp_path
+):
+    """``init.experiment``: one command trains the first file (with this file's seed) and then
+    this one from the first run's best checkpoint; a run stopped between the stages is finished
+    by ``--resume`` of the first run."""
+    tiny = TINY_PPO.replace("OUTPUT", str(tmp_path / "out"))
+    tiny = tiny.replace("iterations: 3", "iterations: 1")
+    (tmp_path / "first.yaml").write_text(tiny.replace("name: tiny-ppo", "name: first"))
+    main = tmp_path / "main.yaml"
+    main.write_text(tiny + "init: {experiment: first.yaml}\n")
+    trained = subprocess.run(
+        [sys.executable, "-m", "rlplat.cli", "train", str(main), "--seed", "7"]
+        + ["--address", ray_session],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    [first] = (tmp_path / "out/first").iterdir()
+    [second] = (tmp_path / "out/tiny-ppo").iterdir()
+    assert "seed: 7" in (first / "experiment.yaml").read_text(), "the first stage takes the seed"
+    started_from = load_experiment(second / "experiment.yaml").experiment.init.checkpoint
+    assert Path(started_from).parent.parent == first, started_from
+
+    # As if stopped after the first stage: its resume trains the second.
+    shutil.rmtree(second)
+    (first / "next_stage_run.txt").unlink()
+    resumed = resume(first, ray_session)
+    assert "Next stage" in resumed.stdout
+    [second_again] = (tmp_path / "out/tiny-ppo").iterdir()
+    assert list(second_again.glob("trial_*/checkpoint_*")), "the second stage trained"

@@ -290,6 +290,24 @@ def test_keep_first_in_a_pool_of_one_is_refused():
     assert "multi_agent.self_play.pool" in message and "at least 2 snapshots" in message
 
 
+def test_a_first_stage_is_refused_beside_a_checkpoint_several_trials_or_a_missing_file(
+    tmp_path,
+):
+    """init.experiment trains one run and starts this one from it: not with a checkpoint too,
+    not for seeds or a search (whose trials would need one first run each)."""
+    (tmp_path / "first.yaml").write_text(TINY_PPO.replace("OUTPUT", str(tmp_path / "out")))
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        TINY_PPO.replace("OUTPUT", str(tmp_path / "out")) + "init: {experiment: first.yaml}\n"
+    )
+    assert "not both" in rejection(path, f"init.checkpoint={tmp_path}")
+    message = rejection(path, "seeds=2")
+    assert message.startswith(f"{path}:18") and "key 'init.experiment'" in message, message
+    assert "several trials" in message and "--from" in message
+    message = rejection(path, "init.experiment=firts.yaml")
+    assert f"{tmp_path / 'firts.yaml'} is not a file" in message, message
+
+
 def test_an_algorithm_for_discrete_actions_is_refused_on_box_actions():
     message = rejection(EXPERIMENTS / "cartpole_dqn.yaml", "env.id=Pendulum-v1")
     assert "key 'algorithm'" in message and "DQN needs a Discrete action space" in message
