@@ -226,7 +226,7 @@ def train_command(
                 "--from, --seed, --seeds or --dry-run."
             )
         summary = resume(options.resume, retry_errored=options.retry_errored, **common)
-        summary = _then(summary, started_here, options.timings, common)
+        summary, clock = _then(summary, started_here, options.timings, common)
     elif experiment is None:
         raise UserError(
             "give an experiment file (rlplat train experiments/cartpole_ppo.yaml), or "
@@ -253,32 +253,35 @@ def train_command(
             summary = train(
                 first, on_run_dir=lambda run_dir: write_next_stage(run_dir, loaded.data), **common
             )
-            summary = _then(summary, started_here, options.timings, common)
+            summary, clock = _then(summary, started_here, options.timings, common)
     finish(summary, clock, console, shutdown_ray=started_here, show_timings=options.timings)
 
 
 def _then(
     summary: RunSummary, started_here: bool, show_timings: bool, common: dict[str, Any]
-) -> RunSummary:
+) -> tuple[RunSummary, StageClock]:
     """After a first stage (``init.experiment``) that finished: train the experiment that
-    follows it from its checkpoint, or resume that run where it has started already. Other runs,
-    and first stages that failed or were stopped, are returned as they are."""
+    follows it from its checkpoint, or resume that run where it has started already; that run's
+    summary and the clock of its stages. Other runs, and first stages that failed or were
+    stopped, are returned as they are, with the command's clock."""
     stage = next_stage(Path(summary.run_dir))
     if stage is None or unfinished_trials(summary) or any(t.error for t in summary.trials):
-        return summary
+        return summary, common["clock"]
     console = common["console"]
     finish(summary, common["clock"], console, shutdown_ray=started_here,
            show_timings=show_timings)
-    common = {**common, "clock": StageClock(started=time.time())}
+    clock = StageClock(started=time.time())
+    common = {**common, "clock": clock}
     if stage.run_dir is not None:
-        return resume(stage.run_dir, **common)
+        return resume(stage.run_dir, **common), clock
     console.print(f"\nNext stage: {stage.experiment}", highlight=False)
     first_run = Path(summary.run_dir)
-    return train(
+    following = train(
         load_experiment(stage.experiment),
         on_run_dir=lambda run_dir: mark_next_stage_started(first_run, run_dir),
         **common,
     )
+    return following, clock
 
 
 def plan_command(
