@@ -226,7 +226,7 @@ def train_command(
                 "--from, --seed, --seeds or --dry-run."
             )
         summary = resume(options.resume, retry_errored=options.retry_errored, **common)
-        summary, clock = _then(summary, started_here, options.timings, common)
+        summary, clock = _then(summary, started_here, options, common)
     elif experiment is None:
         raise UserError(
             "give an experiment file (rlplat train experiments/cartpole_ppo.yaml), or "
@@ -246,6 +246,8 @@ def train_command(
         if first is None:
             summary = train(loaded, **common)
         else:
+            if started_here:  # this file is checked before the first stage trains
+                refuse_if_impossible(prepare(loaded, local_machine()))
             console.print(
                 f"First stage: {first.locate.source} (init.experiment), then {experiment}",
                 highlight=False,
@@ -253,12 +255,12 @@ def train_command(
             summary = train(
                 first, on_run_dir=lambda run_dir: write_next_stage(run_dir, loaded.data), **common
             )
-            summary, clock = _then(summary, started_here, options.timings, common)
+            summary, clock = _then(summary, started_here, options, common)
     finish(summary, clock, console, shutdown_ray=started_here, show_timings=options.timings)
 
 
 def _then(
-    summary: RunSummary, started_here: bool, show_timings: bool, common: dict[str, Any]
+    summary: RunSummary, started_here: bool, options: TrainOptions, common: dict[str, Any]
 ) -> tuple[RunSummary, StageClock]:
     """After a first stage (``init.experiment``) that finished: train the experiment that
     follows it from its checkpoint, or resume that run where it has started already; that run's
@@ -269,11 +271,11 @@ def _then(
         return summary, common["clock"]
     console = common["console"]
     finish(summary, common["clock"], console, shutdown_ray=started_here,
-           show_timings=show_timings)
+           show_timings=options.timings)
     clock = StageClock(started=time.time())
     common = {**common, "clock": clock}
-    if stage.run_dir is not None:
-        return resume(stage.run_dir, **common), clock
+    if stage.run_dir is not None and tune.Tuner.can_restore(str(stage.run_dir)):
+        return resume(stage.run_dir, retry_errored=options.retry_errored, **common), clock
     console.print(f"\nNext stage: {stage.experiment}", highlight=False)
     first_run = Path(summary.run_dir)
     following = train(

@@ -58,9 +58,8 @@ def first_stage(loaded: LoadedExperiment) -> LoadedExperiment | None:
             location=location,
             key=KEY,
         )
-    overrides = [f"output_dir={exp.output_dir}"]
-    if exp.seed is not None:
-        overrides.append(f"seed={exp.seed}")
+    seed = "null" if exp.seed is None else exp.seed
+    overrides = [f"output_dir={exp.output_dir}", f"seed={seed}"]
     first = load_experiment(path, overrides)
     if first.experiment.init.experiment:
         raise ConfigError(
@@ -79,6 +78,8 @@ def write_next_stage(first_run: Path, data: dict[str, Any]) -> None:
     init = following.setdefault("init", {})
     init.pop("experiment", None)
     init["checkpoint"] = str(first_run)
+    # <output_dir>/<name>/<timestamp>: a resume from another directory writes to the same place
+    following["output_dir"] = str(first_run.parent.parent)
     write_atomic(first_run / NEXT_STAGE, dump_yaml(following))
 
 
