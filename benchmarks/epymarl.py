@@ -40,14 +40,16 @@ episodes every tenth of them), the peer of rlplat's MAPPO in ``benchmarks/report
 mappo_lbf`` at the same env steps. Results go to benchmarks/results/epymarl_mappo_<task>.json.
 
     python benchmarks/epymarl.py --epymarl-src DIR --qmix lbf --steps 2000000 [--sides SIDE]
+                                 [--seed S]
 
-QMIX at equal env steps, seed 0: rlplat's shipped ``experiments/marl/<task>_qmix.yaml`` and
-EPyMARL's default ``qmix`` config, each for ``--steps`` env steps, each greedy-tested over 100
-episodes every twentieth of them (rlplat: its evaluation at every checkpoint; EPyMARL: its
-``test_interval``). Recorded: both test curves, whole-process seconds and env steps per second.
-Two processes may each take one side (``--sides``), pinned to a core each; the results file is
-read late and merged. ``--rlplat-overrides`` changes rlplat's file for a side of its own
-(named by them, e.g. ``rlplat resources.env_runners.envs=8``). Results go to
+QMIX at equal env steps, one seed (``--seed``, 0 by default): rlplat's shipped
+``experiments/marl/<task>_qmix.yaml`` and EPyMARL's default ``qmix`` config, each for ``--steps``
+env steps, each greedy-tested over 100 episodes every twentieth of them (rlplat: its evaluation at
+every checkpoint; EPyMARL: its ``test_interval``). Recorded: both test curves, whole-process
+seconds and env steps per second. Two processes may each take one side (``--sides``), pinned to a
+core each; the results file is read late and merged. ``--rlplat-overrides`` changes rlplat's file
+for a side of its own (named by them, e.g. ``rlplat resources.env_runners.envs=8``); a seed other
+than 0 is added to each side's name (``epymarl seed 1``). Results go to
 benchmarks/results/epymarl_qmix_<task>.json.
 """
 
@@ -286,23 +288,29 @@ def rlplat_at_steps(task: str, steps: int, tests: int, out: Path, extra: list[st
 
 
 def qmix_at_steps(
-    src: Path, task: str, steps: int, sides: list[str], out: Path, extra: list[str]
+    src: Path, task: str, steps: int, sides: list[str], out: Path, extra: list[str], seed: int
 ) -> None:
-    """Both sides' QMIX for ``steps`` env steps (seed 0), each tested 20 times; rlplat's side
-    is named by its ``extra`` overrides when it has any."""
+    """Both sides' QMIX for ``steps`` env steps with ``seed``, each tested 20 times; rlplat's
+    side is named by its ``extra`` overrides when it has any, and each by a seed other than 0."""
     tests = 20
+    suffix = f" seed {seed}" if seed else ""
     rows = {}
     if "rlplat" in sides:
-        name = " ".join(["rlplat", *extra])
-        rows[name] = rlplat_at_steps(task, steps, tests, out / name.replace(" ", "_"), extra)
+        name = " ".join(["rlplat", *extra]) + suffix
+        rows[name] = rlplat_at_steps(
+            task, steps, tests, out / name.replace(" ", "_"), [*extra, f"seed={seed}"]
+        ) | {"seed": seed}
     if "epymarl" in sides:
-        rows["epymarl"] = learn_epymarl(src, task, 0, t_max=steps, test_interval=steps // tests)
+        rows["epymarl" + suffix] = learn_epymarl(
+            src, task, seed, t_max=steps, test_interval=steps // tests
+        ) | {"seed": seed}
     path = results_file(f"epymarl_qmix_{task}.json")
     results = load_results(path)  # read late: the other side's process may have saved
     results.update({
-        "task": TASKS[task][0], "env_steps": steps, "seed": 0, "machine": machine(),
+        "task": TASKS[task][0], "env_steps": steps, "machine": machine(),
         "date": time.strftime("%Y-%m-%d %H:%M"),
     })
+    results.pop("seed", None)  # each side records its own
     results.setdefault("sides", {}).update(
         {side: {**row, "benchmark": invocation()} for side, row in rows.items()}
     )
@@ -342,12 +350,13 @@ def main() -> None:
     parser.add_argument("--rlplat-overrides", nargs="*", default=[],
                         help="--qmix: overrides of rlplat's shipped file, e.g. "
                         "resources.env_runners.envs=8")
+    parser.add_argument("--seed", type=int, default=0, help="--qmix: both sides' seed")
     args = parser.parse_args()
     if args.qmix:
         out = args.out or Path(tempfile.mkdtemp(prefix="rlplat-epymarl-"))
         qmix_at_steps(
             args.epymarl_src.resolve(), args.qmix, args.steps, args.sides, out,
-            args.rlplat_overrides,
+            args.rlplat_overrides, args.seed,
         )
         return
     if args.mappo:

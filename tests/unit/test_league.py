@@ -235,3 +235,28 @@ def test_keep_first_drops_the_oldest_after_the_first():
     names = [games.freeze(i * 10, i) for i in range(5)]
     assert games.names() == [names[0], *names[3:]]
     assert games.dropped(names) == names[1:3]
+
+
+def test_an_even_share_keeps_drawing_a_snapshot_pfsp_has_given_up_on():
+    games = league(sample="pfsp", keep_first=True)
+    first, hard = games.freeze(0, 0), games.freeze(10, 1000)
+    for _ in range(200):
+        games.record(first, 1)  # long beaten: PFSP weight (1 - 201/202)^2
+    games.record(hard, -1)
+    assert games.draw_probabilities()[0] < 1e-4
+
+    games.uniform_share = 0.5
+    probabilities = games.draw_probabilities()
+    assert probabilities.sum() == pytest.approx(1.0)
+    beaten, lost = (1 / 202) ** 2, (2 / 3) ** 2  # 201 of 202 and 1 of 3 with the prior
+    assert probabilities[0] == pytest.approx(0.5 * beaten / (beaten + lost) + 0.25)
+    drawn = Counter(games.draw(1)[0] for _ in range(4000))
+    assert 0.22 < drawn[first] / 4000 < 0.28
+
+
+def test_an_even_share_mixes_into_latest_and_leaves_it_alone_at_zero():
+    games = league(sample="latest")
+    names = [games.freeze(i * 10, i) for i in range(4)]
+    assert set(games.draw(50)) == {names[-1]}
+    games.uniform_share = 0.4
+    assert games.draw_probabilities().tolist() == pytest.approx([0.1, 0.1, 0.1, 0.7])
