@@ -4,6 +4,9 @@
 if [ -d .whl ] && [ -z "${NO_WHEELS:-}" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl || exit 1
+    # a wheel re-zipped to fit the carry limit may have lost its members' modes: Ray's servers
+    # are executables
+    find /tmp/site/ray/core -type f -exec chmod u+x {} + 2>/dev/null
     export PYTHONPATH=/tmp/site:$PWD
 fi
 export PYTHONUNBUFFERED=1
