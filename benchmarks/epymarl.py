@@ -350,7 +350,9 @@ def main() -> None:
     parser.add_argument("--rlplat-overrides", nargs="*", default=[],
                         help="--qmix: overrides of rlplat's shipped file, e.g. "
                         "resources.env_runners.envs=8")
-    parser.add_argument("--seed", type=int, default=0, help="--qmix: both sides' seed")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="--qmix: both sides' seed (one EPyMARL side at a time: its run is "
+                        "found as the one new sacred run)")
     args = parser.parse_args()
     if args.qmix:
         out = args.out or Path(tempfile.mkdtemp(prefix="rlplat-epymarl-"))

@@ -3,7 +3,7 @@ random moves, head to head, and its Elo rating over training.
 
     pip install -e ".[multiagent]"
     python benchmarks/self_play.py [--from-scratch] [--random-share P] [--keep-first true|false]
-                                   [--uniform-share U] [--env-steps N] [--seed S] [--matches 200]
+                                   [--even-share U] [--env-steps N] [--seed S] [--matches 200]
                                    [--out DIR]
 
 For each game (connect four): ``rlplat train experiments/<game>_selfplay.yaml`` with the options'
@@ -90,7 +90,7 @@ class Variant:
     from_scratch: bool = False
     random_share: float | None = None
     keep_first: bool | None = None
-    uniform_share: float | None = None
+    even_share: float | None = None
     env_steps: int | None = None
     seed: int = 0
 
@@ -101,8 +101,8 @@ class Variant:
             start = (*start, f"{pool}.random={self.random_share}")
         if self.keep_first is not None:
             start = (*start, f"{pool}.keep_first={str(self.keep_first).lower()}")
-        if self.uniform_share is not None:
-            start = (*start, f"{pool}.uniform={self.uniform_share}")
+        if self.even_share is not None:
+            start = (*start, f"{pool}.even={self.even_share}")
         if self.env_steps:
             start = (*start, f"stop.env_steps={self.env_steps}")
         if self.seed:
@@ -116,7 +116,7 @@ class Variant:
             ("_from_scratch" if self.from_scratch else "_two_stage")
             + (f"_random{self.random_share:g}" if self.random_share is not None else "")
             + (f"_keep_first_{str(self.keep_first).lower()}" if self.keep_first is not None else "")
-            + (f"_uniform{self.uniform_share:g}" if self.uniform_share is not None else "")
+            + (f"_even{self.even_share:g}" if self.even_share is not None else "")
             + (f"_{self.env_steps // 1000}k" if self.env_steps else "")
             + (f"_seed{self.seed}" if self.seed else "")
         )
@@ -127,8 +127,8 @@ class Variant:
             parts.append(f"{self.random_share:.0%} of iterations against random moves")
         if self.keep_first is not None:
             parts.append(f"keep_first {str(self.keep_first).lower()}")
-        if self.uniform_share is not None:
-            parts.append(f"{self.uniform_share:.0%} of snapshot draws even")
+        if self.even_share is not None:
+            parts.append(f"{self.even_share:.0%} of snapshot draws even")
         if self.env_steps:
             parts.append(f"{self.env_steps:,} env steps")
         if self.seed:
@@ -181,15 +181,15 @@ def main() -> None:
                         help="the self-play run's stop.env_steps (default: the file's)")
     parser.add_argument("--keep-first", choices=("true", "false"),
                         help="multi_agent.self_play.pool.keep_first (default: the file's)")
-    parser.add_argument("--uniform-share", type=float,
-                        help="multi_agent.self_play.pool.uniform (default: the file's)")
+    parser.add_argument("--even-share", type=float,
+                        help="multi_agent.self_play.pool.even (default: the file's)")
     parser.add_argument("--seed", type=int, default=0, help="the self-play run's seed")
     parser.add_argument("--matches", type=int, default=200, help="games per head-to-head")
     parser.add_argument("--out", type=Path, help="runs go here (default: a temp folder)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="self_play_"))
     keep_first = None if args.keep_first is None else args.keep_first == "true"
-    variant = Variant(args.from_scratch, args.random_share, keep_first, args.uniform_share,
+    variant = Variant(args.from_scratch, args.random_share, keep_first, args.even_share,
                       args.env_steps, args.seed)
     for game in args.games:
         key = game + variant.suffix

@@ -569,14 +569,14 @@ class OpponentPool(Section):
         "actions (legal ones where the env masks them) instead of a snapshot, so that the "
         "learner also meets play outside its own line; those games are not rated.",
     )
-    uniform: float = Field(
+    even: float = Field(
         0.0,
         ge=0.0,
         le=1.0,
         description="Share of snapshot draws spread evenly over the pool, the rest drawn by "
-        "`sample`. With pfsp, a snapshot the learner has long beaten is otherwise almost never "
-        "drawn again, so forgetting how to beat it goes unnoticed; with 0.5 and 20 snapshots "
-        "each is drawn at least 2.5 % of the time.",
+        "`sample`. With pfsp, a snapshot the learner has long beaten is otherwise hardly ever "
+        "drawn again, and the learner can forget how to beat it; with 0.5 and 20 snapshots in "
+        "the pool each is drawn at least 2.5 % of the time.",
     )
     keep_first: bool = Field(
         False,

@@ -103,7 +103,7 @@ class League:
     max_every: int | None = None  # with min_win_rate: a snapshot at the latest this often
     random_share: float = 0.0  # share of draws that give the slots RANDOM_OPPONENT
     keep_first: bool = False  # a full pool drops its second-oldest, never the first snapshot
-    uniform_share: float = 0.0  # share of snapshot draws spread evenly over the pool
+    even_share: float = 0.0  # share of snapshot draws spread evenly over the pool
     learner_rating: float = INITIAL_RATING
     snapshots: list[Snapshot] = field(default_factory=list)
     last_snapshot_iteration: int = 0
@@ -163,16 +163,17 @@ class League:
         assert self._rng is not None
         if self.random_share and self._rng.random() < self.random_share:
             return [RANDOM_OPPONENT] * slots
-        if self.sample == "latest" and not self.uniform_share:
+        if self.sample == "latest" and not self.even_share:
             return [self.snapshots[-1].name] * slots
         picks = self._rng.choice(len(self.snapshots), size=slots, p=self.draw_probabilities())
         return [self.snapshots[i].name for i in picks]
 
     def draw_probabilities(self) -> np.ndarray:
         """Each snapshot's chance of a draw: ``sample``'s, mixed with an even share
-        ``uniform_share``. PFSP alone all but stops drawing the snapshots the learner has long
-        beaten (its record is lifelong), so it would not notice the learner forgetting them;
-        the even share keeps every snapshot played at least ``uniform_share / pool size``."""
+        ``even_share``. PFSP alone all but stops drawing the snapshots the learner has long
+        beaten (its record is lifelong), and the learner can then forget how to beat them; the
+        even share keeps each played with a chance of at least ``even_share`` / the number of
+        snapshots in the pool."""
         count = len(self.snapshots)
         if self.sample == "latest":
             weights = np.eye(count)[-1]
@@ -180,7 +181,7 @@ class League:
             weights = np.array([(1.0 - s.learner_win_rate) ** 2 for s in self.snapshots])
         else:
             weights = np.ones(count)
-        return (1.0 - self.uniform_share) * weights / weights.sum() + self.uniform_share / count
+        return (1.0 - self.even_share) * weights / weights.sum() + self.even_share / count
 
     # --- results --------------------------------------------------------------------------------
 

@@ -187,7 +187,7 @@ class SelfPlayDriver:
             seed=seed,
             random_share=spec.pool.random,
             keep_first=spec.pool.keep_first,
-            uniform_share=spec.pool.uniform,
+            even_share=spec.pool.even,
         )
         self.weights: dict[str, Any] = {}  # snapshot -> the learner's module state then
         self.assigned: dict[str, str] = {}  # slot -> snapshot it plays this iteration

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from rlplat.rllib.league import INITIAL_RATING, League, expected_score
@@ -238,25 +239,41 @@ def test_keep_first_drops_the_oldest_after_the_first():
 
 
 def test_an_even_share_keeps_drawing_a_snapshot_pfsp_has_given_up_on():
-    games = league(sample="pfsp", keep_first=True)
+    games = league(sample="pfsp")
     first, hard = games.freeze(0, 0), games.freeze(10, 1000)
     for _ in range(200):
-        games.record(first, 1)  # long beaten: PFSP weight (1 - 201/202)^2
+        games.record(first, 1)
     games.record(hard, -1)
-    assert games.draw_probabilities()[0] < 1e-4
+    beaten, lost = (1 / 202) ** 2, (2 / 3) ** 2  # 201 of 202 and 1 of 3 with the prior
+    assert games.draw_probabilities()[0] == pytest.approx(beaten / (beaten + lost))
 
-    games.uniform_share = 0.5
+    games.even_share = 0.5
     probabilities = games.draw_probabilities()
     assert probabilities.sum() == pytest.approx(1.0)
-    beaten, lost = (1 / 202) ** 2, (2 / 3) ** 2  # 201 of 202 and 1 of 3 with the prior
     assert probabilities[0] == pytest.approx(0.5 * beaten / (beaten + lost) + 0.25)
     drawn = Counter(games.draw(1)[0] for _ in range(4000))
     assert 0.22 < drawn[first] / 4000 < 0.28
 
 
+def test_without_an_even_share_draws_are_pfsps_own():
+    games = league(sample="pfsp")
+    names = [games.freeze(i * 10, i) for i in range(3)]
+    for outcome, name in zip((1, -1, 0), names, strict=True):
+        games.record(name, outcome)
+    weights = np.array([(1 - 2 / 3) ** 2, (1 - 1 / 3) ** 2, (1 - 1 / 2) ** 2])
+    expected = np.random.default_rng(0).choice(3, size=50, p=weights / weights.sum())
+    assert games.draw(50) == [names[i] for i in expected]
+
+
 def test_an_even_share_mixes_into_latest_and_leaves_it_alone_at_zero():
     games = league(sample="latest")
     names = [games.freeze(i * 10, i) for i in range(4)]
+    assert games._rng is not None
+    before = copy.deepcopy(games._rng.bit_generator.state)
     assert set(games.draw(50)) == {names[-1]}
-    games.uniform_share = 0.4
+    assert games._rng.bit_generator.state == before  # no random number drawn
+
+    games.even_share = 0.4
     assert games.draw_probabilities().tolist() == pytest.approx([0.1, 0.1, 0.1, 0.7])
+    drawn = Counter(games.draw(4000))
+    assert all(0.08 < drawn[name] / 4000 < 0.12 for name in names[:3])
