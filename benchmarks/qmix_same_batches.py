@@ -133,12 +133,14 @@ def epymarl_batch(picked: list[dict[str, np.ndarray]]) -> Any:
 
 
 def rlplat_batch(picked: list[dict[str, np.ndarray]]) -> Any:
+    """The batch rlplat's QMIX replays, made by its own ``padded_batch``."""
     from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch  # noqa: PLC0415
 
-    arrays = {key: np.stack([e[key] for e in picked]) for key in picked[0]}
-    arrays["filled"] = np.ones((len(picked), EPISODE_STEPS), np.float32)
+    from rlplat.algorithms.qmix.episode_store import padded_batch  # noqa: PLC0415
+
+    arrays = padded_batch(picked)
     return MultiAgentBatch(
-        {"default_policy": SampleBatch(arrays)}, env_steps=len(picked) * EPISODE_STEPS
+        {"default_policy": SampleBatch(arrays)}, env_steps=int(arrays["filled"].sum())
     )
 
 
@@ -169,9 +171,10 @@ def main() -> None:
     rng = np.random.default_rng(0)
     for update in range(args.updates):
         picked = [episodes[i] for i in rng.choice(len(episodes), BATCH_EPISODES, replace=False)]
-        peer.train(epymarl_batch(picked), t_env=update + 1, episode_num=update)
+        batch = epymarl_batch(picked)
+        peer.train(batch, t_env=update + 1, episode_num=update)
         if args.perturb:
-            other.train(epymarl_batch(picked), t_env=update + 1, episode_num=update)
+            other.train(batch, t_env=update + 1, episode_num=update)
             ours = other_losses[-1]
         else:
             results = algo.learner_group.update(

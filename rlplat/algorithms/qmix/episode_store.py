@@ -64,18 +64,24 @@ class EpisodeStore(ReplayMemory):
             self.env_steps += len(arrays["actions"])
 
     def sample(self, count: int) -> dict[str, np.ndarray]:
-        """``count`` episodes padded to the longest; ``filled`` marks real steps."""
+        """``count`` distinct stored episodes as one padded batch (``padded_batch``)."""
         picked = [self.episodes[i] for i in self.rng.choice(len(self), count, replace=False)]
-        steps = max(len(e["actions"]) for e in picked)
-        batch: dict[str, np.ndarray] = {}
-        for key, value in picked[0].items():
-            length = steps + 1 if key in OBS_KEYS else steps
-            # Padded action masks allow every action, so maxima over them stay finite.
-            fill = 1.0 if key == "action_mask" else 0
-            batch[key] = np.full((count, length, *value.shape[1:]), fill, value.dtype)
-        batch["filled"] = np.zeros((count, steps), np.float32)
-        for row, episode in enumerate(picked):
-            for key, value in episode.items():
-                batch[key][row, : len(value)] = value
-            batch["filled"][row, : len(episode["actions"])] = 1.0
-        return batch
+        return padded_batch(picked)
+
+
+def padded_batch(episodes: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Episodes' arrays (``episode_arrays``) zero-padded to the longest; ``filled`` marks real
+    steps."""
+    count, steps = len(episodes), max(len(e["actions"]) for e in episodes)
+    batch: dict[str, np.ndarray] = {}
+    for key, value in episodes[0].items():
+        length = steps + 1 if key in OBS_KEYS else steps
+        # Padded action masks allow every action, so maxima over them stay finite.
+        fill = 1.0 if key == "action_mask" else 0
+        batch[key] = np.full((count, length, *value.shape[1:]), fill, value.dtype)
+    batch["filled"] = np.zeros((count, steps), np.float32)
+    for row, episode in enumerate(episodes):
+        for key, value in episode.items():
+            batch[key][row, : len(value)] = value
+        batch["filled"][row, : len(episode["actions"])] = 1.0
+    return batch
