@@ -216,6 +216,7 @@ register_algorithm(
     view="team",
     actions="Discrete",
     replay_memory=_OWN_REPLAY_MEMORY,
+    synchronous_learner=True,
 )
 register_algorithm(
     "TD3",

@@ -39,7 +39,8 @@ class TeamObservationsToModule(ConnectorV2):
         self, *, rl_module: RLModule, batch: dict[str, Any], episodes: list, **kwargs: Any
     ) -> dict[str, Any]:
         newest = [episode.get_observations(-1) for episode in episodes]
-        obs = tree.map_structure(lambda *items: np.stack(items), *newest)
+        # The team env's observation is one flat Dict of arrays: stacked key by key.
+        obs = {key: np.stack([o[key] for o in newest]) for key in newest[0]}
         if rl_module.is_stateful():
             initial = None
             states = []
@@ -55,9 +56,12 @@ class TeamObservationsToModule(ConnectorV2):
                         episode.get_extra_model_outputs(key=Columns.STATE_OUT, indices=-1)
                     )
             batch[Columns.STATE_IN] = tree.map_structure(lambda *s: np.stack(s), *states)
-            obs = tree.map_structure(lambda value: value[:, None], obs)
-        batch[Columns.OBS] = obs
-        return convert_to_torch_tensor(batch, device=self._device)
+            batch[Columns.OBS] = {key: value[:, None] for key, value in obs.items()}
+            return convert_to_torch_tensor(batch, device=self._device)
+        batch[Columns.OBS] = {
+            key: torch.from_numpy(value).to(self._device) for key, value in obs.items()
+        }
+        return batch
 
 
 class TeamActionsToEnv(ConnectorV2):
@@ -68,10 +72,11 @@ class TeamActionsToEnv(ConnectorV2):
         self, *, rl_module: RLModule, batch: dict[str, Any], episodes: list, **kwargs: Any
     ) -> dict[str, Any]:
         out = convert_to_numpy(batch)
-        if Columns.STATE_OUT in out:
-            out[Columns.ACTIONS] = out[Columns.ACTIONS][:, 0]  # the time axis of 1
-            states = out[Columns.STATE_OUT]
-            out[Columns.STATE_OUT] = [
-                tree.map_structure(lambda s, i=i: s[i], states) for i in range(len(episodes))
-            ]
+        if Columns.STATE_OUT not in out:
+            return out
+        out[Columns.ACTIONS] = out[Columns.ACTIONS][:, 0]  # the time axis of 1
+        states = out[Columns.STATE_OUT]
+        out[Columns.STATE_OUT] = [
+            tree.map_structure(lambda s, i=i: s[i], states) for i in range(len(episodes))
+        ]
         return out

@@ -6,7 +6,7 @@ RLlib 2.60's ``SingleAgentEnvRunner`` resets its envs at the start of every epis
 replays the same episode: on simple_spread every training episode had the same landmarks, the
 policy learned that one layout and failed on others. Seeding only the first reset keeps runs
 reproducible and episodes different. Its envs' seeds are rlplat's independent ones
-(``rlplat.environments.seeding``).
+(``rlplat.environments.seeding``), and it samples lean (``rlplat.environments.lean_sampling``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from typing import Any
 
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
+from rlplat.environments.lean_sampling import LeanSampling
 from rlplat.environments.seeding import IndependentSeeds
 
 
-class EpisodeEnvRunner(IndependentSeeds, SingleAgentEnvRunner):
+class EpisodeEnvRunner(IndependentSeeds, LeanSampling, SingleAgentEnvRunner):
     def sample(self, *args: Any, **kwargs: Any) -> Any:
         episodes = super().sample(*args, **kwargs)
         # The next call still resets (it samples whole episodes) but lets the envs' random

@@ -120,6 +120,7 @@ class QMIXModule(WithoutModeSwitch, TorchRLModule, TargetNetworks):
             obs_dim + self.n_actions * self.obs_last_action + self.n_agents * self.obs_agent_id
         )
         self.agent = AgentNetwork(input_dim, self.hidden_dim, self.n_actions, self.recurrent)
+        self._agent_ids = torch.eye(self.n_agents)  # one-hot ids, made once: acting is per step
         if config["mixer"] == "qmix":
             self.mixer: nn.Module = QMixer(
                 self.n_agents,
@@ -157,11 +158,11 @@ class QMIXModule(WithoutModeSwitch, TorchRLModule, TargetNetworks):
         mask = obs["action_mask"]
         actions = masked_argmax(q, mask)
         if epsilon > 0.0:
-            random_actions = torch.multinomial(
-                mask.reshape(-1, self.n_actions).clamp(min=0.0), 1
-            ).view(actions.shape)
             explore = torch.rand(actions.shape, device=actions.device) < epsilon
-            actions = torch.where(explore, random_actions, actions)
+            if explore.any():
+                # The argmax of uniform noise over the allowed actions is uniform among them.
+                random_actions = masked_argmax(torch.rand_like(q), mask)
+                actions = torch.where(explore, random_actions, actions)
         if not self.recurrent:
             return {Columns.ACTIONS: actions}
         return {Columns.ACTIONS: actions[:, None], Columns.STATE_OUT: {HIDDEN: hidden}}
@@ -193,7 +194,7 @@ class QMIXModule(WithoutModeSwitch, TorchRLModule, TargetNetworks):
         if self.obs_last_action:
             parts.append(prev_actions)
         if self.obs_agent_id:
-            ids = torch.eye(self.n_agents, device=obs.device, dtype=obs.dtype)
+            ids = self._agent_ids.to(device=obs.device, dtype=obs.dtype)
             parts.append(ids.expand(*obs.shape[:-2], self.n_agents, self.n_agents))
         return torch.cat(parts, dim=-1)
 
