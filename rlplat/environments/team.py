@@ -85,7 +85,6 @@ class TeamEnv(gym.Env):
         parts = [_agent_space_parts(env.observation_spaces[a]) for a in self.members]
         self._agent_obs_spaces = [space for space, _ in parts]
         self._masked = [masked for _, masked in parts]
-        self._boxes = [isinstance(space, gym.spaces.Box) for space in self._agent_obs_spaces]
         dims = {gym.spaces.flatdim(space) for space in self._agent_obs_spaces}
         if len(dims) != 1:
             raise TeamEnvError(
@@ -133,10 +132,7 @@ class TeamEnv(gym.Env):
                 value = value["observation"]
             else:
                 mask[i] = 1.0
-            if self._boxes[i]:  # what flatten does to a Box, without its dispatch per step
-                obs[i] = np.reshape(value, -1)
-            else:
-                obs[i] = gym.spaces.flatten(self._agent_obs_spaces[i], value)
+            obs[i] = gym.spaces.flatten(self._agent_obs_spaces[i], value)
         if self.state_source == "env":
             state = np.asarray(self.env.state(), np.float32).reshape(-1)
         else:

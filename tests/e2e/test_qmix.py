@@ -31,6 +31,34 @@ def test_env_runner_plays_new_episodes_each_call_yet_reproducibly(ray_session):
     assert first_states() == states, "the same seed must give the same episodes"
 
 
+def test_env_runner_acts_with_the_learners_own_parameters(ray_session, tmp_path):
+    """QMIX learns between sampling calls: with no remote env runner, its env runner's module
+    holds the learner's parameter tensors, so each update is what the next episode plays with."""
+    import torch
+
+    from rlplat.experiment.load import load_experiment
+    from rlplat.prepare import prepare
+    from rlplat.run.trainable import trainable_for
+
+    overrides = [
+        "training.batch_episodes=4",
+        "training.learning_starts_episodes=4",
+        "training.recurrent=false",
+        f"output_dir={tmp_path}",
+    ]
+    experiment = load_experiment(EXPERIMENTS / "simple_spread_qmix.yaml", overrides)
+    algo = trainable_for("QMIX")(config=prepare(experiment, step_env=False).resolved())
+    try:
+        learner = dict(algo.learner_group._learner.module["default_policy"].named_parameters())
+        before = {name: tensor.detach().clone() for name, tensor in learner.items()}
+        acting = dict(algo.env_runner_group.local_env_runner.module.named_parameters())
+        algo.train()
+        assert acting and all(tensor is learner[name] for name, tensor in acting.items())
+        assert any(not torch.equal(before[name], acting[name]) for name in acting), "no update"
+    finally:
+        algo.stop()
+
+
 # --- training, Tune, eval -----------------------------------------------------------------------
 
 

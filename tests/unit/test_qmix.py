@@ -125,6 +125,22 @@ def test_acting_never_picks_a_masked_action():
         assert (actions[:, 1] >= 3).all()
 
 
+def test_random_actions_are_uniform_over_the_allowed_ones():
+    """At epsilon 1 every agent acts at random, evenly over the actions its mask allows."""
+    env = spread_team_env()
+    module = make_module(env, recurrent=False)
+    observation, _ = env.reset(seed=0)
+    batch_obs = {k: torch.as_tensor(np.repeat(v[None], 3000, 0)) for k, v in observation.items()}
+    batch_obs["action_mask"] = torch.ones(3000, 3, 5)
+    batch_obs["action_mask"][:, 1, :3] = 0.0  # agent 1: actions 3 and 4 only
+    torch.manual_seed(0)
+    with torch.no_grad():
+        actions = module.forward_exploration({"obs": batch_obs}, t=0)["actions"]
+    counts = [torch.bincount(actions[:, agent], minlength=5).float() / 3000 for agent in (0, 1)]
+    assert torch.allclose(counts[0], torch.full((5,), 0.2), atol=0.03)
+    assert torch.allclose(counts[1], torch.tensor([0.0, 0.0, 0.0, 0.5, 0.5]), atol=0.03)
+
+
 def test_target_max_ignores_masked_actions():
     from rlplat.algorithms.qmix.rl_module import masked_argmax
 
