@@ -126,7 +126,8 @@ def test_acting_never_picks_a_masked_action():
 
 
 def test_random_actions_are_uniform_over_the_allowed_ones():
-    """At epsilon 1 every agent acts at random, evenly over the actions its mask allows."""
+    """At epsilon 1 every agent acts at random, evenly over the actions its mask allows; at
+    epsilon 0.5 half of them do (a random pick is the greedy one a fifth of the time)."""
     env = spread_team_env()
     module = make_module(env, recurrent=False)
     observation, _ = env.reset(seed=0)
@@ -139,6 +140,11 @@ def test_random_actions_are_uniform_over_the_allowed_ones():
     counts = [torch.bincount(actions[:, agent], minlength=5).float() / 3000 for agent in (0, 1)]
     assert torch.allclose(counts[0], torch.full((5,), 0.2), atol=0.03)
     assert torch.allclose(counts[1], torch.tensor([0.0, 0.0, 0.0, 0.5, 0.5]), atol=0.03)
+    half = next(t for t in range(10**6) if module.epsilon(t) <= 0.5)
+    with torch.no_grad():
+        greedy = module.forward_inference({"obs": batch_obs})["actions"][:, 0]
+        actions = module.forward_exploration({"obs": batch_obs}, t=half)["actions"][:, 0]
+    assert abs(float((actions == greedy).float().mean()) - 0.6) < 0.03
 
 
 def test_target_max_ignores_masked_actions():

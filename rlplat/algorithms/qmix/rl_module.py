@@ -120,7 +120,8 @@ class QMIXModule(WithoutModeSwitch, TorchRLModule, TargetNetworks):
             obs_dim + self.n_actions * self.obs_last_action + self.n_agents * self.obs_agent_id
         )
         self.agent = AgentNetwork(input_dim, self.hidden_dim, self.n_actions, self.recurrent)
-        self._agent_ids = torch.eye(self.n_agents)  # one-hot ids, made once: acting is per step
+        # One-hot ids, made once (acting is per step); moved with the module, not in its state.
+        self.register_buffer("_agent_ids", torch.eye(self.n_agents), persistent=False)
         if config["mixer"] == "qmix":
             self.mixer: nn.Module = QMixer(
                 self.n_agents,
@@ -194,7 +195,7 @@ class QMIXModule(WithoutModeSwitch, TorchRLModule, TargetNetworks):
         if self.obs_last_action:
             parts.append(prev_actions)
         if self.obs_agent_id:
-            ids = self._agent_ids.to(device=obs.device, dtype=obs.dtype)
+            ids = self._agent_ids.to(dtype=obs.dtype)
             parts.append(ids.expand(*obs.shape[:-2], self.n_agents, self.n_agents))
         return torch.cat(parts, dim=-1)
 
