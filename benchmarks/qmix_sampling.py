@@ -47,8 +47,8 @@ def main() -> None:
     config = prepare(experiment, step_env=False).algo_config
     runner = config.env_runner_cls(config=config)
     runner.sample(num_episodes=2)  # warm-up: the first call builds and resets
-    floor = config.epsilon_anneal_steps
-    for label, env_steps in (("epsilon 1 (start)", 0), ("epsilon floor", 10 * floor)):
+    past_annealing = 10 * config.epsilon_anneal_steps
+    for label, env_steps in (("epsilon 1 (start)", 0), ("epsilon floor", past_annealing)):
         runner.num_env_steps_sampled_lifetime = env_steps
         print(f"{label}: {best_rate(runner, args.episodes, args.rounds):,.0f} env steps/s")
     runner.stop()
