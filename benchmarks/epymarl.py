@@ -50,17 +50,28 @@ seconds and env steps per second. Two processes may each take one side (``--side
 core each; the results file is read late and merged. ``--rlplat-overrides`` changes rlplat's file
 for a side of its own (named by them, e.g. ``rlplat resources.env_runners.envs=8``); a seed other
 than 0 is added to each side's name (``epymarl seed 1``). Results go to
-benchmarks/results/epymarl_qmix_<task>.json.
+benchmarks/results/epymarl_qmix_<task>.json. rlplat keeps every checkpoint
+(``checkpoint.keep=null``) and EPyMARL saves its agent and mixer at each test (it saves no
+model at ``--steps`` itself, so its last is near 95% of them, as its last test is), for:
+
+    python benchmarks/epymarl.py --epymarl-src DIR --qmix lbf --steps 2000000 --retest SIDE...
+                                 [--retest-episodes 1000]
+
+Each named side (``rlplat``, ``epymarl seed 1``, ...) tested again at a quarter, half, three
+quarters and all of ``--steps`` over more greedy episodes than during training (a 100-episode
+test of a return near 0.1 has a standard error near 0.03), added to its row as ``retest``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 
@@ -200,10 +211,12 @@ def learn_epymarl(
     budget_s: int | None = None,
     t_max: int | None = None,
     test_interval: int | None = None,
+    save_every: int | None = None,
 ) -> dict:
     """EPyMARL's ``config`` on its gymma wrapper, its process ended after ``budget_s`` seconds
     or at ``t_max`` env steps; its greedy test returns as its sacred run recorded them (every
-    ``test_interval`` env steps: EPyMARL's default is 2,000)."""
+    ``test_interval`` env steps: EPyMARL's default is 2,000). With ``save_every``, its agent and
+    mixer are saved every that many env steps, for ``retest``."""
     key, time_limit, _ = TASKS[task]
     command = [
         str(epymarl_python()), "src/main.py", f"--config={config}", "--env-config=gymma", "with",
@@ -213,8 +226,11 @@ def learn_epymarl(
     ]
     if test_interval:
         command += [f"test_interval={test_interval}", f"log_interval={test_interval}"]
+    if save_every:
+        command += ["save_model=True", f"save_model_interval={save_every}"]
     runs = src / "results/sacred" / config / key
     before = set(runs.glob("*")) if runs.exists() else set()
+    models_before = set((src / "results/models").glob("*"))
     started = time.monotonic()
     finished = True
     try:
@@ -228,9 +244,11 @@ def learn_epymarl(
     # Its metrics are logged every log_interval env steps; a run that reached t_max ran them all.
     logged = metrics.get("episode", {}).get("steps") or [0]
     env_steps = t_max if finished and t_max else int(logged[-1])
+    models = set((src / "results/models").glob("*")) - models_before
     return {
         "command": " ".join(command[1:]),
         "sacred_run": str(run_dir),
+        **({"models": str(models.pop())} if save_every else {}),
         "wall_s": wall_s,
         "env_steps": env_steps,
         "env_steps_per_s": round(env_steps / wall_s, 1),
@@ -266,7 +284,7 @@ def rlplat_at_steps(task: str, steps: int, tests: int, out: Path, extra: list[st
     test_iterations = max(1, steps // tests // 1000)
     overrides = (
         f"stop.env_steps={steps}", "stop.time_s=null", f"checkpoint.every={test_iterations}",
-        f"evaluation.evaluation_duration={TEST_EPISODES}", *extra,
+        "checkpoint.keep=null", f"evaluation.evaluation_duration={TEST_EPISODES}", *extra,
     )
     training = train(experiment, *overrides, out=out, reuse=True)
     results = training.results()
@@ -302,7 +320,7 @@ def qmix_at_steps(
         ) | {"seed": seed}
     if "epymarl" in sides:
         rows["epymarl" + suffix] = learn_epymarl(
-            src, task, seed, t_max=steps, test_interval=steps // tests
+            src, task, seed, t_max=steps, test_interval=steps // tests, save_every=steps // tests
         ) | {"seed": seed}
     path = results_file(f"epymarl_qmix_{task}.json")
     results = load_results(path)  # read late: the other side's process may have saved
@@ -316,6 +334,67 @@ def qmix_at_steps(
     )
     save_results(path, results)
     print(json.dumps({side: row["curve"] for side, row in rows.items()}), flush=True)
+
+
+def retest_rlplat(run_dir: str, points: list[int], episodes: int) -> dict[str, float]:
+    """The checkpoint nearest each of ``points`` env steps, greedy over ``episodes`` episodes
+    (``rlplat eval``, no Ray)."""
+    saved = {
+        json.loads((checkpoint / "rlplat_checkpoint.json").read_text())["env_steps"]: checkpoint
+        for checkpoint in Path(run_dir).glob("trial_*/checkpoint_*")
+    }
+    returns = {}
+    for steps in nearest(saved, points):
+        returns[str(steps)] = eval_report(saved[steps], episodes)["returns"]["mean"]
+    return returns
+
+
+def nearest(saved: Iterable[int], points: list[int]) -> list[int]:
+    """The saved env-step counts nearest each of ``points``, each once, in order."""
+    return sorted({min(saved, key=lambda s: abs(s - point)) for point in points})
+
+
+def retest_epymarl(
+    src: Path, task: str, seed: int, models: str, points: list[int], episodes: int
+) -> dict[str, float]:
+    """EPyMARL's saved agent and mixer nearest each of ``points`` env steps, greedy over
+    ``episodes`` episodes (its ``evaluate`` mode, which loads the save closest to ``load_step``).
+    Not while an EPyMARL training runs: each side finds its sacred run as the one new there."""
+    key, time_limit, _ = TASKS[task]
+    saved = sorted(int(path.name) for path in Path(models).iterdir())
+    runs = src / "results/sacred/qmix" / key  # EPyMARL's sacred folder is fixed
+    returns = {}
+    for steps in nearest(saved, points):
+        before = set(runs.glob("*"))
+        subprocess.run([
+            str(epymarl_python()), "src/main.py", "--config=qmix", "--env-config=gymma", "with",
+            f"env_args.key={key}", f"env_args.time_limit={time_limit}", f"seed={seed}",
+            "use_cuda=False", f"checkpoint_path={models}", f"load_step={steps}",
+            "evaluate=True", f"test_nepisode={episodes}",
+        ], cwd=src, capture_output=True, check=True)
+        [run_dir] = set(runs.glob("*")) - before
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        returns[str(steps)] = metrics["test_return_mean"]["values"][-1]
+        shutil.rmtree(run_dir)  # a test, not a training: later runs find theirs as the new one
+    return returns
+
+
+def retest(src: Path, task: str, steps: int, episodes: int, names: list[str]) -> None:
+    """Each named side of ``--qmix``'s results tested again at a quarter, half, three quarters
+    and all of ``steps``, over ``episodes`` greedy episodes: a closer estimate of each point than
+    the 100-episode tests during training. The returns are added to the side's row."""
+    path = results_file(f"epymarl_qmix_{task}.json")
+    results = load_results(path)
+    points = [steps * k // 4 for k in range(1, 5)]
+    for name in names:
+        row = results["sides"][name]
+        if name.startswith("epymarl"):
+            returns = retest_epymarl(src, task, row["seed"], row["models"], points, episodes)
+        else:
+            returns = retest_rlplat(row["run_dir"], points, episodes)
+        row["retest"] = {"episodes": episodes, "returns": returns, "benchmark": invocation()}
+        print(json.dumps({name: row["retest"]}), flush=True)
+    save_results(path, results)
 
 
 def learning(src: Path, task: str, seeds: int, budget_s: int, out: Path) -> None:
@@ -353,7 +432,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0,
                         help="--qmix: both sides' seed (one EPyMARL side at a time: its run is "
                         "found as the one new sacred run)")
+    parser.add_argument("--retest", nargs="+", metavar="SIDE",
+                        help="--qmix: test these saved sides again (see --retest-episodes)")
+    parser.add_argument("--retest-episodes", type=int, default=1000)
     args = parser.parse_args()
+    if args.qmix and args.retest:
+        retest(
+            args.epymarl_src.resolve(), args.qmix, args.steps, args.retest_episodes, args.retest
+        )
+        return
     if args.qmix:
         out = args.out or Path(tempfile.mkdtemp(prefix="rlplat-epymarl-"))
         qmix_at_steps(
