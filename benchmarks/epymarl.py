@@ -385,6 +385,13 @@ def retest(src: Path, task: str, steps: int, episodes: int, names: list[str]) ->
     the 100-episode tests during training. The returns are added to the side's row."""
     path = results_file(f"epymarl_qmix_{task}.json")
     results = load_results(path)
+    sides = results.get("sides", {})
+    for name in names:
+        if name not in sides:
+            refuse(f"--retest: {path} has no side {name!r}; it has: {', '.join(sides)}")
+        if not sides[name].get("models" if name.startswith("epymarl") else "run_dir"):
+            refuse(f"--retest: side {name!r} in {path} kept nothing to test again (it ran "
+                   "before --qmix saved EPyMARL's models)")
     points = [steps * k // 4 for k in range(1, 5)]
     for name in names:
         row = results["sides"][name]
@@ -395,6 +402,12 @@ def retest(src: Path, task: str, steps: int, episodes: int, names: list[str]) ->
         row["retest"] = {"episodes": episodes, "returns": returns, "benchmark": invocation()}
         print(json.dumps({name: row["retest"]}), flush=True)
     save_results(path, results)
+
+
+def refuse(message: str) -> None:
+    """Bad input: the message on stderr, exit code 2 (as argparse's own errors)."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
 
 
 def learning(src: Path, task: str, seeds: int, budget_s: int, out: Path) -> None:
