@@ -50,6 +50,20 @@ def fill(disk: Path) -> Path:
     return ballast
 
 
+def remount(disk: Path, mode: str) -> None:
+    """Remount ``disk`` read-only ("ro") or writable ("rw"). Turning read-only fails while a
+    file on it is open for writing (Tune copies the run's files there about once a second), so
+    that is tried again for up to 10 seconds."""
+    deadline = time.monotonic() + 10
+    while True:
+        done = subprocess.run(["mount", "-o", f"remount,{mode}", str(disk)], capture_output=True)
+        if done.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"mount -o remount,{mode} {disk}: {done.stderr.decode()}")
+        time.sleep(0.05)
+
+
 def test_a_failed_write_leaves_the_previous_file(small_disk, tmp_path):
     """Tune copies files into the run directory through this filesystem: a copy the disk cannot
     hold raises the OS error and leaves the old file whole, with no temporary file behind."""
@@ -99,14 +113,14 @@ def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_ses
     if failure == "full":
         ballast = fill(small_disk)
     else:
-        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+        remount(small_disk, "ro")
     lines += process.stdout.readlines()
     process.wait(timeout=120)
     output = "".join(lines)
     if failure == "full":
         ballast.unlink()
     else:
-        subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
+        remount(small_disk, "rw")
 
     assert process.returncode == 1, output[-3000:]
     reason = "No space left on device" if failure == "full" else "Read-only file system"
