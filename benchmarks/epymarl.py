@@ -202,6 +202,17 @@ def learn_rlplat(task: str, seed: int, budget_s: int, out: Path) -> dict:
     }
 
 
+def epymarl_command(task: str, seed: int, config: str, *settings: str) -> list[str]:
+    """EPyMARL's ``config`` on its gymma wrapper for ``task`` (its key and time limit), on the
+    CPU, with further sacred ``settings``."""
+    key, time_limit, _ = TASKS[task]
+    return [
+        str(epymarl_python()), "src/main.py", f"--config={config}", "--env-config=gymma", "with",
+        f"env_args.key={key}", f"env_args.time_limit={time_limit}", f"seed={seed}",
+        "use_cuda=False", *settings,
+    ]
+
+
 def learn_epymarl(
     src: Path,
     task: str,
@@ -217,13 +228,10 @@ def learn_epymarl(
     or at ``t_max`` env steps; its greedy test returns as its sacred run recorded them (every
     ``test_interval`` env steps: EPyMARL's default is 2,000). With ``save_every``, its agent and
     mixer are saved every that many env steps, for ``retest``."""
-    key, time_limit, _ = TASKS[task]
-    command = [
-        str(epymarl_python()), "src/main.py", f"--config={config}", "--env-config=gymma", "with",
-        f"env_args.key={key}", f"env_args.time_limit={time_limit}",
-        f"t_max={t_max or 1_000_000_000}", f"seed={seed}", "use_cuda=False",
-        f"test_nepisode={TEST_EPISODES}",
-    ]
+    key = TASKS[task][0]
+    command = epymarl_command(
+        task, seed, config, f"t_max={t_max or 1_000_000_000}", f"test_nepisode={TEST_EPISODES}"
+    )
     if test_interval:
         command += [f"test_interval={test_interval}", f"log_interval={test_interval}"]
     if save_every:
@@ -360,18 +368,17 @@ def retest_epymarl(
     """EPyMARL's saved agent and mixer nearest each of ``points`` env steps, greedy over
     ``episodes`` episodes (its ``evaluate`` mode, which loads the save closest to ``load_step``).
     Not while an EPyMARL training runs: each side finds its sacred run as the one new there."""
-    key, time_limit, _ = TASKS[task]
+    key = TASKS[task][0]
     saved = sorted(int(path.name) for path in Path(models).iterdir())
     runs = src / "results/sacred/qmix" / key  # EPyMARL's sacred folder is fixed
     returns = {}
     for steps in nearest(saved, points):
         before = set(runs.glob("*"))
-        subprocess.run([
-            str(epymarl_python()), "src/main.py", "--config=qmix", "--env-config=gymma", "with",
-            f"env_args.key={key}", f"env_args.time_limit={time_limit}", f"seed={seed}",
-            "use_cuda=False", f"checkpoint_path={models}", f"load_step={steps}",
+        command = epymarl_command(
+            task, seed, "qmix", f"checkpoint_path={models}", f"load_step={steps}",
             "evaluate=True", f"test_nepisode={episodes}",
-        ], cwd=src, capture_output=True, check=True)
+        )
+        subprocess.run(command, cwd=src, capture_output=True, check=True)
         [run_dir] = set(runs.glob("*")) - before
         metrics = json.loads((run_dir / "metrics.json").read_text())
         returns[str(steps)] = metrics["test_return_mean"]["values"][-1]
