@@ -49,7 +49,9 @@ every checkpoint; EPyMARL: its ``test_interval``). Recorded: both test curves, w
 seconds and env steps per second. Two processes may each take one side (``--sides``), pinned to a
 core each; the results file is read late and merged. ``--rlplat-overrides`` changes rlplat's file
 for a side of its own (named by them, e.g. ``rlplat resources.env_runners.envs=8``); a seed other
-than 0 is added to each side's name (``epymarl seed 1``). Results go to
+than 0 is added to each side's name (``epymarl seed 1``). The shipped LBF file has TD(lambda)
+targets (``td_lambda: 0.6``); ``--rlplat-overrides training.td_lambda=0`` gives EPyMARL's one-step
+targets, so that every setting is the same on both sides. Results go to
 benchmarks/results/epymarl_qmix_<task>.json. rlplat keeps every checkpoint
 (``checkpoint.keep=null``) and EPyMARL saves its agent and mixer at each test (it saves no
 model at ``--steps`` itself, so its last is near 95% of them, as its last test is), for:
@@ -400,14 +402,18 @@ def retest(src: Path, task: str, steps: int, episodes: int, names: list[str]) ->
             refuse(f"--retest: side {name!r} in {path} kept nothing to test again (it ran "
                    "before --qmix saved EPyMARL's models)")
     points = [steps * k // 4 for k in range(1, 5)]
+    retests = {}
     for name in names:
-        row = results["sides"][name]
+        row = sides[name]
         if name.startswith("epymarl"):
             returns = retest_epymarl(src, task, row["seed"], row["models"], points, episodes)
         else:
             returns = retest_rlplat(row["run_dir"], points, episodes)
-        row["retest"] = {"episodes": episodes, "returns": returns, "benchmark": invocation()}
-        print(json.dumps({name: row["retest"]}), flush=True)
+        retests[name] = {"episodes": episodes, "returns": returns, "benchmark": invocation()}
+        print(json.dumps({name: retests[name]}), flush=True)
+    results = load_results(path)  # read again: a training's process may have saved meanwhile
+    for name, retested in retests.items():
+        results["sides"][name]["retest"] = retested
     save_results(path, results)
 
 
