@@ -111,7 +111,9 @@ def rlplat_learner() -> Any:
 
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     loaded = load_experiment(
-        REPO / "experiments/marl/lbf_qmix.yaml", ["evaluation.evaluation_interval=null"]
+        REPO / "experiments/marl/lbf_qmix.yaml",
+        # EPyMARL's QLearner has one-step targets only; the shipped file uses TD(lambda).
+        ["evaluation.evaluation_interval=null", "training.td_lambda=0"],
     )
     return prepare(loaded, probe=False).algo_config.build_algo()
 
