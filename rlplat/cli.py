@@ -16,8 +16,10 @@ import inspect
 import json
 import os
 import sys
+import time
 import warnings
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,7 +29,8 @@ from rich.markup import escape
 from typer.exceptions import Abort, Exit, TyperException
 
 from rlplat.checkpoints import existing
-from rlplat.cluster.connect import FIXED_HASH_SEED, quiet_ray_logs
+from rlplat.cluster import warm
+from rlplat.cluster.connect import FIXED_HASH_SEED, cluster_address, quiet_ray_logs
 from rlplat.errors import Interrupted, RlplatError, UserError
 from rlplat.export.options import ExportOptions
 from rlplat.policy.options import DatasetOptions, EvalOptions
@@ -174,6 +177,8 @@ def train(
 
         # The file, its overrides and its schema are refused before RLlib and Tune load.
         load_experiment(experiment, options.with_overrides(overrides or []))
+    if not options.dry_run and cluster_address(options.address) is None and warm.enabled():
+        warm.take_lease()  # a warm Ray's keeper, if it must start, starts while RLlib loads
     from rlplat.run.launch import train_command  # noqa: PLC0415 - Ray Tune and RLlib load here
 
     clock = StageClock()  # counts from the process's start
@@ -342,6 +347,41 @@ def runs_(
         print(json.dumps([record.to_json() for record in records], indent=2))
     else:
         print_runs(records, directory, console)
+
+
+NO_WARM_RAY = "No warm local Ray runs for this Python in this directory."
+
+
+class RayAction(str, Enum):
+    status = "status"
+    stop = "stop"
+
+
+@command("ray")
+def ray_(
+    action: Annotated[RayAction, typer.Argument(help="status: the warm local Ray; stop: stop it.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Stop it even while commands are using it.")
+    ] = False,
+) -> None:
+    """The local Ray that rlplat commands keep warm between them (RLPLAT_RAY_IDLE_S seconds
+    after the last one; 0 turns it off)."""
+    if action is RayAction.stop:
+        stopped = warm.stop(force=force)
+        console.print(f"Stopped the warm local Ray at {stopped}." if stopped else NO_WARM_RAY,
+                      highlight=False)
+        return
+    record = warm.status()
+    if record is None:
+        console.print(NO_WARM_RAY, highlight=False)
+        return
+    users = ", ".join(str(lease["pid"]) for lease in record["leases"]) or "none"
+    console.print(
+        f"Warm local Ray {record['ray']} at {record['address']} (keeper process "
+        f"{record['keeper']['pid']}, up {time.time() - record['since']:.0f} s, stops after "
+        f"{warm.describe_idle(record['idle_s'])} idle); commands using it: {users}.",
+        highlight=False,
+    )
 
 
 def fix_hash_seed() -> None:

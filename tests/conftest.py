@@ -3,6 +3,7 @@ runs that several end-to-end tests read; the unit and e2e markers, set by direct
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -15,10 +16,15 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.helpers import train_yaml
-from tests.helpers import CORRIDOR_LSTM, EXPERIMENTS, SPREAD, TINY_PPO, TINY_SEARCH
+from tests.helpers import CORRIDOR_LSTM, EXPERIMENTS, SPREAD, TINY_PPO, TINY_SEARCH, stop_warm_rays
 
 TESTS = Path(__file__).resolve().parent
 KINDS = ("unit", "e2e")  # tests/unit and tests/e2e, each marked with its directory's name
+
+# Commands the tests run on a local Ray keep it warm in a directory of this session's own, which
+# the session's end stops: a test run leaves no Ray behind, nor joins a user's warm one.
+WARM_RAY_DIR = Path(tempfile.mkdtemp(prefix="rlplat-warm-ray-"))
+os.environ["RLPLAT_RAY_DIR"] = str(WARM_RAY_DIR)
 
 
 def pytest_itemcollected(item):
@@ -64,6 +70,8 @@ def _start_mlflow_server() -> None:
 
 
 def pytest_sessionfinish(session, exitstatus):
+    stop_warm_rays(WARM_RAY_DIR)
+    shutil.rmtree(WARM_RAY_DIR, ignore_errors=True)
     if _MLFLOW:
         _MLFLOW["process"].terminate()
         _MLFLOW["process"].wait(timeout=30)

@@ -432,3 +432,34 @@ def read_until_resumable(process: subprocess.Popen, iteration: int) -> Path:
             return run_dir
         time.sleep(0.05)
     raise AssertionError(f"Tune saved no checkpoint of {run_dir} within 60 s")
+
+
+# --- warm local Rays (rlplat.cluster.warm) -----------------------------------------------------
+
+
+def warm_keepers(base: Path) -> list[dict]:
+    """The keeper records (head.json, starting.json) of every warm Ray under ``base``."""
+    records = []
+    for path in [*base.glob("*/head.json"), *base.glob("*/starting.json")]:
+        try:
+            records.append(json.loads(path.read_text())["keeper"])
+        except (OSError, ValueError, KeyError):
+            pass
+    return records
+
+
+def stop_warm_rays(base: Path, timeout_s: float = 30.0) -> None:
+    """Stop every keeper under ``base`` (SIGTERM: it shuts its Ray down), killing what lingers."""
+    import signal
+
+    from rlplat.util.process import still_running
+
+    keepers = [k for k in warm_keepers(base) if still_running(k)]
+    for keeper in keepers:
+        os.kill(keeper["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while any(still_running(k) for k in keepers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for keeper in keepers:
+        if still_running(keeper):
+            os.kill(keeper["pid"], signal.SIGKILL)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlplat.cluster import warm
 from rlplat.errors import UserError
 
 # Ray workers (and rlplat's own commands) run with this hash seed unless PYTHONHASHSEED is set:
@@ -28,29 +29,49 @@ def quiet_ray_logs(verbose: bool) -> None:
         logging.getLogger("ray.tune").setLevel(logging.CRITICAL)
 
 
+# Not handed to a warm Ray's workers: Ray's own settings, and the shell's bookkeeping.
+NOT_FORWARDED = ("PWD", "OLDPWD", "SHLVL", "_")
+
+
 def start_ray(
-    address: str | None, verbose: bool = False, code: Sequence[Path] = ()
-) -> None:
-    """``ray.init`` on the local machine (address None) or on a running cluster.
+    address: str | None,
+    verbose: bool = False,
+    code: Sequence[Path] = (),
+    *,
+    keep_warm: bool = True,
+) -> str | None:
+    """``ray.init`` on the local machine (address None) or on a running cluster; a line for the
+    user where the local Ray is a warm one (:mod:`rlplat.cluster.warm`).
 
     Resources are never fixed here: a local instance takes what the machine has, a cluster what its
     nodes declare. ``RAY_ADDRESS`` is honoured as Ray does when no address is given. ``code``:
     the user's packages (or module files) that every worker imports, shipped with the job.
+    ``keep_warm``: a local Ray is the warm one (started by a keeper if none runs) unless
+    ``RLPLAT_RAY_IDLE_S=0``; False: a Ray of this process's own, shut down with it.
     """
     import ray  # noqa: PLC0415 - loads on use, as in quiet_ray_logs
 
     quiet_ray_logs(verbose)
     if ray.is_initialized():
-        return
+        return None
     address = cluster_address(address)
+    hash_seed = os.environ.get("PYTHONHASHSEED", FIXED_HASH_SEED)
     kwargs = {
         "logging_level": logging.INFO if verbose else logging.ERROR,
         "log_to_driver": verbose,
         "runtime_env": {
-            "env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", FIXED_HASH_SEED)},
+            "env_vars": {"PYTHONHASHSEED": hash_seed},
             **({"py_modules": [str(path) for path in code]} if code else {}),
         },
     }
+    note = None
+    if address is None and keep_warm and warm.enabled():
+        address, note = _warm_address()
+        if address is not None:
+            # The warm Ray's workers were started by another command: give them this one's
+            # environment, as an embedded Ray's workers inherit it.
+            kwargs["runtime_env"]["env_vars"] = {**_forwarded_environment(), **{
+                "PYTHONHASHSEED": hash_seed}}
     try:
         if address:
             ray.init(address=address, **kwargs)
@@ -63,6 +84,57 @@ def start_ray(
             "--address to run on an embedded local Ray."
         ) from None
     quiet_ray_logs(verbose)  # ray.init sets up Ray's loggers again
+    return note
+
+
+def _warm_address() -> tuple[str | None, str]:
+    """The warm local Ray's address and the line that says what it is; no address (and why)
+    where its keeper could not start Ray."""
+    lease = warm.take_lease()
+    try:
+        found = warm.address()
+    except RuntimeError as exc:
+        warm.release_lease()
+        return None, f"Ray: {exc}; this command starts a Ray of its own."
+    _token_auth_settings()
+    idle = warm.describe_idle(warm.idle_seconds())
+    if lease.started_keeper:
+        return found, (
+            f"Ray: started a local Ray that later commands join (it stops after {idle} without "
+            "one; rlplat ray stop stops it now)."
+        )
+    return found, f"Ray: joined the warm local Ray (it stops after {idle} idle; rlplat ray stop)."
+
+
+def _token_auth_settings() -> None:
+    """Make this process join with the warm Ray's token (``RAY_AUTH_MODE`` as its keeper had it).
+
+    Ray reads ``RAY_AUTH_MODE`` once, when it loads, and turns token auth on by itself only for a
+    ``ray.init()`` without an address: where Ray was loaded before the lease set the variable (a
+    notebook that imported Ray first), its cached settings are read again.
+    """
+    from ray._raylet import AuthenticationMode, Config, get_authentication_mode  # noqa: PLC0415
+
+    wanted = os.environ.get(warm.AUTH_VARIABLE, "token").lower()
+    if (get_authentication_mode() == AuthenticationMode.TOKEN) != (wanted == "token"):
+        Config.initialize("")  # private: Ray's settings cache, re-read from the environment
+
+
+def _forwarded_environment() -> dict[str, str]:
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("RAY_") and key not in NOT_FORWARDED
+    }
+
+
+def stop_ray() -> None:
+    """Disconnect from Ray: a Ray this process started shuts down, a warm one stays up for the
+    next command."""
+    import ray  # noqa: PLC0415 - loads on use, as in quiet_ray_logs
+
+    ray.shutdown()
+    warm.release_lease()
 
 
 def cluster_address(address: str | None) -> str | None:

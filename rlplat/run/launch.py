@@ -23,7 +23,7 @@ from rlplat.callbacks.timing import TrainingClock, reset_training_window, traini
 from rlplat.callbacks.trackers import TrackerCallback, check_trackers, close_trackers
 from rlplat.callbacks.videos import TrainingVideos
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
-from rlplat.cluster.connect import embedded, start_ray
+from rlplat.cluster.connect import embedded, start_ray, stop_ray
 from rlplat.cluster.placement import Node, cluster_nodes, local_machine
 from rlplat.errors import RlplatError, UserError
 from rlplat.experiment.load import LoadedExperiment, load_experiment
@@ -108,10 +108,10 @@ def train(
         # there) before paying for Ray's start.
         run = prepare_on_cluster(loaded, console, local_machine())
         clock.lap("validation")
-        start_ray(None, verbose, code)
+        _say_note(start_ray(None, verbose, code), console)
         clock.lap("ray_start")
     else:
-        start_ray(address, verbose, code)
+        _say_note(start_ray(address, verbose, code), console)
         clock.lap("ray_start")
         run = prepare_on_cluster(loaded, console, cluster_nodes())
         clock.lap("validation")
@@ -181,7 +181,8 @@ def resume(
             "directory:'."
         )
     loaded = load_experiment(run_dir / RESOLVED_EXPERIMENT)
-    start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
+    code = project_code(loaded.experiment.env.user_modules)
+    _say_note(start_ray(address, verbose, code), console)
     clock.lap("ray_start")
     run = prepare_on_cluster(loaded, console, cluster_nodes())
     in_command = runs_in_command(run)
@@ -292,7 +293,8 @@ def plan_command(
     """``rlplat plan``: where one trial's env runners and learners would run on the cluster (a
     local one by default), and a UserError (exit 2) where no node set can hold a trial."""
     loaded = load_experiment(experiment, overrides)
-    start_ray(address, verbose, project_code(loaded.experiment.env.user_modules))
+    code = project_code(loaded.experiment.env.user_modules)
+    _say_note(start_ray(address, verbose, code), console)
     run = prepare(loaded, cluster_nodes())
     print_plan(run, console)
     refuse_if_impossible(run)
@@ -309,17 +311,20 @@ def finish(
     """The end of ``rlplat train``: the summary, Ray's shutdown (when the command started it),
     the stage timings in run.json (and on the terminal with ``show_timings``), then the exit
     status (an error for failed trials)."""
-    import ray  # noqa: PLC0415 - loaded with Tune already
-
     print_summary(summary, console)
     if shutdown_ray:
-        ray.shutdown()
+        stop_ray()
     clock.lap("shutdown")
     record = clock.record()
     record_timings(Path(summary.run_dir), record)
     if show_timings:
         print_timings(record, console)
     raise_if_failed(summary)
+
+
+def _say_note(note: str | None, console: Console) -> None:
+    if note:
+        console.print(note, highlight=False)
 
 
 def prepare_on_cluster(

@@ -434,7 +434,8 @@ def serve_on_ray(path: Path, options: ServeOptions, checked: Checked, say: Any) 
             raise UserError(f"port {options.port} on {options.host} is in use (another rlplat "
                             "serve or Ray Serve?): pick another with --port.")
     served = served_policy(path, options, say)
-    start_ray(options.address, options.verbose)
+    # Serve's controller and proxy outlive their command on a Ray that stays up: a Ray of its own.
+    start_ray(options.address, options.verbose, keep_warm=False)
     quiet_serve_logs(options.verbose)
     if not local:
         placement = check_placement(checked, cluster_nodes())

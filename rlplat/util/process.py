@@ -31,9 +31,10 @@ def started_at() -> float | None:
     return time.time() - age
 
 
-def this_process() -> dict[str, Any]:
-    """This process: its PID, host and start time, to be checked later with ``still_running``."""
-    pid = os.getpid()
+def this_process(pid: int | None = None) -> dict[str, Any]:
+    """This process (or the process ``pid`` of this host): its PID, host and start time, to be
+    checked later with ``still_running``."""
+    pid = os.getpid() if pid is None else pid
     return {"pid": pid, "host": platform.node(), "start_ticks": _start_ticks(pid)}
 
 

@@ -1,0 +1,97 @@
+"""The warm local Ray: commands on one machine share the Ray the first of them started, each keeps
+its own run directory, and nothing of Ray is left once it has been idle for its idle time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.helpers import TINY_PPO, rlplat, stop_warm_rays, warm_keepers
+
+IDLE_S = 4
+
+
+def _train(path: Path, warm_dir: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(RLPLAT_RAY_DIR=str(warm_dir), RLPLAT_RAY_IDLE_S=str(IDLE_S))
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlplat.cli", "train", str(path), "stop.iterations=2"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """Every live process of this machine: pid -> (parent pid, name), from /proc."""
+    table = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            name, fields = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        state, ppid = fields.split()[:2]
+        if state != "Z":
+            table[int(stat.parent.name)] = (int(ppid), name.split("(", 1)[1])
+    return table
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """``pid`` and every process below it: pid -> name."""
+    table = _processes()
+    found = {pid: table[pid][1]} if pid in table else {}
+    while True:
+        more = {p: name for p, (ppid, name) in table.items() if ppid in found and p not in found}
+        if not more:
+            return found
+        found.update(more)
+
+
+def _two_runs_at_once(path: Path, warm_dir: Path) -> tuple[list[str], dict[int, str]]:
+    """Both commands' output, and the warm Ray's processes (its keeper and Ray's own)."""
+    first, second = _train(path, warm_dir), _train(path, warm_dir)
+    outputs = [process.communicate(timeout=300)[0] for process in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], outputs
+    [keeper] = warm_keepers(warm_dir)
+    return outputs, _descendants(keeper["pid"])
+
+
+def test_two_commands_together_share_one_warm_ray_and_nothing_is_left_after_its_idle_time(
+    tmp_path,
+):
+    warm_dir = tmp_path / "warm"
+    path = tmp_path / "exp.yaml"
+    path.write_text(TINY_PPO.replace("OUTPUT", str(tmp_path / "out")))
+    try:
+        outputs, ray_processes = _two_runs_at_once(path, warm_dir)
+        assert {"gcs_server", "raylet"} <= set(ray_processes.values()), ray_processes
+
+        said = [next(ln for ln in out.splitlines() if ln.startswith("Ray:")) for out in outputs]
+        assert sorted("started a local Ray" in line for line in said) == [False, True], said
+        assert any("joined the warm local Ray" in line for line in said), said
+        printed = {
+            line.split(":", 1)[1].strip()
+            for out in outputs
+            for line in out.splitlines()
+            if line.startswith("Run directory:")
+        }
+        run_dirs = sorted((tmp_path / "out" / "tiny-ppo").iterdir())
+        assert {str(run_dir) for run_dir in run_dirs} == printed and len(run_dirs) == 2
+        for run_dir in run_dirs:
+            summary = json.loads((run_dir / "summary.json").read_text())
+            assert [trial["iterations"] for trial in summary["trials"]] == [2]
+            assert list((run_dir / "trial_00000").glob("checkpoint_*"))
+            cluster = json.loads((run_dir / "run.json").read_text())["cluster"]
+            assert cluster["trial_process"] == "command"
+
+        deadline = time.monotonic() + IDLE_S + 30
+        while left := {pid: name for pid, name in ray_processes.items() if pid in _processes()}:
+            assert time.monotonic() < deadline, f"still running after the idle time: {left}"
+            time.sleep(0.2)
+        assert warm_keepers(warm_dir) == [], "the keeper removed its address when it stopped"
+    finally:
+        stop_warm_rays(warm_dir)  # nothing left behind when the test fails
+    status = rlplat("ray", "status", env={"RLPLAT_RAY_DIR": str(warm_dir)})
+    assert status.returncode == 0 and "No warm local Ray" in status.stdout, status.stdout
