@@ -571,3 +571,51 @@ def print_report(report: EvalReport, console: Any) -> None:
         console.print(report.head_to_head["summary"], highlight=False)
     for video in report.videos:
         console.print(f"Video: {video}", highlight=False)
+
+
+class PlayingPolicy:
+    """A trained policy choosing one action per observation, for a loop of the caller's own
+    (``rlplat.load_policy``): the same actor ``rlplat eval`` plays, with the observations it is
+    given recorded as the episode its connectors read (filters, frame stacks, recurrent state).
+    ``reset()`` starts a new episode. Single-agent policies only."""
+
+    def __init__(self, actor: Actor, env: Any, checkpoint: Path, why: str):
+        self._actor = actor
+        self._env = env
+        self.checkpoint = checkpoint
+        self.why = why
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        self._playing = False
+
+    def reset(self) -> None:
+        self._playing = False
+
+    def act(self, observation: Any, explore: bool = False) -> Any:
+        if self._playing:
+            self._actor.observe(observation, 0.0, False, False, {})
+        else:
+            self._actor.reset(self._env, observation, {}, 0)
+            self._playing = True
+        return self._actor.act(observation, explore)
+
+    def close(self) -> None:
+        self._env.close()
+
+
+def load_policy(path: Path, *, last: bool = False) -> PlayingPolicy:
+    """The policy of the checkpoint ``path`` designates (as ``rlplat eval`` picks it), or of the
+    ONNX export in ``path``, with its env built once for its spaces."""
+    options = EvalOptions(last=last)
+    source = _export_source(path, options) if is_export(path) else _checkpoint_source(path, options)
+    experiment = load_experiment(source.experiment_file).experiment
+    env = build_env(source.env_creator(experiment), experiment.env, None, source.experiment_file)
+    actor = source.actor(experiment, env)
+    if actor.multi_agent:
+        env.close()
+        raise UserError(
+            f"{source.path} is a multi-agent policy: load_policy acts for one agent. Play it "
+            "with rlplat.evaluate (rlplat eval), or export it and load the export with "
+            "rlplat.runtime.load."
+        )
+    return PlayingPolicy(actor, env, source.path, source.why)

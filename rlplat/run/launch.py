@@ -212,11 +212,14 @@ def train_command(
     verbose: bool,
     console: Console,
     clock: StageClock,
-) -> None:
-    """``rlplat train``: check the experiment (``dry_run``: only that), or continue the run
-    ``resume`` names, then :func:`finish`. Ray is shut down at the end where the command started
-    it."""
-    started_here = embedded(options.address)
+    stay_connected: bool = False,
+) -> RunSummary | None:
+    """``rlplat train``: check the experiment (``dry_run``: only that; None), or continue the run
+    ``resume`` names, then :func:`finish`; the run's summary. At the end the command leaves a
+    local Ray (a warm one stays up), unless ``stay_connected`` (rlplat.train: later calls in
+    this process use it again)."""
+    local = embedded(options.address)
+    started_here = local and not stay_connected
     common = {"address": options.address, "verbose": verbose, "console": console, "clock": clock}
     if options.resume is not None:
         given = (options.dry_run, options.from_checkpoint, options.seed, options.seeds)
@@ -237,17 +240,17 @@ def train_command(
         loaded = load_experiment(experiment, options.with_overrides(overrides))
         first = first_stage(loaded)
         if options.dry_run:
-            nodes = local_machine() if started_here else None  # the capacity it will ask for
+            nodes = local_machine() if local else None  # the capacity it will ask for
             if first is not None:
                 console.print(f"First stage: {first.locate.source}", highlight=False)
                 print_dry_run(first, Path(first.locate.source), console, nodes)
                 console.print("Then:", highlight=False)
             print_dry_run(loaded, experiment, console, nodes)
-            return
+            return None
         if first is None:
             summary = train(loaded, **common)
         else:
-            if started_here:  # this file is checked before the first stage trains
+            if local:  # this file is checked before the first stage trains
                 refuse_if_impossible(prepare(loaded, local_machine()))
             console.print(
                 f"First stage: {first.locate.source} (init.experiment), then {experiment}",
@@ -258,6 +261,7 @@ def train_command(
             )
             summary, clock = _then(summary, started_here, options, common)
     finish(summary, clock, console, shutdown_ray=started_here, show_timings=options.timings)
+    return summary
 
 
 def _then(

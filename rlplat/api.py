@@ -1,0 +1,163 @@
+"""rlplat from Python: the commands' pipeline as functions, for notebooks and scripts.
+
+``train`` is ``rlplat train`` (the same checks, the same run directory, the same summary) and
+returns a :class:`Run`; ``evaluate`` is ``rlplat eval``; ``load_policy`` gives a trained policy
+that acts on one observation at a time. Ray is joined once per process (the warm local Ray, or
+``address``) and stays connected between calls. Bad input raises :class:`rlplat.errors.UserError`
+with the message the command prints.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from rlplat.checkpoints import PickedCheckpoint, find_checkpoint
+from rlplat.cluster.connect import quiet_ray_logs
+from rlplat.errors import UserError, allowed_list, did_you_mean
+from rlplat.policy.evaluate import EvalReport, PlayingPolicy
+from rlplat.policy.evaluate import evaluate as evaluate_checkpoint
+from rlplat.policy.evaluate import load_policy as load_playing_policy
+from rlplat.policy.options import EvalOptions
+from rlplat.run.launch import train_command
+from rlplat.run.options import TrainOptions
+from rlplat.run.summary import RunSummary, TrialSummary
+from rlplat.util.project import project_paths, use_project_paths
+from rlplat.util.timings import StageClock
+
+
+@dataclass(frozen=True)
+class Run:
+    """A finished ``train`` call: its run directory and what ``summary.json`` says of it."""
+
+    directory: Path
+    summary: RunSummary
+
+    @property
+    def trials(self) -> list[TrialSummary]:
+        return self.summary.trials
+
+    @property
+    def best_checkpoint(self) -> Path:
+        """The checkpoint ``rlplat eval <run>`` plays: the best trial's best by greedy score."""
+        return self.pick().path
+
+    @property
+    def last_checkpoint(self) -> Path:
+        return self.pick(last=True).path
+
+    def pick(self, last: bool = False) -> PickedCheckpoint:
+        """The best (or newest) checkpoint, with the sentence saying why it was picked."""
+        return find_checkpoint(self.directory, last=last)
+
+    def evaluate(self, **options: Any) -> EvalReport:
+        """``evaluate(self.directory, **options)``."""
+        return evaluate(self.directory, **options)
+
+    def load_policy(self, last: bool = False) -> PlayingPolicy:
+        return load_policy(self.directory, last=last)
+
+
+def train(
+    experiment: str | Path | Mapping[str, Any],
+    *overrides: str,
+    seed: int | None = None,
+    seeds: int | None = None,
+    address: str | None = None,
+    quiet: bool = False,
+    verbose: bool = False,
+    **sections: Any,
+) -> Run:
+    """Train an experiment file (or an experiment given as a dict) as ``rlplat train`` does.
+
+    ``overrides`` are the command's (``"training.lr=0.0005"``); keyword arguments override whole
+    sections or keys of them (``stop={"env_steps": 20000}``, ``training={"lr": 5e-4}``).
+    ``quiet`` hides the progress lines. Raises UserError for bad input, RlplatError when a
+    trial fails.
+    """
+    path = _experiment_path(experiment)
+    every = [*overrides, *_keyword_overrides(sections)]
+    options = TrainOptions(seed=seed, seeds=seeds, address=address)
+    _start(verbose, path)
+    summary = train_command(
+        path,
+        every,
+        options,
+        verbose=verbose,
+        console=Console(quiet=quiet, soft_wrap=True),
+        clock=StageClock(started=time.time()),
+        stay_connected=True,
+    )
+    assert summary is not None  # not a dry run
+    return Run(Path(summary.run_dir), summary)
+
+
+def evaluate(path: str | Path | Run, *, quiet: bool = True, **options: Any) -> EvalReport:
+    """``rlplat eval PATH`` with its options as keywords (``episodes=20, seed=1,
+    render="gif"``): the report it prints, as a dataclass (``report.returns.mean``)."""
+    directory = path.directory if isinstance(path, Run) else Path(path)
+    known = [field.name for field in fields(EvalOptions)]
+    for name in options:
+        if name not in known:
+            raise UserError(
+                f"evaluate() has no option {name!r}: the options "
+                f"are rlplat eval's: {allowed_list(known)}.{did_you_mean(name, known)}"
+            )
+    _start(False, directory)
+    say = (lambda line: None) if quiet else print
+    return evaluate_checkpoint(directory, EvalOptions(**options), say=say, show_frame=say)
+
+
+def load_policy(path: str | Path | Run, *, last: bool = False) -> PlayingPolicy:
+    """The trained policy of a checkpoint, run or export: ``policy.act(observation)`` gives the
+    env's action (greedy; ``explore=True`` samples), ``policy.reset()`` starts a new episode."""
+    directory = path.directory if isinstance(path, Run) else Path(path)
+    _start(False, directory)
+    return load_playing_policy(directory, last=last)
+
+
+def _start(verbose: bool, path: Path) -> None:
+    """What every command does first: Ray's logs and Python's warnings quiet unless
+    ``verbose``, and the user's code importable from the project of ``path``."""
+    quiet_ray_logs(verbose)
+    if not verbose:  # what the command hides: Ray's warnings, RLlib re-registering its env ids
+        warnings.filterwarnings("ignore", module="ray")
+        warnings.filterwarnings("ignore", message=".*Overriding environment")
+    use_project_paths(project_paths(path))
+
+
+def _experiment_path(experiment: str | Path | Mapping[str, Any]) -> Path:
+    """The experiment file; a dict is written as one (JSON is YAML) in a directory of its own,
+    with ``init.experiment`` taken from the working directory."""
+    if not isinstance(experiment, Mapping):
+        return Path(experiment)
+    data = json.loads(json.dumps(experiment, default=str))
+    init = data.get("init")
+    if isinstance(init, dict) and isinstance(init.get("experiment"), str):
+        init["experiment"] = str(Path(init["experiment"]).resolve())
+    name = str(data.get("name") or "experiment")
+    directory = Path(tempfile.mkdtemp(prefix="rlplat-experiment-"))
+    path = directory / f"{''.join(c if c.isalnum() or c in '-_' else '_' for c in name)}.yaml"
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+def _keyword_overrides(sections: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``training={"lr": 5e-4}`` as the override ``training.lr=0.0005`` (every leaf of a dict
+    its own override, so the rest of the section stays as the file has it)."""
+    overrides = []
+    for key, value in sections.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            overrides += _keyword_overrides(value, f"{dotted}.")
+        else:
+            overrides.append(f"{dotted}={json.dumps(value, default=str)}")
+    return overrides
