@@ -6,7 +6,7 @@ a *keeper* (``rlplat.cluster.keeper``), a small process of its own that starts R
 and every command, the first included, joins that Ray. The keeper stops Ray and exits once no
 command has used it for ``RLPLAT_RAY_IDLE_S`` seconds (default 600), or at ``rlplat ray stop``.
 
-One warm Ray serves one Python (its workers run that interpreter) in one working directory (its
+One warm Ray serves one Python environment (its workers run that interpreter) in one working directory (its
 workers start there, as an embedded Ray's would), so each such pair has a directory of its own
 under ``RLPLAT_RAY_DIR`` (default ``/tmp/rlplat-ray-<uid>``):
 
@@ -82,7 +82,7 @@ def base_directory() -> Path:
 def directory(cwd: Path | None = None) -> Path:
     """The warm Ray of this Python in ``cwd`` (default: the working directory)."""
     where = str((cwd or Path.cwd()).resolve())
-    key = hashlib.sha1(f"{sys.executable}\0{where}".encode()).hexdigest()[:12]
+    key = hashlib.sha1(f"{sys.prefix}\0{where}".encode()).hexdigest()[:12]
     return base_directory() / key
 
 
