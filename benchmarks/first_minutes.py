@@ -2,8 +2,9 @@
 
     python benchmarks/first_minutes.py --before <git ref> [--pairs 3] [--loaded]
 
-``before`` is another commit of rlplat (checked out as a git worktree and imported ahead of the
-installed one through PYTHONPATH, in the same venv); ``after`` is this checkout. Each pair runs,
+``before`` is another commit of rlplat (checked out as a git worktree, whose commands run from
+that tree, so that ``python -m rlplat.cli`` imports its rlplat, in the same venv); ``after`` is
+this checkout. Each pair runs,
 alternating which side goes first, one process at a time:
 
 - ``rlplat train experiments/cartpole_ppo.yaml --timings stop.env_steps=2000``, twice in a row
@@ -37,12 +38,12 @@ EXPERIMENT = "experiments/cartpole_ppo.yaml"
 FIXED_STAGES = ("imports", "validation", "ray_start", "trial_start", "shutdown")
 
 
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, str]:
+def timed(command: list[str], tree: Path) -> tuple[float, str]:
     """Wall seconds from launch to exit, and the output; a failure ends the benchmark."""
     import time
 
     started = time.monotonic()
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=tree, env=ENV, capture_output=True, text=True)
     wall = round(time.monotonic() - started, 2)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{(done.stdout + done.stderr)[-3000:]}")
@@ -54,18 +55,21 @@ def run_dir_of(output: str) -> Path:
     return Path(line.split(":", 1)[1].strip())
 
 
-def measure(side: str, env: dict[str, str], out: Path) -> dict[str, Any]:
+ENV = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # a local Ray, as a user's
+
+
+def measure(side: str, tree: Path, out: Path) -> dict[str, Any]:
     train = [*RLPLAT, "train", EXPERIMENT, "--timings", "stop.env_steps=2000",
              f"output_dir={out}"]  # fmt: skip
-    timed(train, env)  # the first command of the loop (a warm Ray, if any, starts here)
-    train_wall, output = timed(train, env)
+    timed(train, tree)  # the first command of the loop (a warm Ray, if any, starts here)
+    train_wall, output = timed(train, tree)
     run_dir = run_dir_of(output)
     timings = json.loads((run_dir / "run.json").read_text())["drivers"][-1]["timings"]
     stages = timings["stages_s"]
-    dry_wall, _ = timed([*RLPLAT, "train", EXPERIMENT, "--dry-run"], env)
-    eval_wall, _ = timed([*RLPLAT, "eval", str(run_dir), "-n", "1"], env)
+    dry_wall, _ = timed([*RLPLAT, "train", EXPERIMENT, "--dry-run"], tree)
+    eval_wall, _ = timed([*RLPLAT, "eval", str(run_dir), "-n", "1"], tree)
     if side == "after":
-        subprocess.run([*RLPLAT, "ray", "stop", "--force"], cwd=REPO, env=env, capture_output=True)
+        subprocess.run([*RLPLAT, "ray", "stop", "--force"], cwd=tree, env=ENV, capture_output=True)
     return {
         "stages_s": {stage: stages[stage] for stage in [*FIXED_STAGES, "training"]},
         "fixed_s": round(sum(stages[stage] for stage in FIXED_STAGES), 2),
@@ -89,8 +93,7 @@ def main() -> None:
     parser.add_argument("--loaded", action="store_true", help="keep one core busy meanwhile")
     args = parser.parse_args()
     before_tree = worktree(args.before)
-    base = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    envs = {"before": {**base, "PYTHONPATH": str(before_tree)}, "after": base}
+    trees = {"before": before_tree, "after": REPO}
     burner = None
     if args.loaded:
         burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -101,7 +104,7 @@ def main() -> None:
                 order = ["before", "after"] if pair % 2 == 0 else ["after", "before"]
                 row = {"pair": pair}
                 for side in order:
-                    row[side] = measure(side, envs[side], Path(scratch) / f"{side}-{pair}")
+                    row[side] = measure(side, trees[side], Path(scratch) / f"{side}-{pair}")
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     finally:

@@ -6,9 +6,9 @@ a *keeper* (``rlplat.cluster.keeper``), a small process of its own that starts R
 and every command, the first included, joins that Ray. The keeper stops Ray and exits once no
 command has used it for ``RLPLAT_RAY_IDLE_S`` seconds (default 600), or at ``rlplat ray stop``.
 
-One warm Ray serves one Python environment (its workers run that interpreter) in one working directory (its
-workers start there, as an embedded Ray's would), so each such pair has a directory of its own
-under ``RLPLAT_RAY_DIR`` (default ``/tmp/rlplat-ray-<uid>``):
+One warm Ray serves one Python environment (its workers run that interpreter) in one working
+directory (its workers start there, as an embedded Ray's would), so each such pair has a
+directory of its own under ``RLPLAT_RAY_DIR`` (default ``/tmp/rlplat-ray-<uid>``):
 
 - ``head.json``: the running Ray's address and the keeper's process, written by the keeper once
   Ray is up;

@@ -804,6 +804,13 @@ class Experiment(Section):
     tune: TuneSpec | None = Field(
         None, description="A hyperparameter search (absent: one trial with the values given)."
     )
+    defaults: dict[str, str] = Field(
+        default_factory=dict,
+        description="Written by rlplat into a run's experiment.yaml: each setting a "
+        "single-agent file left out and rlplat filled in for one machine (docs/algorithms.md), "
+        "by dotted key, with its source. The values themselves are in their sections; read "
+        "back, this changes nothing.",
+    )
 
     environment: dict[str, Any] = Field(default_factory=dict)
     training: dict[str, Any] = Field(default_factory=dict)

@@ -128,6 +128,7 @@ def prepare(
     _settle_name_and_seed(draft)
     _resolve_env(draft, contract=step_env)
     _check_env_against_algorithm(draft)
+    _machine_defaults(draft)
     _build_rllib_config(draft)
     if step_env if probe is None else probe:
         _probe(draft)
@@ -217,6 +218,58 @@ def _check_env_against_algorithm(draft: _Draft) -> None:
         training = {**experiment.training, "global_state": _central_state(experiment, env, locate)}
         experiment = experiment.model_copy(update={"training": training})
     draft.experiment = experiment
+
+
+def _machine_defaults(draft: _Draft) -> None:
+    """The algorithm's settings for one machine that a single-agent experiment leaves out
+    (``AlgorithmRecord.machine_defaults``): filled in, named with their source under
+    ``defaults`` and in one note."""
+    experiment, env = draft.experiment, draft.env
+    assert env is not None
+    wanted = algorithm_record(experiment.algorithm).machine_defaults
+    if env.multi_agent or experiment.offline is not None or not wanted:
+        return
+    applied: dict[str, str] = {}
+    for default in wanted:
+        filled = _fill_default(experiment, default.path.split("."), default.value)
+        if filled is not None:
+            experiment = filled
+            applied[default.path] = default.source
+    if applied:
+        values = [f"{d.path}={d.value}" for d in wanted if d.path in applied]
+        draft.experiment = experiment.model_copy(
+            update={"defaults": {**experiment.defaults, **applied}}
+        )
+        draft.notes.append(
+            f"{experiment.algorithm} settings for one machine, where the file leaves them out "
+            f"({', '.join(values)}; their sources: defaults in experiment.yaml, "
+            "docs/algorithms.md)"
+        )
+
+
+def _fill_default(experiment: Any, keys: list[str], value: Any) -> Any:
+    """``experiment`` (a section model or a dict) with ``value`` at the key path ``keys``, or
+    None where the experiment gives that key (or a value that is not a section above it)."""
+    key, rest = keys[0], keys[1:]
+    if isinstance(experiment, dict):
+        current = experiment.get(key)
+    else:
+        current = getattr(experiment, key)
+    if not rest:
+        if current is not None or (isinstance(experiment, dict) and key in experiment):
+            return None
+        filled = copy.deepcopy(value)
+    else:
+        if current is None and isinstance(experiment, dict):
+            current = {}
+        if current is None or isinstance(current, (str, int, float, list)):
+            return None
+        filled = _fill_default(current, rest, value)
+        if filled is None:
+            return None
+    if isinstance(experiment, dict):
+        return {**experiment, key: filled}
+    return experiment.model_copy(update={key: filled})
 
 
 def _build_rllib_config(draft: _Draft) -> None:
@@ -499,8 +552,8 @@ def _resolved(
     experiment: Experiment, algo_config: AlgorithmConfig, spaces: list[Space]
 ) -> dict[str, Any]:
     resolved = experiment.model_dump(mode="json")
-    for optional in ("tune", "seeds"):  # absent: one trial, one seed
-        if resolved.get(optional) is None:
+    for optional in ("tune", "seeds", "defaults"):  # absent: one trial, one seed, no defaults
+        if resolved.get(optional) in (None, {}):
             resolved.pop(optional, None)
     merge_into(resolved, effective_settings(algo_config))
     return substitute(resolved, {s.path: s.to_yaml() for s in spaces})
