@@ -78,6 +78,12 @@ def start_ray(
         else:  # "local": a new instance, even where `ray start` left one to find
             ray.init(address="local", include_dashboard=False, **kwargs)
     except ConnectionError as exc:
+        if note is not None:  # the warm local Ray's keeper runs, its Ray does not answer
+            raise UserError(
+                f"the warm local Ray at {address!r} does not answer ({exc}). Stop it with "
+                "'rlplat ray stop --force' (the next command starts a new one), or run with "
+                "RLPLAT_RAY_IDLE_S=0 for a Ray of the command's own."
+            ) from None
         raise UserError(
             f"cannot connect to the Ray cluster at {address!r}: {exc}. Start one with "
             "'ray start --head' (and RAY_AUTH_MODE=token if the cluster uses token auth), or drop "

@@ -46,13 +46,17 @@ training:
   replay_buffer_config: {type: EpisodeReplayBuffer, capacity: 50000}
   num_steps_sampled_before_learning_starts: 64
   training_intensity: 0.25
+# One step per call (and one env, in COMMON): a vector of envs restarts its episodes on
+# resume, and their ends decide how many env steps each later call samples.
+env_runners: {rollout_fragment_length: auto}
+rl_module: {model_config: {fcnet_hiddens: [256, 256]}}
 reporting: {min_sample_timesteps_per_iteration: 250}
 evaluation: {evaluation_interval: null}   # PPO's run resumes with evaluation; this one without
 """,
 }
 COMMON = """\
 resources:
-  env_runners: {count: 0}
+  env_runners: {count: 0, envs: 1}
 stop: {iterations: 12}
 checkpoint: {every: 3, keep: null}
 output_dir: OUTPUT

@@ -1,0 +1,75 @@
+"""The warm local Ray's bookkeeping (rlplat.cluster.warm), without starting it: its idle time,
+which directory a command uses, leases of ended processes, and a stop refused while in use."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from rlplat.cluster import warm
+from rlplat.errors import UserError
+from rlplat.util.process import this_process
+
+
+@pytest.fixture
+def warm_base(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLPLAT_RAY_DIR", str(tmp_path / "warm"))
+    monkeypatch.delenv("RLPLAT_RAY_IDLE_S", raising=False)
+    return tmp_path / "warm"
+
+
+@pytest.mark.parametrize("text", ["-1", "soon", "nan", "inf"])
+def test_an_idle_time_that_is_not_seconds_is_refused(text, monkeypatch):
+    monkeypatch.setenv("RLPLAT_RAY_IDLE_S", text)
+    with pytest.raises(UserError, match="RLPLAT_RAY_IDLE_S"):
+        warm.idle_seconds()
+
+
+def test_zero_turns_it_off_and_the_default_is_ten_minutes(monkeypatch):
+    monkeypatch.delenv("RLPLAT_RAY_IDLE_S", raising=False)
+    assert warm.idle_seconds() == 600 and warm.enabled()
+    assert warm.describe_idle(600) == "10 min"
+    monkeypatch.setenv("RLPLAT_RAY_IDLE_S", "0")
+    assert not warm.enabled()
+
+
+def test_each_working_directory_has_its_own(warm_base, tmp_path):
+    one, other = tmp_path / "a", tmp_path / "b"
+    one.mkdir(), other.mkdir()
+    assert warm.directory(one) != warm.directory(other)
+    assert warm.directory(one) == warm.directory(one)
+    assert warm.directory(one).parent == warm_base
+
+
+def test_leases_of_ended_processes_do_not_count(warm_base):
+    where = warm.directory()
+    (where / warm.LEASES).mkdir(parents=True)
+    mine = this_process()
+    ended = {**mine, "pid": 2**22 + 7}  # above Linux's pid_max default: no such process
+    (where / warm.LEASES / "mine.json").write_text(json.dumps(mine))
+    (where / warm.LEASES / "ended.json").write_text(json.dumps(ended))
+    assert [lease["pid"] for lease in warm.live_leases(where)] == [os.getpid()]
+    assert not (where / warm.LEASES / "ended.json").exists(), "removed once seen dead"
+
+
+def test_stop_is_refused_while_another_command_uses_it(warm_base):
+    where = warm.directory()
+    (where / warm.LEASES).mkdir(parents=True)
+    head = {"address": "127.0.0.1:1", "keeper": this_process(), "since": 0.0, "idle_s": 600}
+    (where / warm.HEAD).write_text(json.dumps(head))
+    (where / warm.LEASES / "1.json").write_text(json.dumps(this_process(1)))
+    with pytest.raises(UserError, match="in use by 1 running command"):
+        warm.stop()
+    assert warm.status()["address"] == "127.0.0.1:1", "still there"
+
+
+def test_none_runs_where_its_keeper_ended(warm_base):
+    where = warm.directory()
+    where.mkdir(parents=True)
+    ended = {**this_process(), "pid": 2**22 + 7}
+    (where / warm.HEAD).write_text(json.dumps({"address": "x", "keeper": ended}))
+    assert warm.status() is None
+    assert warm.stop() is None
+    assert not (where / warm.HEAD).exists()
