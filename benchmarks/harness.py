@@ -86,6 +86,19 @@ def rlplat(*args: str, check: bool = True, capture: bool = True) -> Process:
     return run([*RLPLAT, *args], check=check, capture=capture)
 
 
+def sb3_greedy_return(model: Any, env: Any, seed: int) -> float:
+    """One episode of an SB3 model's greedy actions (``predict(deterministic=True)``) on
+    ``env`` reset with ``seed``: its return."""
+    observation, _ = env.reset(seed=seed)
+    total, done = 0.0, False
+    while not done:
+        action, _ = model.predict(observation, deterministic=True)
+        observation, reward, terminated, truncated, _ = env.step(action)
+        total += float(reward)
+        done = terminated or truncated
+    return total
+
+
 # --- what a run wrote ---------------------------------------------------------------------------
 
 

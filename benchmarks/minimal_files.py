@@ -35,6 +35,7 @@ from harness import (
     results_file,
     run,
     save_results,
+    sb3_greedy_return,
     take_turns,
     train,
 )
@@ -95,16 +96,7 @@ def sb3_main(algo: str, env_id: str, seed: int, budget: int) -> None:
     model.learn(budget)
     train_s = time.monotonic() - started
     env = gym.make(env_id)
-    returns = []
-    for episode in range(EPISODES):
-        observation, _ = env.reset(seed=episode)
-        total, done = 0.0, False
-        while not done:
-            action, _ = model.predict(observation, deterministic=True)
-            observation, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
+    returns = [sb3_greedy_return(model, env, episode) for episode in range(EPISODES)]
     print(json.dumps({
         "env_steps": budget,
         "train_s": round(train_s, 2),

@@ -44,6 +44,7 @@ from harness import (
     rlplat,
     run,
     save_results,
+    sb3_greedy_return,
     take_turns,
     train,
 )
@@ -208,14 +209,7 @@ def sb3_eval(model_path: str) -> dict[str, Any]:
     from stable_baselines3 import PPO
 
     model = PPO.load(model_path, device="cpu")
-    env = gym.make("CartPole-v1")
-    obs, _ = env.reset(seed=0)
-    total, done = 0.0, False
-    while not done:
-        action, _ = model.predict(obs, deterministic=True)
-        obs, reward, terminated, truncated, _ = env.step(action)
-        total += float(reward)
-        done = terminated or truncated
+    total = sb3_greedy_return(model, gym.make("CartPole-v1"), 0)
     print(f"return {total}")
     return {"return": total}
 

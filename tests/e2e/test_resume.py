@@ -49,7 +49,6 @@ training:
 # One step per call (and one env, in COMMON): a vector of envs restarts its episodes on
 # resume, and their ends decide how many env steps each later call samples.
 env_runners: {rollout_fragment_length: auto}
-rl_module: {model_config: {fcnet_hiddens: [256, 256]}}
 reporting: {min_sample_timesteps_per_iteration: 250}
 evaluation: {evaluation_interval: null}   # PPO's run resumes with evaluation; this one without
 """,
