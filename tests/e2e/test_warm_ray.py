@@ -95,3 +95,21 @@ def test_two_commands_together_share_one_warm_ray_and_nothing_is_left_after_its_
         stop_warm_rays(warm_dir)  # nothing left behind when the test fails
     status = rlplat("ray", "status", env={"RLPLAT_RAY_DIR": str(warm_dir)})
     assert status.returncode == 0 and "No warm local Ray" in status.stdout, status.stdout
+
+
+def test_canary_ray_reads_token_auth_again_after_it_loaded():
+    """Ray's private settings cache (``ray._raylet.Config``), which rlplat re-reads where Ray
+    was imported before a warm Ray's lease set RAY_AUTH_MODE (a notebook): without it, the
+    process would join the warm Ray without its token and be refused."""
+    code = (
+        "import os, ray\n"
+        "from ray._raylet import AuthenticationMode, get_authentication_mode\n"
+        "from rlplat.cluster.connect import _token_auth_settings\n"
+        "assert get_authentication_mode() != AuthenticationMode.TOKEN\n"
+        "os.environ['RAY_AUTH_MODE'] = 'token'\n"
+        "_token_auth_settings()\n"
+        "assert get_authentication_mode() == AuthenticationMode.TOKEN\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
