@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplat.errors import UserError
-from rlplat.util.atomic import write_atomic
+from rlplat.util.atomic import read_json, write_atomic
 from rlplat.util.process import still_running, this_process
 
 IDLE_VARIABLE = "RLPLAT_RAY_IDLE_S"
@@ -99,13 +99,6 @@ def locked(where: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def live_record(path: Path) -> dict[str, Any] | None:

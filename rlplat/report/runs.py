@@ -24,6 +24,7 @@ from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import EnvSpec
 from rlplat.experiment.yaml_io import parse_yaml
 from rlplat.metrics import ENV_STEPS, finite, lookup, metric_path
+from rlplat.util.atomic import read_json
 from rlplat.util.process import still_running
 from rlplat.util.tables import new_table, print_table
 
@@ -67,14 +68,6 @@ def resolve_run(path: Path) -> tuple[Path, str | None]:
         f"holding {RUN_INFO} and {RESOLVED_EXPERIMENT}) or the experiment directory above it "
         "(its newest run). rlplat runs lists them."
     )
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def run_experiment(run_dir: Path) -> dict[str, Any]:

@@ -9,6 +9,7 @@ which ``remove_partial_files`` clears.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -93,6 +94,16 @@ class AtomicFile:
             self.close()
         elif not self._file.closed:
             self._abandon()
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object written with ``write_atomic``; None where the file is missing, unreadable
+    or not an object."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def write_atomic(path: Path, text: str) -> None:
