@@ -29,7 +29,7 @@ from rich.markup import escape
 from typer.exceptions import Abort, Exit, TyperException
 
 from rlplat.checkpoints import existing
-from rlplat.cluster import warm
+from rlplat.cluster import forkserver, warm
 from rlplat.cluster.connect import FIXED_HASH_SEED, cluster_address, quiet_ray_logs
 from rlplat.errors import Interrupted, RlplatError, UserError
 from rlplat.export.options import ExportOptions
@@ -370,18 +370,28 @@ def ray_(
         stopped = warm.stop(force=force)
         console.print(f"Stopped the warm local Ray at {stopped}." if stopped else NO_WARM_RAY,
                       highlight=False)
+        if forkserver.stop(forkserver.directory()):
+            console.print(f"Stopped the warm interpreter of {sys.prefix}.", highlight=False)
         return
     record = warm.status()
     if record is None:
         console.print(NO_WARM_RAY, highlight=False)
-        return
-    users = ", ".join(str(lease["pid"]) for lease in record["leases"]) or "none"
-    console.print(
-        f"Warm local Ray {record['ray']} at {record['address']} (keeper process "
-        f"{record['keeper']['pid']}, up {time.time() - record['since']:.0f} s, stops after "
-        f"{warm.describe_idle(record['idle_s'])} idle); commands using it: {users}.",
-        highlight=False,
-    )
+    else:
+        users = ", ".join(str(lease["pid"]) for lease in record["leases"]) or "none"
+        console.print(
+            f"Warm local Ray {record['ray']} at {record['address']} (keeper process "
+            f"{record['keeper']['pid']}, up {time.time() - record['since']:.0f} s, stops after "
+            f"{warm.describe_idle(record['idle_s'])} idle); commands using it: {users}.",
+            highlight=False,
+        )
+    interpreter = forkserver.status(forkserver.directory())
+    if interpreter is not None:
+        console.print(
+            f"Warm interpreter of {sys.prefix} (process {interpreter['keeper']['pid']}, up "
+            f"{time.time() - interpreter['since']:.0f} s): commands start in it with torch, Ray, "
+            "RLlib and Tune loaded.",
+            highlight=False,
+        )
 
 
 def fix_hash_seed() -> None:
@@ -398,10 +408,21 @@ def fix_hash_seed() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user errors print one paragraph and exit 2; ``--debug`` shows tracebacks."""
-    global _debug
+    """Entry point: the command runs in the warm interpreter where one serves it, else here
+    (:func:`run_here`); ``argv``: the arguments, in this process (default: ``sys.argv``)."""
     if argv is None:
         fix_hash_seed()
+        code = forkserver.run_command(sys.argv, entry="rlplat.cli:run_here")
+        if code is not None:
+            sys.exit(code)
+    run_here(argv)
+
+
+def run_here(argv: list[str] | None = None) -> None:
+    """The command in this process: user errors print one paragraph and exit 2; ``--debug``
+    shows tracebacks."""
+    global _debug
+    if argv is None:
         sys.stdout = StdoutOrStderr(sys.stdout, sys.stderr)
     _debug = False
     try:

@@ -25,6 +25,9 @@ KINDS = ("unit", "e2e")  # tests/unit and tests/e2e, each marked with its direct
 # the session's end stops: a test run leaves no Ray behind, nor joins a user's warm one.
 WARM_RAY_DIR = Path(tempfile.mkdtemp(prefix="rlplat-warm-ray-"))
 os.environ["RLPLAT_RAY_DIR"] = str(WARM_RAY_DIR)
+# Tests run commands in many directories, each of which would keep a warm Ray of its own for
+# ten minutes: here one lasts half a minute after its last command (the warm interpreter too).
+os.environ.setdefault("RLPLAT_RAY_IDLE_S", "30")
 
 
 def pytest_itemcollected(item):

@@ -629,10 +629,17 @@ def _rlplat_command(argv: list[str], cwd: Path, output: Path) -> int:
 
 def _rlplat_env() -> dict[str, str]:
     """The environment of an ``rlplat`` process: this checkout importable, and the hash seed the
-    command would otherwise restart itself to fix."""
+    command would otherwise restart itself to fix. The catalog is its own warm interpreter (it
+    forks a process per case) and runs no warm Ray: a case that fails before Ray starts would
+    leave one running in its directory."""
     from rlplat.cli import FIXED_HASH_SEED
 
-    return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": FIXED_HASH_SEED}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "PYTHONHASHSEED": FIXED_HASH_SEED,
+        "RLPLAT_RAY_IDLE_S": "0",
+    }
 
 
 def trained_checkpoint(workdir: Path, address: str | None) -> Path:

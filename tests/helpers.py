@@ -437,24 +437,29 @@ def read_until_resumable(process: subprocess.Popen, iteration: int) -> Path:
 # --- warm local Rays (rlplat.cluster.warm) -----------------------------------------------------
 
 
-def warm_keepers(base: Path) -> list[dict]:
-    """The keeper records (head.json, starting.json) of every warm Ray under ``base``."""
-    records = []
-    for path in [*base.glob("*/head.json"), *base.glob("*/starting.json")]:
+def warm_keepers(
+    base: Path, records: tuple[str, ...] = ("head.json", "starting.json")
+) -> list[dict]:
+    """The keeper records (head.json, starting.json) of every warm Ray under ``base``; with
+    ``records=("forkserver.json",)``, its warm interpreters'."""
+    found = []
+    for path in [path for name in records for path in base.glob(f"*/{name}")]:
         try:
-            records.append(json.loads(path.read_text())["keeper"])
+            found.append(json.loads(path.read_text())["keeper"])
         except (OSError, ValueError, KeyError):
             pass
-    return records
+    return found
 
 
 def stop_warm_rays(base: Path, timeout_s: float = 30.0) -> None:
-    """Stop every keeper under ``base`` (SIGTERM: it shuts its Ray down), killing what lingers."""
+    """Stop every keeper and warm interpreter under ``base`` (SIGTERM: a keeper shuts its Ray
+    down), killing what lingers."""
     import signal
 
     from rlplat.util.process import still_running
 
-    keepers = [k for k in warm_keepers(base) if still_running(k)]
+    everything = warm_keepers(base, ("head.json", "starting.json", "forkserver.json"))
+    keepers = [k for k in everything if still_running(k)]
     for keeper in keepers:
         os.kill(keeper["pid"], signal.SIGTERM)
     deadline = time.monotonic() + timeout_s

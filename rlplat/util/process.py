@@ -19,9 +19,21 @@ def _start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+_started_elsewhere: float | None = None
+
+
+def mark_started(at: float) -> None:
+    """Count this command from ``at``: it started in another process (the warm interpreter's
+    command process, :mod:`rlplat.cluster.forkserver`) and runs in this one."""
+    global _started_elsewhere
+    _started_elsewhere = at
+
+
 def started_at() -> float | None:
-    """This process's start in Unix seconds (Linux ``/proc``, 10 ms resolution); None elsewhere.
+    """This command's start in Unix seconds (Linux ``/proc``, 10 ms resolution); None elsewhere.
     ``os.execv`` keeps the process, so a restarted interpreter counts from the first start."""
+    if _started_elsewhere is not None:
+        return _started_elsewhere
     ticks = _start_ticks(os.getpid())
     if ticks is None:
         return None

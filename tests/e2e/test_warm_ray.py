@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from tests.helpers import TINY_PPO, rlplat, stop_warm_rays, warm_keepers
+from tests.helpers import (
+    TINY_PPO,
+    read_until_iteration,
+    rlplat,
+    stop_warm_rays,
+    warm_keepers,
+)
 
 IDLE_S = 4
 
@@ -113,3 +120,73 @@ def test_canary_ray_reads_token_auth_again_after_it_loaded():
     env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _warm_env(warm_dir: Path, **more: str) -> dict[str, str]:
+    return {**os.environ, "RLPLAT_RAY_DIR": str(warm_dir), "RLPLAT_RAY_IDLE_S": "60", **more}
+
+
+def _served(warm_dir: Path) -> list[int]:
+    """The command processes the warm interpreter under ``warm_dir`` has forked so far."""
+    [log] = warm_dir.glob("python-*/forkserver.log")
+    return [int(line.split("process ")[1].split(":")[0])
+            for line in log.read_text().splitlines() if ": rlplat " in line]
+
+
+def _driver_pid(run_dir: Path) -> int:
+    return json.loads((run_dir / "run.json").read_text())["drivers"][-1]["pid"]
+
+
+def test_commands_run_in_the_warm_interpreter_as_in_their_own_process(
+    tiny_run, ray_session, tmp_path
+):
+    """The first command starts a warm interpreter; later ones run in it with the same output,
+    exit codes, Ctrl-C and kill -9 as in a process of their own; rlplat ray stop ends it."""
+    warm_dir = tmp_path / "warm"
+    env = _warm_env(warm_dir)
+    evaluate = ["eval", tiny_run.run_dir, "-n", "2", "--json"]
+    try:
+        own = subprocess.run([sys.executable, "-m", "rlplat.cli", *evaluate], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert own.returncode == 0, own.stderr[-2000:]
+        deadline = time.monotonic() + 180
+        while "Warm interpreter" not in rlplat("ray", "status", env=env).stdout:
+            assert time.monotonic() < deadline, "the warm interpreter did not start"
+            time.sleep(0.5)
+
+        served = subprocess.run([sys.executable, "-m", "rlplat.cli", *evaluate], env=env,
+                                capture_output=True, text=True, timeout=300)
+        assert served.returncode == 0, served.stderr[-2000:]
+        assert json.loads(served.stdout) == json.loads(own.stdout)
+        wrong = rlplat("eval", str(tmp_path / "nowhere"), env=env)
+        assert wrong.returncode == 2 and "does not exist" in wrong.stderr, wrong.stderr
+        assert wrong.stderr.count("\n") == 1 and "Traceback" not in wrong.stderr
+        assert len(_served(warm_dir)) == 2
+
+        path = tmp_path / "exp.yaml"
+        path.write_text(TINY_PPO.replace("OUTPUT", str(tmp_path / "out"))
+                        .replace("iterations: 3", "iterations: 1000"))
+        for stop, code in ((signal.SIGINT, 130), (signal.SIGKILL, -signal.SIGKILL)):
+            process = subprocess.Popen(
+                [sys.executable, "-m", "rlplat.cli", "train", str(path)], env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+            run_dir, _ = read_until_iteration(process, 1)
+            driver = _driver_pid(run_dir)
+            assert driver != process.pid and driver in _served(warm_dir)
+            process.send_signal(stop)
+            output = process.communicate(timeout=120)[0]
+            assert process.returncode == code, output[-3000:]
+            if stop == signal.SIGINT:
+                assert "continue with: rlplat train --resume" in output, output[-3000:]
+            deadline = time.monotonic() + 5
+            while driver in _processes():  # kill -9 of the command ends its run at once
+                assert time.monotonic() < deadline, "the command's run outlived it"
+                time.sleep(0.05)
+
+        stopped = rlplat("ray", "stop", env=env)
+        assert "Stopped the warm interpreter" in stopped.stdout, stopped.stdout
+        [server] = warm_keepers(warm_dir, ("forkserver.json",)) or [None]
+        assert server is None or server["pid"] not in _processes()
+    finally:
+        stop_warm_rays(warm_dir)

@@ -1,0 +1,495 @@
+"""The warm interpreter: rlplat commands that start with torch, Ray, RLlib and Tune imported.
+
+Importing those libraries costs every command 3-4 s here, more than the rest of a short run's
+fixed cost. So the first command that imports them also starts a *fork server* beside the warm
+Ray (in :func:`rlplat.cluster.warm.directory`): ``python -m rlplat.cluster.forkserver <directory>
+<idle seconds>``, a process that imports the libraries once and then listens on a Unix socket
+there. A later command hands it its arguments, working directory, environment, process start and
+standard streams; the server forks a child that runs the command, and the command's own process
+waits for it, forwarding its signals (Ctrl-C, SIGTERM) and returning its exit code. The child
+imports rlplat's own modules and the user's code from disk, as a new process would; it is killed
+when the command's process dies, so ``kill -9`` ends the run as it would without the server.
+
+A command runs in the server only where importing for itself would give the same libraries the
+same way: the same Python and working directory (the directory's key), the same environment less
+the shell's bookkeeping (:data:`IGNORED`), and no package installed or removed since the server
+started (it then exits, and the command starts a new one). Otherwise the command imports for
+itself, as it did before. The server exits after ``RLPLAT_RAY_IDLE_S`` seconds without a
+command, as the warm Ray does, or at ``rlplat ray stop``; ``RLPLAT_WARM_IMPORTS=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlplat.cluster import warm
+from rlplat.errors import UserError
+from rlplat.util.atomic import write_atomic
+from rlplat.util.process import started_at, still_running, this_process
+
+SWITCH = "RLPLAT_WARM_IMPORTS"
+SOCKET = "forkserver.sock"
+RECORD = "forkserver.json"
+LOG = "forkserver.log"
+PROTOCOL = 1
+MESSAGE_BYTES = 1 << 20
+REPLY_S = 10.0
+# The commands that import the heavy libraries; `rlplat runs` and `rlplat ray` do not.
+COMMANDS = frozenset({"train", "plan", "eval", "export", "serve", "report", "dataset"})
+# Variables of the shell's and pytest's bookkeeping, which no library reads when it loads.
+IGNORED = frozenset({"_", "PWD", "OLDPWD", "SHLVL", "COLUMNS", "LINES", "PYTEST_CURRENT_TEST"})
+# What rlplat's commands import from other packages that costs (``python -X importtime``): each
+# loads what it needs below it. A missing optional package is skipped.
+PRELOAD = (
+    "torch",
+    "ray",
+    "ray.tune",
+    "ray.rllib.core",
+    "ray.rllib.algorithms.ppo",
+    "ray.rllib.algorithms.dqn",
+    "ray.rllib.algorithms.sac",
+    "ray.rllib.algorithms.appo.torch.default_appo_torch_rl_module",
+    "ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module",
+    "gymnasium",
+    "pettingzoo",
+    "supersuit",
+    "tensorboardX",
+    "typer",
+    "rich.console",
+    "ruamel.yaml",
+    "pydantic",
+    "PIL.Image",
+    "imageio.v3",
+    "onnx",
+    "scipy.stats",
+    "matplotlib.figure",
+    "matplotlib.backends.backend_agg",
+)
+STREAMS = (0, 1, 2)
+
+
+def enabled() -> bool:
+    """Whether commands use a warm interpreter: ``RLPLAT_WARM_IMPORTS`` is not 0 and the warm
+    Ray's idle time is not 0 (a bad idle time is refused later, by the command itself)."""
+    if os.environ.get(SWITCH, "").strip() == "0":
+        return False
+    try:
+        return warm.enabled()
+    except UserError:
+        return False
+
+
+def directory() -> Path:
+    """The fork server of this Python (one for every working directory: its children change to
+    their command's)."""
+    key = hashlib.sha1(sys.prefix.encode()).hexdigest()[:12]
+    return warm.base_directory() / f"python-{key}"
+
+
+def comparable(environment: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in environment.items() if key not in IGNORED}
+
+
+def _packages_stamp() -> list[float]:
+    """When packages were last installed or removed: the site-packages directories' times."""
+    paths = {sysconfig.get_paths()[name] for name in ("purelib", "platlib")}
+    return [os.stat(path).st_mtime for path in sorted(paths) if os.path.isdir(path)]
+
+
+# --- the command's side -------------------------------------------------------------------------
+
+
+def run_command(argv: list[str], entry: str) -> int | None:
+    """Run this command (``argv`` as ``sys.argv``) in the warm interpreter, where the child
+    calls ``entry`` (``module:function``, with no arguments), and return its exit code; None
+    where this process must run it itself. Where none runs, one is started for the next
+    command."""
+    if len(argv) < 2 or argv[1] not in COMMANDS or not enabled():
+        return None
+    where = directory()
+    try:
+        return _run_in_server(where, argv, entry)
+    except (FileNotFoundError, ConnectionRefusedError):
+        pass  # none listens yet, or a dead server's socket
+    except _Refused as refused:
+        if not refused.stale:
+            return None  # another environment: this command imports for itself
+    start(where)
+    return None
+
+
+@contextmanager
+def _short(where: Path) -> Iterator[str]:
+    """The socket's path through an open descriptor of its directory: a Unix socket's path may
+    not be longer than 107 bytes, and ``where`` can be (a test's temporary directory)."""
+    descriptor = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{descriptor}/{SOCKET}"
+    finally:
+        os.close(descriptor)
+
+
+class _Refused(Exception):
+    def __init__(self, reason: str, stale: bool):
+        super().__init__(reason)
+        self.stale = stale
+
+
+def _run_in_server(where: Path, argv: list[str], entry: str) -> int:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection, _short(where) as path:
+        connection.connect(path)
+        request = {
+            "protocol": PROTOCOL,
+            "argv": argv,
+            "entry": entry,
+            "cwd": os.getcwd(),
+            "environment": dict(os.environ),
+            "path0": sys.path[0] if sys.path else "",
+            "started": started_at() or time.time(),
+        }
+        connection.settimeout(REPLY_S)
+        socket.send_fds(connection, [json.dumps(request).encode()], list(STREAMS))
+        try:
+            reply = json.loads(connection.recv(MESSAGE_BYTES) or b"{}")
+        except TimeoutError:  # a child forked after this would see this end closed, and end
+            raise _Refused("the warm interpreter did not answer", stale=False) from None
+        connection.settimeout(None)
+        if "pid" not in reply:
+            raise _Refused(reply.get("refused", "no answer"), bool(reply.get("stale", True)))
+        pid = reply["pid"]
+        forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+        for number in forwarded:
+            signal.signal(number, lambda received, _frame: _send_signal(pid, received))
+        answer = connection.recv(MESSAGE_BYTES)
+        for number in forwarded:
+            signal.signal(
+                number, signal.SIG_DFL if number != signal.SIGINT else signal.default_int_handler
+            )
+    if answer:
+        return int(json.loads(answer)["exit"])
+    while _alive(pid):  # the server ended before the command: wait for the command
+        time.sleep(0.1)
+    print("rlplat: the warm interpreter ended without the command's exit code", file=sys.stderr)
+    return 1
+
+
+def _send_signal(pid: int, number: int) -> None:
+    try:
+        os.kill(pid, number)
+    except ProcessLookupError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def start(where: Path) -> None:
+    """Start a fork server in ``where`` unless one runs or is starting there."""
+    with warm.locked(where):
+        if warm.live_record(where / RECORD) is not None:
+            return
+        with open(where / LOG, "ab") as log:
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "rlplat.cluster.forkserver",
+                    str(where),
+                    str(warm.idle_seconds()),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a terminal's Ctrl-C stops the command, not the server
+                cwd=where,  # no module of the command's directory shadows a package
+            )
+        record = {"keeper": this_process(process.pid), "since": time.time()}
+        write_atomic(where / RECORD, json.dumps(record))
+
+
+def stop(where: Path, timeout_s: float = 10.0) -> bool:
+    """Stop the fork server in ``where`` (commands it runs go on); whether one ran."""
+    with warm.locked(where):
+        record = warm.live_record(where / RECORD)
+        if record is None:
+            return False
+        _send_signal(record["keeper"]["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while still_running(record["keeper"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if still_running(record["keeper"]):
+        _send_signal(record["keeper"]["pid"], signal.SIGKILL)
+    return True
+
+
+def status(where: Path) -> dict[str, Any] | None:
+    """The fork server's record in ``where``, where one runs and listens."""
+    with warm.locked(where):
+        record = warm.live_record(where / RECORD)
+    return record if record is not None and (where / SOCKET).exists() else None
+
+
+# --- the server's side --------------------------------------------------------------------------
+
+
+@dataclass
+class Command:
+    """A command received by the server, to run in the forked child."""
+
+    argv: list[str]
+    entry: str
+    cwd: str
+    environment: dict[str, str]
+    path0: str
+    started: float
+    streams: list[int]  # the command's stdin, stdout and stderr, received from it
+    connection: socket.socket
+    loaded: dict[str, str]  # the variables that packages set as the server imported them
+
+    def run(self) -> None:
+        """Become the command's process, run it and exit (in the child, after the fork)."""
+        os.setsid()  # out of the server's session: signals come from the command's process
+        for target, fd in zip(STREAMS, self.streams, strict=True):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdout.reconfigure(line_buffering=os.isatty(1))  # as Python sets it at its start
+        os.chdir(self.cwd)
+        os.environ.clear()
+        os.environ.update(self.environment)
+        os.environ.update(self.loaded)
+        sys.argv = list(self.argv)
+        if sys.path:
+            sys.path[0] = self.path0
+        # rlplat's modules and the user's code come from disk, as in a new process.
+        for name in [name for name in sys.modules if name.split(".")[0] in {"rlplat", "envs"}]:
+            del sys.modules[name]
+        _watch(self.connection)
+        from rlplat.util import imports, process  # noqa: PLC0415 - fresh modules, not the server's
+
+        process.mark_started(self.started)
+        try:
+            imports.import_object(self.entry)()
+            code = 0
+        except SystemExit as exc:
+            code = _exit_code(exc)
+        _end(code)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    """The exit code Python gives ``SystemExit`` (a message is printed, with code 1)."""
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or 0
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _end(code: int) -> None:
+    """End this child as Python ends a process (other threads joined, ``atexit`` functions run,
+    streams flushed), less the teardown of every module, which takes ~0.5-2 s after torch and
+    Ray have loaded and does nothing a command needs."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _watch(connection: socket.socket) -> None:
+    """Fork a watcher that kills this child and what it started (its process group) as soon as
+    the command's process is gone (``kill -9``), and ends quietly when this child ends. A
+    process of its own, not a thread: it must act at once, whatever holds this one's GIL."""
+    command = os.getpid()
+    if os.fork() != 0:
+        return
+    try:
+        ended = os.pidfd_open(command)
+        ready, _, _ = select.select([connection, ended], [], [])
+        if connection in ready and ended not in ready:
+            os.killpg(command, signal.SIGKILL)
+    finally:
+        os._exit(0)
+
+
+def serve(where: Path, idle_s: float) -> Command | None:
+    """Import, listen and fork a child per command until idle for ``idle_s`` or SIGTERM.
+    Returns in the server as it stops (None), and in each forked child (its command)."""
+    environment = dict(os.environ)
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - an optional package missing or broken
+            _say(f"not preloaded: {name} ({type(exc).__name__}: {exc})")
+    # Some packages set variables as they load (Ray, OpenCV, pygame): each child gets them too.
+    loaded = {key: value for key, value in os.environ.items() if environment.get(key) != value}
+    packages = _packages_stamp()
+    path = where / SOCKET
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with _short(where) as short:
+        listener.bind(short)
+    os.chmod(path, 0o600)
+    listener.listen(16)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    stopping: list[str] = []
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append("SIGTERM (rlplat ray stop)"))
+    children: dict[int, socket.socket] = {}
+    last = time.monotonic()
+    _say(f"listening at {path} (pid {os.getpid()}); stops after {idle_s:g} s idle")
+    while not stopping:
+        if children:
+            timeout = None
+        else:
+            timeout = idle_s - (time.monotonic() - last)
+            if timeout <= 0:
+                stopping.append(f"{idle_s:g} s without a command")
+                break
+        ready, _, _ = select.select([listener, wake_read], [], [], timeout)
+        if wake_read in ready:
+            os.read(wake_read, 512)
+        if _reap(children):
+            last = time.monotonic()
+        if listener not in ready or stopping:
+            continue
+        connection, _ = listener.accept()
+        connection.settimeout(REPLY_S)  # a command that connects and sends nothing
+        try:
+            command = _receive(connection, comparable(environment), loaded, packages, stopping)
+        except Exception as exc:  # noqa: BLE001 - the server stays up for the next command
+            _say(f"refused a command: {type(exc).__name__}: {exc}")
+            command = None
+        if command is None:
+            connection.close()
+            continue
+        connection.settimeout(None)
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            os.close(wake_read)
+            os.close(wake_write)
+            signal.set_wakeup_fd(-1)
+            for number in (signal.SIGCHLD, signal.SIGTERM):
+                signal.signal(number, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            return command
+        for fd in command.streams:
+            os.close(fd)
+        children[pid] = connection
+        connection.send(json.dumps({"pid": pid}).encode())
+        _say(f"process {pid}: rlplat {' '.join(command.argv[1:])} (in {command.cwd})")
+    listener.close()
+    path.unlink(missing_ok=True)
+    _say(f"stopping: {stopping[0]}")
+    for connection in children.values():
+        connection.close()
+    return None
+
+
+def _receive(
+    connection: socket.socket,
+    environment: dict[str, str],
+    loaded: dict[str, str],
+    packages: list[float],
+    stopping: list[str],
+) -> Command | None:
+    """The command sent on ``connection``, or None where it is refused (with the reason sent:
+    another user, another environment, packages changed since the server imported them)."""
+    uid = struct.unpack(
+        "3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    )[1]
+    if uid != os.getuid():
+        return None
+    try:
+        message, streams, _, _ = socket.recv_fds(connection, MESSAGE_BYTES, len(STREAMS))
+        request = json.loads(message)
+    except (OSError, ValueError):
+        return None
+    refusal, stale = None, False
+    if request.get("protocol") != PROTOCOL or _packages_stamp() != packages:
+        refusal, stale = "rlplat or its packages changed since the server started", True
+        stopping.append(refusal)
+    elif len(streams) != len(STREAMS):
+        refusal = "the command's standard streams did not arrive"
+    elif comparable(request["environment"]) != environment:
+        refusal = "the command's environment differs from the server's"
+    if refusal is not None:
+        for fd in streams:
+            os.close(fd)
+        connection.send(json.dumps({"refused": refusal, "stale": stale}).encode())
+        return None
+    return Command(
+        request["argv"],
+        request["entry"],
+        request["cwd"],
+        request["environment"],
+        request["path0"],
+        float(request["started"]),
+        streams,
+        connection,
+        loaded,
+    )
+
+
+def _reap(children: dict[int, socket.socket]) -> bool:
+    """Send each ended child's exit code to its command; whether any ended."""
+    ended = False
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        connection = children.pop(pid, None)
+        if connection is None:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        code = code if code >= 0 else 128 - code
+        _say(f"process {pid}: exit code {code}")
+        try:
+            connection.send(json.dumps({"exit": code}).encode())
+        except OSError:
+            pass  # the command's process is gone
+        connection.close()
+        ended = True
+    return ended
+
+
+def _say(line: str) -> None:
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} forkserver {os.getpid()}: {line}", flush=True)
+
+
+if __name__ == "__main__":
+    forked = serve(Path(sys.argv[1]), float(sys.argv[2]))
+    if forked is not None:
+        forked.run()
