@@ -30,7 +30,7 @@ from typer.exceptions import Abort, Exit, TyperException
 
 from rlplat.checkpoints import existing
 from rlplat.cluster import forkserver, warm
-from rlplat.cluster.connect import FIXED_HASH_SEED, cluster_address, quiet_ray_logs
+from rlplat.cluster.connect import cluster_address, quiet_ray_logs
 from rlplat.errors import Interrupted, RlplatError, UserError
 from rlplat.export.options import ExportOptions
 from rlplat.policy.options import DatasetOptions, EvalOptions
@@ -38,6 +38,7 @@ from rlplat.report.options import ReportOptions
 from rlplat.run.options import TrainOptions
 from rlplat.serve.options import ServeOptions
 from rlplat.util.options import from_values, typer_parameters
+from rlplat.util.process import FIXED_HASH_SEED
 from rlplat.util.project import project_paths, use_project_paths
 from rlplat.util.streams import StdoutOrStderr
 from rlplat.util.timings import StageClock
@@ -407,14 +408,15 @@ def fix_hash_seed() -> None:
         os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: the command runs in the warm interpreter where one serves it, else here
-    (:func:`run_here`); ``argv``: the arguments, in this process (default: ``sys.argv``)."""
+def main(argv: list[str] | None = None, *, warm: bool = True) -> None:
+    """Entry point of ``python -m rlplat.cli``: the command runs in the warm interpreter where
+    one serves it (``warm``), else here (:func:`run_here`); ``argv``: the arguments, run in this
+    process (default: ``sys.argv``)."""
     if argv is None:
-        fix_hash_seed()
-        code = forkserver.run_command(sys.argv, entry="rlplat.cli:run_here")
+        code = forkserver.run_command(sys.argv, entry="rlplat.cli:run_here") if warm else None
         if code is not None:
             sys.exit(code)
+        fix_hash_seed()
     run_here(argv)
 
 

@@ -10,10 +10,7 @@ from typing import Any
 
 from rlplat.cluster import warm
 from rlplat.errors import UserError
-
-# Ray workers (and rlplat's own commands) run with this hash seed unless PYTHONHASHSEED is set:
-# RLlib iterates sets of multi-agent ids, whose order otherwise changes with every process.
-FIXED_HASH_SEED = "0"
+from rlplat.util.process import FIXED_HASH_SEED
 
 
 def quiet_ray_logs(verbose: bool) -> None:

@@ -21,6 +21,7 @@ command, as the warm Ray does, or at ``rlplat ray stop``; ``RLPLAT_WARM_IMPORTS=
 from __future__ import annotations
 
 import atexit
+import gc
 import hashlib
 import importlib
 import json
@@ -43,7 +44,7 @@ from typing import Any
 from rlplat.cluster import warm
 from rlplat.errors import UserError
 from rlplat.util.atomic import write_atomic
-from rlplat.util.process import started_at, still_running, this_process
+from rlplat.util.process import FIXED_HASH_SEED, started_at, still_running, this_process
 
 SWITCH = "RLPLAT_WARM_IMPORTS"
 SOCKET = "forkserver.sock"
@@ -108,6 +109,12 @@ def comparable(environment: dict[str, str]) -> dict[str, str]:
     return {key: value for key, value in environment.items() if key not in IGNORED}
 
 
+def _command_environment() -> dict[str, str]:
+    """This command's environment as the command would run with it: with the fixed hash seed
+    (``rlplat.cli.fix_hash_seed``) unless ``PYTHONHASHSEED`` is set."""
+    return {"PYTHONHASHSEED": FIXED_HASH_SEED, **os.environ}
+
+
 def _packages_stamp() -> list[float]:
     """When packages were last installed or removed: the site-packages directories' times."""
     paths = {sysconfig.get_paths()[name] for name in ("purelib", "platlib")}
@@ -161,7 +168,7 @@ def _run_in_server(where: Path, argv: list[str], entry: str) -> int:
             "argv": argv,
             "entry": entry,
             "cwd": os.getcwd(),
-            "environment": dict(os.environ),
+            "environment": _command_environment(),
             "path0": sys.path[0] if sys.path else "",
             "started": started_at() or time.time(),
         }
@@ -221,6 +228,7 @@ def start(where: Path) -> None:
                     str(warm.idle_seconds()),
                 ],
                 stdin=subprocess.DEVNULL,
+                env=_command_environment(),  # its interpreter's hash seed is its children's
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a terminal's Ctrl-C stops the command, not the server
@@ -347,6 +355,10 @@ def serve(where: Path, idle_s: float) -> Command | None:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - an optional package missing or broken
             _say(f"not preloaded: {name} ({type(exc).__name__}: {exc})")
+    # The children share the imported modules' memory until they write to it: the collector
+    # leaves these objects alone, else each child's first collections copy every page.
+    gc.collect()
+    gc.freeze()
     # Some packages set variables as they load (Ray, OpenCV, pygame): each child gets them too.
     loaded = {key: value for key, value in os.environ.items() if environment.get(key) != value}
     packages = _packages_stamp()

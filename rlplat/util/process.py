@@ -19,6 +19,10 @@ def _start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+# Ray workers (and rlplat's own commands) run with this hash seed unless PYTHONHASHSEED is set:
+# RLlib iterates sets of multi-agent ids, whose order otherwise changes with every process.
+FIXED_HASH_SEED = "0"
+
 _started_elsewhere: float | None = None
 
 

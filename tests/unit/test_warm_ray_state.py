@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from rlplat.cluster import warm
+from rlplat.cluster import forkserver, warm
 from rlplat.errors import UserError
 from rlplat.util.process import this_process
 
@@ -73,3 +73,31 @@ def test_none_runs_where_its_keeper_ended(warm_base):
     assert warm.status() is None
     assert warm.stop() is None
     assert not (where / warm.HEAD).exists()
+
+
+@pytest.mark.parametrize(
+    ("variables", "on"),
+    [({}, True), ({"RLPLAT_WARM_IMPORTS": "0"}, False), ({"RLPLAT_RAY_IDLE_S": "0"}, False),
+     ({"RLPLAT_RAY_IDLE_S": "soon"}, False)],
+)  # fmt: skip
+def test_the_warm_interpreter_follows_its_switch_and_the_idle_time(variables, on, monkeypatch):
+    """A bad idle time turns it off here: the command itself refuses it, with its message."""
+    monkeypatch.delenv("RLPLAT_WARM_IMPORTS", raising=False)
+    monkeypatch.delenv("RLPLAT_RAY_IDLE_S", raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert forkserver.enabled() is on
+
+
+@pytest.mark.parametrize("argv", [["rlplat"], ["rlplat", "runs"], ["rlplat", "ray", "stop"],
+                                  ["rlplat", "--version"]])  # fmt: skip
+def test_commands_that_import_nothing_heavy_run_in_their_own_process(argv, warm_base):
+    assert forkserver.run_command(argv, entry="rlplat.cli:run_here") is None
+    assert not forkserver.directory().exists(), "no warm interpreter started for them"
+
+
+def test_the_shells_bookkeeping_does_not_tell_environments_apart():
+    mine = {"HOME": "/root", "PYTHONHASHSEED": "0", "SHLVL": "1", "_": "/usr/bin/rlplat"}
+    other = {**mine, "SHLVL": "3", "_": "/bin/env", "OLDPWD": "/tmp"}
+    assert forkserver.comparable(mine) == forkserver.comparable(other)
+    assert forkserver.comparable(mine) != forkserver.comparable({**mine, "PYTHONHASHSEED": "1"})
