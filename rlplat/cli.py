@@ -365,8 +365,8 @@ def ray_(
         bool, typer.Option("--force", help="Stop it even while commands are using it.")
     ] = False,
 ) -> None:
-    """The local Ray that rlplat commands keep warm between them (RLPLAT_RAY_IDLE_S seconds
-    after the last one; 0 turns it off)."""
+    """The local Ray and the warm interpreter that rlplat commands keep between them
+    (RLPLAT_RAY_IDLE_S seconds after the last one; 0 turns them off)."""
     if action is RayAction.stop:
         stopped = warm.stop(force=force)
         console.print(f"Stopped the warm local Ray at {stopped}." if stopped else NO_WARM_RAY,
