@@ -291,6 +291,8 @@ class Command:
         sys.argv = list(self.argv)
         if sys.path:
             sys.path[0] = self.path0
+        if "numpy" in sys.modules:  # Python reseeds `random` in a forked child; numpy does not
+            sys.modules["numpy"].random.seed()
         # rlplat's modules and the user's code come from disk, as in a new process.
         for name in [name for name in sys.modules if name.split(".")[0] in {"rlplat", "envs"}]:
             del sys.modules[name]
