@@ -129,11 +129,13 @@ def command(
 
 
 def _start(verbose: bool, *paths: Path | None, ray: bool = True) -> None:
-    """The start of every command that loads a policy or runs Ray: Ray's and RLlib's log lines
-    (``ray``: where Ray is used) and Python's warnings only with --verbose, and the user's code
-    importable from the project of each of ``paths``."""
+    """The start of every command that loads a policy or runs Ray, once its modules are
+    imported: Ray's and RLlib's log lines (``ray``: where Ray is used) and Python's warnings only
+    with --verbose, the user's code importable from the project of each of ``paths``, and a warm
+    interpreter started for the next command if none runs."""
     if ray:
         quiet_ray_logs(verbose)
+    forkserver.start_for_next_command()
     if not verbose:
         warnings.filterwarnings("ignore")
     for path in paths:

@@ -127,20 +127,22 @@ def _packages_stamp() -> list[float]:
 def run_command(argv: list[str], entry: str) -> int | None:
     """Run this command (``argv`` as ``sys.argv``) in the warm interpreter, where the child
     calls ``entry`` (``module:function``, with no arguments), and return its exit code; None
-    where this process must run it itself. Where none runs, one is started for the next
-    command."""
+    where this process must run it itself (it then calls :func:`start_for_next_command`)."""
     if len(argv) < 2 or argv[1] not in COMMANDS or not enabled():
         return None
     where = directory()
     try:
         return _run_in_server(where, argv, entry)
-    except (FileNotFoundError, ConnectionRefusedError):
-        pass  # none listens yet, or a dead server's socket
-    except _Refused as refused:
-        if not refused.stale:
-            return None  # another environment: this command imports for itself
-    start(where)
-    return None
+    except (FileNotFoundError, ConnectionRefusedError, _Refused):
+        return None  # none listens (yet), another environment, or packages changed
+
+
+def start_for_next_command() -> None:
+    """Start a warm interpreter for the next command unless one runs or starts: called by a
+    command that runs in its own process once it has imported what it needs, since a server
+    importing beside the command's own imports would slow both."""
+    if enabled():
+        start(directory())
 
 
 @contextmanager
