@@ -14,9 +14,9 @@ alternating which side goes first, one process at a time:
 - ``rlplat eval <the run> -n 1``: whole-command wall seconds.
 
 ``--loaded`` keeps one core busy (a Python loop in another process) throughout, as on the
-project's machine when another job runs. After each side's measurements its warm Ray (if it has
-one) is stopped, so each side starts from the same state. Results: benchmarks/results/
-first_minutes.json; the Markdown table printed at the end.
+project's machine when another job runs. After each side's measurements its warm Ray and warm
+interpreter (where it has them) are stopped, so each side starts from the same state. Results:
+benchmarks/results/first_minutes.json; the Markdown table printed at the end.
 """
 
 from __future__ import annotations
@@ -68,8 +68,9 @@ def measure(side: str, tree: Path, out: Path) -> dict[str, Any]:
     stages = timings["stages_s"]
     dry_wall, _ = timed([*RLPLAT, "train", EXPERIMENT, "--dry-run"], tree)
     eval_wall, _ = timed([*RLPLAT, "eval", str(run_dir), "-n", "1"], tree)
-    if side == "after":
-        subprocess.run([*RLPLAT, "ray", "stop", "--force"], cwd=tree, env=ENV, capture_output=True)
+    # Each side's warm Ray and warm interpreter, where it has them (a side older than
+    # `rlplat ray` fails here, harmlessly), do not run on into the other side's measurements.
+    subprocess.run([*RLPLAT, "ray", "stop", "--force"], cwd=tree, env=ENV, capture_output=True)
     return {
         "stages_s": {stage: stages[stage] for stage in [*FIXED_STAGES, "training"]},
         "fixed_s": round(sum(stages[stage] for stage in FIXED_STAGES), 2),
