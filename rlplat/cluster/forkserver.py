@@ -52,6 +52,8 @@ RECORD = "forkserver.json"
 LOG = "forkserver.log"
 PROTOCOL = 1
 MESSAGE_BYTES = 1 << 20
+CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 REPLY_S = 10.0
 # The commands that import the heavy libraries; `rlplat runs` and `rlplat ray` do not.
 COMMANDS = frozenset({"train", "plan", "eval", "export", "serve", "report", "dataset"})
@@ -128,21 +130,40 @@ def run_command(argv: list[str], entry: str) -> int | None:
     """Run this command (``argv`` as ``sys.argv``) in the warm interpreter, where the child
     calls ``entry`` (``module:function``, with no arguments), and return its exit code; None
     where this process must run it itself (it then calls :func:`start_for_next_command`)."""
-    if len(argv) < 2 or argv[1] not in COMMANDS or not enabled():
+    global _wanted
+    if len(argv) < 2 or argv[1] not in COMMANDS or not enabled() or not _usable_streams():
         return None
     where = directory()
+    environment = _command_environment()
     try:
-        return _run_in_server(where, argv, entry)
-    except (FileNotFoundError, ConnectionRefusedError, _Refused):
-        return None  # none listens (yet), another environment, or packages changed
+        return _run_in_server(where, argv, entry, environment)
+    except _Refused as refused:  # another environment (it imports for itself), or retired
+        if refused.stale:
+            _wanted = environment
+    except OSError:  # none listens (yet), or it just stopped
+        _wanted = environment
+    return None
+
+
+_wanted: dict[str, str] | None = None  # the environment of a warm interpreter to start
 
 
 def start_for_next_command() -> None:
-    """Start a warm interpreter for the next command unless one runs or starts: called by a
-    command that runs in its own process once it has imported what it needs, since a server
-    importing beside the command's own imports would slow both."""
-    if enabled():
-        start(directory())
+    """Start a warm interpreter for the next command where :func:`run_command` found none
+    (with this command's environment as it began): called once the command has imported what
+    it needs, since a server importing beside the command's own imports would slow both."""
+    if _wanted is not None and enabled():
+        start(directory(), _wanted)
+
+
+def _usable_streams() -> bool:
+    """Whether stdin, stdout and stderr are open (a closed one would be the socket's number)."""
+    try:
+        for fd in STREAMS:
+            os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 @contextmanager
@@ -162,15 +183,22 @@ class _Refused(Exception):
         self.stale = stale
 
 
-def _run_in_server(where: Path, argv: list[str], entry: str) -> int:
+def _peer_uid(connection: socket.socket) -> int:
+    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, CREDENTIALS.size)
+    return CREDENTIALS.unpack(credentials)[1]
+
+
+def _run_in_server(where: Path, argv: list[str], entry: str, environment: dict[str, str]) -> int:
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection, _short(where) as path:
         connection.connect(path)
+        if _peer_uid(connection) != os.getuid():  # the environment holds the user's secrets
+            raise _Refused("the socket is another user's", stale=False)
         request = {
             "protocol": PROTOCOL,
             "argv": argv,
             "entry": entry,
             "cwd": os.getcwd(),
-            "environment": _command_environment(),
+            "environment": environment,
             "path0": sys.path[0] if sys.path else "",
             "started": started_at() or time.time(),
         }
@@ -180,24 +208,46 @@ def _run_in_server(where: Path, argv: list[str], entry: str) -> int:
             reply = json.loads(connection.recv(MESSAGE_BYTES) or b"{}")
         except TimeoutError:  # a child forked after this would see this end closed, and end
             raise _Refused("the warm interpreter did not answer", stale=False) from None
-        connection.settimeout(None)
         if "pid" not in reply:
             raise _Refused(reply.get("refused", "no answer"), bool(reply.get("stale", True)))
-        pid = reply["pid"]
-        forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-        for number in forwarded:
-            signal.signal(number, lambda received, _frame: _send_signal(pid, received))
-        answer = connection.recv(MESSAGE_BYTES)
-        for number in forwarded:
-            signal.signal(
-                number, signal.SIG_DFL if number != signal.SIGINT else signal.default_int_handler
-            )
-    if answer:
-        return int(json.loads(answer)["exit"])
-    while _alive(pid):  # the server ended before the command: wait for the command
-        time.sleep(0.1)
-    print("rlplat: the warm interpreter ended without the command's exit code", file=sys.stderr)
-    return 1
+        connection.settimeout(None)
+        with _forwarding_signals(reply["pid"]):
+            answer = connection.recv(MESSAGE_BYTES)
+    if not answer:  # the server and the command ended without a word (killed both)
+        print("rlplat: the command's process ended without its exit code", file=sys.stderr)
+        return 1
+    outcome = json.loads(answer)
+    if "signal" in outcome:  # end as the command did: by its signal
+        signal.signal(outcome["signal"], signal.SIG_DFL)
+        os.kill(os.getpid(), outcome["signal"])
+    return int(outcome["exit"])
+
+
+@contextmanager
+def _forwarding_signals(pid: int) -> Iterator[None]:
+    """While the command runs in ``pid``: the signals this process gets go to it (those this
+    process ignores stay ignored, as the command would ignore them), and Ctrl-Z stops both."""
+
+    def forward(number: int, _frame: Any) -> None:
+        _send_signal(pid, number)
+
+    def suspend(_number: int, _frame: Any) -> None:
+        _send_signal(pid, signal.SIGSTOP)  # its own session: SIGTSTP would not stop it
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stops here until SIGCONT (`fg`, `bg`)
+        signal.signal(signal.SIGTSTP, suspend)
+        _send_signal(pid, signal.SIGCONT)
+
+    handlers = {number: forward for number in FORWARDED} | {signal.SIGTSTP: suspend}
+    previous = {}
+    for number, handler in handlers.items():
+        if signal.getsignal(number) is not signal.SIG_IGN:
+            previous[number] = signal.signal(number, handler)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _send_signal(pid: int, number: int) -> None:
@@ -215,8 +265,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def start(where: Path) -> None:
-    """Start a fork server in ``where`` unless one runs or is starting there."""
+def start(where: Path, environment: dict[str, str]) -> None:
+    """Start a fork server in ``where`` with ``environment`` unless one runs or is starting
+    there, and unless the directory above it could be another user's."""
+    if not _private(where.parent):
+        return
     with warm.locked(where):
         if warm.live_record(where / RECORD) is not None:
             return
@@ -230,7 +283,7 @@ def start(where: Path) -> None:
                     str(warm.idle_seconds()),
                 ],
                 stdin=subprocess.DEVNULL,
-                env=_command_environment(),  # its interpreter's hash seed is its children's
+                env=environment,  # its interpreter's hash seed is its children's
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a terminal's Ctrl-C stops the command, not the server
@@ -238,6 +291,16 @@ def start(where: Path) -> None:
             )
         record = {"keeper": this_process(process.pid), "since": time.time()}
         write_atomic(where / RECORD, json.dumps(record))
+
+
+def _private(base: Path) -> bool:
+    """Whether ``base`` (created if missing) is this user's and only this user writes in it."""
+    try:
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = base.stat()
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
 def stop(where: Path, timeout_s: float = 10.0) -> bool:
@@ -278,6 +341,7 @@ class Command:
     streams: list[int]  # the command's stdin, stdout and stderr, received from it
     connection: socket.socket
     loaded: dict[str, str]  # the variables that packages set as the server imported them
+    server_path0: str = ""  # sys.path[0] of the server
 
     def run(self) -> None:
         """Become the command's process, run it and exit (in the child, after the fork)."""
@@ -291,8 +355,8 @@ class Command:
         os.environ.update(self.environment)
         os.environ.update(self.loaded)
         sys.argv = list(self.argv)
-        if sys.path:
-            sys.path[0] = self.path0
+        if self.server_path0 in sys.path:  # the server's directory: the command's instead
+            sys.path[sys.path.index(self.server_path0)] = self.path0
         if "numpy" in sys.modules:  # Python reseeds `random` in a forked child; numpy does not
             sys.modules["numpy"].random.seed()
         # rlplat's modules and the user's code come from disk, as in a new process.
@@ -307,7 +371,12 @@ class Command:
             code = 0
         except SystemExit as exc:
             code = _exit_code(exc)
-        _end(code)
+        except KeyboardInterrupt:
+            code = 128 + signal.SIGINT
+        except BaseException:  # noqa: BLE001 - printed as Python prints it, exit code 1
+            sys.excepthook(*sys.exc_info())
+            code = 1
+        _end(code, self.connection)
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -318,19 +387,21 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _end(code: int) -> None:
+def _end(code: int, connection: socket.socket) -> None:
     """End this child as Python ends a process (other threads joined, ``atexit`` functions run,
     streams flushed), less the teardown of every module, which takes ~0.5-2 s after torch and
-    Ray have loaded and does nothing a command needs."""
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    Ray have loaded and does nothing a command needs; then tell the command its exit code."""
+    threading._shutdown()  # what Python's own exit does first: thread atexits, threads joined
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
+    try:
+        connection.send(json.dumps({"exit": code}).encode())
+    except OSError:
+        pass  # the command's process is gone
     os._exit(code)
 
 
@@ -342,10 +413,16 @@ def _watch(connection: socket.socket) -> None:
     if os.fork() != 0:
         return
     try:
-        ended = os.pidfd_open(command)
-        ready, _, _ = select.select([connection, ended], [], [])
-        if connection in ready and ended not in ready:
-            os.killpg(command, signal.SIGKILL)
+        try:
+            watched = [connection, os.pidfd_open(command)]
+        except OSError:  # no pidfd (an old kernel): the child's end is seen within a second
+            watched = [connection]
+        while os.getppid() == command:
+            ready, _, _ = select.select(watched, [], [], 1.0)
+            if connection in ready and len(ready) == 1:
+                os.killpg(command, signal.SIGKILL)
+            if ready:
+                break
     finally:
         os._exit(0)
 
@@ -354,6 +431,7 @@ def serve(where: Path, idle_s: float) -> Command | None:
     """Import, listen and fork a child per command until idle for ``idle_s`` or SIGTERM.
     Returns in the server as it stops (None), and in each forked child (its command)."""
     environment = dict(os.environ)
+    own_path0 = sys.path[0]  # before Ray puts its own directory in front of it
     for name in PRELOAD:
         try:
             importlib.import_module(name)
@@ -408,6 +486,8 @@ def serve(where: Path, idle_s: float) -> Command | None:
             connection.close()
             continue
         connection.settimeout(None)
+        # A signal between the fork and the child's own handlers would reach the server's.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         pid = os.fork()
         if pid == 0:
             listener.close()
@@ -417,12 +497,18 @@ def serve(where: Path, idle_s: float) -> Command | None:
             for number in (signal.SIGCHLD, signal.SIGTERM):
                 signal.signal(number, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            command.server_path0 = own_path0
             return command
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         for fd in command.streams:
             os.close(fd)
         children[pid] = connection
-        connection.send(json.dumps({"pid": pid}).encode())
         _say(f"process {pid}: rlplat {' '.join(command.argv[1:])} (in {command.cwd})")
+        try:
+            connection.send(json.dumps({"pid": pid}).encode())
+        except OSError:
+            pass  # the command's process is gone: the child's watcher ends the child
     listener.close()
     path.unlink(missing_ok=True)
     _say(f"stopping: {stopping[0]}")
@@ -440,40 +526,51 @@ def _receive(
 ) -> Command | None:
     """The command sent on ``connection``, or None where it is refused (with the reason sent:
     another user, another environment, packages changed since the server imported them)."""
-    uid = struct.unpack(
-        "3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    )[1]
+    uid = _peer_uid(connection)
     if uid != os.getuid():
         return None
+    message, streams, _, _ = socket.recv_fds(connection, MESSAGE_BYTES, len(STREAMS))
     try:
-        message, streams, _, _ = socket.recv_fds(connection, MESSAGE_BYTES, len(STREAMS))
         request = json.loads(message)
-    except (OSError, ValueError):
-        return None
-    refusal, stale = None, False
-    if request.get("protocol") != PROTOCOL or _packages_stamp() != packages:
-        refusal, stale = "rlplat or its packages changed since the server started", True
+        refusal, stale = _refusal(request, environment, packages)
+        if refusal is None and len(streams) != len(STREAMS):
+            refusal = "the command's standard streams did not arrive"
+        if refusal is None:
+            return Command(
+                request["argv"],
+                request["entry"],
+                request["cwd"],
+                request["environment"],
+                request["path0"],
+                float(request["started"]),
+                streams,
+                connection,
+                loaded,
+            )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        refusal, stale = f"a request it cannot read ({type(exc).__name__})", False
+    if stale:
         stopping.append(refusal)
-    elif len(streams) != len(STREAMS):
-        refusal = "the command's standard streams did not arrive"
-    elif comparable(request["environment"]) != environment:
-        refusal = "the command's environment differs from the server's"
-    if refusal is not None:
-        for fd in streams:
-            os.close(fd)
-        connection.send(json.dumps({"refused": refusal, "stale": stale}).encode())
-        return None
-    return Command(
-        request["argv"],
-        request["entry"],
-        request["cwd"],
-        request["environment"],
-        request["path0"],
-        float(request["started"]),
-        streams,
-        connection,
-        loaded,
-    )
+    for fd in streams:
+        os.close(fd)
+    _say(f"refused a command: {refusal}")
+    connection.send(json.dumps({"refused": refusal, "stale": stale}).encode())
+    return None
+
+
+def _refusal(
+    request: dict[str, Any], environment: dict[str, str], packages: list[float]
+) -> tuple[str | None, bool]:
+    """Why the server must not run this command (or None), and whether it is stale: rlplat or
+    the venv's packages changed since it imported them."""
+    if request.get("protocol") != PROTOCOL or _packages_stamp() != packages:
+        return "rlplat or its packages changed since the server started", True
+    theirs = comparable(request["environment"])
+    keys = {*theirs, *environment}
+    differing = sorted(key for key in keys if theirs.get(key) != environment.get(key))
+    if differing:  # the names only: the values may be secrets
+        return f"the command's environment differs in {', '.join(differing[:8])}", False
+    return None, False
 
 
 def _reap(children: dict[int, socket.socket]) -> bool:
@@ -490,10 +587,10 @@ def _reap(children: dict[int, socket.socket]) -> bool:
         if connection is None:
             continue
         code = os.waitstatus_to_exitcode(status)
-        code = code if code >= 0 else 128 - code
-        _say(f"process {pid}: exit code {code}")
-        try:
-            connection.send(json.dumps({"exit": code}).encode())
+        outcome = {"exit": code} if code >= 0 else {"exit": 128 - code, "signal": -code}
+        _say(f"process {pid}: exit code {outcome['exit']}")
+        try:  # after the child's own word, where it ended by itself: this one goes unread
+            connection.send(json.dumps(outcome).encode())
         except OSError:
             pass  # the command's process is gone
         connection.close()

@@ -728,6 +728,9 @@ GREEDY_EVALUATION: dict[str, Any] = {
 }
 # Evaluation interval of runs that checkpoint only at the end (checkpoint.every: 0).
 EVALUATION_INTERVAL = 10
+# Gymnasium and NumPy take seeds from 0 to 2**32 - 1; RLlib adds each env runner's (and each
+# evaluation runner's) offset to the run's seed, and `seeds: N` counts up from it: half the range.
+MAX_SEED = 2**31 - 1
 
 
 def score_metric(checkpoint: CheckpointSpec, evaluates: bool, self_play: bool = False) -> str:
@@ -761,7 +764,9 @@ class Experiment(Section):
 
     name: str = Field(description="Run directory name: <output_dir>/<name>/<timestamp>/.")
     algorithm: str = Field(description="PPO, DQN, SAC, or any registered algorithm.")
-    seed: int | None = Field(0, description="Seed for RLlib, the envs and torch (null: random).")
+    seed: int | None = Field(
+        0, description="Seed for RLlib, the envs and torch, 0 to 2**31 - 1 (null: random)."
+    )
     seeds: int | list[int] | None = Field(
         None,
         description="Run every configuration once per seed: N (seeds seed, seed+1, ..., "
@@ -833,6 +838,13 @@ class Experiment(Section):
             )
         return value
 
+    @field_validator("seed")
+    @classmethod
+    def _seed_in_range(cls, value: int | None) -> int | None:
+        if isinstance(value, int) and not 0 <= value <= MAX_SEED:
+            raise ValueError(f"seed is a whole number from 0 to {MAX_SEED:,}")
+        return value
+
     @field_validator("seeds")
     @classmethod
     def _seed_count_or_list(cls, value: int | list[int] | None) -> int | list[int] | None:
@@ -844,6 +856,11 @@ class Experiment(Section):
             repeated = sorted({seed for seed in value if value.count(seed) > 1})
             if repeated:
                 raise ValueError(f"seeds lists {repeated[0]} more than once; each seed runs once")
+            wrong = [seed for seed in value if not 0 <= seed <= MAX_SEED]
+            if wrong:
+                raise ValueError(
+                    f"seeds are whole numbers from 0 to {MAX_SEED:,}; {wrong[0]} is not"
+                )
         return value
 
     def evaluation_settings(self) -> dict[str, Any]:

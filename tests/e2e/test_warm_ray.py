@@ -122,8 +122,10 @@ def test_canary_ray_reads_token_auth_again_after_it_loaded():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def _warm_env(warm_dir: Path, **more: str) -> dict[str, str]:
-    return {**os.environ, "RLPLAT_RAY_DIR": str(warm_dir), "RLPLAT_RAY_IDLE_S": "60", **more}
+def _warm_env(warm_dir: Path) -> dict[str, str]:
+    """Commands on a warm Ray of their own (a train's lease changes its environment)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return {**env, "RLPLAT_RAY_DIR": str(warm_dir), "RLPLAT_RAY_IDLE_S": "60"}
 
 
 def _served(warm_dir: Path) -> list[int]:
@@ -140,32 +142,36 @@ def _driver_pid(run_dir: Path) -> int:
 def test_commands_run_in_the_warm_interpreter_as_in_their_own_process(
     tiny_run, ray_session, tmp_path
 ):
-    """The first command starts a warm interpreter; later ones run in it with the same output,
+    """A first train starts a warm interpreter; later commands run in it with the same output,
     exit codes, Ctrl-C and kill -9 as in a process of their own; rlplat ray stop ends it."""
     warm_dir = tmp_path / "warm"
     env = _warm_env(warm_dir)
-    evaluate = ["eval", tiny_run.run_dir, "-n", "2", "--json"]
+    path = tmp_path / "exp.yaml"
+    path.write_text(TINY_PPO.replace("OUTPUT", str(tmp_path / "out")))
     try:
-        own = subprocess.run([sys.executable, "-m", "rlplat.cli", *evaluate], env=env,
-                             capture_output=True, text=True, timeout=300)
-        assert own.returncode == 0, own.stderr[-2000:]
+        first = subprocess.run([sys.executable, "-m", "rlplat.cli", "train", str(path),
+                                "stop.iterations=1"], env=env, capture_output=True, text=True,
+                               timeout=300)  # fmt: skip
+        assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
         deadline = time.monotonic() + 180
         while "Warm interpreter" not in rlplat("ray", "status", env=env).stdout:
             assert time.monotonic() < deadline, "the warm interpreter did not start"
             time.sleep(0.5)
 
-        served = subprocess.run([sys.executable, "-m", "rlplat.cli", *evaluate], env=env,
-                                capture_output=True, text=True, timeout=300)
+        evaluate = [sys.executable, "-m", "rlplat.cli", "eval", tiny_run.run_dir, "-n", "2",
+                    "--json"]  # fmt: skip
+        served = subprocess.run(evaluate, env=env, capture_output=True, text=True, timeout=300)
         assert served.returncode == 0, served.stderr[-2000:]
+        assert len(_served(warm_dir)) == 1, "the train's environment is the next command's"
+        own = subprocess.run(evaluate, env={**env, "RLPLAT_WARM_IMPORTS": "0"},
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
         assert json.loads(served.stdout) == json.loads(own.stdout)
         wrong = rlplat("eval", str(tmp_path / "nowhere"), env=env)
         assert wrong.returncode == 2 and "does not exist" in wrong.stderr, wrong.stderr
         assert wrong.stderr.count("\n") == 1 and "Traceback" not in wrong.stderr
         assert len(_served(warm_dir)) == 2
 
-        path = tmp_path / "exp.yaml"
-        path.write_text(TINY_PPO.replace("OUTPUT", str(tmp_path / "out"))
-                        .replace("iterations: 3", "iterations: 1000"))
+        path.write_text(path.read_text().replace("iterations: 3", "iterations: 1000"))
         for stop, code in ((signal.SIGINT, 130), (signal.SIGKILL, -signal.SIGKILL)):
             process = subprocess.Popen(
                 [sys.executable, "-m", "rlplat.cli", "train", str(path)], env=env,
@@ -186,7 +192,7 @@ def test_commands_run_in_the_warm_interpreter_as_in_their_own_process(
 
         stopped = rlplat("ray", "stop", env=env)
         assert "Stopped the warm interpreter" in stopped.stdout, stopped.stdout
-        [server] = warm_keepers(warm_dir, ("forkserver.json",)) or [None]
-        assert server is None or server["pid"] not in _processes()
+        [server] = warm_keepers(warm_dir, ("forkserver.json",))
+        assert server["pid"] not in _processes()
     finally:
         stop_warm_rays(warm_dir)

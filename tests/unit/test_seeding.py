@@ -68,3 +68,17 @@ def test_training_and_evaluation_runners_draw_from_different_streams():
     evaluation_seed, evaluation_envs = runner_seeds(7, runner=0, evaluation=True, num_envs=4)
     assert not {training_seed, *training_envs} & {evaluation_seed, *evaluation_envs}
     assert runner_seeds(-1, 0, False, 1) == runner_seeds(2**64 - 1, 0, False, 1)
+
+
+def test_seeds_outside_what_every_runner_can_take_are_refused_before_anything_runs(tmp_path):
+    """Negative seeds, and seeds whose runner offsets would pass Gymnasium's 2**32 - 1."""
+    import pytest
+
+    from rlplat.errors import UserError
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(TINY_PPO.replace("OUTPUT", str(tmp_path / "out")))
+    for override in ("seed=-1", f"seed={2**32}", "seeds=[0, -3]"):
+        with pytest.raises(UserError, match="whole number"):
+            load_experiment(path, [override])
+    assert load_experiment(path, [f"seed={2**31 - 1}"]).experiment.seed == 2**31 - 1
