@@ -50,7 +50,7 @@ SWITCH = "RLPLAT_WARM_IMPORTS"
 SOCKET = "forkserver.sock"
 RECORD = "forkserver.json"
 LOG = "forkserver.log"
-PROTOCOL = 1
+PROTOCOL = 2
 MESSAGE_BYTES = 1 << 20
 CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -201,6 +201,7 @@ def _run_in_server(where: Path, argv: list[str], entry: str, environment: dict[s
             "environment": environment,
             "path0": sys.path[0] if sys.path else "",
             "started": started_at() or time.time(),
+            "process": _process_settings(),
         }
         connection.settimeout(REPLY_S)
         socket.send_fds(connection, [json.dumps(request).encode()], list(STREAMS))
@@ -338,6 +339,7 @@ class Command:
     environment: dict[str, str]
     path0: str
     started: float
+    process: dict[str, Any]  # the command process's own settings: _process_settings()
     streams: list[int]  # the command's stdin, stdout and stderr, received from it
     connection: socket.socket
     loaded: dict[str, str]  # the variables that packages set as the server imported them
@@ -351,6 +353,7 @@ class Command:
             os.close(fd)
         sys.stdout.reconfigure(line_buffering=os.isatty(1))  # as Python sets it at its start
         os.chdir(self.cwd)
+        _apply_process_settings(self.process)
         os.environ.clear()
         os.environ.update(self.environment)
         os.environ.update(self.loaded)
@@ -362,7 +365,7 @@ class Command:
         # rlplat's modules and the user's code come from disk, as in a new process.
         for name in [name for name in sys.modules if name.split(".")[0] in {"rlplat", "envs"}]:
             del sys.modules[name]
-        _watch(self.connection)
+        watcher = _watch(self.connection)
         from rlplat.util import imports, process  # noqa: PLC0415 - fresh modules, not the server's
 
         process.mark_started(self.started)
@@ -376,7 +379,31 @@ class Command:
         except BaseException:  # noqa: BLE001 - printed as Python prints it, exit code 1
             sys.excepthook(*sys.exc_info())
             code = 1
-        _end(code, self.connection)
+        _end(code, self.connection, watcher)
+
+
+def _process_settings() -> dict[str, Any]:
+    """What a process inherits besides its environment and a command may have set for itself
+    (``taskset``, ``nice``, ``umask``): the child takes the command's, not the server's."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return {
+        "umask": mask,
+        "cpus": sorted(os.sched_getaffinity(0)),
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+    }
+
+
+def _apply_process_settings(settings: dict[str, Any]) -> None:
+    os.umask(settings["umask"])
+    try:
+        os.sched_setaffinity(0, settings["cpus"])
+    except OSError:
+        pass  # CPUs the server may not use (its own cgroup): it keeps its own
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, settings["nice"])
+    except OSError:
+        pass  # a lower nice than the server's needs privileges: it keeps the server's
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -387,7 +414,7 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _end(code: int, connection: socket.socket) -> None:
+def _end(code: int, connection: socket.socket, watcher: int) -> None:
     """End this child as Python ends a process (other threads joined, ``atexit`` functions run,
     streams flushed), less the teardown of every module, which takes ~0.5-2 s after torch and
     Ray have loaded and does nothing a command needs; then tell the command its exit code."""
@@ -398,6 +425,7 @@ def _end(code: int, connection: socket.socket) -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
+    _send_signal(watcher, signal.SIGKILL)  # the command ends on the word below: not a death
     try:
         connection.send(json.dumps({"exit": code}).encode())
     except OSError:
@@ -405,13 +433,15 @@ def _end(code: int, connection: socket.socket) -> None:
     os._exit(code)
 
 
-def _watch(connection: socket.socket) -> None:
+def _watch(connection: socket.socket) -> int:
     """Fork a watcher that kills this child and what it started (its process group) as soon as
-    the command's process is gone (``kill -9``), and ends quietly when this child ends. A
-    process of its own, not a thread: it must act at once, whatever holds this one's GIL."""
+    the command's process is gone (``kill -9``), and ends quietly when this child ends; its
+    process id. A process of its own, not a thread: it must act at once, whatever holds this
+    one's GIL."""
     command = os.getpid()
-    if os.fork() != 0:
-        return
+    watcher = os.fork()
+    if watcher != 0:
+        return watcher
     try:
         try:
             watched = [connection, os.pidfd_open(command)]
@@ -543,6 +573,7 @@ def _receive(
                 request["environment"],
                 request["path0"],
                 float(request["started"]),
+                dict(request["process"]),
                 streams,
                 connection,
                 loaded,
@@ -565,6 +596,8 @@ def _refusal(
     the venv's packages changed since it imported them."""
     if request.get("protocol") != PROTOCOL or _packages_stamp() != packages:
         return "rlplat or its packages changed since the server started", True
+    if request["process"]["nice"] < os.getpriority(os.PRIO_PROCESS, 0):
+        return "the command runs at a higher priority (nice) than the server", False
     theirs = comparable(request["environment"])
     keys = {*theirs, *environment}
     differing = sorted(key for key in keys if theirs.get(key) != environment.get(key))
