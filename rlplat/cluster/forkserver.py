@@ -1,21 +1,22 @@
 """The warm interpreter: rlplat commands that start with torch, Ray, RLlib and Tune imported.
 
 Importing those libraries costs every command 3-4 s here, more than the rest of a short run's
-fixed cost. So the first command that imports them also starts a *fork server* beside the warm
-Ray (in :func:`rlplat.cluster.warm.directory`): ``python -m rlplat.cluster.forkserver <directory>
-<idle seconds>``, a process that imports the libraries once and then listens on a Unix socket
-there. A later command hands it its arguments, working directory, environment, process start and
-standard streams; the server forks a child that runs the command, and the command's own process
-waits for it, forwarding its signals (Ctrl-C, SIGTERM) and returning its exit code. The child
-imports rlplat's own modules and the user's code from disk, as a new process would; it is killed
-when the command's process dies, so ``kill -9`` ends the run as it would without the server.
+fixed cost. So the first command that imports them, once it has, starts a *fork server* for its
+Python (:func:`directory`, beside the warm Rays): ``python -m rlplat.cluster.forkserver
+<directory> <idle seconds>``, a process that imports the libraries once and then listens on a
+Unix socket there. A later command hands it its arguments, working directory, environment,
+process settings and standard streams; the server forks a child that runs the command, and the
+command's own process waits for it, forwarding its signals (Ctrl-C, SIGTERM, Ctrl-Z) and ending
+with its exit code. The child imports rlplat's own modules and the user's code from disk, as a
+new process would; it is killed when the command's process dies, so ``kill -9`` ends the run as
+it would without the server.
 
 A command runs in the server only where importing for itself would give the same libraries the
-same way: the same Python and working directory (the directory's key), the same environment less
-the shell's bookkeeping (:data:`IGNORED`), and no package installed or removed since the server
-started (it then exits, and the command starts a new one). Otherwise the command imports for
-itself, as it did before. The server exits after ``RLPLAT_RAY_IDLE_S`` seconds without a
-command, as the warm Ray does, or at ``rlplat ray stop``; ``RLPLAT_WARM_IMPORTS=0`` turns it off.
+same way: the same Python (the directory's key), the same environment less the shell's
+bookkeeping (:data:`IGNORED`), and no package installed or removed since the server started (it
+then exits, and the command starts a new one). Otherwise the command imports for itself, as it
+did before. The server exits after ``RLPLAT_RAY_IDLE_S`` seconds without a command, as the warm
+Ray does, or at ``rlplat ray stop``; ``RLPLAT_WARM_IMPORTS=0`` turns it off.
 """
 
 from __future__ import annotations
