@@ -45,7 +45,7 @@ from typing import Any
 from rlplat.cluster import warm
 from rlplat.errors import UserError
 from rlplat.util.atomic import write_atomic
-from rlplat.util.process import FIXED_HASH_SEED, started_at, still_running, this_process
+from rlplat.util.process import FIXED_HASH_SEED, started_at, this_process, wait_or_kill
 
 SWITCH = "RLPLAT_WARM_IMPORTS"
 SOCKET = "forkserver.sock"
@@ -259,14 +259,6 @@ def _send_signal(pid: int, number: int) -> None:
         pass
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def start(where: Path, environment: dict[str, str]) -> None:
     """Start a fork server in ``where`` with ``environment`` unless one runs or is starting
     there, and unless the directory above it could be another user's."""
@@ -312,11 +304,7 @@ def stop(where: Path, timeout_s: float = 10.0) -> bool:
         if record is None:
             return False
         _send_signal(record["keeper"]["pid"], signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while still_running(record["keeper"]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if still_running(record["keeper"]):
-        _send_signal(record["keeper"]["pid"], signal.SIGKILL)
+    wait_or_kill(record["keeper"], timeout_s)
     return True
 
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from rlplat.errors import UserError
 from rlplat.util.atomic import read_json, write_atomic
-from rlplat.util.process import still_running, this_process
+from rlplat.util.process import still_running, this_process, wait_or_kill
 
 IDLE_VARIABLE = "RLPLAT_RAY_IDLE_S"
 AUTH_VARIABLE = "RAY_AUTH_MODE"
@@ -238,11 +238,6 @@ def stop(force: bool = False, timeout_s: float = 30.0) -> str | None:
                 f"{pids}): stopping it would end their runs. Let them finish (it then stops by "
                 f"itself after {describe_idle(idle_seconds())} idle), or give --force."
             )
-        pid = record["keeper"]["pid"]
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while still_running(record["keeper"]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if still_running(record["keeper"]):
-        os.kill(pid, signal.SIGKILL)
+        os.kill(record["keeper"]["pid"], signal.SIGTERM)
+    wait_or_kill(record["keeper"], timeout_s)
     return record.get("address", "its start")

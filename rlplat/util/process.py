@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -70,3 +71,16 @@ def still_running(record: dict[str, Any]) -> bool | None:
         pass
     recorded = record.get("start_ticks")
     return recorded is None or _start_ticks(pid) == recorded
+
+
+def wait_or_kill(record: dict[str, Any], timeout_s: float) -> None:
+    """Wait up to ``timeout_s`` for the process ``this_process`` described (asked to stop) to
+    end; kill it if it has not."""
+    deadline = time.monotonic() + timeout_s
+    while still_running(record) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if still_running(record):
+        try:
+            os.kill(record["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
