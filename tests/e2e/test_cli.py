@@ -51,7 +51,8 @@ def test_train_timings_cover_the_command(cli_run):
     stages = timings["stages_s"]
     assert list(stages) == list(STAGES)
     assert all(stages[stage] > 0 for stage in ("imports", "ray_start", "trial_start", "training"))
-    assert stages["shutdown"] > 0.3, "Tune's last save, the summary and leaving Ray are counted"
+    # Uncounted, it would be ~0.01 s; counted, 0.25-1.5 s here.
+    assert stages["shutdown"] > 0.1, "Tune's last save, the summary and leaving Ray are counted"
     # Counted from the process's start up to the timings' writing: the interpreter's exit and
     # the subprocess's own start and wait are the only time outside them (a few seconds at
     # most, more on a loaded machine).
