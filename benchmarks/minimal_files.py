@@ -6,8 +6,9 @@
 
 A minimal file names only the algorithm, the env and a stop condition (``stop.env_steps``), so
 rlplat's settings for one machine (docs/algorithms.md) and otherwise RLlib's defaults apply. SB3's
-side is ``ALGO("MlpPolicy", env, seed=S).learn(N)`` with every default, torch on one thread (as
-rlplat's trial, which reserves one CPU). Per case and seed, one pair, alternating which side goes
+side is ``ALGO("MlpPolicy", env, seed=S).learn(N)`` with every default (PQN's peer: SB3's DQN;
+CrossQ's: sb3-contrib's), torch on one thread (as rlplat's trial, which reserves one CPU). Per
+case and seed, one pair, alternating which side goes
 first, one process at a time: env steps per second of training (rlplat: the trial's env steps over
 its ``time_total_s``; SB3: over ``learn()``) and the greedy return of the final policy over 20
 episodes (``rlplat eval <run> --last -n 20``; SB3: its ``predict(deterministic=True)`` on
@@ -50,6 +51,8 @@ MINIMAL = (
     "name: minimal-{algo}\nalgorithm: {name}\nenv: {{id: {env}}}\nstop: {{env_steps: {budget}}}\n"
 )
 NAMES = {"dqn": "DQN", "sac": "SAC", "ppo": "PPO", "td3": "TD3", "crossq": "CrossQ", "pqn": "PQN"}
+# SB3 has no PQN: its DQN with every default is the value-based peer on the same task.
+SB3_PEER = {"pqn": "dqn"}
 
 
 def rlplat_side(algo: str, env: str, seed: int, budget: int, scratch: Path) -> dict[str, Any]:
@@ -72,7 +75,8 @@ def rlplat_side(algo: str, env: str, seed: int, budget: int, scratch: Path) -> d
 
 
 def sb3_side(algo: str, env: str, seed: int, budget: int) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--sb3", algo, env, str(seed), str(budget)]
+    peer = SB3_PEER.get(algo, algo)
+    command = [sys.executable, __file__, "--sb3", peer, env, str(seed), str(budget)]
     process = run(command)
     if not process.ok:
         return {"error": process.tail()}

@@ -51,7 +51,7 @@ SWITCH = "RLPLAT_WARM_IMPORTS"
 SOCKET = "forkserver.sock"
 RECORD = "forkserver.json"
 LOG = "forkserver.log"
-PROTOCOL = 2
+PROTOCOL = 3
 MESSAGE_BYTES = 1 << 20
 CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -201,6 +201,8 @@ def _run_in_server(where: Path, argv: list[str], entry: str, environment: dict[s
             "cwd": os.getcwd(),
             "environment": environment,
             "path0": sys.path[0] if sys.path else "",
+            # How Python ran the command (a script, or -m PACKAGE): the name its usage lines show.
+            "main_package": getattr(sys.modules["__main__"], "__package__", None),
             "started": started_at() or time.time(),
             "process": _process_settings(),
         }
@@ -327,6 +329,7 @@ class Command:
     cwd: str
     environment: dict[str, str]
     path0: str
+    main_package: str | None  # __package__ of the command's __main__
     started: float
     process: dict[str, Any]  # the command process's own settings: _process_settings()
     streams: list[int]  # the command's stdin, stdout and stderr, received from it
@@ -347,6 +350,7 @@ class Command:
         os.environ.update(self.environment)
         os.environ.update(self.loaded)
         sys.argv = list(self.argv)
+        sys.modules["__main__"].__package__ = self.main_package
         if self.server_path0 in sys.path:  # the server's directory: the command's instead
             sys.path[sys.path.index(self.server_path0)] = self.path0
         if "numpy" in sys.modules:  # Python reseeds `random` in a forked child; numpy does not
@@ -561,6 +565,7 @@ def _receive(
                 request["cwd"],
                 request["environment"],
                 request["path0"],
+                request["main_package"],
                 float(request["started"]),
                 dict(request["process"]),
                 streams,

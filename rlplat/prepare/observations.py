@@ -58,7 +58,7 @@ def with_observation_defaults(experiment: Experiment, env: EnvInfo) -> Observati
     model_config = experiment.rl_module.get("model_config") or {}
     spaces = list(env.observation_spaces.values()) if env.multi_agent else [env.observation_space]
     label = experiment.env.label
-    if all(_is_image(space) for space in spaces) and len({s.shape for s in spaces}) == 1:
+    if all(is_image(space) for space in spaces) and len({s.shape for s in spaces}) == 1:
         if "conv_filters" in model_config:
             return ObservationDefaults(experiment)
         cnn = _cnn_for(spaces[0].shape)
@@ -83,7 +83,8 @@ def with_observation_defaults(experiment: Experiment, env: EnvInfo) -> Observati
     return ObservationDefaults(experiment.model_copy(update={"env": spec}), (note,))
 
 
-def _is_image(space: gym.Space) -> bool:
+def is_image(space: gym.Space) -> bool:
+    """Whether RLlib's default encoder for ``space`` is its CNN (a 3-D Box)."""
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
 
 

@@ -59,7 +59,7 @@ from rlplat.experiment.spaces import Space, substitute
 from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.prepare.init_checkpoint import resolve_init_checkpoint
 from rlplat.prepare.metric_paths import check_metric_paths
-from rlplat.prepare.observations import with_observation_defaults
+from rlplat.prepare.observations import is_image, with_observation_defaults
 from rlplat.prepare.offline import check_offline
 from rlplat.prepare.probe import ProbeResult, probe_training
 from rlplat.prepare.search import SearchSetup, search_setup
@@ -230,7 +230,10 @@ def _machine_defaults(draft: _Draft) -> None:
     if env.multi_agent or experiment.offline is not None or not wanted:
         return
     applied: dict[str, str] = {}
+    images = is_image(env.observation_space)
     for default in wanted:
+        if default.mlp_only and images:
+            continue
         filled = _fill_default(experiment, default.path.split("."), default.value)
         if filled is not None:
             experiment = filled
@@ -340,13 +343,20 @@ def _fit_env_runners(
         count -= 1
     if count == default:
         return experiment, ()
+    sampler = ""
+    if count == 1 and algorithm_record(experiment.algorithm).synchronous_learner:
+        count = 0
+        sampler = (
+            "; the driver samples: one remote env runner of a learner that waits for it is no "
+            "faster and adds a round trip per call"
+        )
     fitted = runners.model_copy(update={"count": count})
     resources = experiment.resources.model_copy(update={"env_runners": fitted})
     where = "the cluster has" if nodes and len(nodes) > 1 else "this machine has"
     note = (
         f"resources.env_runners.count: {count} ({experiment.algorithm}'s default of {default} "
         f"env runners and the driver need {driver + default * per_runner:g} CPUs, {where} "
-        f"{cpus:g}; set the count to choose)"
+        f"{cpus:g}{sampler}; set the count to choose)"
     )
     return experiment.model_copy(update={"resources": resources}), (note,)
 

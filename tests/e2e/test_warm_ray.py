@@ -170,6 +170,10 @@ def test_commands_run_in_the_warm_interpreter_as_in_their_own_process(
         assert wrong.returncode == 2 and "does not exist" in wrong.stderr, wrong.stderr
         assert wrong.stderr.count("\n") == 1 and "Traceback" not in wrong.stderr
         assert len(_served(warm_dir)) == 2
+        slip = rlplat("eval", "--no-such-option", env=env)
+        own_slip = rlplat("eval", "--no-such-option", env={**env, "RLPLAT_WARM_IMPORTS": "0"})
+        assert (slip.returncode, slip.stderr) == (2, own_slip.stderr), "the same usage lines"
+        assert len(_served(warm_dir)) == 3
 
         path.write_text(path.read_text().replace("iterations: 3", "iterations: 1000"))
         for stop, code in ((signal.SIGINT, 130), (signal.SIGKILL, -signal.SIGKILL)):
