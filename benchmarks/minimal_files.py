@@ -13,7 +13,8 @@ first, one process at a time: env steps per second of training (rlplat: the tria
 its ``time_total_s``; SB3: over ``learn()``) and the greedy return of the final policy over 20
 episodes (``rlplat eval <run> --last -n 20``; SB3: its ``predict(deterministic=True)`` on
 episodes seeded 0..19). Results: benchmarks/results/minimal_files.json; the Markdown table
-printed at the end. ``python benchmarks/minimal_files.py --sb3 ALGO ENV SEED BUDGET`` is SB3's
+printed at the end; ``--only rlplat`` reruns one side beside the other's earlier rows (after a
+change to one side). ``python benchmarks/minimal_files.py --sb3 ALGO ENV SEED BUDGET`` is SB3's
 process.
 """
 
@@ -114,6 +115,11 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", default=["dqn:CartPole-v1", "sac:Pendulum-v1"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--budget", type=int, help="env steps for every case (default: per env)")
+    parser.add_argument(
+        "--only",
+        choices=["rlplat", "sb3"],
+        help="run one side; the other's result of an earlier run is kept, marked earlier_run",
+    )
     parser.add_argument("--sb3", nargs=4, metavar=("ALGO", "ENV", "SEED", "BUDGET"))
     args = parser.parse_args()
     if args.sb3:
@@ -130,7 +136,15 @@ def main() -> None:
                     "rlplat": partial(rlplat_side, algo, env, seed, budget, Path(scratch)),
                     "sb3": partial(sb3_side, algo, env, seed, budget),
                 }
+                earlier = next(
+                    (r for r in results.get(case, {}).get(str(budget), []) if r["seed"] == seed),
+                    {},
+                )
+                if args.only:
+                    sides = {args.only: sides[args.only]}
                 row = {"seed": seed, "budget": budget, **take_turns(pair, sides)}
+                for side in {"rlplat", "sb3"} - set(sides):
+                    row[side] = {**earlier.get(side, {"error": "not run"}), "earlier_run": True}
                 print(case, json.dumps(row), flush=True)
                 rows = results.setdefault(case, {}).setdefault(str(budget), [])
                 rows[:] = [r for r in rows if r["seed"] != seed] + [row]
@@ -165,9 +179,14 @@ def table(results: dict[str, Any]) -> str:
                 f"{median('sb3', 'env_steps_per_s'):,.0f} | "
                 f"{median('rlplat', 'greedy_return_mean'):.1f} / "
                 f"{median('sb3', 'greedy_return_mean'):.1f} | "
-                f"{', '.join(str(r['seed']) for r in done)} |"
+                f"{', '.join(str(r['seed']) for r in done)}{_earlier(done)} |"
             )
     return "\n".join(lines)
+
+
+def _earlier(rows: list[dict[str, Any]]) -> str:
+    sides = sorted({side for r in rows for side in ("rlplat", "sb3") if r[side].get("earlier_run")})
+    return f" ({' and '.join(sides)}: an earlier run)" if sides else ""
 
 
 if __name__ == "__main__":

@@ -203,21 +203,12 @@ _DQN_DEFAULTS = (
         "training.training_intensity", 8, "SB3's DQN: 8 transitions replayed per env step"
     ),
 )
-_SAC_DEFAULTS = (
+# SAC, TD3 and CrossQ sample one env step per sampling call by default: the same replay ratio in
+# calls of 4 env steps, learning from the 100th env step as SB3 does (RLlib's SAC waits 1,500;
+# the TD3 and CrossQ authors' 25,000 and 5,000 random steps are made for MuJoCo's budgets).
+_REPLAY_LOOP_DEFAULTS = (
     _TRANSITIONS,
     MachineDefault("env_runners.rollout_fragment_length", 4, "4 env steps per sampling call"),
-    MachineDefault(
-        "training.training_intensity",
-        256,
-        "SB3's SAC: one update of 256 per env step (batch_size=256, train_freq=1, "
-        "gradient_steps=1), done 4 at a time",
-    ),
-)
-# TD3 and CrossQ sample one env step per sampling call by default, as SAC: the same replay ratio
-# in calls of 4 env steps, learning from the 100th env step as SB3 does (the authors' 25,000 and
-# 5,000 random steps are made for MuJoCo's million-step budgets).
-_REPLAY_LOOP_DEFAULTS = (
-    *_SAC_DEFAULTS[:2],
     MachineDefault(
         "training.training_intensity",
         256,
@@ -238,6 +229,12 @@ def _replay_loop_defaults(name: str) -> tuple[MachineDefault, ...]:
     )
 
 
+_SAC_DEFAULTS = (
+    *_replay_loop_defaults("SB3's SAC"),
+    MachineDefault(
+        "training.actor_lr", 3e-4, "SB3's SAC: learning_rate=3e-4, the actor's too (RLlib's: 3e-5)"
+    ),
+)
 # RLlib's PPO (lr 5e-5, 4,000 env steps of 30 epochs per update, lambda 1.0, an adaptive KL
 # penalty, value losses clipped at 10) is tuned for many env runners; SB3's defaults are the ones
 # single-machine users know and learn CartPole in about 50k env steps.

@@ -109,7 +109,11 @@ rlplat fills in the settings below wherever the file leaves them out, prints the
 `Default:` line and names each with its source under `defaults:` in the run's
 `experiment.yaml`; a key the file sets is never changed. To run with RLlib's own default
 instead, write it (`env_runners: {{rollout_fragment_length: auto}}`,
-`training: {{training_intensity: null}}`). The shipped experiments write every one of these keys.
+`training: {{training_intensity: null}}`). The shipped experiments write every one of these keys
+(but the package demos under `experiments/packages/`, minimal files on purpose). PQN has none:
+its own defaults are CleanRL's `pqn.py` (4 envs x 128 steps, 4 epochs of 4 minibatches). Apart
+from these, an algorithm whose learner waits for its samples (PPO, DQN, SAC, ...) samples in the
+driver where only one remote env runner would fit beside it.
 
 {_machine_defaults()}
 """
