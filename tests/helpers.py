@@ -108,8 +108,9 @@ training:
   train_batch_size_per_learner: 128
   minibatch_size: 64
   num_epochs: 1
+rl_module: {model_config: {fcnet_hiddens: [256, 256]}}   # RLlib's, as these tests were timed
 resources:
-  env_runners: {count: 0}
+  env_runners: {count: 0, envs: 1}
 stop:
   iterations: 3
 checkpoint: {every: 1, keep: 1}

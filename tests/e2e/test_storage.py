@@ -88,8 +88,9 @@ algorithm: PPO
 seed: 2
 env: {id: CartPole-v1}
 training: {train_batch_size_per_learner: 256, minibatch_size: 128, num_epochs: 1}
+rl_module: {model_config: {fcnet_hiddens: [256, 256]}}   # RLlib's: iterations slow enough to fail
 resources:
-  env_runners: {count: 0}
+  env_runners: {count: 0, envs: 1}
 stop: {iterations: ITERATIONS}
 checkpoint: {every: 1, keep: 2}
 evaluation: {evaluation_interval: null}   # the disk is under test, not the policy
