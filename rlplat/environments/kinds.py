@@ -25,6 +25,11 @@ def masked_observation_key(space: gym.Space) -> str | None:
     return None
 
 
+def is_image(space: gym.Space) -> bool:
+    """Whether RLlib's default encoder for ``space`` is its CNN (a 3-D Box)."""
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+
+
 def is_pettingzoo(env: Any) -> bool:
     return isinstance(env, (AECEnv, ParallelEnv))
 

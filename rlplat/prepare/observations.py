@@ -11,6 +11,7 @@ from typing import Any
 import gymnasium as gym
 
 from rlplat.algorithms.registry import is_joint_algorithm, is_team_algorithm
+from rlplat.environments.kinds import is_image
 from rlplat.environments.make import EnvInfo
 from rlplat.experiment.schema import Experiment
 
@@ -81,11 +82,6 @@ def with_observation_defaults(experiment: Experiment, env: EnvInfo) -> Observati
         f"images, {label!r} has {_describe(spaces[0])} (flattened to one vector)"
     )
     return ObservationDefaults(experiment.model_copy(update={"env": spec}), (note,))
-
-
-def is_image(space: gym.Space) -> bool:
-    """Whether RLlib's default encoder for ``space`` is its CNN (a 3-D Box)."""
-    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
 
 
 def _needs_flattening(space: gym.Space, multi_agent: bool) -> bool:

@@ -44,6 +44,7 @@ from rlplat.cluster.placement import (
 from rlplat.cluster.preferences import PREFERENCE_GROUPS, ResourceChoice, resolve_preferences
 from rlplat.environments.connectors import check_connectors
 from rlplat.environments.global_state import GlobalStateError, resolve_source
+from rlplat.environments.kinds import is_image
 from rlplat.environments.make import EnvInfo, check_env
 from rlplat.errors import ConfigError, UserError
 from rlplat.experiment.load import (
@@ -59,7 +60,7 @@ from rlplat.experiment.spaces import Space, substitute
 from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.prepare.init_checkpoint import resolve_init_checkpoint
 from rlplat.prepare.metric_paths import check_metric_paths
-from rlplat.prepare.observations import is_image, with_observation_defaults
+from rlplat.prepare.observations import with_observation_defaults
 from rlplat.prepare.offline import check_offline
 from rlplat.prepare.probe import ProbeResult, probe_training
 from rlplat.prepare.search import SearchSetup, search_setup

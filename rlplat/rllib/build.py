@@ -40,6 +40,7 @@ from rlplat.datasets.dataset import data_path
 from rlplat.environments.backends import backend_for
 from rlplat.environments.connectors import ConnectorFactory
 from rlplat.environments.guard import GuardedCreator
+from rlplat.environments.kinds import is_image
 from rlplat.environments.make import EnvInfo
 from rlplat.environments.seeding import seeded_env_runner_class
 from rlplat.environments.team import TeamEnvError
@@ -497,8 +498,7 @@ def _simba_networks(
 
 
 def _single_agent_images(env: EnvInfo) -> bool:
-    space = env.observation_space
-    return not env.multi_agent and isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+    return not env.multi_agent and is_image(env.observation_space)
 
 
 def _scaled_frames_module(
