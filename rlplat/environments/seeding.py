@@ -19,6 +19,7 @@ from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.debug import update_global_seed_if_necessary
 
+from rlplat.environments.array_runner import ArraySampling
 from rlplat.environments.lean_sampling import LeanSampling
 from rlplat.environments.vector_runner import WholeVector
 
@@ -64,6 +65,11 @@ class SeededSingleAgentEnvRunner(IndependentSeeds, LeanSampling, SingleAgentEnvR
     """RLlib's single-agent env runner with independent env streams, sampling lean."""
 
 
+class ArrayEnvRunner(IndependentSeeds, ArraySampling, LeanSampling, SingleAgentEnvRunner):
+    """rlplat's single-agent env runner: independent env streams, the array loop where it
+    applies (``rlplat.environments.array_runner``), RLlib's loop elsewhere."""
+
+
 class SeededMultiAgentEnvRunner(IndependentSeeds, WholeVector, LeanSampling, MultiAgentEnvRunner):
     """RLlib's multi-agent env runner with independent env streams, sampling lean, stepping a
     backend's whole vector where it makes one (VMAS's batched worlds)."""
@@ -71,4 +77,4 @@ class SeededMultiAgentEnvRunner(IndependentSeeds, WholeVector, LeanSampling, Mul
 
 def seeded_env_runner_class(multi_agent: bool) -> type:
     """The env runner rlplat gives an algorithm that does not bring its own."""
-    return SeededMultiAgentEnvRunner if multi_agent else SeededSingleAgentEnvRunner
+    return SeededMultiAgentEnvRunner if multi_agent else ArrayEnvRunner
