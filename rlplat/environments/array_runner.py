@@ -184,7 +184,7 @@ def _acting(module: TorchRLModule) -> Any:
 
 
 class ArraySampling:
-    """Single-agent env-runner mixin (before RLlib's ``SingleAgentEnvRunner``): see the
+    """Single-agent env-runner mixin (just before RLlib's ``SingleAgentEnvRunner``): see the
     module's docstring."""
 
     config: Any

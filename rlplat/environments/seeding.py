@@ -65,7 +65,7 @@ class SeededSingleAgentEnvRunner(IndependentSeeds, LeanSampling, SingleAgentEnvR
     """RLlib's single-agent env runner with independent env streams, sampling lean."""
 
 
-class ArrayEnvRunner(IndependentSeeds, ArraySampling, LeanSampling, SingleAgentEnvRunner):
+class ArrayEnvRunner(IndependentSeeds, LeanSampling, ArraySampling, SingleAgentEnvRunner):
     """rlplat's single-agent env runner: independent env streams, the array loop where it
     applies (``rlplat.environments.array_runner``), RLlib's loop elsewhere."""
 

@@ -19,7 +19,7 @@ from rlplat.run.launch import train
 from tests.e2e.helpers import run_cli
 from tests.helpers import TINY_PPO, replace, rlplat
 
-RUNNER_CLASS = "SeededSingleAgentEnvRunner"  # rlplat's (rlplat.environments.seeding)
+RUNNER_CLASS = "ArrayEnvRunner"  # rlplat's (rlplat.environments.seeding)
 
 TWO_RUNNERS = replace(
     TINY_PPO,
