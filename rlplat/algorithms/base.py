@@ -35,6 +35,7 @@ from ray.rllib.core.rl_module.apis import TargetNetworkAPI
 from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.metrics import REPLAY_BUFFER_RESULTS
+from ray.rllib.utils.torch_utils import clip_gradients as rllib_clip_gradients
 from ray.rllib.utils.typing import ModuleID, ParamDict
 from torch import nn
 
@@ -251,13 +252,40 @@ class ReplayLoopAlgorithm(Algorithm):
 
 class FusedGradientSteps:
     """Learner mixin (before a ``TorchLearner``): gradients applied by ``step_if_finite`` where
-    the learner uses neither AMP nor torch LR schedulers (RLlib's ``apply_gradients`` then)."""
+    the learner uses neither AMP nor torch LR schedulers (RLlib's ``apply_gradients`` then), and
+    clipped to a global norm by :func:`clip_by_global_norm`."""
 
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
         if self._grad_scalers is None and self._lr_scheduler_classes is None:
             step_if_finite(self, gradients_dict)
         else:
             super().apply_gradients(gradients_dict)
+
+    @staticmethod
+    def _get_clip_function() -> Callable[..., Any]:
+        return clip_gradients
+
+
+def clip_gradients(gradients: ParamDict, *, grad_clip: float, grad_clip_by: str) -> Any:
+    """RLlib's gradient clipping (``ray.rllib.utils.torch_utils.clip_gradients``), with the
+    global norm computed and applied by fused calls over all tensors (:func:`clip_by_global_norm`)
+    where RLlib makes two calls per tensor."""
+    if grad_clip_by != "global_norm":
+        return rllib_clip_gradients(gradients, grad_clip=grad_clip, grad_clip_by=grad_clip_by)
+    return clip_by_global_norm([g for g in gradients.values() if g is not None], grad_clip)
+
+
+def clip_by_global_norm(grads: list[torch.Tensor], grad_clip: float) -> torch.Tensor:
+    """Scale ``grads`` in place so that their global 2-norm is at most ``grad_clip``, as RLlib
+    does (each tensor's norm and the total with inf mapped to 1e9, the same 1e-6); the norm."""
+    if not grads:
+        return torch.tensor(0.0)
+    norms = torch.stack(torch._foreach_norm([g.detach() for g in grads]))
+    total = torch.linalg.vector_norm(norms.nan_to_num(neginf=-10e8, posinf=10e8))
+    total = total.nan_to_num(neginf=-10e8, posinf=10e8)
+    scale = torch.clamp(grad_clip / torch.clamp(total + 1e-6, min=grad_clip), max=1.0)
+    torch._foreach_mul_([g.detach() for g in grads], scale)
+    return total
 
 
 @functools.cache

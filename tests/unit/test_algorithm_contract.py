@@ -141,6 +141,33 @@ def test_non_finite_gradients_become_zeros_and_every_optimizer_steps():
     assert torch.equal(second.detach(), -torch.ones(3))
 
 
+@pytest.mark.parametrize("clip", [0.5, 40.0, 1e-3])
+def test_fused_global_norm_clipping_scales_gradients_as_rllibs_does(clip):
+    """The learners' clip (fused calls over all tensors) gives RLlib's clipped gradients and
+    norm: scaled where the global norm exceeds ``clip``, untouched where it does not, an inf
+    gradient counted as 1e9."""
+    import torch
+    from ray.rllib.utils.torch_utils import clip_gradients as rllib_clip
+
+    from rlplat.algorithms.base import FusedGradientSteps
+
+    ours = FusedGradientSteps._get_clip_function()
+    generator = torch.Generator().manual_seed(0)
+    random = [torch.randn(*shape, generator=generator) for shape in [(64, 17), (64,), (6, 64)]]
+    for grads in (random, [torch.full((3,), float("inf")), torch.ones(2)]):
+        theirs = {i: g.clone() for i, g in enumerate(grads)}
+        mine = {i: g.clone() for i, g in enumerate(grads)}
+        their_norm = rllib_clip(theirs, grad_clip=clip, grad_clip_by="global_norm")
+        my_norm = ours(mine, grad_clip=clip, grad_clip_by="global_norm")
+        torch.testing.assert_close(my_norm, their_norm)
+        for key in theirs:
+            torch.testing.assert_close(mine[key], theirs[key])
+        if grads is random:
+            norm = torch.linalg.vector_norm(torch.cat([g.flatten() for g in mine.values()]))
+            before = torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads]))
+            torch.testing.assert_close(norm, min(before, torch.tensor(clip)), rtol=1e-5, atol=0)
+
+
 @pytest.mark.parametrize("algorithm", ["PPO", "APPO"])
 def test_learners_with_rllibs_gradient_step_check_gradients_with_one_fused_norm(
     algorithm, write_yaml
