@@ -16,8 +16,9 @@ the ``on_episode_end`` callbacks run in the order the episodes ended. For one se
 actions, log-probabilities and filter statistics are those of RLlib's loop
 (``tests/unit/test_array_runner.py``). Metrics are logged once per call.
 
-Everything else (a recurrent module, other connector pieces, callbacks on every step, sampling
-whole episodes as evaluation does, random actions) runs RLlib's own loop.
+It samples env steps (training) and whole episodes (evaluation) alike. Everything else (a
+recurrent module, other connector pieces, callbacks on every step, random actions) runs RLlib's
+own loop.
 """
 
 from __future__ import annotations
@@ -209,7 +210,7 @@ class ArraySampling:
         force_reset: bool = False,
     ) -> list[SingleAgentEpisode]:
         plan = self._plan()
-        if plan is None or num_timesteps is None or random_actions:
+        if plan is None or random_actions:
             return super()._sample(  # type: ignore[misc]
                 num_timesteps=num_timesteps,
                 num_episodes=num_episodes,
@@ -217,7 +218,7 @@ class ArraySampling:
                 random_actions=random_actions,
                 force_reset=force_reset,
             )
-        return self._sample_arrays(plan, num_timesteps, explore, force_reset)
+        return self._sample_arrays(plan, explore, force_reset, num_timesteps, num_episodes)
 
     def _plan(self) -> ArrayPlan | None:
         key = (id(self.module), id(self.env))  # make_env/make_module replace them
@@ -226,17 +227,30 @@ class ArraySampling:
         return self._array_plan
 
     def _sample_arrays(
-        self, plan: ArrayPlan, num_timesteps: int, explore: bool, force_reset: bool
+        self,
+        plan: ArrayPlan,
+        explore: bool,
+        force_reset: bool,
+        num_timesteps: int | None,
+        num_episodes: int | None,
     ) -> list[SingleAgentEpisode]:
+        """RLlib's ``_sample`` for ``num_timesteps`` env steps (the ongoing episodes continue in
+        the next call) or ``num_episodes`` whole episodes (from fresh resets), on arrays."""
         done: list[tuple[int, int, SingleAgentEpisode]] = []  # (step, env, episode)
-        if force_reset or self._needs_initial_reset:
+        if force_reset or num_episodes is not None or self._needs_initial_reset:
             self._reset_envs_and_episodes(explore)
+        if num_episodes is not None:
+            self._needs_initial_reset = True
         runners = self.config.num_env_runners or 1
         lifetime = self.num_env_steps_sampled_lifetime // runners
         # An env whose episode ended at the last step returns its reset observation next.
         resetting = np.array([not episode.is_reset for episode in self._ongoing_episodes])
-        steps, ts, acting_s = _Steps(), 0, 0.0
-        while ts < num_timesteps:
+        steps, ts, ended, flushed, acting_s = _Steps(), 0, 0, 0, 0.0
+
+        def more() -> bool:
+            return ts < num_timesteps if num_timesteps is not None else ended < num_episodes
+
+        while more():
             to_module = self._cached_to_module
             self._cached_to_module = None
             started = time.perf_counter()
@@ -247,8 +261,8 @@ class ArraySampling:
             actions = out.pop(Columns.ACTIONS)
             results = self._try_env_step(plan.for_env(actions))
             if results == ENV_STEP_FAILURE:
-                self._to_episodes(steps, done)
-                steps, ts = _Steps(), 0
+                self._to_episodes(steps, done, flushed)
+                flushed, steps, ts = flushed + len(steps), _Steps(), 0
                 self._reset_envs_and_episodes(explore)
                 resetting = np.zeros(self.num_envs, dtype=bool)
                 continue
@@ -265,11 +279,15 @@ class ArraySampling:
             steps.times.append(time.perf_counter())
             ts += int(self.num_envs - resetting.sum())
             resetting = np.logical_and(np.logical_or(terminateds, truncateds), ~resetting)
+            ended += int(resetting.sum())
             self._cached_to_module = {Columns.OBS: _to_tensor(observations, plan.device)}
         if steps:
             self.metrics.log_value(RLMODULE_INFERENCE_TIMER, acting_s / len(steps))
-        self._to_episodes(steps, done)
-        return self._returned(done, ts)
+        self._to_episodes(steps, done, flushed)
+        done.sort(key=lambda item: item[:2])
+        if num_episodes is not None:  # RLlib's loop stops counting at the last one needed
+            return self._returned(done[:num_episodes], ts, chunks=False)
+        return self._returned(done, ts, chunks=True)
 
     def _with_actions(self, out: dict[str, Any], explore: bool) -> dict[str, Any]:
         """RLlib's ``GetActions``: actions drawn from the module's distribution where it gave
@@ -302,9 +320,12 @@ class ArraySampling:
             piece(rl_module=self.module, batch={}, episodes=slots, explore=explore, metrics=None)
         return np.stack([slot.observations.data[-1] for slot in slots])
 
-    def _to_episodes(self, steps: _Steps, done: list[tuple[int, int, SingleAgentEpisode]]) -> None:
+    def _to_episodes(
+        self, steps: _Steps, done: list[tuple[int, int, SingleAgentEpisode]], flushed: int
+    ) -> None:
         """Append the recorded steps to the ongoing episodes; each that ended is kept in
-        ``done`` with the step it ended at, and its env gets a new episode."""
+        ``done`` with the step it ended at (counted from the call's start: ``flushed`` steps
+        came before these), and its env gets a new episode."""
         if not steps:
             return
         observation_space = self._episode_observation_space()
@@ -331,7 +352,7 @@ class ArraySampling:
                 if observation_space is not None:
                     episode.observation_space = observation_space
                 if episode.is_done:
-                    done.append((t, env, episode))
+                    done.append((flushed + t, env, episode))
                     self._new_episode(env, self._ongoing_episodes)
                     episode = self._ongoing_episodes[env]
 
@@ -342,18 +363,26 @@ class ArraySampling:
         return plan.observation_pieces[-1].observation_space
 
     def _returned(
-        self, done: list[tuple[int, int, SingleAgentEpisode]], ts: int
+        self, done: list[tuple[int, int, SingleAgentEpisode]], ts: int, chunks: bool
     ) -> list[SingleAgentEpisode]:
         """What RLlib's loop returns and records: the finished episodes in the order they ended
-        (their ``on_episode_end`` callbacks first), then the chunks of the ongoing ones."""
+        (their ``on_episode_end`` callbacks first), then (``chunks``) those of the ongoing ones,
+        which continue in new chunks."""
         finished = []
-        for _, env, episode in sorted(done, key=lambda item: item[:2]):
+        for _, env, episode in done:
             slots: list[Any] = [None] * self.num_envs
             slots[env] = episode
             self._make_on_episode_callback("on_episode_end", env, slots)
             finished.append(episode.to_numpy() if self.episodes_to_numpy else episode)
         self._done_episodes_for_metrics.extend(finished)
-        chunks = []
+        ongoing = self._cut_ongoing() if chunks else []
+        self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=ts)
+        self._increase_sampled_metrics(ts, len(finished))
+        return finished + ongoing
+
+    def _cut_ongoing(self) -> list[SingleAgentEpisode]:
+        """The ongoing episodes' chunks (those with steps), each continued in a new chunk."""
+        ongoing = []
         continuations = [
             episode.cut(len_lookback_buffer=self.config.episode_lookback_horizon)
             for episode in self._ongoing_episodes
@@ -363,11 +392,9 @@ class ArraySampling:
                 continue
             episode.validate()
             self._ongoing_episodes_for_metrics[episode.id_].append(episode)
-            chunks.append(episode.to_numpy() if self.episodes_to_numpy else episode)
+            ongoing.append(episode.to_numpy() if self.episodes_to_numpy else episode)
         self._ongoing_episodes = continuations
-        self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=ts)
-        self._increase_sampled_metrics(ts, len(finished))
-        return finished + chunks
+        return ongoing
 
 
 def _to_numpy(outputs: dict[str, Any]) -> dict[str, Any]:

@@ -29,20 +29,37 @@ stop: {iterations: 1}
 """
 
 
-def sampled(runner_class: type, path: Path, calls: list[int]) -> list[list]:
-    """The episode chunks of sampling calls of ``calls`` env steps each."""
+def sampled(runner_class: type, path: Path, calls: list[dict]) -> list[list]:
+    """The episode chunks of one sampling call per ``calls`` item (``sample``'s arguments)."""
     config = prepare(load_experiment(path, []), step_env=False).algo_config
     runner = runner_class(config=config, worker_index=0)
     try:
-        return [runner.sample(num_timesteps=steps) for steps in calls]
+        return [runner.sample(**arguments) for arguments in calls]
     finally:
         runner.stop()
 
 
+def steps(*counts: int) -> list[dict]:
+    return [{"num_timesteps": count} for count in counts]
+
+
+# Evaluation samples whole episodes (greedy here), between training's calls of env steps.
+EPISODES = [
+    {"num_timesteps": 40},
+    {"num_episodes": 4, "explore": False},
+    {"num_timesteps": 60},
+    {"num_episodes": 2},
+]
+
+
 @pytest.mark.parametrize(
     ("text", "calls"),
-    [(CARTPOLE_FILTERED, [150, 90, 200]), (PENDULUM_SAC, [150, 250, 100, 30])],
-    ids=["cartpole-3-envs-filtered", "pendulum-sac"],
+    [
+        (CARTPOLE_FILTERED, steps(150, 90, 200)),
+        (PENDULUM_SAC, steps(150, 250, 100, 30)),
+        (CARTPOLE_FILTERED, EPISODES),
+    ],
+    ids=["cartpole-3-envs-filtered", "pendulum-sac", "cartpole-whole-episodes"],
 )
 def test_the_array_loop_samples_what_rllibs_loop_samples(tmp_path, text, calls):
     path = tmp_path / "exp.yaml"
