@@ -40,6 +40,7 @@ from ray.rllib.utils.typing import ModuleID, ParamDict
 from torch import nn
 
 from rlplat.algorithms.loop import OwedUpdates, sample_round, update_and_sync
+from rlplat.algorithms.minibatches import EpochMinibatches
 
 logger = logging.getLogger(__name__)
 
@@ -250,10 +251,11 @@ class ReplayLoopAlgorithm(Algorithm):
         raise NotImplementedError
 
 
-class FusedGradientSteps:
+class FusedGradientSteps(EpochMinibatches):
     """Learner mixin (before a ``TorchLearner``): gradients applied by ``step_if_finite`` where
-    the learner uses neither AMP nor torch LR schedulers (RLlib's ``apply_gradients`` then), and
-    clipped to a global norm by :func:`clip_by_global_norm`."""
+    the learner uses neither AMP nor torch LR schedulers (RLlib's ``apply_gradients`` then),
+    clipped to a global norm by :func:`clip_by_global_norm`; minibatches cut once per epoch
+    (``EpochMinibatches``)."""
 
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
         if self._grad_scalers is None and self._lr_scheduler_classes is None:
