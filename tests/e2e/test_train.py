@@ -280,7 +280,8 @@ BLANKED = re.compile(
 
 def run_layout(run_dir: Path) -> dict[str, Any]:
     """Each file of a run directory (timestamps and checkpoint numbers blanked) and the keys it
-    holds: a JSON file's nested keys (result.json's per line), a CSV's columns; None for other
+    holds: a JSON file's nested keys (result.json's per line, less Tune's sampled ``/perf/``
+    utilisation: which rows get a sample depends on timing), a CSV's columns; None for other
     files (Tune's basic-variant-state-*.json is a pickle)."""
 
     def keys(value: Any, prefix: str = "") -> set[str]:
@@ -292,7 +293,8 @@ def run_layout(run_dir: Path) -> dict[str, Any]:
     for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
         name = BLANKED.sub("*", str(path.relative_to(run_dir)))
         if path.name == "result.json":
-            layout[name] = [keys(json.loads(line)) for line in path.read_text().splitlines()]
+            rows = [keys(json.loads(line)) for line in path.read_text().splitlines()]
+            layout[name] = [{key for key in row if not key.startswith("/perf/")} for row in rows]
         elif path.suffix == ".json" and not path.name.startswith("basic-variant-state"):
             layout[name] = keys(json.loads(path.read_text()))
         elif path.suffix == ".csv":
