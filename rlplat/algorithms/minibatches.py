@@ -6,7 +6,8 @@ it (``concat_samples``), and the learner logs seven trained-steps counters after
 on PPO HalfCheetah (160 minibatches of 64 per iteration) ~90 and ~40 ms of a ~1 s update.
 :class:`EpochMinibatches` cuts the same minibatches (the same rows in the same order, the
 shuffles drawn from numpy's global generator at the same points) as views of columns shuffled
-once per epoch, and logs the counters' sums once per update.
+once per epoch, and logs the counters' sums once, after the last minibatch (updates of one
+batch, the off-policy learners', keep RLlib's iterator and counters).
 """
 
 from __future__ import annotations
@@ -76,19 +77,28 @@ class EpochMinibatches:
             return super()._create_iterator_if_necessary(  # type: ignore[misc]
                 **{**arguments, "training_data": training_data}
             )
-        return epoch_minibatches(
-            batch, num_epochs, minibatch_size, shuffle_batch_per_epoch and num_epochs > 1
+        return self._counted(
+            epoch_minibatches(
+                batch, num_epochs, minibatch_size, shuffle_batch_per_epoch and num_epochs > 1
+            )
         )
 
     def _log_steps_trained_metrics(self, batch: MultiAgentBatch) -> None:
-        counts = self.__dict__.setdefault("_trained_counts", _TrainedCounts())
-        counts.add(batch)
+        counts = self.__dict__.get("_trained_counts")
+        if counts is None:
+            super()._log_steps_trained_metrics(batch)  # type: ignore[misc]
+        else:
+            counts.add(batch)
 
-    def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
-        counts = self.__dict__.pop("_trained_counts", None)
-        if counts is not None:
-            counts.log(self.metrics, self._weights_seq_no)  # type: ignore[attr-defined]
-        super().after_gradient_based_update(timesteps=timesteps)  # type: ignore[misc]
+    def _counted(self, minibatches: Iterator[MultiAgentBatch]) -> Iterator[MultiAgentBatch]:
+        """``minibatches``, their trained-steps counters summed while RLlib's update loop logs
+        them, and logged once it has asked for the next minibatch after the last."""
+        counts = self.__dict__["_trained_counts"] = _TrainedCounts()
+        try:
+            yield from minibatches
+        finally:
+            self.__dict__.pop("_trained_counts", None)
+        counts.log(self.metrics, self._weights_seq_no)  # type: ignore[attr-defined]
 
 
 class _TrainedCounts:

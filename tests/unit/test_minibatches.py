@@ -63,18 +63,15 @@ def test_epoch_minibatches_are_rllibs_cyclic_minibatches(rows, minibatch_size, e
 
 
 def test_the_seam_rllib_names_the_minibatches_rely_on_are_there():
-    """``EpochMinibatches`` overrides two of ``Learner.update``'s private steps and logs the
-    counters in ``after_gradient_based_update``, which ``update`` calls after its minibatches
+    """``EpochMinibatches`` overrides two of ``Learner.update``'s private steps: the iterator,
+    and the trained-steps counters that ``update`` logs for each minibatch it draws from it
     (Ray 2.60)."""
     import inspect
 
     from ray.rllib.core.learner.learner import Learner
 
     update = inspect.getsource(Learner.update)
-    steps = ("_create_iterator_if_necessary", "_log_steps_trained_metrics")
-    for name in (*steps, "after_gradient_based_update"):
-        assert f"self.{name}(" in update, name
-    assert update.index("self._log_steps_trained_metrics(") < update.index(
-        "self.after_gradient_based_update("
-    )
+    assert "self._create_iterator_if_necessary(" in update
+    loop = update.index("in enumerate(batch_iter)")
+    assert loop < update.index("self._log_steps_trained_metrics(tensor_minibatch)")
     assert callable(Learner._make_batch_if_necessary)
