@@ -123,14 +123,9 @@ def array_plan(runner: Any) -> ArrayPlan | None:
     observation_pieces = []
     while pieces and isinstance(pieces[0], OBSERVATION_PIECES):
         observation_pieces.append(pieces.pop(0))
-    if {type(p).__name__ for p in pieces} - STANDARD_ENV_TO_MODULE or not all(
-        type(p).__module__.startswith("ray.rllib.") for p in pieces
-    ):
+    if not _standard(pieces, STANDARD_ENV_TO_MODULE):
         return None
-    outputs = list(runner._module_to_env.connectors)
-    if {type(p).__name__ for p in outputs} - STANDARD_MODULE_TO_ENV or not all(
-        type(p).__module__.startswith("ray.rllib.") for p in outputs
-    ):
+    if not _standard(runner._module_to_env.connectors, STANDARD_MODULE_TO_ENV):
         return None
     parameter = next(module.parameters(), None)
     return ArrayPlan(
@@ -138,6 +133,14 @@ def array_plan(runner: Any) -> ArrayPlan | None:
         device=parameter.device if parameter is not None else torch.device("cpu"),
         act=_acting(module),
         for_env=_for_env(env.single_action_space, config.normalize_actions, config.clip_actions),
+    )
+
+
+def _standard(pieces: list[Any], names: frozenset[str]) -> bool:
+    """Whether every piece is one of RLlib's own named ``names``."""
+    return all(
+        type(piece).__name__ in names and type(piece).__module__.startswith("ray.rllib.")
+        for piece in pieces
     )
 
 

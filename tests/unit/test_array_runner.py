@@ -34,6 +34,8 @@ def sampled(runner_class: type, path: Path, calls: list[dict]) -> list[list]:
     config = prepare(load_experiment(path, []), step_env=False).algo_config
     runner = runner_class(config=config, worker_index=0)
     try:
+        if runner_class is ArrayEnvRunner:
+            assert array_plan(runner) is not None, "the array loop would not sample this run"
         return [runner.sample(**arguments) for arguments in calls]
     finally:
         runner.stop()
