@@ -199,6 +199,8 @@ def _resolve_env(draft: _Draft, *, contract: bool) -> None:
     env = check_env(experiment.env, locate, needs_frames=frames, contract=contract)
     defaults = with_observation_defaults(experiment, env)
     experiment, fitted = _fit_env_runners(defaults.experiment, draft.nodes)
+    experiment, threaded = _fit_driver_cpus(experiment, env, draft.nodes, draft.loaded.spaces)
+    fitted = (*fitted, *threaded)
     if defaults.wrapped:  # the env as training will see it, checked again
         env = check_env(experiment.env, locate, needs_frames=frames, contract=contract)
     draft.experiment, draft.env = experiment, env
@@ -360,6 +362,44 @@ def _fit_env_runners(
         f"{cpus:g}{sampler}; set the count to choose)"
     )
     return experiment.model_copy(update={"resources": resources}), (note,)
+
+
+def _fit_driver_cpus(
+    experiment: Experiment, env: EnvInfo, nodes: list[Node] | None, spaces: list[Space]
+) -> tuple[Experiment, tuple[str, ...]]:
+    """With no ``resources.driver.cpus``, one trial that samples in its own process on one
+    machine and has threads to use them (EnvPool's envs, a CNN's passes) takes the machine's
+    free CPUs: torch and EnvPool get as many threads. An MLP's updates are no faster with two
+    torch threads than with one (docs/performance.md), and searches and seeds keep one CPU per
+    trial. The count chosen is written into the experiment."""
+    resources = experiment.resources
+    driver = resources.driver
+    threaded = experiment.env.backend == "envpool" or (
+        env.agents is None and is_image(env.observation_space)
+    )
+    if (
+        not nodes
+        or not threaded
+        or driver.cpus is not None
+        or driver.custom
+        or driver.process == "actor"
+        or resources.env_runners.count != 0
+        or trial_count(experiment, spaces) != 1
+        or not only_this_machine(nodes)
+    ):
+        return experiment, ()
+    cpus = int(nodes[0].available.get("CPU", 0.0))
+    if cpus <= 1:
+        return experiment, ()
+    chosen = driver.model_copy(update={"cpus": float(cpus)})
+    users = "torch and EnvPool" if experiment.env.backend == "envpool" else "torch (the CNN)"
+    note = (
+        f"resources.driver.cpus: {cpus} (one trial sampling in its own process takes this "
+        f"machine's {cpus} free CPUs: {users} get {cpus} threads; set it to choose)"
+    )
+    return experiment.model_copy(
+        update={"resources": resources.model_copy(update={"driver": chosen})}
+    ), (note,)
 
 
 def _has_preferences(experiment: Experiment) -> bool:

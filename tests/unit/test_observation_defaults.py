@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlplat.cluster.placement import Node
+from rlplat.cluster.placement import LOCAL_NODE_ID, Node
 from rlplat.environments.make import EnvInfo
 from rlplat.environments.observations import FlatObservation
 from rlplat.experiment.load import load_experiment
@@ -113,3 +113,17 @@ def test_env_runners_unset_fit_the_cluster_and_set_ones_stay():
     assert prepare(loaded, _nodes(16), probe=False).experiment.resources.env_runners.count is None
     given = load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", ["resources.env_runners.count=2"])
     assert prepare(given, _nodes(2), probe=False).experiment.resources.env_runners.count == 2
+
+
+def test_a_lone_trial_with_threads_to_use_takes_the_free_cpus_and_others_keep_theirs():
+    this_machine = [Node(LOCAL_NODE_ID, "this machine", True, {"CPU": 4.0}, {"CPU": 3.0})]
+    breakout = EXPERIMENTS / "atari" / "breakout_ppo.yaml"
+    lone = prepare(load_experiment(breakout, []), this_machine, probe=False)
+    assert lone.experiment.resources.driver.cpus == 3.0  # the free ones
+    [note] = [note for note in lone.notes if "resources.driver.cpus" in note]
+    assert "torch and EnvPool get 3 threads" in note
+    for overrides in (["seeds=2"], ["resources.driver.cpus=1"], ["resources.driver.process=actor"]):
+        kept = prepare(load_experiment(breakout, overrides), this_machine, probe=False)
+        assert kept.experiment.resources.driver.cpus == (1.0 if "cpus" in overrides[0] else None)
+    mlp = prepare(load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", []), this_machine, probe=False)
+    assert mlp.experiment.resources.driver.cpus is None
