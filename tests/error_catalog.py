@@ -263,6 +263,29 @@ CASES = [
         ],
     ),
     Case(
+        "network setting misspelt (RLlib's networks)",
+        ["train", "exp.yaml", "rl_module.model_config.use_lstmm=true"],
+    ),
+    Case(
+        "network setting an own network does not read",
+        ["train", "exp.yaml", "algorithm=PQN", "training={}"]
+        + ["rl_module.model_config.use_lstm=true"],
+    ),
+    Case(
+        "training setting under rl_module.model_config",
+        ["train", "exp.yaml", "algorithm=DQN", "training={}"]
+        + ["rl_module.model_config.dueling=false"],
+    ),
+    Case(
+        "LSTM sequence length of 0",
+        [
+            "train",
+            "exp.yaml",
+            "rl_module.model_config.use_lstm=true",
+            "rl_module.model_config.max_seq_len=0",
+        ],
+    ),
+    Case(
         "CrossQ on discrete actions",
         ["train", "exp.yaml", "algorithm=CrossQ", "training={}"],
     ),

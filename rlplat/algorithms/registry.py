@@ -86,6 +86,10 @@ class AlgorithmRecord:
     synchronous_learner: bool = False
     # Its single-agent modules take SimBa's residual encoders (``rl_module.model_config.simba``).
     simba: bool = False
+    # Its networks: RLlib's default ones, built by RLlib's catalog from the keys of RLlib's
+    # DefaultModelConfig under ``rl_module.model_config``; or its own, sized by training settings
+    # (under ``rl_module.model_config`` they read only ``simba`` where it takes SimBa's).
+    networks: Literal["catalog", "own"] = "catalog"
     # Training settings rlplat passes unless the experiment sets them.
     training_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     # Settings for one machine that a single-agent experiment gets where it leaves them out
@@ -303,7 +307,7 @@ register_algorithm(
     synchronous_learner=True,
     machine_defaults=_SAC_DEFAULTS,
 )
-register_algorithm("DreamerV3", replay_memory=_REPLAY_BUFFER)
+register_algorithm("DreamerV3", replay_memory=_REPLAY_BUFFER, networks="own")
 register_algorithm("BC", offline=True)
 register_algorithm("MARWIL", offline=True)
 # CQLConfig's own default lr fails CQLConfig.validate(), which takes the three rates only.
@@ -324,6 +328,7 @@ register_algorithm(
 register_algorithm(
     "QMIX",
     "rlplat.algorithms.qmix:QMIX",
+    networks="own",
     view="team",
     actions="Discrete",
     replay_memory=_OWN_REPLAY_MEMORY,
@@ -332,6 +337,7 @@ register_algorithm(
 register_algorithm(
     "TD3",
     "rlplat.algorithms.td3:TD3",
+    networks="own",
     simba=True,
     discrete_alternative="SAC or DQN",
     own_rates=_ACTOR_CRITIC_RATES,
@@ -342,6 +348,7 @@ register_algorithm(
 register_algorithm(
     "DDPG",
     "rlplat.algorithms.td3:DDPG",
+    networks="own",
     simba=True,
     discrete_alternative="SAC or DQN",
     own_rates=_ACTOR_CRITIC_RATES,
@@ -351,6 +358,7 @@ register_algorithm(
 register_algorithm(
     "CrossQ",
     "rlplat.algorithms.crossq:CrossQ",
+    networks="own",
     simba=True,
     discrete_alternative="SAC or DQN",
     own_rates=_SAC_RATES,
@@ -361,6 +369,7 @@ register_algorithm(
 register_algorithm(
     "PQN",
     "rlplat.algorithms.pqn:PQN",
+    networks="own",
     actions="Discrete",
     box_alternative="SAC, TD3 or CrossQ (PPO acts in both)",
     synchronous_learner=True,
@@ -368,6 +377,7 @@ register_algorithm(
 register_algorithm(
     "MASAC",
     "rlplat.algorithms.masac:MASAC",
+    networks="own",
     view="joint",
     discrete_alternative="MADDPG (Gumbel-softmax), MAPPO or QMIX",
     random_policies=True,
@@ -377,6 +387,7 @@ register_algorithm(
 register_algorithm(
     "MADDPG",
     "rlplat.algorithms.maddpg:MADDPG",
+    networks="own",
     view="joint",
     actions="Box or Discrete",
     random_policies=True,

@@ -105,9 +105,15 @@ with a pointer to their place: `env_runners.num_env_runners` -> `resources.env_r
 (likewise the CPU/GPU/custom resource keys of `env_runners` and `learners`),
 `environment.env`/`env_config` -> `env.id`/`env.kwargs`, `debugging.seed` -> `seed`,
 `rl_module.algorithm_config_overrides_per_module` -> `multi_agent.overrides`.
-One key is rlplat's own: `rl_module.model_config.log_std_init` starts single-agent PPO's free
-(state-independent) log std at that value (with `free_log_std: true`; RLlib starts it at 0, RL
-Zoo's tuned MuJoCo settings at -2).
+`rl_module.model_config` takes what the algorithm's networks read: for RLlib's networks the keys
+of RLlib's `DefaultModelConfig` (type- and range-checked: `max_seq_len`, `lstm_cell_size` and layer
+sizes positive), for rlplat's own networks (TD3, DDPG, CrossQ, PQN, QMIX, MASAC, MADDPG; also
+DreamerV3's) only `simba` where the algorithm takes SimBa's encoders: their sizes are training
+settings. A training setting given there (`actor_hiddens`, DQN's `dueling`) is refused with its
+`training.` key, since the learner reads it from there. Two keys are rlplat's own:
+`rl_module.model_config.log_std_init` starts single-agent PPO's free (state-independent) log std
+at that value (with `free_log_std: true`; RLlib starts it at 0, RL Zoo's tuned MuJoCo settings at
+-2), and `simba` (docs/simba.md).
 
 ## Seeds
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from rich.console import Console
 from rich.table import Table
 
@@ -130,6 +131,7 @@ def prepare(
     _resolve_env(draft, contract=step_env)
     _check_env_against_algorithm(draft)
     _machine_defaults(draft)
+    _sequence_length(draft)
     _build_rllib_config(draft)
     if step_env if probe is None else probe:
         _probe(draft)
@@ -251,6 +253,22 @@ def _machine_defaults(draft: _Draft) -> None:
             f"({', '.join(values)}; their sources: defaults in experiment.yaml, "
             "docs/algorithms.md)"
         )
+
+
+def _sequence_length(draft: _Draft) -> None:
+    """An LSTM without ``max_seq_len`` (RLlib refuses to build it) trains on sequences of RLlib's
+    default length, written into the experiment and said in a note."""
+    experiment = draft.experiment
+    model_config = experiment.rl_module.get("model_config") or {}
+    if model_config.get("use_lstm") is not True or "max_seq_len" in model_config:
+        return
+    length = DefaultModelConfig.max_seq_len
+    rl_module = {**experiment.rl_module, "model_config": {**model_config, "max_seq_len": length}}
+    draft.experiment = experiment.model_copy(update={"rl_module": rl_module})
+    draft.notes.append(
+        f"rl_module.model_config.max_seq_len: {length} (the LSTM trains on sequences of this "
+        "many steps: RLlib's DefaultModelConfig default; set it to choose)"
+    )
 
 
 def _fill_default(experiment: Any, keys: list[str], value: Any) -> Any:

@@ -9,6 +9,7 @@ every base class's) and each value against the parameter's type annotation.
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -18,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 from pydantic import TypeAdapter, ValidationError
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.tune.execution.placement_groups import PlacementGroupFactory
@@ -45,7 +47,7 @@ from rlplat.environments.make import EnvInfo
 from rlplat.environments.seeding import seeded_env_runner_class
 from rlplat.environments.team import TeamEnvError
 from rlplat.environments.wrappers import resolve_chain
-from rlplat.errors import ConfigError, not_among
+from rlplat.errors import ConfigError, did_you_mean, not_among
 from rlplat.experiment.schema import Experiment, MultiAgentSpec, entry_parts
 from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
@@ -323,6 +325,91 @@ def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[st
         check_optimizer(exp.training.get("optimizer"), exp.algorithm, learner_class, locate)
 
 
+def model_config_keys(algorithm: str) -> list[str]:
+    """The keys under ``rl_module.model_config`` that ``algorithm``'s networks read."""
+    record = algorithm_record(algorithm)
+    keys = {SIMBA} if record.simba else set()
+    if record.initial_log_std:
+        keys.add(LOG_STD_INIT)
+    if record.networks == "catalog":
+        keys |= {f.name for f in fields(DefaultModelConfig)}
+    return sorted(keys)
+
+
+def _sizes(value: Any) -> bool:
+    return all(size > 0 for size in value)
+
+
+# Network settings that RLlib builds with whatever it is given (0 hangs the LSTM's batching).
+MODEL_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "max_seq_len": (_positive, "a positive number of steps per training sequence"),
+    "lstm_cell_size": (_positive, "a positive number of units"),
+    "fcnet_hiddens": (_sizes, "a list of positive layer sizes"),
+    "head_fcnet_hiddens": (_sizes, "a list of positive layer sizes ([] for no hidden layer)"),
+    "fusionnet_hiddens": (_sizes, "a list of positive layer sizes"),
+    "log_std_clip_param": (lambda v: 0 < v < float("inf"), "a finite positive number"),
+}
+
+
+PLAIN_HINTS = (bool, int, float, str, list[int], typing.List[int])  # noqa: UP006 - RLlib's
+
+
+def _model_setting_problem(key: str, value: Any) -> str | None:
+    """Why ``value`` cannot be RLlib's DefaultModelConfig ``key`` (its type, then its range)."""
+    hint = typing.get_type_hints(DefaultModelConfig).get(key)
+    # Only the plain annotations: RLlib's richer ones are narrower than what it builds
+    # (conv_filters takes a padding as a fourth item).
+    problem = _type_problem(hint, value) if hint in PLAIN_HINTS else None
+    if problem:
+        return f"{key}: {problem}."
+    check, allowed = MODEL_RANGES.get(key, (None, ""))
+    try:
+        fits = check is None or check(value)
+    except TypeError:
+        fits = False
+    return None if fits else f"{key} is {value!r}: it must be {allowed}."
+
+
+def check_model_config(
+    exp: Experiment, default_config: AlgorithmConfig, locate: Callable[[str], str]
+) -> None:
+    """Raise ConfigError for a key under ``rl_module.model_config`` that the algorithm's
+    networks do not read (it would be dropped), or that is one of its training settings (its
+    networks get it from ``training``, where the learner reads it too)."""
+    model_config = exp.rl_module.get("model_config") or {}
+    if not isinstance(model_config, dict):
+        return
+    read = model_config_keys(exp.algorithm)
+    from_training = sorted(set(default_config.model_config) - set(read))
+    own = algorithm_record(exp.algorithm).networks == "own"
+    for key, value in model_config.items():
+        path = f"rl_module.model_config.{key}"
+        if key in read:
+            problem = _model_setting_problem(key, value)
+            if problem:
+                raise ConfigError(problem, location=locate(path), key=path)
+            continue
+        if key in from_training:
+            message = (
+                f"{key} is a training setting of {exp.algorithm}: set training.{key}. Its "
+                "networks get it from there, and so does its learner; here it would change the "
+                "network alone."
+            )
+        elif own:
+            takes = f"only {', '.join(read)}" if read else "no key"
+            message = (
+                f"{exp.algorithm}'s networks are rlplat's own and do not read {key!r}: they are "
+                f"set by training settings ({', '.join(from_training)}) and take {takes} "
+                "under rl_module.model_config."
+            ) + did_you_mean(key, [*read, *from_training])
+        else:
+            message = (
+                f"{exp.algorithm}'s networks (RLlib's, built from RLlib's DefaultModelConfig) "
+                f"do not read {key!r}: it would be dropped." + not_among(key, read, limit=16)
+            )
+        raise ConfigError(message, location=locate(path), key=path)
+
+
 def build_algorithm_config(
     exp: Experiment, locate: Callable[[str], str], env: EnvInfo
 ) -> AlgorithmConfig:
@@ -333,6 +420,7 @@ def build_algorithm_config(
     algo_cls = get_algorithm_class(exp.algorithm)
     config = algo_cls.get_default_config()
     check_rllib_sections(exp, type(config), locate)
+    check_model_config(exp, config, locate)
 
     env_name = rllib_env_name(exp)
     creator = env_creator_for(exp)

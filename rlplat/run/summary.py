@@ -268,7 +268,14 @@ def print_summary(summary: RunSummary, console: Console) -> None:
     if summary.export:
         console.print(f"  export: {describe_export(summary.export)}", highlight=False)
     console.print("Next:", highlight=False)
-    if any(trial.best_checkpoint for trial in summary.trials):
+    failed = [trial for trial in summary.trials if trial.error]
+    if failed:
+        console.print(
+            f"  rlplat train --resume {run_dir} --retry-errored   # once the cause above is "
+            f"fixed: the {len(failed)} failed trial(s) again, from their last checkpoints",
+            highlight=False,
+        )
+    if any(trial.best_checkpoint for trial in summary.trials if not trial.error):
         console.print(
             f"  rlplat eval {run_dir}                     # 10 greedy episodes", highlight=False
         )

@@ -191,6 +191,25 @@ CASES = {
         ["algorithm=TD3", "resources.learners.count=2"],
         ["resources.learners.count must be 0 or 1, got 2", "synchronise"],
     ),
+    "network setting RLlib's networks do not read": (
+        lambda t: t,
+        ["rl_module.model_config.use_lstmm=true"],
+        ["rl_module.model_config.use_lstmm", "do not read 'use_lstmm'", "Did you mean 'use_lstm'?"],
+    ),
+    "network setting an own network does not read": (
+        lambda t: replace(t, "  minibatch_size: 64\n  num_epochs: 2\n", ""),
+        ["algorithm=PQN", "rl_module.model_config.use_lstm=true"],
+        ["rl_module.model_config.use_lstm", "PQN's networks are rlplat's own", "hiddens"],
+    ),
+    "training setting under model_config": (
+        lambda t: replace(
+            replace(t, "  minibatch_size: 64\n  num_epochs: 2\n", ""),
+            "id: CartPole-v1",
+            "id: Pendulum-v1",
+        ),
+        ["algorithm=TD3", "rl_module.model_config.actor_hiddens=[32]"],
+        ["actor_hiddens is a training setting of TD3", "set training.actor_hiddens"],
+    ),
     "unknown optimizer type": (
         lambda t: replace(t, "num_epochs: 2", "num_epochs: 2\n  optimizer: {type: sdg, lr: 0.1}"),
         [],

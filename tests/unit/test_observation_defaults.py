@@ -127,3 +127,15 @@ def test_a_lone_trial_with_threads_to_use_takes_the_free_cpus_and_others_keep_th
         assert kept.experiment.resources.driver.cpus == (1.0 if "cpus" in overrides[0] else None)
     mlp = prepare(load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", []), this_machine, probe=False)
     assert mlp.experiment.resources.driver.cpus is None
+
+
+def test_an_lstm_without_a_sequence_length_gets_rllibs_default_and_says_so():
+    switch = "rl_module.model_config.use_lstm=true"
+    run = prepare(load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", [switch]), probe=False)
+    assert run.experiment.rl_module["model_config"]["max_seq_len"] == 20
+    assert any("rl_module.model_config.max_seq_len: 20" in note for note in run.notes)
+    given = load_experiment(
+        EXPERIMENTS / "cartpole_ppo.yaml",
+        ["rl_module.model_config.use_lstm=true", "rl_module.model_config.max_seq_len=7"],
+    )
+    assert prepare(given, probe=False).experiment.rl_module["model_config"]["max_seq_len"] == 7

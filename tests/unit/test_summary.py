@@ -1,0 +1,36 @@
+"""What ``rlplat train`` prints at the end of a run, from its summary."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from rlplat.run.summary import RunSummary, TrialSummary, print_summary
+
+
+def _trial(name: str, error: str | None) -> TrialSummary:
+    checkpoint = f"/runs/r/{name}/checkpoint_000000"
+    return TrialSummary(
+        name, f"/runs/r/{name}", "ERROR" if error else "TERMINATED", 3, 3000, 20.0, 22.0,
+        checkpoint, checkpoint, error=error,
+    )  # fmt: skip
+
+
+def _printed(*trials: TrialSummary) -> str:
+    console = Console(record=True, width=200)
+    print_summary(RunSummary("/runs/r", 5.0, list(trials)), console)
+    return console.export_text()
+
+
+def test_a_failed_run_suggests_retrying_it_not_evaluating_its_checkpoints():
+    text = _printed(_trial("trial_00000", "RuntimeError: the env crashed"))
+    next_steps = text.split("Next:")[1]
+    assert "rlplat train --resume /runs/r --retry-errored" in next_steps
+    assert "rlplat eval" not in next_steps
+
+
+def test_a_run_with_a_finished_trial_suggests_evaluating_it_and_retrying_the_failed_one():
+    text = _printed(_trial("trial_00000", None), _trial("trial_00001", "RuntimeError: crash"))
+    next_steps = text.split("Next:")[1]
+    assert "rlplat eval /runs/r" in next_steps and "the 1 failed trial(s)" in next_steps
+    clean = _printed(_trial("trial_00000", None)).split("Next:")[1]
+    assert "rlplat eval /runs/r" in clean and "--retry-errored" not in clean
