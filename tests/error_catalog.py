@@ -542,6 +542,12 @@ CASES = [
         ["serve", "checkpoint", "--engine", "local", "--replicas", "2"],
         setup=_copy,
     ),
+    Case(
+        "serve option that is not a number",
+        ["serve", "checkpoint", "--batch-wait-ms", "nan"],
+        setup=_copy,
+    ),
+    Case("experiment file misspelt", ["train", "exp.yml"]),
     Case("serve --stop without a cluster", ["serve", "--stop"]),
     Case(
         "seeds with an early-stopping scheduler",

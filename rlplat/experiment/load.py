@@ -187,7 +187,9 @@ def read_experiment_file(path: str | Path) -> tuple[dict[str, Any], dict]:
             location=source,
         ) from None
     except FileNotFoundError:
-        raise ConfigError("experiment file not found.", location=source) from None
+        raise ConfigError(
+            "experiment file not found." + _nearby_file(Path(path)), location=source
+        ) from None
     except OSError as exc:
         raise ConfigError(
             f"cannot read the experiment file: {exc.strerror}.", location=source
@@ -239,3 +241,16 @@ def trial_experiment(config: dict[str, Any]) -> dict[str, Any]:
         if not str(key).startswith("__") and key != "seeds"
     }
     return json.loads(json.dumps(data, default=_plain))
+
+
+def _nearby_file(path: Path) -> str:
+    """`` Did you mean 'dir/x.yaml'?`` for the experiment file closest to a missing ``path`` in
+    its folder (``exp.yml`` for ``exp.yaml``), or ''."""
+    folder = path.parent
+    try:
+        names = [p.name for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()]
+    except OSError:
+        return ""
+    same_stem = [name for name in names if Path(name).stem == path.stem]
+    hint = f" Did you mean '{same_stem[0]}'?" if same_stem else did_you_mean(path.name, names)
+    return hint.replace("'", f"'{folder}/", 1) if hint and str(folder) != "." else hint

@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import logging
+import math
 import os
 import shlex
 import signal
@@ -101,8 +102,11 @@ def check_options(path: Path | None, options: ServeOptions) -> Checked:
                                ("--episodes", options.episodes, 1)):
         if value < least:
             raise UserError(f"{name} must be at least {least}, got {value}.")
-    if options.batch_wait_ms < 0 or options.session_ttl_s <= 0:
-        raise UserError("--batch-wait-ms must be 0 or more and --session-ttl more than 0.")
+    for name, value, zero in (("--batch-wait-ms", options.batch_wait_ms, True),
+                              ("--session-ttl", options.session_ttl_s, False)):
+        if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
+            bound = "0 or more" if zero else "more than 0"
+            raise UserError(f"{name} must be a finite number, {bound}; got {value}.")
     token = _token(options)
     replicas, least = _replicas(options)
     bundle, actor_options = _resources(options.replica_resources)

@@ -241,7 +241,10 @@ def test_bad_input_exits_2_with_a_clear_message(case, write_yaml, tmp_path):
 
 def test_missing_file(tmp_path):
     message = rejection(tmp_path / "nope.yaml")
-    assert "nope.yaml" in message and "not found" in message
+    assert "nope.yaml" in message and "not found" in message and "Did you mean" not in message
+    (tmp_path / "exp.yaml").write_text(TINY_PPO)
+    message = rejection(tmp_path / "exp.yml")
+    assert f"Did you mean '{tmp_path}/exp.yaml'?" in message
 
 
 def test_from_a_path_without_checkpoints_is_refused(tmp_path):
