@@ -19,6 +19,7 @@ from typing import Any
 
 from ray.tune import Callback
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+from ray.tune.utils import flatten_dict
 from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
 from tensorboardX.proto.event_pb2 import Event
 from tensorboardX.record_writer import RecordWriter
@@ -139,4 +140,36 @@ class TrimmingJsonLogger(_TrimWhatIsRestored, JsonLoggerCallback):
 
 
 class TrimmingCSVLogger(_TrimWhatIsRestored, CSVLoggerCallback):
-    """Tune's progress.csv logger, trimming a restarted trial's file first."""
+    """Tune's progress.csv logger, trimming a restarted trial's file first, and keeping the file
+    one table when the trial continues it: Tune appends a restarted trial's rows in the columns of
+    its first new result, without a header, so a column new since the restart (a restored replay
+    memory's size, say) made rows longer than the header and the file unreadable to pandas. The
+    header is widened (the file rewritten) and every row keeps the header's columns."""
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+        if trial not in self._trial_files:
+            self._setup_trial(trial)
+        if self._trial_csv[trial] is None and self._trial_continue[trial]:
+            unlogged = {k: v for k, v in result.items() if k != "config"}  # as Tune leaves out
+            columns = list(flatten_dict(unlogged, delimiter="/"))
+            path = Path(trial.local_path, PROGRESS_CSV)
+            self._trial_files[trial].close()
+            fields = widen_progress(path, columns)
+            self._trial_files[trial] = path.open("a", newline="")
+            self._trial_csv[trial] = csv.DictWriter(self._trial_files[trial], fields)
+        super().log_trial_result(iteration, trial, result)
+
+
+def widen_progress(path: Path, columns: list[str]) -> list[str]:
+    """The columns of ``path``'s header followed by those of ``columns`` it lacks; the file is
+    rewritten with that header where it grew (the older rows empty in the new columns)."""
+    reader = csv.DictReader(io.StringIO(path.read_text(), newline=""))
+    fields = list(reader.fieldnames or [])
+    added = [column for column in columns if column not in fields]
+    if added:
+        out = io.StringIO(newline="")
+        writer = csv.DictWriter(out, fields + added)
+        writer.writeheader()
+        writer.writerows(reader)
+        write_atomic(path, out.getvalue())
+    return fields + added

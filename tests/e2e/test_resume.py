@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import pandas
 import pytest
 from rich.console import Console
 
@@ -119,6 +120,8 @@ def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, capsy
     assert summary["iterations"] == reference.iterations == iterations
     assert summary["env_steps"] == reference.env_steps
     assert iterations_logged(trial_dir) == list(range(1, iterations + 1)), "none logged twice"
+    progress = pandas.read_csv(trial_dir / "progress.csv")  # one table across the restart
+    assert list(progress["training_iteration"]) == list(range(1, iterations + 1))
 
     steps = episode_return_steps(trial_dir)
     assert len(steps) == iterations and steps[0] > 0
