@@ -33,12 +33,18 @@ from rlplat.metrics import (
     is_known_metric,
 )
 
+# Bounds that no cluster reaches (a count beyond is a slip: the plan lists every actor's bundle,
+# and 2**63 of them fill the memory); VMAS batches tens of thousands of worlds per runner.
+MAX_ACTORS = 10_000
+MAX_ENVS = 1 << 20
+
 
 class Section(BaseModel):
-    """Base of every section: unknown keys are errors, types are not coerced, values never change
-    once validated (a changed experiment is a new one: ``model_copy(update=...)``)."""
+    """Base of every section: unknown keys are errors, types are not coerced, numbers are finite,
+    values never change once validated (a changed experiment is a new one:
+    ``model_copy(update=...)``)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 def _whole(value: Any) -> Any:
@@ -243,8 +249,12 @@ PREFER_DESCRIPTION = (
 class RunnerResources(Section):
     """Env runners: rollout actors. ``count: 0`` samples inside the algorithm's own process."""
 
-    count: int | None = Field(None, ge=0, description="Number of remote env runners.")
-    envs: int | None = Field(None, ge=1, description="Vectorized envs per env runner.")
+    count: int | None = Field(
+        None, ge=0, le=MAX_ACTORS, description="Number of remote env runners."
+    )
+    envs: int | None = Field(
+        None, ge=1, le=MAX_ENVS, description="Vectorized envs per env runner."
+    )
     cpus: float | None = Field(None, ge=0, description="CPUs per env runner.")
     gpus: float | None = Field(None, ge=0, description="GPUs per env runner.")
     custom: dict[str, float] = Field(
@@ -258,7 +268,7 @@ class RunnerResources(Section):
 class LearnerResources(Section):
     """Learners: the processes that compute gradients. ``count: 0`` learns in the driver actor."""
 
-    count: int | None = Field(None, ge=0, description="Number of remote learners.")
+    count: int | None = Field(None, ge=0, le=MAX_ACTORS, description="Number of remote learners.")
     cpus: float | Literal["auto"] | None = Field(
         None, description="CPUs per learner (auto: RLlib decides)."
     )
@@ -731,6 +741,7 @@ EVALUATION_INTERVAL = 10
 # Gymnasium and NumPy take seeds from 0 to 2**32 - 1; RLlib adds each env runner's (and each
 # evaluation runner's) offset to the run's seed, and `seeds: N` counts up from it: half the range.
 MAX_SEED = 2**31 - 1
+MAX_SEEDS = 1000  # trials of one run: a count beyond is a slip (2**63 would fill the memory)
 
 
 def score_metric(checkpoint: CheckpointSpec, evaluates: bool, self_play: bool = False) -> str:
@@ -848,11 +859,16 @@ class Experiment(Section):
     @field_validator("seeds")
     @classmethod
     def _seed_count_or_list(cls, value: int | list[int] | None) -> int | list[int] | None:
-        if isinstance(value, int) and value < 1:
-            raise ValueError("seeds is a number of seeds (at least 1) or a list of seeds")
+        if isinstance(value, int) and not 1 <= value <= MAX_SEEDS:
+            raise ValueError(
+                f"seeds is a number of seeds from 1 to {MAX_SEEDS:,} (each one a trial) or a "
+                "list of seeds"
+            )
         if isinstance(value, list):
             if not value:
                 raise ValueError("seeds lists at least one seed")
+            if len(value) > MAX_SEEDS:
+                raise ValueError(f"seeds lists at most {MAX_SEEDS:,} seeds (each one a trial)")
             repeated = sorted({seed for seed in value if value.count(seed) > 1})
             if repeated:
                 raise ValueError(f"seeds lists {repeated[0]} more than once; each seed runs once")
