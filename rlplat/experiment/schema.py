@@ -188,11 +188,17 @@ class EnvSpec(Section):
                 "backend 'envpool' runs Atari games (an ALE id such as ALE/Breakout-v5 with "
                 f"preset: atari), not {self.label!r}; use backend: gymnasium"
             )
-        if self.backend == "vmas" and (self.factory != VMAS_FACTORY or self.wrappers):
+        if self.backend == "vmas" and self.factory != VMAS_FACTORY:
             raise ValueError(
                 f"backend 'vmas' batches VMAS scenarios made by factory: {VMAS_FACTORY} "
-                "(kwargs: scenario, max_steps and the scenario's own), without wrappers; "
+                "(kwargs: scenario, max_steps and the scenario's own); "
                 f"{self.label!r} is not one: use backend: gymnasium"
+            )
+        if self.backend == "vmas" and self.wrappers:
+            raise ValueError(
+                "backend 'vmas' steps each runner's worlds as one VMAS batch, which "
+                "Gymnasium's wrappers cannot wrap: remove env.wrappers, or keep them with "
+                "backend: gymnasium (each world its own env, stepped one after another)"
             )
         return self
 

@@ -399,3 +399,12 @@ def test_unreadable_experiment_files_exit_2_at_once(tmp_path, content, expected)
     path.write_bytes(content)
     message = rejection(path)
     assert message.startswith(str(path)) and expected in message, message
+
+
+def test_the_vmas_backend_names_which_of_its_two_conditions_failed():
+    vmas = EXPERIMENTS / "marl" / "vmas_balance_ppo.yaml"
+    wrapped = rejection(vmas, "env.wrappers=[gymnasium.wrappers:RecordEpisodeStatistics]")
+    assert "remove env.wrappers" in wrapped and "factory" not in wrapped
+    other = rejection(vmas, "env.factory=envs.corridor:Corridor", "env.kwargs={}")
+    assert "factory: rlplat.environments.gymma:vmas_scenario" in other
+    assert "wrappers" not in other
