@@ -125,7 +125,8 @@ def check_options(options: ReportOptions) -> None:
     if options.font_size <= 0:
         raise UserError(f"--font-size must be positive, got {options.font_size:g}.")
     for rename in options.label:
-        if "=" not in rename or not rename.partition("=")[0].strip():
+        label, equals, name = (part.strip() for part in rename.rpartition("="))
+        if not (equals and label and name):
             raise UserError(
                 f"--label {rename!r} is not LABEL=NAME: give an experiment's label (as the "
                 "report shows it) and the name to show instead, e.g. --label 'cartpole-ppo=PPO'."
@@ -145,16 +146,26 @@ def figure_size(size: str) -> tuple[float, float]:
 
 
 def _rename(experiments: list[Experiment], renames: list[str]) -> None:
-    """``--label LABEL=NAME``: show an experiment under NAME in figures and tables."""
+    """``--label LABEL=NAME``: show an experiment under NAME in figures and tables (split at the
+    last ``=``: the labels the report makes hold settings such as ``lr=0.001``)."""
     labels = [e.label for e in experiments]
+    shown = list(labels)
     for rename in renames:
-        label, _, name = (part.strip() for part in rename.partition("="))
+        label, _, name = (part.strip() for part in rename.rpartition("="))
         if label not in labels:
             raise UserError(
                 f"--label {rename!r}: no experiment is labelled {label!r}; the labels are "
                 f"{allowed_list(labels)}.{did_you_mean(label, labels)}"
             )
-        experiments[labels.index(label)].label = name
+        shown[labels.index(label)] = name
+    repeated = sorted({label for label in shown if shown.count(label) > 1})
+    if repeated:
+        raise UserError(
+            f"--label: {shown.count(repeated[0])} experiments would show as {repeated[0]!r}, so "
+            "the figures and tables could not tell them apart; give each its own name."
+        )
+    for experiment, label in zip(experiments, shown, strict=True):
+        experiment.label = label
 
 
 def make_report(

@@ -170,3 +170,19 @@ def test_final_figure_claims_intervals_only_where_seeds_allow_them():
         names, "Return; 95% bootstrap CIs where 2 or more seeds, dots: seeds",
     )
     assert statistics_shown(names, [3, 3], "Return")[1] == "Return; 95% bootstrap CIs, dots: seeds"
+
+
+def test_report_labels_must_name_something_and_stay_distinct():
+    from types import SimpleNamespace
+
+    from rlplat.errors import UserError
+    from rlplat.report.options import ReportOptions
+    from rlplat.report.report import _rename, check_options
+
+    with pytest.raises(UserError, match="is not LABEL=NAME"):
+        check_options(ReportOptions(label=["cartpole-ppo="]))
+    runs = [SimpleNamespace(label="ppo (lr=0.001)"), SimpleNamespace(label="ppo (lr=0.01)")]
+    with pytest.raises(UserError, match="2 experiments would show as 'PPO'"):
+        _rename(runs, ["ppo (lr=0.001)=PPO", "ppo (lr=0.01)=PPO"])
+    _rename(runs, ["ppo (lr=0.001)=slow"])
+    assert [run.label for run in runs] == ["slow", "ppo (lr=0.01)"]
