@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 
 from rlplat.environments.backends import backend_for
-from rlplat.environments.contract import ContractBroken, EnvRaised, check_contract
+from rlplat.environments.contract import RANDOM_STEPS, ContractBroken, EnvRaised, check_contract
 from rlplat.environments.gymma import make_gymma
 from rlplat.environments.kinds import is_multi_agent, is_pettingzoo
 from rlplat.environments.opengl import opengl_failure
@@ -149,18 +149,20 @@ def check_env(
     *,
     needs_frames: bool = False,
     contract: bool = True,
+    random_steps: int = RANDOM_STEPS,
 ) -> EnvInfo:
     """Fail early (before Ray starts) on an unknown id, a bad import path, a bad wrapper or
     kwargs the env rejects.
 
     The environment is built once and closed: this is what catches a misspelt kwarg.
     ``needs_frames``: videos are requested, so the env must offer ``rgb_array`` rendering.
-    ``contract``: also step it through ``check_contract`` (unless ``env.check`` is false).
+    ``contract``: also step it through ``check_contract`` (unless ``env.check`` is false), for
+    ``random_steps`` random steps.
     """
     _check_source(spec, locate)
     backend_for(spec).check(spec, locate)
     env = _build(spec, locate)
-    rewards = _reset_or_check_contract(env, spec, locate, contract=contract)
+    rewards = _reset_or_check_contract(env, spec, locate, contract=contract, steps=random_steps)
     env.close()
     if needs_frames and "rgb_array" not in render_modes(env):
         raise ConfigError(
@@ -341,13 +343,13 @@ def _build(spec: EnvSpec, locate: Callable[[str], str]) -> Any:
 
 
 def _reset_or_check_contract(
-    env: Any, spec: EnvSpec, locate: Callable[[str], str], *, contract: bool
+    env: Any, spec: EnvSpec, locate: Callable[[str], str], *, contract: bool, steps: int
 ) -> list[dict[str, float]]:
     """Step the env through ``check_contract`` (or only reset it when the check is off): the
     rewards it saw, by step and agent. The env is closed when that fails."""
     try:
         if spec.check and contract:
-            return check_contract(env)
+            return check_contract(env, steps=steps)
         env.reset(seed=0)
         return []
     except ContractBroken as exc:

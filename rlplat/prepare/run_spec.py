@@ -44,6 +44,7 @@ from rlplat.cluster.placement import (
 )
 from rlplat.cluster.preferences import PREFERENCE_GROUPS, ResourceChoice, resolve_preferences
 from rlplat.environments.connectors import check_connectors
+from rlplat.environments.contract import RANDOM_STEPS
 from rlplat.environments.global_state import GlobalStateError, resolve_source
 from rlplat.environments.kinds import is_image
 from rlplat.environments.make import EnvInfo, check_env
@@ -130,6 +131,7 @@ def prepare(
     _settle_name_and_seed(draft)
     _resolve_env(draft, contract=step_env)
     _check_env_against_algorithm(draft)
+    _untold_self_play(draft)
     _machine_defaults(draft)
     _sequence_length(draft)
     _build_rllib_config(draft)
@@ -197,14 +199,20 @@ def _resolve_env(draft: _Draft, *, contract: bool) -> None:
     """The env built (and stepped through its contract), then the defaults that depend on it:
     observations RLlib cannot encode, env runners that fit the CPUs."""
     experiment, locate = draft.experiment, draft.locate
-    frames = experiment.video.every > 0
-    env = check_env(experiment.env, locate, needs_frames=frames, contract=contract)
+    checked = {
+        "needs_frames": experiment.video.every > 0,
+        "contract": contract,
+        # Self-play's check that the game is competitive reads the sides' rewards in these
+        # steps: board games rarely end within the usual 32.
+        "random_steps": SELF_PLAY_CHECK_STEPS if _self_play(experiment) else RANDOM_STEPS,
+    }
+    env = check_env(experiment.env, locate, **checked)
     defaults = with_observation_defaults(experiment, env)
     experiment, fitted = _fit_env_runners(defaults.experiment, draft.nodes)
     experiment, threaded = _fit_driver_cpus(experiment, env, draft.nodes, draft.loaded.spaces)
     fitted = (*fitted, *threaded)
     if defaults.wrapped:  # the env as training will see it, checked again
-        env = check_env(experiment.env, locate, needs_frames=frames, contract=contract)
+        env = check_env(experiment.env, locate, **checked)
     draft.experiment, draft.env = experiment, env
     draft.notes += [*defaults.notes, *fitted]
 
@@ -223,6 +231,29 @@ def _check_env_against_algorithm(draft: _Draft) -> None:
         training = {**experiment.training, "global_state": _central_state(experiment, env, locate)}
         experiment = experiment.model_copy(update={"training": training})
     draft.experiment = experiment
+
+
+def _self_play(experiment: Experiment) -> bool:
+    return experiment.multi_agent is not None and experiment.multi_agent.self_play is not None
+
+
+def _untold_self_play(draft: _Draft) -> None:
+    """A note where self-play's check that the game is competitive (the sides' rewards in the
+    env check's random steps) had nothing to go on: no random step rewarded anyone."""
+    env = draft.env
+    if not _self_play(draft.experiment) or env is None:
+        return
+    if any(reward for step in env.random_rewards for reward in step.values()):
+        return
+    seen = (
+        f"no agent was rewarded in the env check's {len(env.random_rewards)} random steps"
+        if env.random_rewards
+        else "the env check did not step the env (env.check: false)"
+    )
+    draft.notes.append(
+        f"multi_agent.self_play: {seen}, so whether the two sides play against each other "
+        "could not be told (self-play needs a competitive game); the run goes on as written"
+    )
 
 
 def _machine_defaults(draft: _Draft) -> None:
@@ -343,6 +374,9 @@ def _place(draft: _Draft) -> None:
     bundles, strategy = trial_bundles(draft.algo_config, algo_cls)
     trials = trial_count(experiment, draft.loaded.spaces)
     draft.plan = make_plan(bundles, strategy, draft.nodes, trials, tune_spec.max_concurrent)
+
+
+SELF_PLAY_CHECK_STEPS = 1000  # random steps of a self-play env's check (see _resolve_env)
 
 
 def _fit_env_runners(

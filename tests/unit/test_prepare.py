@@ -23,3 +23,12 @@ def test_the_prepared_run_is_final_and_leaves_the_loaded_experiment_alone():
     assert run.resolved()["seed"] == run.experiment.seed
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.experiment = loaded.experiment  # type: ignore[misc]
+
+
+def test_self_play_says_when_no_random_step_could_tell_whether_the_game_is_competitive():
+    selfplay = EXPERIMENTS / "connect_four_selfplay.yaml"  # no game ends in the usual 32 steps
+    told = prepare(load_experiment(selfplay, []), probe=False)
+    assert not [note for note in told.notes if "multi_agent.self_play" in note]
+    untold = prepare(load_experiment(selfplay, ["env.check=false"]), probe=False)
+    [note] = [note for note in untold.notes if "multi_agent.self_play" in note]
+    assert "did not step the env" in note and "could not be told" in note
