@@ -436,6 +436,7 @@ def _fit_driver_cpus(
         or driver.custom
         or driver.process == "actor"
         or resources.env_runners.count != 0
+        or experiment.evaluation.get("evaluation_num_env_runners")  # those need CPUs too
         or trial_count(experiment, spaces) != 1
         or not only_this_machine(nodes)
     ):

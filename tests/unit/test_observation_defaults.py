@@ -122,7 +122,12 @@ def test_a_lone_trial_with_threads_to_use_takes_the_free_cpus_and_others_keep_th
     assert lone.experiment.resources.driver.cpus == 3.0  # the free ones
     [note] = [note for note in lone.notes if "resources.driver.cpus" in note]
     assert "torch and EnvPool get 3 threads" in note
-    for overrides in (["seeds=2"], ["resources.driver.cpus=1"], ["resources.driver.process=actor"]):
+    for overrides in (
+        ["seeds=2"],
+        ["resources.driver.cpus=1"],
+        ["resources.driver.process=actor"],
+        ["evaluation.evaluation_num_env_runners=1"],
+    ):
         kept = prepare(load_experiment(breakout, overrides), this_machine, probe=False)
         assert kept.experiment.resources.driver.cpus == (1.0 if "cpus" in overrides[0] else None)
     mlp = prepare(load_experiment(EXPERIMENTS / "cartpole_ppo.yaml", []), this_machine, probe=False)
