@@ -10,7 +10,11 @@ from typing import Any
 
 import gymnasium as gym
 
-from rlplat.algorithms.registry import is_joint_algorithm, is_team_algorithm
+from rlplat.algorithms.registry import (
+    algorithm_record,
+    is_joint_algorithm,
+    is_team_algorithm,
+)
 from rlplat.environments.kinds import is_image
 from rlplat.environments.make import EnvInfo
 from rlplat.experiment.schema import Experiment
@@ -60,8 +64,9 @@ def with_observation_defaults(experiment: Experiment, env: EnvInfo) -> Observati
     spaces = list(env.observation_spaces.values()) if env.multi_agent else [env.observation_space]
     label = experiment.env.label
     if all(is_image(space) for space in spaces) and len({s.shape for s in spaces}) == 1:
-        if "conv_filters" in model_config:
-            return ObservationDefaults(experiment)
+        own_networks = algorithm_record(experiment.algorithm).networks == "own"
+        if "conv_filters" in model_config or own_networks:
+            return ObservationDefaults(experiment)  # its own CNN (PQN's Nature CNN) or none
         cnn = _cnn_for(spaces[0].shape)
         if cnn is None:
             return ObservationDefaults(experiment)
