@@ -291,6 +291,8 @@ def _sequence_length(draft: _Draft) -> None:
     default length, written into the experiment and said in a note."""
     experiment = draft.experiment
     model_config = experiment.rl_module.get("model_config") or {}
+    if not isinstance(model_config, dict):
+        return
     if model_config.get("use_lstm") is not True or "max_seq_len" in model_config:
         return
     length = DefaultModelConfig.max_seq_len

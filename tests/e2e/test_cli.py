@@ -54,9 +54,9 @@ def test_train_timings_cover_the_command(cli_run):
     # Uncounted, it would be ~0.01 s; counted, 0.25-1.5 s here.
     assert stages["shutdown"] > 0.1, "Tune's last save, the summary and leaving Ray are counted"
     # Counted from the process's start up to the timings' writing: the interpreter's exit and
-    # the subprocess's own start and wait are the only time outside them (a few seconds at
-    # most, more on a loaded machine).
-    assert wall - max(2.0, 0.1 * wall) <= timings["total_s"] <= wall
+    # the subprocess's own start and wait are the only time outside them (1-2 s here, 2.1 s
+    # on a loaded CI machine; an uncounted Ray start would be 5 s or more).
+    assert wall - max(3.0, 0.15 * wall) <= timings["total_s"] <= wall
 
 
 def test_cli_bad_input_exit_code_in_a_subprocess(write_yaml):

@@ -211,8 +211,9 @@ def test_report_refuses_bad_input_and_writes_nothing(seeded_cartpole, spread_run
     assert "--x 'steps' is not one of env_steps, time_s" in refused(run_dir, "--x", "steps")
     assert "no experiment is labelled 'cartpole'" in refused(run_dir, "--label", "cartpole=PPO")
     assert "is not WIDTHxHEIGHT" in refused(run_dir, "--size", "big")
-    # The same run ranked by another metric: scores that do not compare.
-    other = tmp_path / "other" / run_dir.name
+    # A copy of the run (its own directory name, so its own label) ranked by another metric:
+    # scores that do not compare.
+    other = tmp_path / "other" / f"{run_dir.name}-copy"
     shutil.copytree(run_dir, other)
     text = (other / RESOLVED_EXPERIMENT).read_text()
     (other / RESOLVED_EXPERIMENT).write_text(text + "tune: {metric: episode_len_mean}\n")
