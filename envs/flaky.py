@@ -39,6 +39,8 @@ class FlakyCartPole(gym.Wrapper):
     - ``crash_in_ray_actors``: ``step`` raises in Ray actors (the env runners), never in the
       driver that checks the env before training.
     - ``step_delay_s``: every ``step`` takes this much longer (a slow simulator).
+    - ``faults_in_ray_actors``: ``crash_at_step``, ``nan_reward`` and ``old_step_api`` act only
+      in Ray actors (the env runners): the checks before training see a sound env.
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class FlakyCartPole(gym.Wrapper):
         crash_in_ray_actors: bool = False,
         hang_at_step: int | None = None,
         step_delay_s: float = 0.0,
+        faults_in_ray_actors: bool = False,
         render_mode: str | None = None,
     ):
         super().__init__(gym.make("CartPole-v1", render_mode=render_mode))
@@ -64,6 +67,7 @@ class FlakyCartPole(gym.Wrapper):
         self.crash_in_ray_actors = crash_in_ray_actors
         self.hang_at_step = hang_at_step
         self.step_delay_s = step_delay_s
+        self.faults_in_ray_actors = faults_in_ray_actors
         self._steps = 0
 
     def reset(self, **kwargs: Any):
@@ -79,14 +83,15 @@ class FlakyCartPole(gym.Wrapper):
             time.sleep(1.0)
         if self.crash_in_ray_actors and _in_ray_actor():
             raise SimulatorCrash(f"the simulator crashed in a Ray actor (pid {os.getpid()})")
-        if self.crash_at_step is not None and self._steps >= self.crash_at_step:
+        faulty = not self.faults_in_ray_actors or _in_ray_actor()
+        if faulty and self.crash_at_step is not None and self._steps >= self.crash_at_step:
             if self.crash_once_marker is None or not self.crash_once_marker.exists():
                 if self.crash_once_marker is not None:
                     self.crash_once_marker.touch()
                 raise SimulatorCrash(f"the simulator crashed at step {self._steps}")
         obs, reward, terminated, truncated, info = self.env.step(action)
         obs = obs + self.observation_offset
-        reward = float("nan") if self.nan_reward else reward
-        if self.old_step_api:
+        reward = float("nan") if faulty and self.nan_reward else reward
+        if faulty and self.old_step_api:
             return obs, reward, terminated or truncated, info
         return obs, reward, terminated, truncated, info

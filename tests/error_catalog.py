@@ -317,6 +317,21 @@ CASES = [
         {"exp.yaml": SELF_PLAY},
     ),
     Case(
+        "self-play snapshot bound without the win rate it bounds",
+        ["train", "exp.yaml", "multi_agent.self_play.snapshot.max_every=50"],
+        {"exp.yaml": SELF_PLAY},
+    ),
+    Case(
+        "self-play pool's even share beside uniform sampling",
+        [
+            "train",
+            "exp.yaml",
+            "multi_agent.self_play.pool.sample=uniform",
+            "multi_agent.self_play.pool.even=0.5",
+        ],
+        {"exp.yaml": SELF_PLAY},
+    ),
+    Case(
         "self-play on a cooperative env",
         ["train", "exp.yaml"],
         {"exp.yaml": SELF_PLAY.replace(
@@ -401,6 +416,25 @@ CASES = [
         "Unknown searcher", ["train", "exp.yaml"], {"exp.yaml": BASE + "tune: {searcher: optima}\n"}
     ),
     Case("Env kwargs the env rejects", ["train", "exp.yaml", "env.kwargs={colour: red}"]),
+    Case(
+        "Env kwarg misspelt",
+        ["train", "exp.yaml", "env.kwargs={sutton_barto_rewards: true}"],
+    ),
+    Case(
+        "Env kwarg the env warns it left unused (a VMAS scenario's)",
+        [
+            "train",
+            "exp.yaml",
+            "env.factory=rlplat.environments.gymma:vmas_scenario",
+            "env.kwargs={scenario: balance, max_steps: 50, n_agnts: 3}",
+            "multi_agent.policies=shared",
+        ],
+        _edit("env: {id: CartPole-v1}", "env: {id: null}"),
+    ),
+    Case(
+        "Several seeds in the command's own process",
+        ["train", "exp.yaml", "--seeds", "3", "resources.driver.process=command"],
+    ),
     Case("Malformed override", ["train", "exp.yaml", "training.lr"]),
     Case(
         "Env raising on reset",
@@ -428,22 +462,37 @@ CASES = [
         {"exp.yaml": FLAKY},
     ),
     Case(
-        "Env raising on every step (during training, env.check: false)",
-        ["train", "exp.yaml", "env.check=false", "env.kwargs={crash_at_step: 1}"],
+        "Env raising on every step (during training in the env runners)",
+        [
+            "train",
+            "exp.yaml",
+            "resources.env_runners.count=1",
+            "env.kwargs={crash_at_step: 1, faults_in_ray_actors: true}",
+        ],
         {"exp.yaml": FLAKY},
         needs_ray=True,
         exit=1,
     ),
     Case(
-        "Env returning the old 4-tuple (during training, env.check: false)",
-        ["train", "exp.yaml", "env.check=false", "env.kwargs={old_step_api: true}"],
+        "Env returning the old 4-tuple (during training in the env runners)",
+        [
+            "train",
+            "exp.yaml",
+            "resources.env_runners.count=1",
+            "env.kwargs={old_step_api: true, faults_in_ray_actors: true}",
+        ],
         {"exp.yaml": FLAKY},
         needs_ray=True,
         exit=1,
     ),
     Case(
-        "NaN losses (during training, env.check: false)",
-        ["train", "exp.yaml", "env.check=false", "env.kwargs={nan_reward: true}"],
+        "NaN losses (during training in the env runners)",
+        [
+            "train",
+            "exp.yaml",
+            "resources.env_runners.count=1",
+            "env.kwargs={nan_reward: true, faults_in_ray_actors: true}",
+        ],
         {"exp.yaml": FLAKY},
         needs_ray=True,
         exit=1,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import pkgutil
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -321,15 +323,19 @@ def _import_namespace_package(spec: EnvSpec, locate: Callable[[str], str]) -> No
 
 
 def _build(spec: EnvSpec, locate: Callable[[str], str]) -> Any:
-    """The env with its wrappers; what fails to build is a ConfigError at its key."""
+    """The env with its wrappers; what fails to build is a ConfigError at its key, and so is a
+    warning of the env's that it left some of ``env.kwargs`` unused (VMAS scenarios warn)."""
     try:
-        return EnvCreator(spec)()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            env = EnvCreator(spec)()
     except WrapperProblem as exc:
         key = f"env.wrappers.{exc.index}"
         raise ConfigError(str(exc), location=locate(key), key=key) from None
     except TypeError as exc:
         raise ConfigError(
-            f"the environment rejected its arguments: {exc}",
+            f"the environment rejected its arguments: {str(exc).rstrip('.')}."
+            + _argument_hint(spec, str(exc)),
             location=locate("env.kwargs"),
             key="env.kwargs",
         ) from None
@@ -340,6 +346,64 @@ def _build(spec: EnvSpec, locate: Callable[[str], str]) -> Any:
             location=locate("env"),
             key="env",
         ) from None
+    unused = [str(warning.message) for warning in caught if _says_unused(str(warning.message))]
+    for warning in caught:
+        if not _says_unused(str(warning.message)):
+            warnings.showwarning(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+    if unused:
+        env.close()
+        raise ConfigError(
+            f"the environment {spec.label!r} left some of its arguments unused: "
+            f"{unused[0].rstrip('.')}. Check their names against the env's own arguments "
+            "(a misspelt one would silently keep its default).",
+            location=locate("env.kwargs"),
+            key="env.kwargs",
+        )
+    return env
+
+
+# How envs say that a keyword argument went unused (VMAS: "kwargs: {...} passed but not used").
+UNUSED_ARGUMENT = re.compile(
+    r"\b(kw)?arg(ument)?s?\b.*\bnot (used|consumed)\b|\bunused (kw)?arg", re.I
+)
+
+
+def _says_unused(message: str) -> bool:
+    return UNUSED_ARGUMENT.search(message) is not None
+
+
+def _argument_hint(spec: EnvSpec, message: str) -> str:
+    """" Did you mean 'x'? It takes: ..." for an unexpected keyword argument, read from the
+    env's constructor where its signature names its arguments; '' otherwise."""
+    unexpected = re.search(r"unexpected keyword argument '(\w+)'", message)
+    names = _constructor_arguments(spec)
+    if unexpected is None or not names:
+        return ""
+    return did_you_mean(unexpected.group(1), names) + f" It takes: {allowed_list(names)}."
+
+
+def _constructor_arguments(spec: EnvSpec) -> list[str]:
+    """The keyword arguments the env's constructor names (none where it takes ``**kwargs``
+    only, or cannot be found)."""
+    try:
+        if spec.id is not None:
+            constructor = gym.spec(spec.id).entry_point
+            if isinstance(constructor, str):
+                constructor = import_object(constructor)
+        elif spec.pettingzoo is not None:
+            module = importlib.import_module(spec.pettingzoo)
+            constructor = getattr(module, "raw_env", None) or _pettingzoo_constructor(spec)
+        elif spec.factory is not None:
+            constructor = import_object(spec.factory)
+        else:
+            return []
+        parameters = inspect.signature(constructor).parameters.values()
+    except Exception:  # noqa: BLE001 - no signature to read: no hint
+        return []
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in parameters if p.kind in keyword and p.name != "self"]
 
 
 def _reset_or_check_contract(

@@ -1,7 +1,9 @@
 """``FlatObservation``: an env's observations as one float vector, for spaces RLlib's default
 encoders cannot take (Dict, Tuple, Discrete, 2D Box). Gymnasium's ``FlattenObservation`` does
 the flattening (one-hot for discrete parts); parts that are not numbers (a Dict's ``Text``
-mission, as MiniGrid's) are left out first, since they have no flat form."""
+mission, as MiniGrid's) are left out first, since they have no flat form.
+``FloatObservation``: Box observations of bools or integers (MinAtar's frames) as float32,
+which RLlib's networks multiply."""
 
 from __future__ import annotations
 
@@ -55,3 +57,20 @@ class FlatObservation(gym.ObservationWrapper):
     def observation(self, observation: Any) -> np.ndarray:
         value = _numeric_value(self._numeric, observation)
         return gym.spaces.flatten(self._numeric, value).astype(np.float32)
+
+
+def as_float(space: gym.spaces.Box) -> gym.spaces.Box:
+    """``space`` with float32 values and the same bounds and shape."""
+    low, high = space.low.astype(np.float32), space.high.astype(np.float32)
+    return gym.spaces.Box(low, high, dtype=np.float32)
+
+
+class FloatObservation(gym.ObservationWrapper):
+    """Box observations of bools or integers as float32 of the same shape."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.observation_space = as_float(env.observation_space)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        return np.asarray(observation, dtype=np.float32)

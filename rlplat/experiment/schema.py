@@ -144,8 +144,8 @@ class EnvSpec(Section):
         True,
         description="Before Ray starts, reset the env and take random steps, checking what it "
         "returns against Gymnasium's or PettingZoo's contract (and Gymnasium's env checker). "
-        "false skips it and the probe's steps (the module is still built), for envs too slow "
-        "to step.",
+        "false skips this check (for envs that fail Gymnasium's seeding check, say); the probe "
+        "still samples a few steps with the run's module and computes one update.",
     )
 
     @field_validator("preset")
@@ -545,7 +545,7 @@ class SnapshotRule(Section):
     every: Count = Field(20, ge=1, description="Iterations between snapshots (at least).")
     min_win_rate: float | None = Field(
         None,
-        ge=0.0,
+        gt=0.0,
         le=1.0,
         description="Also require the learner's win rate against the pool since the last "
         "snapshot (draws count half) to reach this; null: a snapshot every `every` iterations.",
@@ -557,6 +557,24 @@ class SnapshotRule(Section):
         "the win rate (PFSP draws the snapshots the learner beats least, so the rate can stay "
         "under the threshold for good); null: 5 x every.",
     )
+
+    @model_validator(mode="after")
+    def _bounds_that_matter(self) -> SnapshotRule:
+        if self.max_every is None:
+            return self
+        if self.min_win_rate is None:
+            raise ValueError(
+                f"max_every ({self.max_every}) bounds the wait for min_win_rate, which is not "
+                f"set: snapshots come every {self.every} iterations. Set min_win_rate or remove "
+                "max_every"
+            )
+        if self.max_every <= self.every:
+            raise ValueError(
+                f"max_every ({self.max_every}) must be larger than every ({self.every}): "
+                "snapshots are at least `every` iterations apart, so min_win_rate would never "
+                "hold one back"
+            )
+        return self
 
     def latest_every(self) -> int | None:
         """Iterations after which a snapshot is frozen whatever the win rate (None: no bound,
@@ -600,6 +618,16 @@ class OpponentPool(Section):
         "e.g. the policy given with --from): the learner keeps meeting the play it started "
         "from; a full pool drops the oldest of the others.",
     )
+
+    @model_validator(mode="after")
+    def _even_differs_from_sample(self) -> OpponentPool:
+        if self.even > 0 and self.sample == "uniform":
+            raise ValueError(
+                f"even ({self.even}) spreads a share of the draws evenly over the pool, which "
+                "sample: uniform already does for all of them. Set even to 0, or sample to pfsp "
+                "or latest"
+            )
+        return self
 
     @model_validator(mode="after")
     def _room_beside_the_first(self) -> OpponentPool:

@@ -20,7 +20,7 @@ import json
 import shutil
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -58,6 +58,7 @@ from rlplat.runtime import (
     TensorInfo,
 )
 from rlplat.util.atomic import write_atomic
+from rlplat.util.disk import free_space, storage_reason
 from rlplat.util.paths import publish_dir
 from rlplat.util.versions import versions
 
@@ -122,7 +123,7 @@ def export(
     team = is_team_algorithm(experiment.algorithm)
     env = _env_or_none(experiment, experiment_file, options.verify or team)
     out = options.out or Path("exported") / experiment.name
-    with contextlib.ExitStack() as cleanup:
+    with _said_if_the_disk_fails(out), contextlib.ExitStack() as cleanup:
         if env is not None:
             cleanup.callback(env.close)
         mapping = mapping_for(experiment, env) if env is not None else _mapping_without_env(
@@ -175,6 +176,24 @@ def export(
     if certificate is not None and not certificate.passed:
         raise ParityFailed(parity_failure(report))
     return report
+
+
+@contextlib.contextmanager
+def _said_if_the_disk_fails(out: Path) -> Iterator[None]:
+    """A disk that fails while the export is written is one paragraph: nothing was published
+    (the draft is removed as the export's block ends), an earlier export is untouched."""
+    try:
+        yield
+    except Exception as exc:  # torch and onnx wrap the OSError in their own errors
+        reason = storage_reason(exc)
+        if reason is None:
+            raise
+        raise RlplatError(
+            f"exporting to {out} failed: {reason}{free_space(out.parent, reason)}. Nothing was "
+            "published: an export made before under that name is intact, and the half-written "
+            "files were removed. Free some space (or make the directory writable) and export "
+            "again."
+        ) from None
 
 
 def print_export(report: ExportReport, console: Any) -> None:

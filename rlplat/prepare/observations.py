@@ -1,7 +1,9 @@
 """The observation stage: observation spaces RLlib's default encoders cannot take get a working
 default, written into the experiment (so the run's experiment.yaml and the output say what was
-chosen): images a CNN sized for them, other spaces (Dict, Tuple, Discrete, 2D Box) flattened by
-a wrapper. An experiment that names its own ``conv_filters`` or connectors keeps them."""
+chosen): Box observations of bools or integers cast to float32 (uint8 images excepted: RLlib's
+CNN takes them), images a CNN sized for them, other spaces (Dict, Tuple, Discrete, 2D Box)
+flattened by a wrapper. An experiment that names its own ``conv_filters`` or connectors keeps
+them."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from rlplat.algorithms.registry import (
     algorithm_record,
@@ -17,10 +20,13 @@ from rlplat.algorithms.registry import (
 )
 from rlplat.environments.kinds import is_image
 from rlplat.environments.make import EnvInfo
+from rlplat.environments.observations import as_float
 from rlplat.experiment.schema import Experiment
 
 FLAT_OBSERVATION = "rlplat.environments.observations:FlatObservation"
 FLATTEN_MULTI_AGENT = "flatten_v0"  # SuperSuit's, for PettingZoo envs
+FLOAT_OBSERVATION = "rlplat.environments.observations:FloatObservation"
+FLOAT_MULTI_AGENT = {"dtype_v0": {"dtype": "float32"}}  # SuperSuit's
 
 # DeepMind's Nature CNN (Mnih et al. 2015): three unpadded convolutions down to 7x7x64 for 84x84
 # frames, then 512 units (here one layer of 512 in each head on the shared convolutions). It
@@ -60,8 +66,25 @@ class ObservationDefaults:
 def with_observation_defaults(experiment: Experiment, env: EnvInfo) -> ObservationDefaults:
     if is_team_algorithm(experiment.algorithm) or is_joint_algorithm(experiment.algorithm):
         return ObservationDefaults(experiment)  # their own modules read Box observations
-    model_config = experiment.rl_module.get("model_config") or {}
     spaces = list(env.observation_spaces.values()) if env.multi_agent else [env.observation_space]
+    notes: tuple[str, ...] = ()
+    if any(_needs_float(space) for space in spaces):
+        wrapper = FLOAT_MULTI_AGENT if env.multi_agent else FLOAT_OBSERVATION
+        experiment = _with_wrapper(experiment, wrapper)
+        notes = (
+            f"env.wrappers: {_name(wrapper)} added: RLlib's networks take float observations, "
+            f"{experiment.env.label!r} has {spaces[0].dtype} ones (cast to float32)",
+        )
+        spaces = [as_float(space) if _needs_float(space) else space for space in spaces]
+    shaped = _shape_defaults(experiment, env.multi_agent, spaces)
+    return ObservationDefaults(shaped.experiment, notes + shaped.notes)
+
+
+def _shape_defaults(
+    experiment: Experiment, multi_agent: bool, spaces: list[gym.Space]
+) -> ObservationDefaults:
+    """A CNN for images, a flattening wrapper for what RLlib's default encoders cannot take."""
+    model_config = experiment.rl_module.get("model_config") or {}
     label = experiment.env.label
     if all(is_image(space) for space in spaces) and len({s.shape for s in spaces}) == 1:
         own_networks = algorithm_record(experiment.algorithm).networks == "own"
@@ -77,16 +100,30 @@ def with_observation_defaults(experiment: Experiment, env: EnvInfo) -> Observati
             "(conv_filters in the experiment replace it)"
         )
         return ObservationDefaults(experiment.model_copy(update={"rl_module": rl_module}), (note,))
-    if experiment.connectors or not any(_needs_flattening(s, env.multi_agent) for s in spaces):
+    if experiment.connectors or not any(_needs_flattening(s, multi_agent) for s in spaces):
         return ObservationDefaults(experiment)
-    wrapper = FLATTEN_MULTI_AGENT if env.multi_agent else FLAT_OBSERVATION
-    wrappers = [*experiment.env.wrappers, wrapper]
-    spec = experiment.env.model_copy(update={"wrappers": wrappers})
+    wrapper = FLATTEN_MULTI_AGENT if multi_agent else FLAT_OBSERVATION
     note = (
         f"env.wrappers: {wrapper} added: RLlib's default encoders take 1D Box observations and "
         f"images, {label!r} has {_describe(spaces[0])} (flattened to one vector)"
     )
-    return ObservationDefaults(experiment.model_copy(update={"env": spec}), (note,))
+    return ObservationDefaults(_with_wrapper(experiment, wrapper), (note,))
+
+
+def _needs_float(space: gym.Space) -> bool:
+    """A Box of bools or integers, except uint8 images (RLlib's CNN takes those)."""
+    if not isinstance(space, gym.spaces.Box) or np.issubdtype(space.dtype, np.floating):
+        return False
+    return not (is_image(space) and space.dtype == np.uint8)
+
+
+def _with_wrapper(experiment: Experiment, wrapper: str | dict[str, Any]) -> Experiment:
+    spec = experiment.env.model_copy(update={"wrappers": [*experiment.env.wrappers, wrapper]})
+    return experiment.model_copy(update={"env": spec})
+
+
+def _name(wrapper: str | dict[str, Any]) -> str:
+    return wrapper if isinstance(wrapper, str) else next(iter(wrapper))
 
 
 def _needs_flattening(space: gym.Space, multi_agent: bool) -> bool:

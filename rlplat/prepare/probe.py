@@ -57,11 +57,6 @@ class ProbeResult:
                 f"the RLModule built and trained once on the dataset's first {self.dataset_rows} "
                 f"rows (loss: {losses})"
             )
-        if not self.env_steps:
-            return (
-                "the RLModule and its learner built on the env's spaces; not stepped "
-                "(env.check false)"
-            )
         return (
             f"the RLModule built and trained once ({self.env_steps} env steps sampled, one "
             f"update computed (loss: {losses}))"
@@ -72,8 +67,8 @@ def probe_training(
     experiment: Experiment, algo_config: AlgorithmConfig, env: EnvInfo, locate: Locator
 ) -> ProbeResult:
     """Sample ``PROBE_ENV_STEPS`` env steps with the run's module and compute one update on them;
-    what RLlib raises is one paragraph naming the key to change. With ``env.check: false`` (an
-    env too slow to step before the run) the module and learner are built without stepping."""
+    what RLlib raises is one paragraph naming the key to change. ``env.check: false`` does not skip
+    it: only the probe shows that the module takes what the env returns."""
     if experiment.offline is not None:
         return _probe_offline(experiment, algo_config, env, locate)
     config = _local(algo_config)
@@ -82,11 +77,6 @@ def probe_training(
         with _own_generators(algo_config.seed):
             runner = _runner_class(config)(config=config)
             runner._seed = algo_config.seed  # the envs' first reset (the config carries no seed)
-            if not experiment.env.check:
-                stage = "building the learner"
-                config.build_learner(spaces=runner.get_spaces())
-                runner.stop()
-                return ProbeResult(0, {})
             episodes = _sample(runner, config)
             stage = "computing one loss"
             learner = config.build_learner(spaces=runner.get_spaces())
@@ -243,7 +233,12 @@ def _probe_error(
             key="rl_module.model_config",
         )
     model_config = experiment.rl_module.get("model_config") or {}
-    own = [key for key in MODEL_KEYS if key in model_config]
+    filled = experiment.defaults  # rlplat's own defaults are not the experiment's to blame
+    own = [
+        key
+        for key in MODEL_KEYS
+        if key in model_config and f"rl_module.model_config.{key}" not in filled
+    ]
     hint = (
         f" The experiment's own {', '.join(f'rl_module.model_config.{k}' for k in own)} may not "
         "fit the env's observations (a convolution larger than the frame, say)."

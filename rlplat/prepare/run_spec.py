@@ -140,6 +140,7 @@ def prepare(
     _check_metric_paths(draft)
     _resolve_init_checkpoint(draft)
     _check_search(draft)
+    _check_process(draft)
     _place(draft)
     return draft.freeze()
 
@@ -366,6 +367,15 @@ def _check_search(draft: _Draft) -> None:
     draft.search = search_setup(draft.experiment, resolved, loaded.spaces, locate)
 
 
+def _check_process(draft: _Draft) -> None:
+    """``resources.driver.process: command`` with several trials or custom resources is refused
+    here, before Ray starts; whether the cluster is this one machine is known only after."""
+    experiment = draft.experiment
+    obstacles = _in_command_obstacles(experiment, draft.loaded.spaces)
+    if obstacles and experiment.resources.driver.process == "command":
+        raise _not_in_command(draft.locate, obstacles)
+
+
 def _place(draft: _Draft) -> None:
     """With the cluster's nodes: one trial's bundles and where the trials go."""
     if draft.nodes is None:
@@ -447,10 +457,12 @@ def _fit_driver_cpus(
     if cpus <= 1:
         return experiment, ()
     chosen = driver.model_copy(update={"cpus": float(cpus)})
-    users = "torch and EnvPool" if experiment.env.backend == "envpool" else "torch (the CNN)"
+    users = (
+        "torch and EnvPool get" if experiment.env.backend == "envpool" else "torch (the CNN) gets"
+    )
     note = (
         f"resources.driver.cpus: {cpus} (one trial sampling in its own process takes this "
-        f"machine's {cpus} free CPUs: {users} get {cpus} threads; set it to choose)"
+        f"machine's {cpus} free CPUs: {users} {cpus} threads; set it to choose)"
     )
     return experiment.model_copy(
         update={"resources": resources.model_copy(update={"driver": chosen})}
@@ -703,24 +715,34 @@ def runs_in_command(run: PreparedRun) -> bool:
     of one node that this process runs on), with no custom resources for the algorithm's
     process; elsewhere ``command`` is a UserError, ``auto`` a trial actor."""
     experiment = run.experiment
-    driver = experiment.resources.driver
-    if driver.process == "actor":
+    if experiment.resources.driver.process == "actor":
         return False
-    trials = trial_count(experiment, run.spaces)
     nodes = run.plan.nodes if run.plan else []
+    obstacles = _in_command_obstacles(experiment, run.spaces)
+    if not only_this_machine(nodes):
+        obstacles.append("its Ray cluster is not one node on this machine")
+    if obstacles and experiment.resources.driver.process == "command":
+        raise _not_in_command(run.locate, obstacles)
+    return not obstacles
+
+
+def _in_command_obstacles(experiment: Experiment, spaces: list[Space]) -> list[str]:
+    """What keeps the experiment's trial out of the command's process, known before Ray."""
+    trials = trial_count(experiment, spaces)
+    custom = experiment.resources.driver.custom
     obstacles = [
         f"it runs {trials} trials (a search or several seeds)" if trials > 1 else "",
-        "its Ray cluster is not one node on this machine" if not only_this_machine(nodes) else "",
-        f"resources.driver.custom asks for {driver.custom}" if driver.custom else "",
+        f"resources.driver.custom asks for {custom}" if custom else "",
     ]
-    obstacles = [reason for reason in obstacles if reason]
-    if obstacles and driver.process == "command":
-        raise UserError(
-            f"{run.locate('resources.driver.process')}: 'command' runs one trial inside the "
-            f"rlplat command's own process on one machine, but {'; '.join(obstacles)}. Use "
-            "'auto' (a Tune trial actor wherever one is needed) or 'actor'."
-        )
-    return not obstacles
+    return [reason for reason in obstacles if reason]
+
+
+def _not_in_command(locate: Locator, obstacles: list[str]) -> UserError:
+    return UserError(
+        f"{locate('resources.driver.process')}: 'command' runs one trial inside the "
+        f"rlplat command's own process on one machine, but {'; '.join(obstacles)}. Use "
+        "'auto' (a Tune trial actor wherever one is needed) or 'actor'."
+    )
 
 
 def storage_note(run: PreparedRun) -> str | None:

@@ -262,8 +262,10 @@ VALUE_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def _range_problem(key: str, value: Any) -> str | None:
-    check, allowed = VALUE_RANGES.get(key, (None, ""))
+def _range_problem(
+    key: str, value: Any, ranges: dict[str, tuple[Callable[[Any], bool], str]] = VALUE_RANGES
+) -> str | None:
+    check, allowed = ranges.get(key, (None, ""))
     if check is None or value is None:
         return None
     try:
@@ -352,22 +354,18 @@ MODEL_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 
 PLAIN_HINTS = (bool, int, float, str, list[int], typing.List[int])  # noqa: UP006 - RLlib's
+MODEL_HINTS = typing.get_type_hints(DefaultModelConfig)
 
 
 def _model_setting_problem(key: str, value: Any) -> str | None:
     """Why ``value`` cannot be RLlib's DefaultModelConfig ``key`` (its type, then its range)."""
-    hint = typing.get_type_hints(DefaultModelConfig).get(key)
+    hint = MODEL_HINTS.get(key)
     # Only the plain annotations: RLlib's richer ones are narrower than what it builds
     # (conv_filters takes a padding as a fourth item).
     problem = _type_problem(hint, value) if hint in PLAIN_HINTS else None
     if problem:
         return f"{key}: {problem}."
-    check, allowed = MODEL_RANGES.get(key, (None, ""))
-    try:
-        fits = check is None or check(value)
-    except TypeError:
-        fits = False
-    return None if fits else f"{key} is {value!r}: it must be {allowed}."
+    return _range_problem(key, value, MODEL_RANGES)
 
 
 def check_model_config(

@@ -51,7 +51,7 @@ from rlplat.run.run_dir import (
     write_summary,
 )
 from rlplat.run.stages import first_stage, mark_next_stage_started, next_stage, write_next_stage
-from rlplat.run.storage import atomic_filesystem, storage_failed, storage_reason
+from rlplat.run.storage import atomic_filesystem, storage_failed
 from rlplat.run.summary import (
     RunSummary,
     print_summary,
@@ -64,6 +64,7 @@ from rlplat.run.summary import (
 from rlplat.run.trainable import trainable_for
 from rlplat.tune_state import drop_stale_decisions, fitting
 from rlplat.util.atomic import remove_partial_files
+from rlplat.util.disk import storage_reason
 from rlplat.util.project import project_code
 from rlplat.util.timings import StageClock
 

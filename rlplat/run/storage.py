@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import re
 import shutil
 from collections.abc import Callable
@@ -25,10 +24,8 @@ from rlplat.checkpoints import best_and_last, describe_checkpoint
 from rlplat.errors import StorageFailed
 from rlplat.tune_state import resume_points
 from rlplat.util.atomic import AtomicFile
+from rlplat.util.disk import free_space
 
-# Failures of the disk or the directory, not of the run: it can continue once they are fixed.
-STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
-ERRNO_IN_TEXT = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)
 EXPERIMENT_STATE = re.compile(r"experiment_state-.*\.json")
 
 
@@ -114,35 +111,12 @@ def atomic_filesystem() -> pyarrow.fs.FileSystem:
     return pyarrow.fs.PyFileSystem(AtomicLocalHandler())
 
 
-def storage_reason(error: BaseException | str | None) -> str | None:
-    """The OS's words ("No space left on device") when ``error`` (an exception and its causes,
-    or the text of a trial's traceback) is a failure of the disk or directory; else None."""
-    texts = [error] if isinstance(error, str) else []
-    seen: set[int] = set()
-    while isinstance(error, BaseException) and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS:
-            return os.strerror(error.errno)
-        texts.append(str(error))
-        error = error.__cause__ or error.__context__
-    for text in texts:
-        for match in ERRNO_IN_TEXT.finditer(text):
-            if int(match.group(1)) in STORAGE_ERRNOS:
-                return os.strerror(int(match.group(1)))
-    return None
-
-
 def storage_failed(run_dir: Path, reason: str) -> StorageFailed:
     """The paragraph for a run its disk stopped: what failed, what is safe, what to run."""
-    free = ""
-    if reason in (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT)):
-        try:
-            free = f" ({shutil.disk_usage(run_dir).free / 2**20:,.1f} MiB free there now)"
-        except OSError:
-            pass
     return StorageFailed(
-        f"writing the run directory {run_dir} failed: {reason}{free}. Earlier checkpoints "
-        f"are intact (one cut short by the failure is never used). {_resume_points(run_dir)} "
+        f"writing the run directory {run_dir} failed: {reason}{free_space(run_dir, reason)}. "
+        "Earlier checkpoints are intact (one cut short by the failure is never used). "
+        f"{_resume_points(run_dir)} "
         "Free some space or make the directory writable, then continue with: rlplat train "
         f"--resume {run_dir} --retry-errored"
     )

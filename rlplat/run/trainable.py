@@ -12,6 +12,7 @@ classes on first access, so they unpickle by name in every Ray worker.
 from __future__ import annotations
 
 import math
+import re
 import time
 import warnings
 from pathlib import Path
@@ -56,9 +57,17 @@ from rlplat.rllib.shared_weights import share_learner_weights
 from rlplat.run.finetune import start_from_checkpoint
 from rlplat.tune_state import training_time_s
 from rlplat.util.atomic import write_atomic
+from rlplat.util.streams import stderr_without
 
 SUFFIX = "Trial"
 CONNECTOR_COMPONENTS = [COMPONENT_ENV_TO_MODULE_CONNECTOR, COMPONENT_MODULE_TO_ENV_CONNECTOR]
+
+
+# Ray's core worker logs an error for every restartable actor whose constructor arguments are
+# object references (RLlib hands its env runners the config that way); nothing has failed.
+RAY_RESTART_ARGUMENTS_WARNING = re.compile(
+    r"core_worker\.cc.*constructor arguments in the object store and max_restarts > 0"
+)
 
 
 def algorithm_config(config: Any) -> Any:
@@ -124,7 +133,8 @@ class ExperimentTrial:
         self._evaluation: GreedyEvaluation | None = None  # the latest one
         if experiment.get("offline"):
             keep_ray_data_in_the_trial()
-        super().__init__(config=algorithm_config(config), **kwargs)
+        with stderr_without(RAY_RESTART_ARGUMENTS_WARNING):
+            super().__init__(config=algorithm_config(config), **kwargs)
         self._self_play = self_play_driver(experiment)
         init = experiment.get("init") or {}
         if init.get("checkpoint"):

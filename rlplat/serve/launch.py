@@ -356,6 +356,11 @@ def summary_lines(served: ServedPolicy, options: ServeOptions, checked: Checked,
         f"  policy: {acting}; {verified}",
         where,
     ]
+    wrappers = (manifest.env.recipe.get("wrappers") or []) if manifest.env else []
+    if wrappers:
+        names = ", ".join(next(iter(w)) if isinstance(w, dict) else str(w) for w in wrappers)
+        lines.append(f"  observations: as {manifest.env.label!r} returns them after its "
+                     f"env.wrappers ({names}), which the server does not apply (docs/serve.md)")
     if view.stateful:
         lines.append("  recurrent: send a 'session' id with each step and 'reset': true with an "
                      f"episode's first; sessions expire after {options.session_ttl_s:g} s")

@@ -67,10 +67,14 @@ class PolicyView:
 
     def example(self) -> dict[str, Any]:
         """A request body that fits the policy (zeros, and every action legal in an action
-        mask), for the printed curl line."""
+        mask), for the printed curl line; a recurrent policy's names a session and starts it."""
         if not self.multi_agent:
-            return {"observation": _zeros(self.specs[SINGLE_AGENT])}
-        return {"observations": {agent: _zeros(spec) for agent, spec in self.specs.items()}}
+            body = {"observation": _zeros(self.specs[SINGLE_AGENT])}
+        else:
+            body = {"observations": {agent: _zeros(spec) for agent, spec in self.specs.items()}}
+        if self.stateful:
+            body.update(session="episode-1", reset=True)
+        return body
 
 
 def _zeros(spec: PolicySpec) -> Any:

@@ -4,9 +4,17 @@ and directories published whole under such a name (:func:`publish_dir`)."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import functools
+import glob
 import os
+import re
 import shutil
+import socket
+import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,16 +52,25 @@ def new_path(
     raise FileExistsError(f"no free name for {stem}{suffix} in {parent}")
 
 
+# A draft's name: ``.<name>.partial-<pid>@<host>-<random>``; the pid and host tell whether the
+# process writing it is gone, so that the next publish beside it removes what it left.
+DRAFT = re.compile(r"\.(?P<name>.+)\.partial-(?:(?P<pid>\d+)@(?P<host>[^-]+)-)?[^.]*")
+ABANDONED_AFTER_S = 86_400  # a draft of another machine's (or unnamed) process: a day old
+RENAME_NOREPLACE = 1  # renameat2's flag: fail where the destination exists
+
+
 class DirectoryDraft:
-    """A directory being written under a new hidden sibling name (``.<name>.partial-<random>``),
-    then published whole under a claimed name; see :func:`publish_dir`."""
+    """A directory being written under a new hidden sibling name, then published whole under a
+    free name; see :func:`publish_dir`."""
 
     def __init__(self, out: Path, next_free: bool):
         self.out = out
         self.next_free = next_free
         self._claimed: Path | None = None
         out.parent.mkdir(parents=True, exist_ok=True)
-        self.path = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+        _remove_abandoned_drafts(out)
+        prefix = f".{out.name}.partial-{os.getpid()}@{_host()}-"
+        self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent))
         self.path.chmod(0o755)  # mkdtemp's 0o700 is for the half-written state only
 
     def claim(self) -> Path:
@@ -80,7 +97,7 @@ class DirectoryDraft:
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         try:
             if exc_type is None:
-                os.replace(self.path, self.claim())  # onto the empty directory claimed
+                self._publish()
         except BaseException:
             self._unclaim()
             raise
@@ -88,6 +105,29 @@ class DirectoryDraft:
             shutil.rmtree(self.path, ignore_errors=True)
         if exc_type is not None:
             self._unclaim()
+
+    def _publish(self) -> None:
+        """The draft renamed onto its claimed name, or onto the first free one: never over
+        what exists, and no empty directory is left under the name if this process dies."""
+        if self._claimed is not None:
+            os.replace(self.path, self._claimed)  # onto the empty directory claimed
+            return
+        names = [self.out.name] if not self.next_free else [
+            self.out.name if n == 0 else f"{self.out.name}-{n}" for n in range(10_000)
+        ]
+        for name in names:
+            candidate = self.out.parent / name
+            if candidate.exists():
+                continue
+            try:
+                _rename_no_replace(self.path, candidate)
+            except OSError as exc:
+                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):  # taken since the check
+                    continue
+                raise
+            self._claimed = candidate
+            return
+        raise FileExistsError(f"no free name for {self.out}")
 
     def _unclaim(self) -> None:
         """Give back a claimed name that nothing was published under."""
@@ -97,14 +137,71 @@ class DirectoryDraft:
             self._claimed = None
 
 
+def _rename_no_replace(source: Path, target: Path) -> None:
+    """Rename ``source`` onto ``target``, failing with FileExistsError where it exists (Linux's
+    renameat2; elsewhere a plain rename after the caller's check: a directory is then only ever
+    renamed over an empty one)."""
+    renameat2 = getattr(_libc(), "renameat2", None) if sys.platform == "linux" else None
+    if renameat2 is None:
+        os.rename(source, target)
+        return
+    at_cwd = -100  # AT_FDCWD
+    result = renameat2(at_cwd, os.fsencode(source), at_cwd, os.fsencode(target), RENAME_NOREPLACE)
+    if result != 0:
+        code = ctypes.get_errno()
+        if code in (errno.ENOSYS, errno.EINVAL):  # a filesystem without the flag
+            os.rename(source, target)
+            return
+        raise OSError(code, os.strerror(code), str(target))
+
+
+@functools.cache
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _host() -> str:
+    return socket.gethostname().replace("-", "_").replace(".", "_") or "host"
+
+
+def _remove_abandoned_drafts(out: Path) -> None:
+    """Drafts of ``out`` whose writer died (a killed export): this machine's by their process
+    id; others' and unnamed ones once they are a day old."""
+    host = _host()
+    for sibling in out.parent.glob(f".{glob.escape(out.name)}.partial-*"):
+        match = DRAFT.fullmatch(sibling.name)
+        if match is None or match.group("name") != out.name or not sibling.is_dir():
+            continue
+        if match.group("pid") and match.group("host") == host:
+            abandoned = not _alive(int(match.group("pid")))
+        else:
+            try:
+                abandoned = time.time() - sibling.stat().st_mtime > ABANDONED_AFTER_S
+            except OSError:
+                continue
+        if abandoned:
+            shutil.rmtree(sibling, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def publish_dir(out: Path, *, next_free: bool = True) -> DirectoryDraft:
     """Write a directory whole, then publish it atomically without overwriting what exists.
 
     Write into the returned draft's ``path`` (a new, hidden sibling of ``out``) inside a
-    ``with`` block. When the block ends without an error, the name is claimed
-    (:meth:`DirectoryDraft.claim`: ``out``, or with ``next_free`` the next free sibling name) and
-    the draft renamed onto it in one step: readers see the whole directory or none. When the block
-    raises, the draft and any name claimed for it are removed: nothing appears. Call ``claim()``
-    inside the block where the content must name its own directory.
+    ``with`` block. When the block ends without an error, the draft is renamed in one step onto
+    ``out`` (or with ``next_free`` the first free sibling name), never over what exists: readers
+    see the whole directory or none. When the block raises, the draft and any name claimed for it
+    are removed: nothing appears; drafts a killed process left are removed by the next publish
+    beside them. Call ``claim()`` inside the block where the content must name its own directory
+    (it holds the name as an empty directory until then).
     """
     return DirectoryDraft(out, next_free)

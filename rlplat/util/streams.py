@@ -1,9 +1,14 @@
-"""Standard output that outlives its reader."""
+"""Standard output that outlives its reader; standard error without a library's noise."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
 from typing import TextIO
 
 
@@ -51,3 +56,24 @@ class StdoutOrStderr(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return self._stream.encoding
+
+
+@contextlib.contextmanager
+def stderr_without(pattern: re.Pattern[str]) -> Iterator[None]:
+    """What the process writes to its standard error inside the block (C++ libraries included:
+    file descriptor 2 itself is swapped) held back, then written out without the lines that
+    match ``pattern``."""
+    sys.stderr.flush()
+    kept = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(kept, 2)
+            os.close(kept)
+            held.seek(0)
+            for line in held:
+                if not pattern.search(line.decode(errors="replace")):
+                    os.write(2, line)

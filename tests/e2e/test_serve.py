@@ -324,11 +324,17 @@ def play_two_sessions(url: str, run_dir: Path) -> None:
 def test_a_recurrent_ppo_policy_is_served_with_sessions(corridor_lstm):
     """use_lstm PPO on the local engine: the server carries each session's LSTM state, so an
     episode over HTTP takes rlplat eval's action at every step (its return is eval's for the
-    same seed); a request without a session is refused."""
+    same seed); a request without a session is refused, and the printed curl line's is not."""
+    import json
+    import shlex
+
     reference, env = checkpoint_actor(corridor_lstm)
-    with serve_command(corridor_lstm, "--engine", "local", "--episodes", "1") as (url, _):
+    with serve_command(corridor_lstm, "--engine", "local", "--episodes", "1") as (url, lines):
         with httpx.Client(base_url=url, timeout=30) as client:
             expect(client, 422, ["'session' is required"], json={"observation": [0.0]})
+            curl = next(line for line in lines if line.startswith("Try: curl"))
+            printed = client.post("/v1/act", json=json.loads(shlex.split(curl)[-1]))
+            assert printed.status_code == 200 and printed.json()["step"] == 1, printed.text
             returns, compared = play(HttpActor(client, session="e"), reference, env, [0, 1])
     assert compared >= 2 and len(returns) == 2
 

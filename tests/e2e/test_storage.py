@@ -17,6 +17,7 @@ import pytest
 
 from rlplat.checkpoints import is_complete
 from rlplat.tune_state import resume_points
+from tests.e2e.helpers import run_cli
 from tests.helpers import iterations_logged, launch, read_until_iteration
 
 DISK_MB = 32  # a checkpoint of the run below takes 1.8 MB
@@ -150,3 +151,22 @@ def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_ses
     summary = json.loads((run_dir / "summary.json").read_text())["trials"][0]
     assert summary["iterations"] == iterations
     assert iterations_logged(trial_dir) == list(range(1, iterations + 1)), resumed.stdout
+
+
+def test_an_export_onto_a_full_disk_says_so_and_keeps_the_one_before(
+    small_disk, tiny_run, capsys
+):
+    out = small_disk / "exported"
+    code, _, err = run_cli(capsys, "export", tiny_run.run_dir, "--out", out, "--no-verify")
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    ballast = fill(small_disk)
+    try:
+        code, _, err = run_cli(capsys, "export", tiny_run.run_dir, "--out", out, "--no-verify")
+    finally:
+        ballast.unlink()
+    assert code == 1, err
+    assert "No space left on device" in err and "Nothing was published" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before, "the old export intact"
+    assert sorted(p.name for p in small_disk.iterdir()) == ["exported"], "no draft, no new name"

@@ -10,11 +10,13 @@ import pytest
 
 from rlplat.cluster.placement import LOCAL_NODE_ID, Node
 from rlplat.environments.make import EnvInfo
-from rlplat.environments.observations import FlatObservation
+from rlplat.environments.observations import FlatObservation, FloatObservation
 from rlplat.experiment.load import load_experiment
 from rlplat.prepare import prepare
 from rlplat.prepare.observations import (
     FLAT_OBSERVATION,
+    FLOAT_MULTI_AGENT,
+    FLOAT_OBSERVATION,
     NATURE_CNN,
     SMALL_CNN,
     with_observation_defaults,
@@ -97,6 +99,32 @@ def test_flat_observation_leaves_out_minigrids_mission_text():
     observation, _ = env.reset()
     assert env.observation_space.shape == (12 + 4,) and observation.dtype == np.float32
     assert observation in env.observation_space and observation[12 + 2] == 1.0
+
+
+def test_boolean_and_integer_observations_are_cast_to_float_and_uint8_frames_are_not():
+    frames = EnvInfo(gym.spaces.Box(0, 1, (10, 10, 2), np.bool_), DISCRETE)
+    defaults = with_observation_defaults(_experiment(), frames)
+    assert defaults.experiment.env.wrappers == [FLOAT_OBSERVATION] and defaults.wrapped
+    assert "bool" in defaults.notes[0]
+    counts = EnvInfo(gym.spaces.Box(0, 9, (6,), np.int32), DISCRETE)
+    assert with_observation_defaults(_experiment(), counts).experiment.env.wrappers == [
+        FLOAT_OBSERVATION
+    ]
+    atari = EnvInfo(gym.spaces.Box(0, 255, (84, 84, 4), np.uint8), DISCRETE)
+    assert with_observation_defaults(_experiment(), atari).experiment.env.wrappers == []
+    grid = gym.spaces.Box(0, 1, (5, 5), np.int8)
+    agents = EnvInfo(grid, DISCRETE, agents=["a"], observation_spaces={"a": grid})
+    wrappers = with_observation_defaults(_experiment(), agents).experiment.env.wrappers
+    assert wrappers == [FLOAT_MULTI_AGENT, "flatten_v0"], "cast, then flattened"
+
+
+def test_float_observation_gives_float32_frames_inside_its_space():
+    from envs.bool_frames import BoolFrames
+
+    env = FloatObservation(BoolFrames())
+    observation, _ = env.reset(seed=3)
+    assert observation.dtype == np.float32 and observation.shape == (10, 10, 2)
+    assert observation in env.observation_space and observation.sum() == 2.0
 
 
 def _nodes(cpus: float) -> list[Node]:

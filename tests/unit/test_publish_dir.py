@@ -3,6 +3,9 @@ exists, and nothing left behind by a write that fails."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from rlplat.util.paths import publish_dir
@@ -45,3 +48,27 @@ def test_an_exact_name_that_exists_is_refused_and_kept(tmp_path):
         (draft.path / "dataset.json").write_text("second")
     assert (out / "dataset.json").read_text() == "first"
     assert [p.name for p in tmp_path.iterdir()] == ["data"]
+
+
+def test_a_killed_writers_draft_is_removed_by_the_next_publish(tmp_path):
+    out = tmp_path / "exported"
+    with publish_dir(out) as draft:
+        (draft.path / "model.onnx").write_text("whole")
+    never_a_pid = Path("/proc/sys/kernel/pid_max").read_text().strip()  # pids stay below it
+    killed = tmp_path / draft.path.name.replace(f"-{os.getpid()}@", f"-{never_a_pid}@")
+    killed.mkdir()
+    (killed / "model.onnx").write_text("half")
+    with publish_dir(out) as draft:
+        (draft.path / "model.onnx").write_text("again")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exported", "exported-1"]
+
+
+def test_a_live_writers_draft_is_kept(tmp_path):
+    out = tmp_path / "exported"
+    with publish_dir(out) as first:
+        with publish_dir(out) as second:
+            (second.path / "a").write_text("second")
+        assert first.path.is_dir(), "a draft of a running process is not abandoned"
+        (first.path / "a").write_text("first")
+    assert (out / "a").read_text() == "second"
+    assert (tmp_path / "exported-1" / "a").read_text() == "first"
