@@ -346,9 +346,11 @@ def _build(spec: EnvSpec, locate: Callable[[str], str]) -> Any:
             location=locate("env"),
             key="env",
         ) from None
-    unused = [str(warning.message) for warning in caught if _says_unused(str(warning.message))]
+    unused = []
     for warning in caught:
-        if not _says_unused(str(warning.message)):
+        if _says_unused(str(warning.message)):
+            unused.append(str(warning.message))
+        else:
             warnings.showwarning(
                 warning.message, warning.category, warning.filename, warning.lineno
             )

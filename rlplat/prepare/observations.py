@@ -21,7 +21,7 @@ from rlplat.algorithms.registry import (
 from rlplat.environments.kinds import is_image
 from rlplat.environments.make import EnvInfo
 from rlplat.environments.observations import as_float
-from rlplat.experiment.schema import Experiment
+from rlplat.experiment.schema import Experiment, entry_parts
 
 FLAT_OBSERVATION = "rlplat.environments.observations:FlatObservation"
 FLATTEN_MULTI_AGENT = "flatten_v0"  # SuperSuit's, for PettingZoo envs
@@ -72,8 +72,8 @@ def with_observation_defaults(experiment: Experiment, env: EnvInfo) -> Observati
         wrapper = FLOAT_MULTI_AGENT if env.multi_agent else FLOAT_OBSERVATION
         experiment = _with_wrapper(experiment, wrapper)
         notes = (
-            f"env.wrappers: {_name(wrapper)} added: RLlib's networks take float observations, "
-            f"{experiment.env.label!r} has {spaces[0].dtype} ones (cast to float32)",
+            f"env.wrappers: {entry_parts(wrapper)[0]} added: RLlib's networks take float "
+            f"observations, {experiment.env.label!r} has {spaces[0].dtype} ones (cast to float32)",
         )
         spaces = [as_float(space) if _needs_float(space) else space for space in spaces]
     shaped = _shape_defaults(experiment, env.multi_agent, spaces)
@@ -120,10 +120,6 @@ def _needs_float(space: gym.Space) -> bool:
 def _with_wrapper(experiment: Experiment, wrapper: str | dict[str, Any]) -> Experiment:
     spec = experiment.env.model_copy(update={"wrappers": [*experiment.env.wrappers, wrapper]})
     return experiment.model_copy(update={"env": spec})
-
-
-def _name(wrapper: str | dict[str, Any]) -> str:
-    return wrapper if isinstance(wrapper, str) else next(iter(wrapper))
 
 
 def _needs_flattening(space: gym.Space, multi_agent: bool) -> bool:

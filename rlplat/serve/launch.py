@@ -42,7 +42,7 @@ from rlplat.cluster.placement import (
     make_plan,
 )
 from rlplat.errors import UserError, did_you_mean, not_among
-from rlplat.experiment.schema import ResourceOption
+from rlplat.experiment.schema import ResourceOption, entry_parts
 from rlplat.experiment.yaml_io import parse_yaml
 from rlplat.export import load_exporter
 from rlplat.policy.exported import is_export
@@ -358,7 +358,7 @@ def summary_lines(served: ServedPolicy, options: ServeOptions, checked: Checked,
     ]
     wrappers = (manifest.env.recipe.get("wrappers") or []) if manifest.env else []
     if wrappers:
-        names = ", ".join(next(iter(w)) if isinstance(w, dict) else str(w) for w in wrappers)
+        names = ", ".join(entry_parts(wrapper)[0] for wrapper in wrappers)
         lines.append(f"  observations: as {manifest.env.label!r} returns them after its "
                      f"env.wrappers ({names}), which the server does not apply (docs/serve.md)")
     if view.stateful:

@@ -15,7 +15,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,8 @@ def new_path(
     (``os.link``, ``open(..., "x")``). FileExistsError when 10,000 names are taken.
     """
     parent.mkdir(parents=True, exist_ok=True)
-    for n in range(10_000):
-        candidate = parent / (f"{stem}{suffix}" if n == 0 else f"{stem}-{n}{suffix}")
+    for name in _names(stem, suffix):
+        candidate = parent / name
         if not make_dir:
             if not candidate.exists():
                 return candidate
@@ -50,6 +50,13 @@ def new_path(
             return candidate
         candidate.rmdir()
     raise FileExistsError(f"no free name for {stem}{suffix} in {parent}")
+
+
+def _names(stem: str, suffix: str = "") -> Iterator[str]:
+    """``stem<suffix>``, ``stem-1<suffix>``, ... (10,000 of them)."""
+    yield f"{stem}{suffix}"
+    for n in range(1, 10_000):
+        yield f"{stem}-{n}{suffix}"
 
 
 # A draft's name: ``.<name>.partial-<pid>@<host>-<random>``; the pid and host tell whether the
@@ -112,9 +119,7 @@ class DirectoryDraft:
         if self._claimed is not None:
             os.replace(self.path, self._claimed)  # onto the empty directory claimed
             return
-        names = [self.out.name] if not self.next_free else [
-            self.out.name if n == 0 else f"{self.out.name}-{n}" for n in range(10_000)
-        ]
+        names = _names(self.out.name) if self.next_free else [self.out.name]
         for name in names:
             candidate = self.out.parent / name
             if candidate.exists():
@@ -189,7 +194,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # another user's process: alive
     return True
 
 
