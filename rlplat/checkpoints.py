@@ -102,6 +102,10 @@ class CheckpointInfo:
     evaluation_episodes: int | None = None
     evaluation_return_mean: float | None = None
     replay_env_steps: int | None = None  # off-policy: env steps in the stored replay memory
+    # Re-scored at the trial's end (checkpoint.rescore): the score's 95% interval half-width,
+    # and the score the checkpoint had during training.
+    score_interval: float | None = None
+    training_score: float | None = None
 
     @classmethod
     def read(cls, checkpoint: Path) -> CheckpointInfo | None:
@@ -144,12 +148,12 @@ def is_complete(path: Path) -> bool:
     return is_checkpoint(path) and (path / CHECKPOINT_INFO).is_file()
 
 
-def _checkpoints_in(trial: Path) -> list[Path]:
+def checkpoints_in(trial: Path) -> list[Path]:
     return sorted(p for p in trial.glob("checkpoint_*") if p.is_dir() and is_complete(p))
 
 
 def trials_in(run: Path) -> list[Path]:
-    return sorted(p for p in run.iterdir() if p.is_dir() and _checkpoints_in(p))
+    return sorted(p for p in run.iterdir() if p.is_dir() and checkpoints_in(p))
 
 
 def _runs_in(experiment: Path) -> list[Path]:
@@ -164,7 +168,7 @@ def _rank_key(info: CheckpointInfo | None) -> float:
 
 
 def _pick_in_trial(trial: Path, last: bool) -> PickedCheckpoint:
-    checkpoints = _checkpoints_in(trial)
+    checkpoints = checkpoints_in(trial)
     infos = {c: CheckpointInfo.read(c) for c in checkpoints}
     newest = max(checkpoints, key=lambda c: ((infos[c] and infos[c].iteration) or 0, c.name))
     if last:
@@ -186,7 +190,7 @@ def _pick_in_trial(trial: Path, last: bool) -> PickedCheckpoint:
 
 def best_and_last(trial: Path) -> tuple[Path | None, Path | None]:
     """A trial directory's best and newest checkpoints, as ``rlplat eval`` picks them."""
-    if not _checkpoints_in(trial):
+    if not checkpoints_in(trial):
         return None, None
     return _pick_in_trial(trial, last=False).path, _pick_in_trial(trial, last=True).path
 
@@ -234,7 +238,7 @@ def find_checkpoint(path: Path, *, last: bool = False) -> PickedCheckpoint:
         )
     if is_checkpoint(path):
         return PickedCheckpoint(path, "the checkpoint given", CheckpointInfo.read(path))
-    if _checkpoints_in(path):
+    if checkpoints_in(path):
         return _pick_in_trial(path, last)
     if trials_in(path):
         return _pick_in_run(path, last)
@@ -321,7 +325,7 @@ def _score(
 def obsolete_checkpoints(trial: Path, keep: int | None) -> list[Path]:
     """The trial's checkpoints beyond the ``keep`` best by score; the newest, which a resumed run
     continues from, is always kept."""
-    checkpoints = _checkpoints_in(trial)
+    checkpoints = checkpoints_in(trial)
     if keep is None or len(checkpoints) <= keep:
         return []
     infos = {c: CheckpointInfo.read(c) for c in checkpoints}

@@ -14,7 +14,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = REPO / "experiments"
@@ -314,20 +316,32 @@ def assert_rejected(path: Path, expected: list[str], out: Path, *overrides: str)
 def write_random_dataset(path: Path, env_id: str = "CartPole-v1", episodes: int = 2) -> Path:
     """A real dataset directory of ``episodes`` uniformly random episodes of ``env_id``."""
     import gymnasium as gym
+
+    env = gym.make(env_id)
+    env.action_space.seed(0)
+    return write_dataset(
+        path, env, {"id": env_id}, lambda _: env.action_space.sample(), episodes, "uniform random"
+    )
+
+
+def write_dataset(
+    path: Path, env: Any, recipe: dict, act: Callable, episodes: int, actions: str
+) -> Path:
+    """A real dataset directory of ``episodes`` episodes of ``env`` (built from the env section
+    ``recipe``) acting with ``act(observation)``; ``actions`` says how, in its source."""
+    import gymnasium as gym
     from ray.rllib.utils.serialization import gym_space_to_dict
 
     from rlplat.datasets.dataset import DatasetInfo, DatasetWriter, Step
 
-    env = gym.make(env_id)
-    env.action_space.seed(0)
     box = isinstance(env.action_space, gym.spaces.Box)
     writer = DatasetWriter(
         path,
         DatasetInfo(
-            env={"id": env_id},
+            env=recipe,
             observation_space=gym_space_to_dict(env.observation_space),
             action_space=gym_space_to_dict(env.action_space),
-            source={"kind": "test", "actions": "uniform random"},
+            source={"kind": "test", "actions": actions},
             actions_normalized=box,  # Box actions as a policy records them, in [-1, 1]
         ),
     )
@@ -335,7 +349,7 @@ def write_random_dataset(path: Path, env_id: str = "CartPole-v1", episodes: int 
         obs, _ = env.reset(seed=episode)
         steps, done = [], False
         while not done:
-            action = env.action_space.sample()
+            action = act(obs)
             next_obs, reward, terminated, truncated, _ = env.step(action)
             if box:
                 low, high = env.action_space.low, env.action_space.high

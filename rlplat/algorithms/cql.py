@@ -1,10 +1,17 @@
 """CQL: RLlib's CQL (offline SAC with the conservative Q penalty) whose learner keeps its learned
 temperature in its checkpoints (``TemperatureState``); RLlib's leaves it out, so a resumed run
-would restart at alpha = 1."""
+would restart at alpha = 1. Its training step also runs with one update per iteration, rlplat's
+offline default."""
 
 from ray.rllib.algorithms.cql.cql import CQL as RLlibCQL
 from ray.rllib.algorithms.cql.cql import CQLConfig as RLlibCQLConfig
 from ray.rllib.algorithms.cql.torch.cql_torch_learner import CQLTorchLearner
+from ray.rllib.utils.metrics import (
+    LEARNER_RESULTS,
+    LEARNER_UPDATE_TIMER,
+    OFFLINE_SAMPLING_TIMER,
+    TIMERS,
+)
 
 from rlplat.algorithms.sac import TemperatureState
 
@@ -29,3 +36,21 @@ class CQL(RLlibCQL):
     @classmethod
     def get_default_config(cls) -> CQLConfig:
         return CQLConfig(cls)
+
+    def training_step(self) -> None:
+        """RLlib's, except with one update per iteration on a learner in this process
+        (``dataset_num_iters_per_learner: 1``, the offline default): RLlib's step then samples
+        a batch and hands it to the learner as a data iterator, which fails (KeyError: 0)."""
+        config = self.config
+        if config.num_learners > 0 or config.dataset_num_iters_per_learner != 1:
+            return super().training_step()
+        with self.metrics.log_time((TIMERS, OFFLINE_SAMPLING_TIMER)):
+            batch = self.offline_data.sample(
+                num_samples=config.train_batch_size_per_learner, num_shards=0
+            )
+        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+            results = self.learner_group.update(
+                batch=batch, minibatch_size=config.train_batch_size_per_learner
+            )
+            self.metrics.aggregate(results, key=LEARNER_RESULTS)
+        return None

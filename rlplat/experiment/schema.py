@@ -394,6 +394,14 @@ class CheckpointSpec(Section):
         "self_play/learner_elo, the learner's Elo rating.",
     )
     mode: Literal["max", "min"] = Field("max", description="Whether a higher score is better.")
+    rescore: int = Field(
+        20,
+        ge=0,
+        description="At the run's end, play each kept checkpoint this many greedy episodes "
+        "again (as rlplat eval -n N) and rank them by that mean, printed with its 95% interval, "
+        "instead of by the few evaluation episodes of their iteration. Only when the score is "
+        "the greedy evaluation and a trial kept two or more (0: never).",
+    )
     replay_buffer: bool = Field(
         True,
         description="Store the replay buffer (DQN, SAC, QMIX) in each checkpoint, so a resumed "

@@ -43,6 +43,7 @@ from rlplat.prepare.run_spec import (
 )
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
 from rlplat.run.options import TrainOptions
+from rlplat.run.rescore import rescore_run
 from rlplat.run.run_dir import (
     create_run_dir,
     record_driver,
@@ -447,6 +448,9 @@ def _fit(
         else:  # no trial reported a result (all failed to start, or all had finished)
             clock.lap("trial_start")
         prune_checkpoints(run_dir, run.experiment.checkpoint.keep)
+        clock.lap("shutdown")  # Tune's last save and teardown
+        rescore_run(run_dir, run.experiment, console)
+        clock.lap("rescore")
         summary = summarize(grid, run, run_dir, time.monotonic() - started)
         if summary.search is not None:
             report_search(summary, run, run_dir, console)

@@ -17,7 +17,9 @@ from typing import Any
 
 from rlplat.util.process import started_at
 
-STAGES = ("imports", "validation", "ray_start", "trial_start", "training", "shutdown")
+STAGES = (
+    "imports", "validation", "ray_start", "trial_start", "training", "rescore", "shutdown"
+)
 
 
 class StageClock:
