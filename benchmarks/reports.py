@@ -2,7 +2,7 @@
 trained with ``rlplat train <file> --seeds 3``, then compared with ``rlplat report``.
 
     python benchmarks/reports.py [--only qmix cartpole pendulum spread connect_four mappo_spread
-                                        mappo_lbf lstm_novel] [--runs DIR]
+                                        mappo_lbf mappo_lbf_updates lstm_novel] [--runs DIR]
 
 One training command at a time. The CartPole and Pendulum runs, whose training seconds to the
 target are reported, run one seed at a time (``tune.max_concurrent=1``): their seconds are those
@@ -64,6 +64,24 @@ GROUPS: dict[str, tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {
         [
             ("experiments/cartpole_novel_lstm.yaml", (f"rl_module.model_config.use_lstm={lstm}",))
             for lstm in ("true", "false")
+        ],
+        ["--eval-episodes", "100"],
+    ),
+    # lbf_mappo.yaml updated on 500 env steps (10 envs x one 50-step episode) instead of 4,000:
+    # EPyMARL's MAPPO updates on 10 episodes (docs/marl.md); greedy evaluation as often.
+    "mappo_lbf_updates": (
+        [
+            (
+                "experiments/marl/lbf_mappo.yaml",
+                (
+                    "stop.env_steps=300000",
+                    *EQUAL_STEPS,
+                    "training.train_batch_size_per_learner=500",
+                    "training.minibatch_size=500",
+                    "resources.env_runners.envs=10",
+                    "checkpoint.every=80",
+                ),
+            )
         ],
         ["--eval-episodes", "100"],
     ),

@@ -63,6 +63,8 @@ def rescore_run(run_dir: Path, experiment: Experiment, console: Console) -> None
                 highlight=False,
             )
             continue
+        for each in rescored:  # all or none: scores of two kinds never rank one trial
+            each.info.write(each.checkpoint)
         best, newest = best_and_last(trial)
         console.print(_verdict(rescored, first_pick, best), highlight=False)
         target = experiment.stop.episode_return_mean
@@ -74,7 +76,8 @@ def rescore_run(run_dir: Path, experiment: Experiment, console: Console) -> None
 
 def rescore_checkpoint(checkpoint: Path, episodes: int) -> Rescored:
     """Play ``episodes`` greedy episodes (seeds 0.., as ``rlplat eval -n EPISODES``) with the
-    checkpoint's policy and record their mean as its score; one re-scored before is kept."""
+    checkpoint's policy: its info with their mean as the score (not yet written); one
+    re-scored before keeps its score."""
     info = CheckpointInfo.read(checkpoint) or CheckpointInfo()
     if info.score_interval is not None:
         return Rescored(checkpoint, info)
@@ -91,7 +94,6 @@ def rescore_checkpoint(checkpoint: Path, episodes: int) -> Rescored:
         score_interval=half_width,
         training_score=info.score,
     )
-    rescored.write(checkpoint)
     return Rescored(checkpoint, rescored)
 
 

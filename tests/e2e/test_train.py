@@ -110,12 +110,14 @@ def test_checkpoints_record_what_the_run_reported(tiny_run):
         row = by_iteration[info["iteration"]]
         assert info["env_steps"] == row["num_env_steps_sampled_lifetime"]
         assert info["episode_return_mean"] == pytest.approx(row["window"]["episode_return_mean"])
-        # The score: greedy episodes of the checkpoint's weights, RLlib's at iteration 2 (the
-        # evaluation interval), played as the checkpoint was saved at 1 and 3.
+        # The score during training: greedy episodes of the checkpoint's weights, RLlib's at
+        # iteration 2 (the evaluation interval), played as the checkpoint was saved at 1 and 3;
+        # at the run's end 20 greedy episodes re-score the kept checkpoints.
         evaluation = json.loads((checkpoint / "rlplat_evaluation.json").read_text())
         assert evaluation["iteration"] == info["iteration"]
-        assert info["score"] == evaluation["return_mean"] == info["evaluation_return_mean"]
-        assert info["scored_by"] == f"greedy return over {evaluation['episodes']} episodes"
+        assert info["training_score"] == evaluation["return_mean"]
+        assert info["evaluation_return_mean"] == evaluation["return_mean"]
+        assert info["scored_by"].startswith("greedy return over 20 episodes at the run's end")
         if info["iteration"] == 2:
             reported = row["evaluation"]["env_runners"]["episode_return_mean"]
             assert evaluation["return_mean"] == pytest.approx(reported)
