@@ -32,16 +32,18 @@ def _seed_row(experiment: str, seed: int, episodes: int, overrides: list[str], o
     for checkpoint in checkpoints:
         info = read_json(checkpoint / "rlplat_checkpoint.json")
         fresh = eval_report(checkpoint, episodes, "--seed", str(FRESH_SEED))["returns"]
+        rescored = info.get("score_interval") is not None
         kept[checkpoint.name] = {
             "iteration": info["iteration"],
-            "score_during_training": info.get("training_score", info["score"]),
-            "rescored": info["score"] if info.get("score_interval") is not None else None,
+            "score_during_training": info["training_score"] if rescored else info["score"],
+            "rescored": info["score"] if rescored else None,
             "rescored_interval": info.get("score_interval"),
             "fresh_mean": fresh["mean"],
             "fresh_std": fresh["std"],
         }
     picked = Path(trial["best_checkpoint"]).name
-    before = max(kept, key=lambda name: kept[name]["score_during_training"] or -1e18)
+    scored = [name for name in kept if kept[name]["score_during_training"] is not None]
+    before = max(scored or kept, key=lambda name: kept[name]["score_during_training"] or 0.0)
     best = max(kept, key=lambda name: kept[name]["fresh_mean"])
     return {
         "command": f"rlplat train experiments/{experiment}.yaml {' '.join(command)}",

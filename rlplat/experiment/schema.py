@@ -400,7 +400,8 @@ class CheckpointSpec(Section):
         description="At the run's end, play each kept checkpoint this many greedy episodes "
         "again (as rlplat eval -n N) and rank them by that mean, printed with its 95% interval, "
         "instead of by the few evaluation episodes of their iteration. Only when the score is "
-        "the greedy evaluation and a trial kept two or more (0: never).",
+        "the greedy evaluation, the run finished, it has at most 10 trials and there is a choice "
+        "to make (0: never).",
     )
     replay_buffer: bool = Field(
         True,

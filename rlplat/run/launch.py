@@ -448,10 +448,12 @@ def _fit(
         else:  # no trial reported a result (all failed to start, or all had finished)
             clock.lap("trial_start")
         prune_checkpoints(run_dir, run.experiment.checkpoint.keep)
-        clock.lap("shutdown")  # Tune's last save and teardown
-        rescore_run(run_dir, run.experiment, console)
-        clock.lap("rescore")
         summary = summarize(grid, run, run_dir, time.monotonic() - started)
+        clock.lap("shutdown")  # Tune's last save and teardown
+        # An unfinished run is re-scored when its resumed run ends.
+        if not unfinished_trials(summary) and rescore_run(run_dir, run.experiment, console):
+            summary = summarize(grid, run, run_dir, time.monotonic() - started)
+        clock.lap("rescore")
         if summary.search is not None:
             report_search(summary, run, run_dir, console)
         if run.experiment.export.at_end and not unfinished_trials(summary):

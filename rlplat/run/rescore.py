@@ -6,8 +6,9 @@ becomes their score, with its 95% interval. The checkpoint ``rlplat eval``, ``ex
 checkpoint first.
 
 Only greedy-evaluation scores are re-scored (the default score when the run evaluates): the
-re-score measures the same thing with more episodes. A trial with one kept checkpoint has no
-choice to make and is left as it is.
+re-score measures the same thing with more episodes. A lone trial with one kept checkpoint has
+no choice to make and is left as it is; an unfinished run is re-scored when its resumed run
+ends (``rlplat/run/launch.py``).
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from pathlib import Path
 from rich.console import Console
 
 from rlplat.checkpoints import CheckpointInfo, best_and_last, checkpoints_in, trials_in
-from rlplat.errors import RlplatError
 from rlplat.experiment.schema import Experiment
 from rlplat.metrics import EVAL_SCORE
 from rlplat.policy.evaluate import evaluate
 from rlplat.policy.options import EvalOptions
 
 Z_95 = 1.96
+MAX_TRIALS = 10  # a bigger search keeps its training scores: re-scoring runs in the driver
 
 
 @dataclass(frozen=True)
@@ -38,40 +39,90 @@ class Rescored:
         return f"{self.info.score:.2f} ± {self.info.score_interval:.2f}"
 
 
-def rescore_run(run_dir: Path, experiment: Experiment, console: Console) -> None:
-    """Re-score every trial of the run in ``run_dir`` that kept more than one checkpoint, and
-    say per trial which checkpoint is now best and what the first pick plays."""
-    episodes = experiment.checkpoint.rescore
-    if not episodes or experiment.score_metric() != EVAL_SCORE:
-        return
-    for trial in trials_in(run_dir):
-        checkpoints = checkpoints_in(trial)
-        if len(checkpoints) < 2:
-            continue
-        first_pick = best_and_last(trial)[0]
+def rescore_run(run_dir: Path, experiment: Experiment, console: Console) -> bool:
+    """Re-score the trials of the run in ``run_dir`` (one that kept a single checkpoint only when
+    the run has several trials, which are then ranked against each other), saying per trial which
+    checkpoint is now best and what the first pick plays; whether any score changed. A trial whose
+    policy cannot be played outside Ray keeps its training scores."""
+    if not _rescores(experiment):
+        return False
+    trials = trials_in(run_dir)
+    if len(trials) > MAX_TRIALS:
         console.print(
-            f"Re-scoring the {len(checkpoints)} checkpoints {trial.name} kept with {episodes} "
-            "greedy episodes each (checkpoint.rescore)...",
+            f"Not re-scoring the checkpoints of {len(trials)} trials (checkpoint.rescore plays "
+            f"those of at most {MAX_TRIALS}): their training scores rank them; `rlplat eval "
+            f"<checkpoint> -n {experiment.checkpoint.rescore}` plays one again.",
             highlight=False,
         )
-        try:
-            rescored = [rescore_checkpoint(c, episodes) for c in checkpoints]
-        except (RlplatError, OSError, RuntimeError, ValueError) as exc:
-            console.print(
-                f"  not re-scored ({type(exc).__name__}: {exc}); the scores taken during "
-                "training rank its checkpoints.",
-                highlight=False,
-            )
-            continue
+        return False
+    fewest = 1 if len(trials) > 1 else 2
+    changed = False
+    for trial in trials:
+        if len(checkpoints_in(trial)) >= fewest:
+            try:
+                changed |= _rescore_trial(trial, experiment, console)
+            except KeyboardInterrupt:
+                console.print(
+                    "  re-scoring interrupted: the trials not re-scored keep their training "
+                    "scores.",
+                    highlight=False,
+                )
+                break
+    return changed
+
+
+def _rescores(experiment: Experiment) -> bool:
+    """Whether the run's score is the greedy evaluation ``rlplat eval`` replays: not one whose
+    evaluation explores or plays another env config, which ``rlplat eval`` would not."""
+    evaluation_config = experiment.evaluation.get("evaluation_config") or {}
+    return bool(
+        experiment.checkpoint.rescore
+        and experiment.score_metric() == EVAL_SCORE
+        and not evaluation_config.get("explore")
+        and not evaluation_config.get("env_config")
+    )
+
+
+def _rescore_trial(trial: Path, experiment: Experiment, console: Console) -> bool:
+    checkpoints = checkpoints_in(trial)
+    episodes = experiment.checkpoint.rescore
+    first_pick = best_and_last(trial)[0]
+    console.print(
+        f"Re-scoring the {len(checkpoints)} checkpoint(s) {trial.name} kept with {episodes} "
+        "greedy episodes each (checkpoint.rescore)...",
+        highlight=False,
+    )
+    before = {c: CheckpointInfo.read(c) for c in checkpoints}
+    try:
+        rescored = [rescore_checkpoint(c, episodes) for c in checkpoints]
         for each in rescored:  # all or none: scores of two kinds never rank one trial
             each.info.write(each.checkpoint)
-        best, newest = best_and_last(trial)
-        console.print(_verdict(rescored, first_pick, best), highlight=False)
-        target = experiment.stop.episode_return_mean
-        if target is not None:
-            noisy = _noisy_stop(target, CheckpointInfo.read(newest), CheckpointInfo.read(best))
-            if noisy:
-                console.print(noisy, highlight=False)
+    except Exception as exc:  # noqa: BLE001 - the trained run stands; its scores say what they are
+        _restore(before)
+        console.print(
+            f"  not re-scored ({type(exc).__name__}: {exc}); the scores taken during training "
+            "rank its checkpoints.",
+            highlight=False,
+        )
+        return False
+    best, newest = best_and_last(trial)
+    console.print(_verdict(rescored, first_pick, best), highlight=False)
+    target = experiment.stop.episode_return_mean
+    if target is not None and experiment.checkpoint.mode == "max":
+        noisy = _noisy_stop(target, CheckpointInfo.read(newest), CheckpointInfo.read(best))
+        if noisy:
+            console.print(noisy, highlight=False)
+    return True
+
+
+def _restore(infos: dict[Path, CheckpointInfo | None]) -> None:
+    """Write back the infos a failed re-scoring may have replaced (as far as the disk allows)."""
+    for checkpoint, info in infos.items():
+        if info is not None:
+            try:
+                info.write(checkpoint)
+            except OSError:
+                pass
 
 
 def rescore_checkpoint(checkpoint: Path, episodes: int) -> Rescored:
@@ -101,7 +152,8 @@ def _verdict(rescored: list[Rescored], first_pick: Path | None, pick: Path | Non
     best = next(r for r in rescored if r.checkpoint == pick)
     line = f"  best: {best.checkpoint.name} {best.label}"
     others = [r for r in rescored if r is not best]
-    line += "; " + ", ".join(f"{r.checkpoint.name} {r.label}" for r in others)
+    if others:
+        line += "; " + ", ".join(f"{r.checkpoint.name} {r.label}" for r in others)
     before = next((r for r in rescored if r.checkpoint == first_pick), None)
     if before is not None and before is not best and before.info.training_score is not None:
         episodes = before.info.evaluation_episodes

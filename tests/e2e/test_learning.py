@@ -24,7 +24,8 @@ def _dataset(kind: str, path):
     env = IdentityBox() if continuous else Identity()
     recipe = {"factory": f"envs.identity:{type(env).__name__}"}
     act = identity_act(continuous, noise=0.1)
-    return write_dataset(path, env, recipe, act, 40, "the identity expert (noise 0.1)")
+    actions = "the identity expert, Gaussian noise 0.1" if continuous else "the identity expert"
+    return write_dataset(path, env, recipe, act, 40, actions)
 
 
 @pytest.mark.parametrize("algorithm", algorithm_names())

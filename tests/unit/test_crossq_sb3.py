@@ -23,18 +23,16 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 import pytest
+import sb3_contrib  # the dev extra's: this comparison is its only user
 import torch
 from ray.rllib.core.columns import Columns
+from sb3_contrib.common.torch_layers import BatchRenorm as Sb3BatchRenorm
+from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from torch import nn
 
 from rlplat.algorithms.crossq import CrossQConfig
 from rlplat.algorithms.networks import BatchRenorm, BatchRenormSettings
-
-sb3_contrib = pytest.importorskip("sb3_contrib")  # not a dependency of rlplat (benchmarks only)
-
-from sb3_contrib.common.torch_layers import BatchRenorm as Sb3BatchRenorm  # noqa: E402
-from stable_baselines3.common.logger import Logger  # noqa: E402
-from stable_baselines3.common.type_aliases import ReplayBufferSamples  # noqa: E402
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACTIONS = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)

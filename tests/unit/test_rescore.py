@@ -6,8 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlplat.checkpoints import CheckpointInfo
+from rich.console import Console
+
+from rlplat.checkpoints import CHECKPOINT_INFO, RLLIB_MARKER, CheckpointInfo
+from rlplat.experiment.load import load_experiment
+from rlplat.policy.rollout import Stats
+from rlplat.run import rescore
 from rlplat.run.rescore import Rescored, _noisy_stop, _verdict
+from tests.helpers import TINY_PPO
 
 
 def _rescored(name: str, score: float, interval: float, training: float) -> Rescored:
@@ -41,3 +47,68 @@ def test_a_stop_on_a_window_the_greedy_policy_does_not_reach_is_called_noisy():
     assert _noisy_stop(-200.0, newest, within) is None
     not_reached = CheckpointInfo(episode_return_mean=-250.0)  # another condition stopped it
     assert _noisy_stop(-200.0, not_reached, below) is None
+
+
+def _trial(tmp_path: Path, scores: list[float]) -> Path:
+    """A trial directory whose checkpoints carry only what ranking reads (their score)."""
+    trial = tmp_path / "run" / "trial_00000"
+    for index, score in enumerate(scores):
+        checkpoint = trial / f"checkpoint_{index:06d}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / RLLIB_MARKER).write_text("{}")
+        CheckpointInfo(iteration=index, score=score, score_metric="eval_episode_return_mean").write(
+            checkpoint
+        )
+    return trial
+
+
+def _experiment(tmp_path: Path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(TINY_PPO.replace("OUTPUT", str(tmp_path / "out")))
+    return load_experiment(path).experiment
+
+
+def test_a_checkpoint_that_cannot_be_replayed_leaves_every_score_as_training_left_it(
+    tmp_path, monkeypatch
+):
+    """The second checkpoint's env raises while it is replayed: no score of the trial changes
+    (a trial is never ranked by scores of two kinds), nothing is raised, and the run says why."""
+    trial = _trial(tmp_path, [-200.0, -150.0])
+    played = []
+
+    class Report:
+        returns = Stats(-100.0, 10.0, -120.0, -80.0)
+
+    def evaluate(checkpoint, options, say):
+        played.append(checkpoint.name)
+        if len(played) == 2:
+            raise KeyError("agent_7")
+        return Report()
+
+    monkeypatch.setattr(rescore, "evaluate", evaluate)
+    before = {c: (c / CHECKPOINT_INFO).read_text() for c in trial.glob("checkpoint_*")}
+    console = Console(record=True, width=200)
+    assert not rescore.rescore_run(trial.parent, _experiment(tmp_path), console)
+    assert played == ["checkpoint_000000", "checkpoint_000001"]
+    assert {c: (c / CHECKPOINT_INFO).read_text() for c in before} == before
+    assert "not re-scored (KeyError: 'agent_7')" in console.export_text()
+
+
+def test_a_replayed_trial_is_ranked_by_the_new_mean(tmp_path, monkeypatch):
+    trial = _trial(tmp_path, [-100.0, -300.0])  # training ranked the first one best
+
+    class Report:
+        def __init__(self, mean):
+            self.returns = Stats(mean, 20.0, mean - 40, mean + 40)
+
+    means = {"checkpoint_000000": -250.0, "checkpoint_000001": -140.0}
+    monkeypatch.setattr(rescore, "evaluate", lambda c, o, say: Report(means[c.name]))
+    console = Console(record=True, width=200)
+    assert rescore.rescore_run(trial.parent, _experiment(tmp_path), console)
+    infos = {c.name: CheckpointInfo.read(c) for c in trial.glob("checkpoint_*")}
+    assert infos["checkpoint_000001"].score == -140.0
+    assert infos["checkpoint_000001"].training_score == -300.0
+    assert infos["checkpoint_000001"].score_interval > 0
+    said = console.export_text()
+    assert "best: checkpoint_000001 -140.00" in said
+    assert "During training checkpoint_000000 ranked first (-100.00)" in said
