@@ -33,11 +33,12 @@ default ``qmix`` config on its gymma wrapper (the same task and time limit), sto
 rlplat's). One seed after another, each side alone on the machine. Both learning curves are
 kept. Results go to benchmarks/results/epymarl_<task>.json.
 
-    python benchmarks/epymarl.py --epymarl-src DIR --mappo lbf --steps 300000 [--seeds 1]
+    python benchmarks/epymarl.py --epymarl-src DIR --mappo lbf|spread --steps 300000 [--seeds 1]
 
-EPyMARL's own ``mappo`` config for ``--steps`` env steps on the task (tested over 100 greedy
-episodes every tenth of them), the peer of rlplat's MAPPO in ``benchmarks/reports.py --only
-mappo_lbf`` at the same env steps. Results go to benchmarks/results/epymarl_mappo_<task>.json.
+EPyMARL's own ``mappo`` config for ``--steps`` env steps on the task (tested over 100 episodes
+every tenth of them; its test episodes sample actions, as its soft_policies selector ignores test
+mode), the peer of rlplat's MAPPO in ``benchmarks/reports.py --only mappo_lbf`` (``mappo_spread``)
+at the same env steps. Results go to benchmarks/results/epymarl_mappo_<task>.json.
 
     python benchmarks/epymarl.py --epymarl-src DIR --qmix lbf --steps 2000000 [--sides SIDE]
                                  [--seed S]
@@ -115,6 +116,8 @@ EPYMARL_NEEDS = [
 TASKS = {
     "lbf": ("lbforaging:Foraging-8x8-2p-2f-coop-v3", 50, "experiments/marl/lbf_qmix.yaml"),
     "rware": ("rware:rware-tiny-2ag-v2", 500, "experiments/marl/rware_qmix.yaml"),
+    # PettingZoo's simple_spread_v3 defaults: 3 agents, local_ratio 0.5, 25 steps, discrete.
+    "spread": ("pz-mpe-simple-spread-v3", 25, "experiments/simple_spread_qmix.yaml"),
 }
 TEST_EPISODES = 100  # EPyMARL's gymma.yaml test_nepisode
 

@@ -2,7 +2,8 @@
 trained with ``rlplat train <file> --seeds 3``, then compared with ``rlplat report``.
 
     python benchmarks/reports.py [--only qmix cartpole pendulum spread connect_four mappo_spread
-                                        mappo_lbf mappo_lbf_updates lstm_novel] [--runs DIR]
+                                        mappo_spread_ids mappo_lbf mappo_lbf_updates lstm_novel]
+                                 [--runs DIR]
 
 One training command at a time. The CartPole and Pendulum runs, whose training seconds to the
 target are reported, run one seed at a time (``tune.max_concurrent=1``): their seconds are those
@@ -51,6 +52,12 @@ GROUPS: dict[str, tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {
     "spread": ([("experiments/simple_spread_ppo.yaml", ())], ["--eval-episodes", "100"]),
     "mappo_spread": (
         [(f"experiments/simple_spread_{name}.yaml", EQUAL_STEPS) for name in ("ppo", "mappo")],
+        ["--eval-episodes", "100"],
+    ),
+    # simple_spread_mappo.yaml with the agents' one-hot ids (from 2026-12-04), beside EPyMARL's
+    # MAPPO (benchmarks/epymarl.py --mappo spread).
+    "mappo_spread_ids": (
+        [("experiments/simple_spread_mappo.yaml", EQUAL_STEPS)],
         ["--eval-episodes", "100"],
     ),
     "mappo_lbf": (
