@@ -37,8 +37,9 @@ kept. Results go to benchmarks/results/epymarl_<task>.json.
 
 EPyMARL's own ``mappo`` config for ``--steps`` env steps on the task (tested over 100 episodes
 every tenth of them; its test episodes sample actions, as its soft_policies selector ignores test
-mode), the peer of rlplat's MAPPO in ``benchmarks/reports.py --only mappo_lbf`` (``mappo_spread``)
-at the same env steps. Results go to benchmarks/results/epymarl_mappo_<task>.json.
+mode), the peer of rlplat's MAPPO in ``benchmarks/reports.py --only mappo_lbf``
+(``mappo_spread_ids``) at the same env steps. Results go to
+benchmarks/results/epymarl_mappo_<task>.json.
 
     python benchmarks/epymarl.py --epymarl-src DIR --qmix lbf --steps 2000000 [--sides SIDE]
                                  [--seed S]
