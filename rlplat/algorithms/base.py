@@ -19,7 +19,6 @@ An algorithm declares what is its own and the base does the rest:
 
 # No ``from __future__ import annotations``: the settings' annotations are read at run time.
 import copy
-import functools
 import inspect
 import logging
 from collections.abc import Callable, Iterable
@@ -288,13 +287,6 @@ def clip_by_global_norm(grads: list[torch.Tensor], grad_clip: float) -> torch.Te
     scale = torch.clamp(grad_clip / torch.clamp(total + 1e-6, min=grad_clip), max=1.0)
     torch._foreach_mul_([g.detach() for g in grads], scale)
     return total
-
-
-@functools.cache
-def with_fused_gradient_steps(learner_class: type) -> type:
-    """``learner_class`` (one that keeps RLlib's ``apply_gradients``) with ``FusedGradientSteps``:
-    the same update, its gradients checked by one fused norm (one class per base class)."""
-    return type(f"Fused{learner_class.__name__}", (FusedGradientSteps, learner_class), {})
 
 
 def applies_gradients_as_rllib(learner_class: type) -> bool:

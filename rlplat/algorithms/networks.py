@@ -18,7 +18,6 @@ warm-up passes, the batch variance unbiased.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,12 +234,3 @@ class SimbaCatalog:
             input_dims=(obs_dim + action_dim,), settings=settings, with_actions=True
         )
         return self.qf_encoder_config.build(framework=framework)
-
-
-@functools.cache
-def with_simba(catalog_class: type) -> type:
-    """``catalog_class`` whose encoders are SimBa's when ``model_config.simba`` is set (one class
-    per base class)."""
-    if issubclass(catalog_class, SimbaCatalog):
-        return catalog_class
-    return type(f"Simba{catalog_class.__name__}", (SimbaCatalog, catalog_class), {})

@@ -8,7 +8,6 @@ learner's own state, so checkpoints carry it and restoring sets it back.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 LEARNER_CONNECTOR = "rlplat_learner_connector"
@@ -36,9 +35,3 @@ class LearnerConnectorState:
         super().set_state(state)  # type: ignore[misc]
         if LEARNER_CONNECTOR in state and self._learner_connector is not None:
             self._learner_connector.set_state(state[LEARNER_CONNECTOR])
-
-
-@functools.cache
-def with_learner_connector_state(learner_class: type) -> type:
-    """``learner_class`` saving its learner connector state (one class per base class)."""
-    return type(f"Stateful{learner_class.__name__}", (LearnerConnectorState, learner_class), {})

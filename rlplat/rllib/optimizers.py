@@ -12,7 +12,6 @@ rmsprop``) are refused with the key to use instead.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -72,9 +71,7 @@ def check_optimizer(
                 key=f"{key}.{name}",
             )
     own = learner_class.configure_optimizers_for_module
-    if own is not TorchLearner.configure_optimizers_for_module and not issubclass(
-        learner_class, ConfiguredOptimizer
-    ):
+    if own is not TorchLearner.configure_optimizers_for_module:
         rates = algorithm_record(algorithm).own_rates or "its own learning-rate keys"
         one_optimizer = [r.name for r in algorithm_records() if r.rllib and not r.own_rates]
         raise ConfigError(
@@ -105,9 +102,3 @@ class ConfiguredOptimizer:
             params=params,
             lr_or_lr_schedule=lr,
         )
-
-
-@functools.cache
-def with_configured_optimizer(learner_class: type) -> type:
-    """``learner_class`` with ``training.optimizer`` applied (one class per base class)."""
-    return type(f"Configured{learner_class.__name__}", (ConfiguredOptimizer, learner_class), {})
