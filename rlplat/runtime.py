@@ -533,15 +533,16 @@ class ExportedPolicy:
         """Actions for a batch of observations, each with its episode's memory (advanced in
         place; stateless policies need none). ``last_outputs`` holds the graph's outputs for the
         last observation of the batch."""
-        return self._step(observations, action_masks, memories, explore)[0]
+        return self.step_with_outputs(observations, action_masks, memories, explore)[0]
 
-    def _step(
+    def step_with_outputs(
         self,
         observations: list[Any],
         action_masks: list[Any] | None,
         memories: list[Memory] | None,
         explore: list[bool] | None,
     ) -> tuple[list[Any], dict[str, np.ndarray]]:
+        """``step``'s actions, with the graph's outputs for the whole batch."""
         if action_masks is not None and not self.network.has_mask:
             raise ExportError("this policy takes no action mask (its graph has no such input)")
         if memories is None:
@@ -698,7 +699,7 @@ def act_batch(policy: ExportedPolicy | MultiAgentPolicy, queries: list[Query]) -
             for query in group:
                 if query.memory is None:
                     query.memory = acting(query).new_memory()
-        chosen, outputs = first._step(
+        chosen, outputs = first.step_with_outputs(
             [query.observation for query in group],
             [query.action_mask for query in group] if masked else None,
             [query.memory for query in group] if first.needs_memory else None,

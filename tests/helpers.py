@@ -435,7 +435,7 @@ def read_until_resumable(process: subprocess.Popen, iteration: int) -> Path:
     """Read the output until ``iteration``, then wait until Tune's saved state names a checkpoint
     for every trial (Tune writes it about once a second, apart from the checkpoints themselves).
     A kill from then on leaves a run that ``--resume`` continues."""
-    from rlplat.tune_state import resume_points  # Ray's import, for the tests that kill
+    from rlplat.seams.tune import resume_points  # Ray's import, for the tests that kill
 
     run_dir, _ = read_until_iteration(process, iteration)
     deadline = time.monotonic() + 60

@@ -90,6 +90,14 @@ class AlgorithmRecord:
     # DefaultModelConfig under ``rl_module.model_config``; or its own, sized by training settings
     # (under ``rl_module.model_config`` they read only ``simba`` where it takes SimBa's).
     networks: Literal["catalog", "own"] = "catalog"
+    # What ``rlplat export`` computes from one of its policy modules: "distribution" (the
+    # greedy action of the module's inference action distribution) or "q_values" (the greedy
+    # action over the Q-values, which the graph computes: RLlib's DQN module gives only the
+    # action). A team algorithm (``view: team``) exports its agent network instead.
+    export_acting: Literal["distribution", "q_values"] = "distribution"
+    # Explores epsilon-greedily, which an exported graph's outputs cannot do: its export acts
+    # greedily only (no ``explore``).
+    epsilon_greedy: bool = False
     # Training settings rlplat passes unless the experiment sets them.
     training_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     # Settings for one machine that a single-agent experiment gets where it leaves them out
@@ -294,6 +302,8 @@ register_algorithm(
     "DQN",
     "rlplat.algorithms.transition_loop:DQN",
     replay_memory=_REPLAY_BUFFER,
+    export_acting="q_values",
+    epsilon_greedy=True,
     box_alternative="SAC or TD3 (PPO acts in both)",
     synchronous_learner=True,
     machine_defaults=_DQN_DEFAULTS,
@@ -370,6 +380,7 @@ register_algorithm(
     "PQN",
     "rlplat.algorithms.pqn:PQN",
     networks="own",
+    epsilon_greedy=True,
     actions="Discrete",
     box_alternative="SAC, TD3 or CrossQ (PPO acts in both)",
     synchronous_learner=True,

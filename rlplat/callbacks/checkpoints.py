@@ -17,7 +17,7 @@ from rlplat.checkpoints import (
 )
 from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.yaml_io import dump_yaml
-from rlplat.tune_state import forget_checkpoint, newest_state, resume_points
+from rlplat.seams.tune import forget_checkpoint, newest_state, resume_points
 from rlplat.util.atomic import write_atomic
 
 

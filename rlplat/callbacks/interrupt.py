@@ -31,7 +31,7 @@ from rich.console import Console
 
 from rlplat.callbacks.progress import ConsoleCallback
 from rlplat.metrics import ENV_STEPS, ENV_STEPS_TRAINED, lookup
-from rlplat.tune_state import StopAtOnce, trial_call_under_way, trials_run_in_this_process
+from rlplat.seams.tune import StopAtOnce, trial_call_under_way, trials_run_in_this_process
 
 SHOULD_CHECKPOINT = "should_checkpoint"  # a result key Tune reads after its callbacks ran
 RUNNING = "RUNNING"

@@ -39,9 +39,9 @@ CONDITIONAL_SEARCHERS = ("random", "hyperopt", "optuna")
 SCHEDULERS: dict[str, Scheduler] = {
     "fifo": Scheduler("ray.tune.schedulers:FIFOScheduler"),
     "asha": Scheduler("ray.tune.schedulers:ASHAScheduler", budgeted=True),
-    "hyperband": Scheduler("rlplat.tune_state:HyperBandScheduler", budgeted=True),
+    "hyperband": Scheduler("rlplat.seams.tune:HyperBandScheduler", budgeted=True),
     "median": Scheduler("ray.tune.schedulers:MedianStoppingRule"),
     "pbt": Scheduler("ray.tune.schedulers:PopulationBasedTraining", population=True),
     "pb2": Scheduler("ray.tune.schedulers.pb2:PB2", ("GPy", "sklearn"), population=True),
 }
-BOHB_SCHEDULER = "rlplat.tune_state:HyperBandForBOHB"  # searcher bohb's own hyperband
+BOHB_SCHEDULER = "rlplat.seams.tune:HyperBandForBOHB"  # searcher bohb's own hyperband

@@ -31,7 +31,7 @@ import onnx
 import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
-from rlplat.algorithms.registry import is_team_algorithm
+from rlplat.algorithms.registry import AlgorithmRecord, algorithm_record, is_team_algorithm
 from rlplat.checkpoints import RESOLVED_EXPERIMENT, find_checkpoint
 from rlplat.environments.team import TEAM_SETTINGS
 from rlplat.errors import RlplatError, UserError
@@ -126,11 +126,13 @@ def export(
     with _said_if_the_disk_fails(out), contextlib.ExitStack() as cleanup:
         if env is not None:
             cleanup.callback(env.close)
-        mapping = mapping_for(experiment, env) if env is not None else _mapping_without_env(
-            experiment, picked.path
+        mapping = (
+            mapping_for(experiment, env)
+            if env is not None
+            else _mapping_without_env(experiment, picked.path)
         )
         policy = Policy.from_checkpoint(picked.path, mapping)
-        graphs = _graphs(policy, env, team)
+        graphs = _graphs(policy, env, algorithm_record(experiment.algorithm))
         draft = cleanup.enter_context(publish_dir(out))  # published as the block ends
         staging = draft.path
         onnx_specs = {
@@ -254,16 +256,26 @@ def _mapping_without_env(experiment: Any, checkpoint: Path) -> PolicyMapping | N
     return PolicyMapping(policies)
 
 
-def _graphs(policy: Policy, env: Any, team: bool) -> dict[str, GraphParts | None]:
-    """The acting graph of every policy (None for a random policy, which has no network)."""
-    if team:
+def _graphs(policy: Policy, env: Any, record: AlgorithmRecord) -> dict[str, GraphParts | None]:
+    """The acting graph of every policy (None for a random policy, which has no network), as
+    the algorithm's registration says its modules act."""
+    if record.view == "team":
         return {DEFAULT_MODULE_ID: agent_graph(policy.module, env)}
+    acting = {
+        "q_values": record.export_acting == "q_values",
+        "epsilon_greedy": record.epsilon_greedy,
+    }
     spaces_in = policy.env_to_module.input_observation_space
     actions_in = policy.env_to_module.input_action_space
     if not policy.multi_agent:
         return {
             DEFAULT_MODULE_ID: build_graph(
-                policy.module, spaces_in, actions_in, policy.env_to_module, policy.module_to_env
+                policy.module,
+                spaces_in,
+                actions_in,
+                policy.env_to_module,
+                policy.module_to_env,
+                **acting,
             )
         }
     agents_of: dict[str, list[str]] = {}
@@ -296,6 +308,7 @@ def _graphs(policy: Policy, env: Any, team: bool) -> dict[str, GraphParts | None
             policy.env_to_module,
             policy.module_to_env,
             agent=agent,
+            **acting,
         )
     return graphs
 
@@ -308,9 +321,7 @@ def _write_onnx(parts: GraphParts, path: Path) -> PolicySpec:
     """Export the graph with batch as the dynamic first axis, check it with onnx's full checker;
     the policy's spec: the file, its inputs and outputs as the ONNX model declares them, and what
     ``parts`` says of its action, state, frames and exploration."""
-    examples = tuple(
-        torch.zeros((2, *entry.shape), dtype=torch.float32) for entry in parts.inputs
-    )
+    examples = tuple(torch.zeros((2, *entry.shape), dtype=torch.float32) for entry in parts.inputs)
     names = [entry.name for entry in parts.inputs]
     outputs = parts.outputs
     with warnings.catch_warnings(), torch.no_grad():
@@ -341,8 +352,16 @@ def _write_onnx(parts: GraphParts, path: Path) -> PolicySpec:
     for value in model.graph.input:
         info, entry = _value_info(value), declared[value.name]
         observation_range = list(entry.observation_range) if entry.observation_range else None
-        inputs.append(GraphInput(info.name, info.shape, info.dtype, entry.path,
-                                 entry.observation_dtype, observation_range))
+        inputs.append(
+            GraphInput(
+                info.name,
+                info.shape,
+                info.dtype,
+                entry.path,
+                entry.observation_dtype,
+                observation_range,
+            )
+        )
     return PolicySpec(
         kind="onnx",
         action=parts.action,
@@ -405,8 +424,9 @@ def _manifest(
             policies[pid] = PolicySpec(
                 kind="random",
                 action=describe_action(policy.module[pid].action_space),
-                observation_keys=list(getattr(policy.module[pid].observation_space, "spaces",
-                                              {}) or []),
+                observation_keys=list(
+                    getattr(policy.module[pid].observation_space, "spaces", {}) or []
+                ),
                 note="uniformly random among the legal actions; no network",
             )
             continue
@@ -423,13 +443,17 @@ def _manifest(
     info = picked.info
     return Manifest(
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        experiment=ExperimentRef(experiment.name, experiment.algorithm, experiment.seed,
-                                 RESOLVED_EXPERIMENT),
+        experiment=ExperimentRef(
+            experiment.name, experiment.algorithm, experiment.seed, RESOLVED_EXPERIMENT
+        ),
         env=EnvRecord(
             label=experiment.env.label,
             recipe=experiment.env.model_dump(mode="json"),
-            team={key: experiment.training[key] for key in TEAM_SETTINGS
-                  if key in experiment.training} if team else None,
+            team={
+                key: experiment.training[key] for key in TEAM_SETTINGS if key in experiment.training
+            }
+            if team
+            else None,
             observation_space=_space_text(policy.env_to_module.input_observation_space),
             action_space=_space_text(policy.env_to_module.input_action_space),
         ),

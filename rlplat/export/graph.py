@@ -23,7 +23,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.algorithms.dqn.default_dqn_rl_module import QF_PREDS
-from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.torch.heads import TorchFreeLogStdMLPHead
 from ray.rllib.models.torch.torch_distributions import TorchCategorical
@@ -323,6 +322,7 @@ class PolicyGraph(nn.Module):
         inputs: list[Input],
         steps: list[nn.Module],
         to_env: nn.Module,
+        q_values: bool = False,
     ):
         super().__init__()
         self.module = module
@@ -330,6 +330,7 @@ class PolicyGraph(nn.Module):
         self.inputs = inputs
         self.steps = nn.ModuleList(steps)
         self.to_env = to_env
+        self.q_values = q_values
 
     def observation(self, leaves: Sequence[torch.Tensor]) -> torch.Tensor:
         """The observation as the module takes it: rebuilt from its leaves, then filtered."""
@@ -340,7 +341,7 @@ class PolicyGraph(nn.Module):
 
     def forward(self, *leaves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         batch = {Columns.OBS: self.observation(leaves)}
-        if isinstance(self.module, DefaultDQNTorchRLModule):
+        if self.q_values:
             # DQN's forward_inference returns only the action, the greedy one of this
             # distribution over the Q-values; computed here once, the graph gives both.
             dist_inputs = self.module.compute_q_values(batch)[QF_PREDS]
@@ -424,10 +425,15 @@ def build_graph(
     env_to_module: Any,
     module_to_env: Any,
     agent: Any = None,
+    *,
+    q_values: bool = False,
+    epsilon_greedy: bool = False,
 ) -> GraphParts:
-    """The acting graph of an RLlib module (PPO, DQN, SAC, masked PPO, ...)."""
+    """The acting graph of an RLlib module (PPO, DQN, SAC, masked PPO, ...). ``q_values``: the
+    module's greedy action is over the Q-values it computes (RLlib's DQN module);
+    ``epsilon_greedy``: it explores so, which the graph cannot (its registration says both)."""
     name = type(module).__name__
-    if module.is_stateful() and isinstance(module, DefaultDQNTorchRLModule):
+    if module.is_stateful() and q_values:
         raise Unsupported(
             f"the module {name} is a recurrent Q-network; rlplat export supports recurrent "
             "state for policy modules (use_lstm PPO, APPO, IMPALA) and QMIX's agent networks"
@@ -450,7 +456,7 @@ def build_graph(
             module, graph_space, inputs[:-1], steps, to_env, layout=state.layout, shapes=shapes
         )
     else:
-        graph = PolicyGraph(module, graph_space, inputs, steps, to_env)
+        graph = PolicyGraph(module, graph_space, inputs, steps, to_env, q_values)
     return GraphParts(
         graph=graph.eval(),
         inputs=inputs,
@@ -458,7 +464,7 @@ def build_graph(
         action=action,
         frame_stack=frames,
         state=state,
-        exploration=_exploration(module),
+        exploration=None if epsilon_greedy else _exploration(module),
     )
 
 
@@ -482,10 +488,7 @@ def _traceable_log_std(module: nn.Module) -> None:
 
 def _exploration(module: Any) -> str | None:
     """How ``explore`` acts with this graph: sampling its logits (categorical policies), or not
-    at all (DQN's and PQN's epsilon-greedy and Gaussian policies need more than the graph's
-    outputs)."""
-    if isinstance(module, DefaultDQNTorchRLModule) or getattr(module, "EPSILON_GREEDY", False):
-        return None
+    at all (Gaussian policies need more than the graph's outputs)."""
     if issubclass(module.get_exploration_action_dist_cls(), TorchCategorical):
         return "categorical"
     return None

@@ -23,7 +23,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlplat.algorithms.qmix.rl_module import QMIXModule, masked_argmax
 from rlplat.environments.kinds import ACTION_MASK, masked_observation_key
 from rlplat.export.graph import (
     GraphParts,
@@ -38,17 +37,20 @@ from rlplat.runtime import StatePart, StateSpec
 
 
 class AgentGraph(nn.Module):
-    """One agent's step of a QMIX module's agent network."""
+    """One agent's step of a team module's agent network: the module's ``agent`` network (a
+    GRU when ``recurrent``), its ``greedy_actions`` and the inputs its settings name
+    (``obs_last_action``, ``obs_agent_id``)."""
 
     def __init__(
         self,
-        module: QMIXModule,
+        module: Any,
         observation_space: gym.Space,
         inputs: list[Input],
         layout: list[StatePart],
     ):
         super().__init__()
         self.agent = module.agent
+        self.greedy_actions = module.greedy_actions
         self.recurrent = module.recurrent
         self.n_actions = module.n_actions
         self.observation_space = observation_space
@@ -77,7 +79,7 @@ class AgentGraph(nn.Module):
             parts.append(self._part(state, "agent_id"))
         hidden = self._part(state, "hidden") if self.recurrent else None
         q, hidden = self.agent(torch.cat(parts, dim=-1), hidden)
-        action = masked_argmax(q, mask)
+        action = self.greedy_actions(q, mask)
         if state is None:
             return action, q
         out = []
@@ -91,9 +93,8 @@ class AgentGraph(nn.Module):
 
 
 def agent_graph(module: Any, team_env: Any) -> GraphParts:
-    """The acting graph of a QMIX/VDN/IQL module for the agents of ``team_env``."""
-    if not isinstance(module, QMIXModule):
-        raise Unsupported(f"expected a QMIX module, got {type(module).__name__}")
+    """The acting graph of a team algorithm's module (QMIX, VDN, IQL) for the agents of
+    ``team_env``."""
     members = list(team_env.members)
     spaces = [team_env.env.observation_spaces[agent] for agent in members]
     if any(space != spaces[0] for space in spaces):

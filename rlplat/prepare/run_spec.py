@@ -131,6 +131,7 @@ def prepare(
     _settle_name_and_seed(draft)
     _resolve_env(draft, contract=step_env)
     _check_env_against_algorithm(draft)
+    _resolve_global_state(draft)
     _untold_self_play(draft)
     _machine_defaults(draft)
     _sequence_length(draft)
@@ -220,11 +221,17 @@ def _resolve_env(draft: _Draft, *, contract: bool) -> None:
 
 def _check_env_against_algorithm(draft: _Draft) -> None:
     """The env's kind and spaces fit the algorithm and the sections that depend on them; the
-    offline dataset matches the env; a team algorithm's global state is resolved."""
+    offline dataset matches the env."""
+    assert draft.env is not None
+    _check_env_fits(draft.experiment, draft.env, draft.locate)
+    draft.experiment = check_offline(draft.experiment, draft.env, draft.locate)
+
+
+def _resolve_global_state(draft: _Draft) -> None:
+    """The global state a team algorithm's mixer or a centralised critic reads, named in
+    ``training.global_state``."""
     experiment, env, locate = draft.experiment, draft.env, draft.locate
     assert env is not None
-    _check_env_fits(experiment, env, locate)
-    experiment = check_offline(experiment, env, locate)
     if is_team_algorithm(experiment.algorithm):
         training = {**experiment.training, "global_state": team_state_source(experiment, locate)}
         experiment = experiment.model_copy(update={"training": training})
@@ -677,14 +684,36 @@ def _resolved(
     return substitute(resolved, {s.path: s.to_yaml() for s in spaces})
 
 
-def trial_algorithm_config(config: dict[str, Any]) -> AlgorithmConfig:
+def trial_algorithm_config(config: dict[str, Any], env: EnvInfo | None = None) -> AlgorithmConfig:
     """The RLlib config for one trial's experiment (Tune's ``config``: the resolved experiment
-    with concrete values where the file had search spaces), built in the trial's own process
-    by the same stages as ``rlplat train``'s, without the env's contract check and the probe
-    (the driver made both)."""
+    with concrete values where the file had search spaces), built in the trial's own process.
+
+    ``env`` is what the driver's env check found (``PreparedRun.env``); it holds for every trial
+    whose parameters leave ``env`` alone. With it the config is built from the experiment
+    alone: the settings that follow from the trial's parameters, then RLlib's config; no env is
+    built, reset or checked, nothing is probed and no dataset or checkpoint is read. Without it
+    (``trial_env`` says when) the trial builds its env, unstepped, through the driver's stages.
+    """
     data = trial_experiment(config)
     loaded = experiment_from_data(data, Locator(f"trial experiment ({data.get('name')})"))
-    return prepare(loaded, step_env=False).algo_config
+    if env is None:
+        return prepare(loaded, step_env=False).algo_config
+    draft = _Draft(loaded, loaded.locate, loaded.experiment, None, env=env)
+    _settle_name_and_seed(draft)
+    _resolve_global_state(draft)
+    _machine_defaults(draft)
+    _sequence_length(draft)
+    _build_rllib_config(draft)
+    assert draft.algo_config is not None
+    return draft.algo_config
+
+
+def trial_env(run: PreparedRun) -> EnvInfo | None:
+    """The driver's env for the trials to build from, unless a search space changes ``env``
+    (then each trial's env may differ, and the trial builds its own)."""
+    if any(space.path[0] == "env" for space in run.spaces):
+        return None
+    return run.env
 
 
 # Search spaces under these keys can change a trial's resource request: each trial's is then
@@ -697,7 +726,8 @@ def trial_resources(run: PreparedRun) -> Any:
     data pipeline), or, where a search space can change it, a function of the trial's config."""
     algo_cls = get_algorithm_class(run.experiment.algorithm)
     if any(space.path[0] in RESOURCE_SECTIONS for space in run.spaces):
-        return lambda config: resource_request(trial_algorithm_config(config), algo_cls)
+        env = trial_env(run)
+        return lambda config: resource_request(trial_algorithm_config(config, env), algo_cls)
     return resource_request(run.algo_config, algo_cls)
 
 

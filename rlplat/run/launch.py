@@ -31,7 +31,7 @@ from rlplat.experiment.schema import Experiment, TuneSpec
 from rlplat.experiment.spaces import describe
 from rlplat.export import load_exporter
 from rlplat.metrics import metric_path
-from rlplat.prepare import PreparedRun, prepare
+from rlplat.prepare import PreparedRun, prepare, trial_env
 from rlplat.prepare.run_spec import (
     print_dry_run,
     print_plan,
@@ -63,7 +63,7 @@ from rlplat.run.summary import (
     unfinished_trials,
 )
 from rlplat.run.trainable import trainable_for
-from rlplat.tune_state import drop_stale_decisions, fitting
+from rlplat.seams.tune import drop_stale_decisions, fitting
 from rlplat.util.atomic import remove_partial_files
 from rlplat.util.disk import storage_reason
 from rlplat.util.project import project_code
@@ -133,7 +133,7 @@ def train(
 
     _quiet_tune_output(exp)
     tuner = tune.Tuner(
-        tune.with_resources(trainable_for(exp.algorithm), trial_resources(run)),
+        tune.with_resources(trainable_for(exp.algorithm, trial_env(run)), trial_resources(run)),
         param_space=run.search.param_space,
         tune_config=tune.TuneConfig(
             metric=metric_path(tune_spec.metric),
@@ -197,7 +197,7 @@ def resume(
     tuner = tune.Tuner.restore(
         str(run_dir),
         trainable=tune.with_resources(
-            trainable_for(run.experiment.algorithm), trial_resources(run)
+            trainable_for(run.experiment.algorithm, trial_env(run)), trial_resources(run)
         ),
         resume_unfinished=True,
         resume_errored=retry_errored,
@@ -277,8 +277,9 @@ def _then(
     if stage is None or unfinished_trials(summary) or any(t.error for t in summary.trials):
         return summary, common["clock"]
     console = common["console"]
-    finish(summary, common["clock"], console, shutdown_ray=started_here,
-           show_timings=options.timings)
+    finish(
+        summary, common["clock"], console, shutdown_ray=started_here, show_timings=options.timings
+    )
     clock = StageClock(started=time.time())
     common = {**common, "clock": clock}
     if stage.run_dir is not None and tune.Tuner.can_restore(str(stage.run_dir)):

@@ -22,7 +22,7 @@ import pyarrow.fs
 
 from rlplat.checkpoints import best_and_last, describe_checkpoint
 from rlplat.errors import StorageFailed
-from rlplat.tune_state import resume_points
+from rlplat.seams.tune import resume_points
 from rlplat.util.atomic import AtomicFile
 from rlplat.util.disk import free_space
 

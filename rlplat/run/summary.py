@@ -45,7 +45,7 @@ from rlplat.metrics import (
 from rlplat.prepare import PreparedRun
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
 from rlplat.run.storage import storage_failed
-from rlplat.tune_state import failed_in_this_process
+from rlplat.seams.tune import failed_in_this_process
 from rlplat.util.disk import storage_reason
 from rlplat.util.tables import new_table, print_table
 

@@ -35,6 +35,7 @@ from rlplat.checkpoints import (
 )
 from rlplat.cluster.connect import env_runner_actor_ids, env_runner_restarts
 from rlplat.environments.guard import take_reported_failure
+from rlplat.environments.make import EnvInfo
 from rlplat.errors import EnvKeepsFailing, RlplatError
 from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import CheckpointSpec, StopSpec, score_metric
@@ -55,7 +56,7 @@ from rlplat.rllib.league import SELF_PLAY_STATE
 from rlplat.rllib.self_play import self_play_driver
 from rlplat.rllib.shared_weights import share_learner_weights
 from rlplat.run.finetune import start_from_checkpoint
-from rlplat.tune_state import training_time_s
+from rlplat.seams.tune import training_time_s
 from rlplat.util.atomic import write_atomic
 from rlplat.util.streams import stderr_without
 
@@ -70,11 +71,12 @@ RAY_RESTART_ARGUMENTS_WARNING = re.compile(
 )
 
 
-def algorithm_config(config: Any) -> Any:
-    """The RLlib ``AlgorithmConfig`` for a trial's experiment dict (anything else unchanged)."""
+def algorithm_config(config: Any, env: EnvInfo | None = None) -> Any:
+    """The RLlib ``AlgorithmConfig`` for a trial's experiment dict (anything else unchanged),
+    built from the driver's ``env`` where given."""
     if not (isinstance(config, dict) and "algorithm" in config and "env" in config):
         return config
-    return trial_algorithm_config(config)
+    return trial_algorithm_config(config, env)
 
 
 WINDOW_STATE = "rlplat_episode_window"
@@ -121,6 +123,7 @@ class ExperimentTrial:
     the replay memory (``checkpoint.replay_buffer``)."""
 
     registered_name: str  # the algorithm's registered name (``trainable_for``)
+    driver_env: EnvInfo | None = None  # what the driver's env check found (``trainable_for``)
 
     def __init__(self, config: Any = None, **kwargs: Any):
         experiment = config if isinstance(config, dict) else {}
@@ -134,7 +137,7 @@ class ExperimentTrial:
         if experiment.get("offline"):
             keep_ray_data_in_the_trial()
         with stderr_without(RAY_RESTART_ARGUMENTS_WARNING):
-            super().__init__(config=algorithm_config(config), **kwargs)
+            super().__init__(config=algorithm_config(config, self.driver_env), **kwargs)
         self._self_play = self_play_driver(experiment)
         init = experiment.get("init") or {}
         if init.get("checkpoint"):
@@ -315,9 +318,16 @@ def put(result: dict[str, Any], path: str, value: Any) -> None:
     result.setdefault(section, {})[key] = value
 
 
-def trainable_for(algorithm: str) -> type:
-    """The trainable class for a registered algorithm name (``experiment.algorithm``)."""
-    return globals().get(algorithm + SUFFIX) or __getattr__(algorithm + SUFFIX)
+def trainable_for(algorithm: str, env: EnvInfo | None = None) -> type:
+    """The trainable class for a registered algorithm name (``experiment.algorithm``); with
+    ``env`` (``prepare.trial_env``), one whose trials build their RLlib config from it instead
+    of building the env again. That class is the run's own: pickled with its env (by value)
+    wherever Tune starts a trial."""
+    cls = globals().get(algorithm + SUFFIX) or __getattr__(algorithm + SUFFIX)
+    if env is None:
+        return cls
+    qualname = f"{cls.__qualname__}.for_this_run"  # not found by name: pickled by value
+    return type(cls.__name__, (cls,), {"__qualname__": qualname, "driver_env": env})
 
 
 def __getattr__(name: str) -> type:

@@ -22,6 +22,7 @@ STAGES = (
     "_settle_name_and_seed",
     "_resolve_env",
     "_check_env_against_algorithm",
+    "_resolve_global_state",
     "_build_rllib_config",
     "_probe",
     "_check_metric_paths",
@@ -71,6 +72,10 @@ def test_plan_prepares_a_run_with_preferences_once(ray_session, driver_builds, c
     assert driver_builds.stages == list(STAGES), "each stage once, in the pipeline's order"
 
 
+# The stages a trial runs to build its config from the driver's env: no env check, no probe.
+TRIAL_STAGES = ["_settle_name_and_seed", "_resolve_global_state", "_build_rllib_config"]
+
+
 @pytest.mark.parametrize(("process", "builds_here"), [("actor", 1), ("command", 2)])
 def test_train_prepares_a_run_with_preferences_once(
     process, builds_here, ray_session, driver_builds, tmp_path
@@ -94,10 +99,11 @@ def test_train_prepares_a_run_with_preferences_once(
     assert (run_dir / "summary.json").is_file()
     # Tune reserves the prepared config's resources for the trial (tune.with_resources): no
     # second env check, build or stage in the driver; the trial builds its own config once, in
-    # its actor or (process: command) here.
-    assert driver_builds == {"env checks": builds_here, "RLlib builds": builds_here}
-    prepared = driver_builds.stages[: len(STAGES)]  # after it: the in-process trial's own build
-    assert prepared == list(STAGES)
+    # its actor or (process: command) here, from the driver's env: it checks no env again.
+    assert driver_builds == {"env checks": 1, "RLlib builds": builds_here}
+    assert driver_builds.stages[: len(STAGES)] == list(STAGES)
+    trial = driver_builds.stages[len(STAGES) :]  # the in-process trial's own build
+    assert trial == (TRIAL_STAGES if process == "command" else [])
 
 
 @pytest.mark.parametrize("name", ["cartpole_dqn", "simple_spread_maddpg"])

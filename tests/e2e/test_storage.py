@@ -16,7 +16,7 @@ import pyarrow.fs
 import pytest
 
 from rlplat.checkpoints import is_complete
-from rlplat.tune_state import resume_points
+from rlplat.seams.tune import resume_points
 from tests.e2e.helpers import run_cli
 from tests.helpers import iterations_logged, launch, read_until_iteration
 

@@ -38,7 +38,7 @@ def test_tunes_copy_writes_its_state_after_the_logs_the_state_vouches_for(tmp_pa
     from ray.train._internal.storage import _FilesystemSyncer
 
     from rlplat.run.storage import AtomicLocalHandler
-    from rlplat.tune_state import fitting
+    from rlplat.seams.tune import fitting
 
     written: list[str] = []
 

@@ -68,7 +68,6 @@ class PQNModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
     """Q(s, .) for Discrete actions, epsilon-greedy exploration."""
 
     SCALES_UINT8_FRAMES: ClassVar[bool] = True  # rlplat need not wrap it for uint8 frames
-    EPSILON_GREEDY: ClassVar[bool] = True  # exploring needs more than its graph's outputs
 
     def setup(self) -> None:
         config = self.model_config

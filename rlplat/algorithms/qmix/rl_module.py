@@ -105,6 +105,7 @@ class QMIXModule(WithoutModeSwitch, TorchRLModule, TargetNetworks):
 
     TARGET_NETWORKS = ("agent", "mixer")
     TARGET_PREFIX = "_target_"
+    greedy_actions = staticmethod(masked_argmax)  # each agent's, among its legal actions
 
     def setup(self) -> None:
         config = self.model_config
