@@ -175,11 +175,12 @@ def train(
 
     With a tune: section or search spaces in the file, runs a hyperparameter search.
     """
+    loaded = None
     if experiment is not None and options.resume is None:
         from rlplat.experiment.load import load_experiment  # noqa: PLC0415
 
         # The file, its overrides and its schema are refused before RLlib and Tune load.
-        load_experiment(experiment, options.with_overrides(overrides or []))
+        loaded = load_experiment(experiment, options.with_overrides(overrides or []))
     if not options.dry_run and cluster_address(options.address) is None and warm.enabled():
         warm.take_lease()  # a warm Ray's keeper, if it must start, starts while RLlib loads
     from rlplat.run.launch import train_command  # noqa: PLC0415 - Ray Tune and RLlib load here
@@ -187,8 +188,15 @@ def train(
     clock = StageClock()  # counts from the process's start
     _start(verbose, options.resume or experiment)
     clock.lap("imports")
-    train_command(experiment, overrides or [], options, verbose=verbose, console=console,
-                  clock=clock)
+    train_command(
+        experiment,
+        overrides or [],
+        options,
+        verbose=verbose,
+        console=console,
+        clock=clock,
+        loaded=loaded,
+    )
 
 
 @command()
@@ -210,11 +218,11 @@ def plan(
     """
     from rlplat.experiment.load import load_experiment  # noqa: PLC0415
 
-    load_experiment(experiment, overrides or [])  # schema slips are refused before RLlib loads
+    loaded = load_experiment(experiment, overrides or [])  # slips refused before RLlib loads
     from rlplat.run.launch import plan_command  # noqa: PLC0415 - RLlib loads here
 
     _start(verbose, experiment)
-    plan_command(experiment, overrides or [], address, verbose, console)
+    plan_command(loaded, address, verbose, console)
 
 
 @command("eval", options=EvalOptions, before=("json_output", "record"))
@@ -371,8 +379,9 @@ def ray_(
     (RLPLAT_RAY_IDLE_S seconds after the last one; 0 turns them off)."""
     if action is RayAction.stop:
         stopped = warm.stop(force=force)
-        console.print(f"Stopped the warm local Ray at {stopped}." if stopped else NO_WARM_RAY,
-                      highlight=False)
+        console.print(
+            f"Stopped the warm local Ray at {stopped}." if stopped else NO_WARM_RAY, highlight=False
+        )
         if forkserver.stop(forkserver.directory()):
             console.print(f"Stopped the warm interpreter of {sys.prefix}.", highlight=False)
         return

@@ -19,6 +19,7 @@ from torch import nn
 from rlplat.algorithms.base import RandomWarmupConfig, TargetNetworkLearner, not_negative
 from rlplat.algorithms.networks import ACTIVATIONS
 from rlplat.algorithms.sac import SquashedGaussian
+from rlplat.seams.rllib_learner import learner_optimizers, learner_parameters
 
 CRITIC, ACTOR = "critic", "actor"  # optimizer names
 
@@ -217,7 +218,7 @@ class ActorCriticLearner(TargetNetworkLearner):
     def compute_gradients(
         self, loss_per_module: dict[ModuleID, torch.Tensor], **kwargs: Any
     ) -> ParamDict:
-        for optim in self._optimizer_parameters:
+        for optim in learner_optimizers(self):
             optim.zero_grad(set_to_none=True)
         grads: ParamDict = {}
         for module_id in set(loss_per_module) - {ALL_MODULES}:
@@ -227,7 +228,7 @@ class ActorCriticLearner(TargetNetworkLearner):
             for name, optim in self.get_optimizers_for_module(module_id):
                 if name not in losses:
                     continue
-                params = self.filter_param_dict_for_optimizer(self._params, optim)
+                params = self.filter_param_dict_for_optimizer(learner_parameters(self), optim)
                 values = torch.autograd.grad(losses[name], list(params.values()), retain_graph=True)
                 grads.update(zip(params.keys(), values, strict=True))
         return grads

@@ -40,11 +40,17 @@ from torch import nn
 
 from rlplat.algorithms.loop import OwedUpdates, sample_round, update_and_sync
 from rlplat.algorithms.minibatches import EpochMinibatches
+from rlplat.seams.rllib_learner import (
+    learner_optimizers,
+    learner_parameters,
+    steps_optimizers_plainly,
+)
+from rlplat.seams.rllib_parts import ModelConfigIncludes
 
 logger = logging.getLogger(__name__)
 
 
-class OwnAlgorithmConfig(AlgorithmConfig):
+class OwnAlgorithmConfig(ModelConfigIncludes):
     """A config whose own settings are annotated class attributes::
 
         class TD3Config(OwnAlgorithmConfig):
@@ -108,9 +114,8 @@ class OwnAlgorithmConfig(AlgorithmConfig):
         """The settings the RL module reads from its ``model_config``."""
         return {k: getattr(self, k) for k in self.MODULE_KEYS}
 
-    @property
-    def _model_config_auto_includes(self) -> dict[str, Any]:
-        return super()._model_config_auto_includes | self.module_settings()
+    def model_config_includes(self) -> dict[str, Any]:
+        return self.module_settings()
 
 
 def _training_method(cls: type, own: dict[str, Any]) -> Any:
@@ -257,13 +262,12 @@ class FusedGradientSteps(EpochMinibatches):
     (``EpochMinibatches``)."""
 
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
-        if self._grad_scalers is None and self._lr_scheduler_classes is None:
+        if steps_optimizers_plainly(self):  # type: ignore[arg-type]
             step_if_finite(self, gradients_dict)
         else:
-            super().apply_gradients(gradients_dict)
+            super().apply_gradients(gradients_dict)  # type: ignore[misc]
 
-    @staticmethod
-    def _get_clip_function() -> Callable[..., Any]:
+    def clip_function(self) -> Callable[..., Any]:
         return clip_gradients
 
 
@@ -362,9 +366,10 @@ def step_if_finite(
     if grads and not torch.isfinite(torch.stack(torch._foreach_norm(grads))).all():
         logger.warning("Gradients contain `nan/inf` values; setting them to zero.")
         grads = [torch.nan_to_num(grad) for grad in grads]
+    parameters = learner_parameters(learner)
     for pid, grad in zip(gradients, grads, strict=True):
-        learner._params[pid].grad = grad
-    for optimizer in learner._optimizer_parameters if optimizers is None else optimizers:
+        parameters[pid].grad = grad
+    for optimizer in learner_optimizers(learner) if optimizers is None else optimizers:
         optimizer.step()
 
 

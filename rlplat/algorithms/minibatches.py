@@ -33,14 +33,16 @@ from ray.rllib.utils.metrics import (
 )
 from ray.rllib.utils.typing import ModuleID
 
+from rlplat.seams.rllib_learner import LearnerHooks
 
-class EpochMinibatches:
+
+class EpochMinibatches(LearnerHooks):
     """Learner mixin (before a ``TorchLearner``): see the module's docstring. Recurrent batches
     (sequences), data iterators and a fixed number of minibatches keep RLlib's iterator."""
 
     module: Any
 
-    def _create_iterator_if_necessary(
+    def minibatch_iterator(
         self,
         *,
         training_data: TrainingData,
@@ -59,8 +61,8 @@ class EpochMinibatches:
             **kwargs,
         )
         if training_data.data_iterators or num_total_minibatches or not minibatch_size:
-            return super()._create_iterator_if_necessary(**arguments)  # type: ignore[misc]
-        batch = self._make_batch_if_necessary(training_data=training_data)  # type: ignore[attr-defined]
+            return super().minibatch_iterator(**arguments)
+        batch = self.make_batch(training_data)
         for module_id in list(batch.policy_batches):
             if not self.should_module_be_updated(module_id, batch):  # type: ignore[attr-defined]
                 del batch.policy_batches[module_id]
@@ -74,19 +76,17 @@ class EpochMinibatches:
         )
         if rllibs:
             training_data = TrainingData(batch=batch)
-            return super()._create_iterator_if_necessary(  # type: ignore[misc]
-                **{**arguments, "training_data": training_data}
-            )
+            return super().minibatch_iterator(**{**arguments, "training_data": training_data})
         return self._counted(
             epoch_minibatches(
                 batch, num_epochs, minibatch_size, shuffle_batch_per_epoch and num_epochs > 1
             )
         )
 
-    def _log_steps_trained_metrics(self, batch: MultiAgentBatch) -> None:
+    def log_steps_trained(self, batch: MultiAgentBatch) -> None:
         counts = self.__dict__.get("_trained_counts")
         if counts is None:
-            super()._log_steps_trained_metrics(batch)  # type: ignore[misc]
+            super().log_steps_trained(batch)
         else:
             counts.add(batch)
 
@@ -98,7 +98,7 @@ class EpochMinibatches:
             yield from minibatches
         finally:
             self.__dict__.pop("_trained_counts", None)
-        counts.log(self.metrics, self._weights_seq_no)  # type: ignore[attr-defined]
+        counts.log(self.metrics, self.weights_seq_no)  # type: ignore[attr-defined]
 
 
 class _TrainedCounts:

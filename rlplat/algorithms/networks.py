@@ -29,6 +29,8 @@ from ray.rllib.core.models.configs import ModelConfig
 from ray.rllib.core.models.torch.base import TorchModel
 from torch import nn
 
+from rlplat.seams.rllib_parts import CatalogHooks
+
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
 
 
@@ -203,32 +205,31 @@ class SimbaEncoder(TorchModel, Encoder):
         return {ENCODER_OUT: self.net(features)}
 
 
-class SimbaCatalog:
+class SimbaCatalog(CatalogHooks):
     """Catalog mixin (before an RLlib catalog, e.g. PPO's or SAC's): with
     ``model_config.simba``, the encoders are SimBa's: the observation's, and for SAC's critics of
     Box actions one over the observation and the action."""
 
-    _model_config_dict: dict
     action_space: Any
 
     @classmethod
-    def _get_encoder_config(
+    def encoder_config_for(
         cls, observation_space: Any, model_config_dict: dict, action_space: Any = None, **kwargs
     ) -> ModelConfig:
         settings = SimbaSettings.of(model_config_dict)
         if settings is None:
-            return super()._get_encoder_config(  # type: ignore[misc]
+            return super().encoder_config_for(
                 observation_space, model_config_dict, action_space, **kwargs
             )
         return SimbaEncoderConfig(
             input_dims=(int(np.prod(observation_space.shape)),), settings=settings
         )
 
-    def _build_qf_encoder_continuous(self, framework: str) -> Encoder:
-        settings = SimbaSettings.of(self._model_config_dict)
+    def qf_encoder_continuous(self, framework: str) -> Encoder:
+        settings = SimbaSettings.of(self.model_config_dict)
         if settings is None:
-            return super()._build_qf_encoder_continuous(framework)  # type: ignore[misc]
-        obs_dim = int(self._encoder_config.input_dims[0])
+            return super().qf_encoder_continuous(framework)
+        obs_dim = int(self.encoder_config.input_dims[0])
         action_dim = int(np.prod(self.action_space.shape))
         self.qf_encoder_config = SimbaEncoderConfig(
             input_dims=(obs_dim + action_dim,), settings=settings, with_actions=True

@@ -47,7 +47,6 @@ from ray.rllib.algorithms.sac.sac_learner import (
     TD_ERROR_MEAN_KEY,
 )
 from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
-from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import (
     TorchDeterministic,
@@ -63,6 +62,14 @@ from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from rlplat.algorithms.base import RandomWarmupConfig, WithoutModeSwitch, step_if_finite
 from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
+from rlplat.seams.rllib_learner import (
+    SACLossHook,
+    learner_optimizers,
+    learner_parameters,
+    sac_pending_losses,
+    wants_component,
+)
+from rlplat.seams.rllib_parts import CatalogHooks, check_model_config, squash
 
 
 class ObsActionMLPEncoder(TorchMLPEncoder):
@@ -79,7 +86,7 @@ class ObsActionMLPEncoderConfig(MLPEncoderConfig):
     """``MLPEncoderConfig`` whose input is the observation and the action side by side."""
 
     def build(self, framework: str = "torch") -> Encoder:
-        self._validate(framework)
+        check_model_config(self, framework)
         return ObsActionMLPEncoder(self)
 
 
@@ -90,10 +97,10 @@ class SquashedGaussian(TorchSquashedGaussian):
     ``rlplat eval``, checkpoint scores, exports) played a bang-bang copy of the policy."""
 
     def to_deterministic(self) -> TorchDeterministic:
-        return TorchDeterministic(loc=self._squash(self.loc))
+        return TorchDeterministic(loc=squash(self, self.loc))
 
 
-class PaperCriticSACCatalog(SACCatalog):
+class PaperCriticSACCatalog(CatalogHooks, SACCatalog):
     """SAC's catalog with the concatenating critic for Box actions over flat observations, and
     ``SquashedGaussian`` actions."""
 
@@ -102,10 +109,10 @@ class PaperCriticSACCatalog(SACCatalog):
             return SquashedGaussian
         return super().get_action_dist_cls(framework)
 
-    def _build_qf_encoder_continuous(self, framework: str) -> Encoder:
-        obs_config = self._encoder_config
+    def qf_encoder_continuous(self, framework: str) -> Encoder:
+        obs_config = self.encoder_config
         if type(obs_config) is not MLPEncoderConfig:  # images and nested spaces: RLlib's critic
-            return super()._build_qf_encoder_continuous(framework)
+            return super().qf_encoder_continuous(framework)
         settings = {f.name: getattr(obs_config, f.name) for f in fields(obs_config)}
         action_size = int(np.prod(self.action_space.shape))
         settings["input_dims"] = [int(obs_config.input_dims[0]) + action_size]
@@ -163,9 +170,7 @@ class TemperatureState:
         state = super().get_state(  # type: ignore[misc]
             components, not_components=not_components, **kwargs
         )
-        if self._check_component(  # type: ignore[attr-defined]
-            TEMPERATURE_STATE, components, not_components
-        ):
+        if wants_component(self, TEMPERATURE_STATE, components, not_components):  # type: ignore[arg-type]
             state[TEMPERATURE_STATE] = {
                 module_id: log_alpha.detach().cpu().tolist()
                 for module_id, log_alpha in self.curr_log_alpha.items()
@@ -180,7 +185,7 @@ class TemperatureState:
                 log_alpha.copy_(torch.tensor(value, dtype=log_alpha.dtype))
 
 
-class SACLearner(TemperatureState, InPlaceTargetUpdates, SACTorchLearner):
+class SACLearner(TemperatureState, InPlaceTargetUpdates, SACLossHook):
     """RLlib's SAC torch learner with ``InPlaceTargetUpdates``, ``TemperatureState`` and, for
     Box actions, the paper's squared-error critic loss and update order (critics, then actor
     and temperature)."""
@@ -189,7 +194,7 @@ class SACLearner(TemperatureState, InPlaceTargetUpdates, SACTorchLearner):
         super().build()
         self._actor_inputs: dict[ModuleID, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
-    def _compute_loss_for_module_continuous(
+    def continuous_loss(
         self, *, module_id: ModuleID, config: RLlibSACConfig, batch: dict, fwd_out: dict
     ) -> torch.Tensor:
         """The critic and temperature losses of SAC (Haarnoja et al. 2018, with a learned
@@ -216,8 +221,9 @@ class SACLearner(TemperatureState, InPlaceTargetUpdates, SACTorchLearner):
             td_error = 0.5 * (td_error + (q_twin.detach() - target).abs())
         entropy_gap = logp.detach() + self.target_entropy[module_id]
         losses["alpha_loss"] = -(log_alpha * entropy_gap).mean()
+        pending = sac_pending_losses(self)
         for name, loss in losses.items():
-            self._temp_losses[(module_id, name)] = loss
+            pending[(module_id, name)] = loss
         self._actor_inputs[module_id] = (
             batch[Columns.OBS],
             fwd_out[Columns.ACTION_DIST_INPUTS],
@@ -249,7 +255,7 @@ class SACLearner(TemperatureState, InPlaceTargetUpdates, SACTorchLearner):
     ) -> ParamDict:
         """Each optimizer's gradient of its own loss. For a Box-action module the critics step
         here, and the actor's gradient is of its loss under the stepped critics."""
-        for optimizer in self._optimizer_parameters:
+        for optimizer in learner_optimizers(self):
             optimizer.zero_grad(set_to_none=True)
         grads: ParamDict = {}
         for module_id in set(loss_per_module) - {ALL_MODULES}:
@@ -258,11 +264,12 @@ class SACLearner(TemperatureState, InPlaceTargetUpdates, SACTorchLearner):
                 continue
             critics = self.postprocess_gradients(self._own_gradients(module_id, CRITIC_OPTIMIZERS))
             step_if_finite(self, critics, self._optimizers(module_id, CRITIC_OPTIMIZERS))
+            parameters = learner_parameters(self)
             for pid in critics:
-                self._params[pid].grad = None
-            self._temp_losses[(module_id, POLICY_LOSS_KEY)] = self._actor_loss(module_id)
+                parameters[pid].grad = None
+            sac_pending_losses(self)[(module_id, POLICY_LOSS_KEY)] = self._actor_loss(module_id)
             grads.update(self._own_gradients(module_id, ACTOR_OPTIMIZERS))
-        assert not self._temp_losses
+        assert not sac_pending_losses(self)
         return grads
 
     def _actor_loss(self, module_id: ModuleID) -> torch.Tensor:
@@ -291,8 +298,8 @@ class SACLearner(TemperatureState, InPlaceTargetUpdates, SACTorchLearner):
         for name, optimizer in self.get_optimizers_for_module(module_id):
             if names is not None and name not in names:
                 continue
-            loss = self._temp_losses.pop((module_id, f"{name}_loss"))
-            params = self.filter_param_dict_for_optimizer(self._params, optimizer)
+            loss = sac_pending_losses(self).pop((module_id, f"{name}_loss"))
+            params = self.filter_param_dict_for_optimizer(learner_parameters(self), optimizer)
             values = torch.autograd.grad(loss, list(params.values()), retain_graph=True)
             grads.update(zip(params.keys(), values, strict=True))
         return grads

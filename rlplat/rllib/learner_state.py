@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlplat.seams.rllib_learner import learner_connector, wants_component
+
 LEARNER_CONNECTOR = "rlplat_learner_connector"
 
 
 class LearnerConnectorState:
     """Learner mixin: ``get_state``/``set_state`` include the learner connector pipeline's."""
-
-    _learner_connector: Any
 
     def get_state(
         self, components: Any = None, *, not_components: Any = None, **kwargs: Any
@@ -24,14 +24,14 @@ class LearnerConnectorState:
         state = super().get_state(  # type: ignore[misc]
             components, not_components=not_components, **kwargs
         )
-        wanted = self._check_component(  # type: ignore[attr-defined]
-            LEARNER_CONNECTOR, components, not_components
-        )
-        if wanted and self._learner_connector is not None:
-            state[LEARNER_CONNECTOR] = self._learner_connector.get_state()
+        pipeline = learner_connector(self)  # type: ignore[arg-type]
+        wanted = wants_component(self, LEARNER_CONNECTOR, components, not_components)  # type: ignore[arg-type]
+        if wanted and pipeline is not None:
+            state[LEARNER_CONNECTOR] = pipeline.get_state()
         return state
 
     def set_state(self, state: Any) -> None:
         super().set_state(state)  # type: ignore[misc]
-        if LEARNER_CONNECTOR in state and self._learner_connector is not None:
-            self._learner_connector.set_state(state[LEARNER_CONNECTOR])
+        pipeline = learner_connector(self)  # type: ignore[arg-type]
+        if LEARNER_CONNECTOR in state and pipeline is not None:
+            pipeline.set_state(state[LEARNER_CONNECTOR])

@@ -95,7 +95,7 @@ class ConfiguredOptimizer:
             return
         kind = spec.pop("type")
         lr = spec.pop("lr", config.lr)
-        params = self.get_parameters(self._module[module_id])  # type: ignore[attr-defined]
+        params = self.get_parameters(self.module[module_id])  # type: ignore[attr-defined]
         self.register_optimizer(  # type: ignore[attr-defined]
             module_id=module_id,
             optimizer=OPTIMIZERS[kind](params, **spec),

@@ -13,6 +13,7 @@ from typing import Any
 
 from rlplat.checkpoints import LEARNER, RL_MODULE
 from rlplat.errors import UserError
+from rlplat.seams.rllib_learner import reapply_learning_rates
 
 KEY = "init.checkpoint"
 
@@ -29,13 +30,8 @@ def start_from_checkpoint(algo: Any, checkpoint: str, optimizer: bool) -> None:
             f"sizes (rl_module.model_config) and spaces must be the same. {_first_line(exc)}"
         ) from None
     if optimizer:
-        algo.learner_group.foreach_learner(_reapply_learning_rates)
-
-
-def _reapply_learning_rates(learner: Any) -> None:
-    """A restored torch optimizer carries the old run's learning rate: set this run's back."""
-    for optimizer, schedule in learner._optimizer_lr_schedules.items():
-        learner._set_optimizer_lr(optimizer, schedule.get_current_value())
+        # A restored torch optimizer carries the old run's learning rate: set this run's back.
+        algo.learner_group.foreach_learner(reapply_learning_rates)
 
 
 def _first_line(exc: BaseException) -> str:

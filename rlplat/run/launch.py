@@ -215,11 +215,13 @@ def train_command(
     console: Console,
     clock: StageClock,
     stay_connected: bool = False,
+    loaded: LoadedExperiment | None = None,
 ) -> RunSummary | None:
     """``rlplat train``: check the experiment (``dry_run``: only that; None), or continue the run
     ``resume`` names, then :func:`finish`; the run's summary. At the end the command leaves a
     local Ray (a warm one stays up), unless ``stay_connected`` (rlplat.train: later calls in
-    this process use it again)."""
+    this process use it again). ``loaded``: the file with its overrides as the caller loaded
+    it (it is read once)."""
     local = embedded(options.address)
     started_here = local and not stay_connected
     common = {"address": options.address, "verbose": verbose, "console": console, "clock": clock}
@@ -239,7 +241,7 @@ def train_command(
             "--resume <run dir> to continue an interrupted run."
         )
     else:
-        loaded = load_experiment(experiment, options.with_overrides(overrides))
+        loaded = loaded or load_experiment(experiment, options.with_overrides(overrides))
         first = first_stage(loaded)
         if options.dry_run:
             nodes = local_machine() if local else None  # the capacity it will ask for
@@ -295,11 +297,10 @@ def _then(
 
 
 def plan_command(
-    experiment: Path, overrides: list[str], address: str | None, verbose: bool, console: Console
+    loaded: LoadedExperiment, address: str | None, verbose: bool, console: Console
 ) -> None:
     """``rlplat plan``: where one trial's env runners and learners would run on the cluster (a
     local one by default), and a UserError (exit 2) where no node set can hold a trial."""
-    loaded = load_experiment(experiment, overrides)
     code = project_code(loaded.experiment.env.user_modules)
     _say_note(start_ray(address, verbose, code), console)
     run = prepare(loaded, cluster_nodes())

@@ -29,6 +29,7 @@ from ray.rllib.utils.typing import ModuleID, ParamDict
 from rlplat.algorithms.actor_critic import squashed_sample
 from rlplat.algorithms.base import FusedGradientSteps, step_if_finite
 from rlplat.algorithms.crossq.rl_module import CrossQModule
+from rlplat.seams.rllib_learner import learner_optimizers, learner_parameters
 
 CRITIC, ACTOR, ALPHA = "critic", "actor", "alpha"  # optimizer names
 
@@ -110,7 +111,7 @@ class CrossQLearner(FusedGradientSteps, TorchLearner):
     ) -> ParamDict:
         """The critics' gradients; where the actor is due, the critics step here and the
         gradients are the actor's and the temperature's under the stepped critics."""
-        for optimizer in self._optimizer_parameters:
+        for optimizer in learner_optimizers(self):
             optimizer.zero_grad(set_to_none=True)
         grads: ParamDict = {}
         for module_id in set(loss_per_module) - {ALL_MODULES}:
@@ -121,8 +122,9 @@ class CrossQLearner(FusedGradientSteps, TorchLearner):
                 continue
             critic_grads = self.postprocess_gradients(critic_grads)
             step_if_finite(self, critic_grads, [self._optimizer(module_id, CRITIC)])
+            parameters = learner_parameters(self)
             for pid in critic_grads:
-                self._params[pid].grad = None
+                parameters[pid].grad = None
             actor_loss, alpha_loss = self._actor_losses(module_id, obs)
             grads.update(self._gradients(module_id, ACTOR, actor_loss))
             grads.update(self._gradients(module_id, ALPHA, alpha_loss))
@@ -157,7 +159,7 @@ class CrossQLearner(FusedGradientSteps, TorchLearner):
     def _gradients(self, module_id: ModuleID, name: str, loss: torch.Tensor) -> ParamDict:
         """The gradient of ``loss`` with respect to the parameters of optimizer ``name`` only."""
         params = self.filter_param_dict_for_optimizer(
-            self._params, self._optimizer(module_id, name)
+            learner_parameters(self), self._optimizer(module_id, name)
         )
         values = torch.autograd.grad(loss, list(params.values()), retain_graph=True)
         return dict(zip(params.keys(), values, strict=True))

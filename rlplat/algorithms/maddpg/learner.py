@@ -35,7 +35,7 @@ class MADDPGTorchLearner(ActorCriticLearner):
 
     def build(self) -> None:
         super().build()
-        modules = [m.unwrapped() for m in self.module._rl_modules.values()]
+        modules = [m.unwrapped() for m in self.module.values()]
         first = next(m for m in modules if isinstance(m, self.TRAINED_MODULE))
         self.layout: list[dict[str, Any]] = first.model_config["joint_layout"]
 

@@ -7,12 +7,13 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
 
 from rlplat.algorithms.mappo.connectors import CriticStateToBatch
+from rlplat.seams.rllib_learner import learner_connector
 
 
 class MAPPOLearner(PPOTorchLearner):
     def build(self) -> None:
         super().build()
-        pipeline = self._learner_connector
+        pipeline = learner_connector(self)
         if pipeline is not None and self.config.add_default_connectors_to_learner_pipeline:
             # After the bootstrap step is added, so the critic reads it too.
             pipeline.insert_after(AddOneTsToEpisodesAndTruncate, CriticStateToBatch())

@@ -18,6 +18,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.base import ENCODER_OUT
 
 from rlplat.environments.global_state import CRITIC_STATE
+from rlplat.seams.rllib_parts import catalog_encoder_config
 
 CRITIC_STATE_SIZE = "critic_state_size"
 
@@ -32,7 +33,7 @@ class MAPPOModule(DefaultPPOTorchRLModule):
         size = int(self.model_config[CRITIC_STATE_SIZE])
         critic_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
         critic = type(self.catalog)(critic_space, self.action_space, self.model_config)
-        self.critic_encoder = critic._encoder_config.build(framework="torch")
+        self.critic_encoder = catalog_encoder_config(critic).build(framework="torch")
         self.vf = critic.build_vf_head(framework="torch")
 
     def get_non_inference_attributes(self) -> list[str]:

@@ -26,12 +26,13 @@ from ray.rllib.utils.typing import ModuleID
 
 from rlplat.algorithms.base import FusedGradientSteps
 from rlplat.algorithms.pqn.rl_module import Q_VALUES
+from rlplat.seams.rllib_learner import learner_connector
 
 
 class PQNLearner(FusedGradientSteps, TorchLearner):
     def build(self) -> None:
         super().build()
-        pipeline = self._learner_connector
+        pipeline = learner_connector(self)
         if pipeline is not None and self.config.add_default_connectors_to_learner_pipeline:
             pipeline.prepend(AddOneTsToEpisodesAndTruncate())
             pipeline.append(

@@ -1,0 +1,148 @@
+"""RLlib learners' private state that rlplat's learners read or write.
+
+rlplat's learners replace parts of RLlib's gradient step (one fused finiteness check for all
+gradients, per-optimizer losses, an actor step under freshly stepped critics) and save more state
+in their checkpoints. RLlib's ``Learner`` keeps what those steps need (the parameters by
+reference, the optimizers, the learner connector) in private attributes and has no public getter
+for them; these functions are the only places that name them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
+from ray.rllib.core.learner.learner import Learner
+
+__all__ = [
+    "LearnerHooks",
+    "SACLossHook",
+    "learner_connector",
+    "learner_optimizers",
+    "learner_parameters",
+    "local_learner",
+    "reapply_learning_rates",
+    "sac_pending_losses",
+    "steps_optimizers_plainly",
+    "wants_component",
+]
+
+
+def learner_parameters(learner: Learner) -> dict[Any, torch.nn.Parameter]:
+    """Every parameter the learner's optimizers update, by the reference its gradient dicts use
+    (what ``apply_gradients`` writes ``.grad`` of). RLlib keeps the map in ``Learner._params``;
+    its public ``get_parameters`` gives a module's parameters without the references."""
+    return learner._params
+
+
+def learner_optimizers(learner: Learner) -> Iterable[torch.optim.Optimizer]:
+    """Every optimizer of the learner, each once (all modules'). RLlib keeps them as the keys of
+    ``Learner._optimizer_parameters``; the public ``get_optimizers_for_module`` asks per module,
+    which costs a walk per module on every update."""
+    return learner._optimizer_parameters
+
+
+def steps_optimizers_plainly(learner: Learner) -> bool:
+    """Whether RLlib's torch ``apply_gradients`` would do no more than step the optimizers: no
+    AMP gradient scalers (``_grad_scalers``), no torch LR schedulers (``_lr_scheduler_classes``).
+    Both are private to ``TorchLearner``, set from the config in its constructor."""
+    return learner._grad_scalers is None and learner._lr_scheduler_classes is None
+
+
+def wants_component(learner: Learner, name: str, components: Any, not_components: Any) -> bool:
+    """Whether a ``get_state(components, not_components)`` call asks for the state component
+    ``name``: RLlib's own rule (``Checkpointable._check_component``), so that rlplat's extra
+    learner state is included and left out exactly as RLlib's own components are."""
+    return learner._check_component(name, components, not_components)
+
+
+def learner_connector(learner: Learner) -> Any:
+    """The learner's connector pipeline (None without one): what a learner adds pieces to in
+    ``build`` and saves in checkpoints. ``Learner._learner_connector`` has no public getter."""
+    return learner._learner_connector
+
+
+def reapply_learning_rates(learner: Learner) -> None:
+    """Set each optimizer's learning rate to the value its schedule gives now (a restored torch
+    optimizer carries the old run's). RLlib keeps the schedules in
+    ``Learner._optimizer_lr_schedules`` and sets a rate with the private ``_set_optimizer_lr``."""
+    for optimizer, schedule in learner._optimizer_lr_schedules.items():
+        learner._set_optimizer_lr(optimizer, schedule.get_current_value())
+
+
+def local_learner(learner_group: Any) -> Learner | None:
+    """The learner a local ``LearnerGroup`` holds in this process (None for remote learners).
+    ``LearnerGroup._learner`` is private; the public ``foreach_learner`` copies results."""
+    return learner_group._learner
+
+
+def sac_pending_losses(learner: SACTorchLearner) -> dict[tuple[Any, str], torch.Tensor]:
+    """The losses RLlib's SAC learner computed this update and has not yet differentiated, by
+    (module id, optimizer name + "_loss"): its ``compute_gradients`` consumes them.
+    ``SACTorchLearner._temp_losses`` is private; rlplat's SAC learner fills and consumes it in the
+    same order for its Box-action loss and leaves RLlib's discrete loss to fill it as RLlib does."""
+    return learner._temp_losses
+
+
+class SACLossHook(SACTorchLearner):
+    """RLlib's torch SAC learner whose loss for Box actions is ``continuous_loss``: RLlib picks
+    the per-action-space loss in the private ``_compute_loss_for_module_continuous``, with no
+    public hook for a different loss."""
+
+    def _compute_loss_for_module_continuous(
+        self, *, module_id: Any, config: Any, batch: dict, fwd_out: dict
+    ) -> torch.Tensor:
+        return self.continuous_loss(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+
+    def continuous_loss(
+        self, *, module_id: Any, config: Any, batch: dict, fwd_out: dict
+    ) -> torch.Tensor:
+        """The loss of a Box-action module: RLlib's unless a subclass says otherwise."""
+        return super()._compute_loss_for_module_continuous(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+
+
+class LearnerHooks:
+    """Learner mixin (before an RLlib learner class): RLlib's private steps of ``update`` under
+    public names that a subclass may override, each RLlib's own until it does.
+
+    RLlib's ``Learner.update`` cuts minibatches in ``_create_iterator_if_necessary``, logs the
+    trained-steps counters of each in ``_log_steps_trained_metrics`` and clips gradients with
+    the function ``_get_clip_function`` returns; it builds the batch in
+    ``_make_batch_if_necessary`` and counts weight versions in ``_weights_seq_no``. None has a
+    public hook."""
+
+    def _create_iterator_if_necessary(self, **arguments: Any) -> Any:
+        return self.minibatch_iterator(**arguments)
+
+    def minibatch_iterator(self, **arguments: Any) -> Any:
+        """The minibatches of one update (RLlib's ``_create_iterator_if_necessary``)."""
+        return super()._create_iterator_if_necessary(**arguments)  # type: ignore[misc]
+
+    def _log_steps_trained_metrics(self, batch: Any) -> None:
+        self.log_steps_trained(batch)
+
+    def log_steps_trained(self, batch: Any) -> None:
+        """Log one minibatch's trained-steps counters (RLlib's ``_log_steps_trained_metrics``)."""
+        super()._log_steps_trained_metrics(batch)  # type: ignore[misc]
+
+    def make_batch(self, training_data: Any) -> Any:
+        """The ``MultiAgentBatch`` of ``training_data`` (RLlib's ``_make_batch_if_necessary``)."""
+        return self._make_batch_if_necessary(training_data=training_data)  # type: ignore[attr-defined]
+
+    @property
+    def weights_seq_no(self) -> int:
+        """The learner's weights version (RLlib's ``_weights_seq_no``)."""
+        return self._weights_seq_no  # type: ignore[attr-defined]
+
+    def _get_clip_function(self) -> Any:
+        return self.clip_function()
+
+    def clip_function(self) -> Any:
+        """The function that clips gradients (RLlib's ``_get_clip_function``)."""
+        return super()._get_clip_function()  # type: ignore[misc]

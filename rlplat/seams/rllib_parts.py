@@ -1,0 +1,101 @@
+"""RLlib's catalogs, model configs, distributions and algorithm configs: the private hooks
+rlplat's own networks and settings go through.
+
+RLlib builds a module's networks in its ``Catalog`` and adds an algorithm's settings to the
+module's ``model_config`` in its ``AlgorithmConfig``; the steps rlplat changes there (SimBa's
+encoders, SAC's concatenating critic, rlplat's own algorithms' module settings) are private
+methods and attributes of those classes, with no public hook.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core.models.catalog import Catalog
+from ray.rllib.core.models.configs import ModelConfig
+
+__all__ = [
+    "CatalogHooks",
+    "ModelConfigIncludes",
+    "catalog_encoder_config",
+    "check_model_config",
+    "squash",
+]
+
+
+class CatalogHooks:
+    """Catalog mixin (before an RLlib catalog): the steps of RLlib's catalog that rlplat's
+    catalogs change, under public names, each RLlib's own until a subclass overrides it.
+
+    RLlib's ``Catalog`` picks the encoder config in the private classmethod
+    ``_get_encoder_config``, keeps the observation's encoder config in ``_encoder_config`` and
+    the model config in ``_model_config_dict``; SAC's catalog builds its critics' encoder for
+    Box actions in ``_build_qf_encoder_continuous``."""
+
+    @classmethod
+    def _get_encoder_config(cls, *args: Any, **kwargs: Any) -> ModelConfig:
+        return cls.encoder_config_for(*args, **kwargs)
+
+    @classmethod
+    def encoder_config_for(
+        cls,
+        observation_space: Any,
+        model_config_dict: dict,
+        action_space: Any = None,
+        **kwargs: Any,
+    ) -> ModelConfig:
+        """The encoder config for these spaces and settings (RLlib's ``_get_encoder_config``)."""
+        return super()._get_encoder_config(  # type: ignore[misc]
+            observation_space, model_config_dict, action_space, **kwargs
+        )
+
+    def _build_qf_encoder_continuous(self, framework: str) -> Any:
+        return self.qf_encoder_continuous(framework)
+
+    def qf_encoder_continuous(self, framework: str) -> Any:
+        """SAC's critic encoder for Box actions (RLlib's ``_build_qf_encoder_continuous``)."""
+        return super()._build_qf_encoder_continuous(framework)  # type: ignore[misc]
+
+    @property
+    def encoder_config(self) -> ModelConfig:
+        """The observation's encoder config (RLlib's ``_encoder_config``)."""
+        return self._encoder_config  # type: ignore[attr-defined]
+
+    @property
+    def model_config_dict(self) -> dict:
+        """The module's model config (RLlib's ``_model_config_dict``)."""
+        return self._model_config_dict  # type: ignore[attr-defined]
+
+
+def catalog_encoder_config(catalog: Catalog) -> ModelConfig:
+    """The observation's encoder config of any RLlib catalog (``Catalog._encoder_config``, set
+    in its constructor; no public getter)."""
+    return catalog._encoder_config
+
+
+def check_model_config(config: ModelConfig, framework: str) -> None:
+    """RLlib's checks of a model config before it builds (``ModelConfig._validate``, which every
+    RLlib config's ``build`` calls first; private)."""
+    config._validate(framework)
+
+
+def squash(distribution: Any, values: torch.Tensor) -> torch.Tensor:
+    """``values`` squashed into the action bounds as RLlib's tanh-squashed Gaussian squashes its
+    samples (``TorchSquashedGaussian._squash``, private)."""
+    return distribution._squash(values)
+
+
+class ModelConfigIncludes(AlgorithmConfig):
+    """An algorithm config whose modules' ``model_config`` also holds
+    ``model_config_includes()``: RLlib adds an algorithm's settings to its modules' model config
+    through the private property ``_model_config_auto_includes``."""
+
+    @property
+    def _model_config_auto_includes(self) -> dict[str, Any]:
+        return super()._model_config_auto_includes | self.model_config_includes()
+
+    def model_config_includes(self) -> dict[str, Any]:
+        """Settings the algorithm's modules read from their ``model_config``."""
+        return {}
