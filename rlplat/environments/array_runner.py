@@ -41,6 +41,7 @@ from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
 from rlplat.environments.lean_sampling import mode_free
+from rlplat.seams.rllib_runner import RunnerHooks, episode_started, stamp_episode_step
 
 # RLlib's standard env-to-module and module-to-env pieces for a feed-forward single-agent module:
 # what they compute together is what the array loop computes.
@@ -119,13 +120,13 @@ def array_plan(runner: Any) -> ArrayPlan | None:
         return None
     if _per_step_callbacks(runner):
         return None
-    pieces = list(runner._env_to_module.connectors)
+    pieces = list(runner.env_to_module.connectors)
     observation_pieces = []
     while pieces and isinstance(pieces[0], OBSERVATION_PIECES):
         observation_pieces.append(pieces.pop(0))
     if not _standard(pieces, STANDARD_ENV_TO_MODULE):
         return None
-    if not _standard(runner._module_to_env.connectors, STANDARD_MODULE_TO_ENV):
+    if not _standard(runner.module_to_env.connectors, STANDARD_MODULE_TO_ENV):
         return None
     parameter = next(module.parameters(), None)
     return ArrayPlan(
@@ -167,7 +168,7 @@ def _per_step_callbacks(runner: Any) -> bool:
         return True
     return any(
         getattr(type(callback), name) is not getattr(RLlibCallback, name)
-        for callback in runner._callbacks
+        for callback in runner.callbacks
         for name in PER_STEP_CALLBACKS
     )
 
@@ -187,7 +188,7 @@ def _acting(module: TorchRLModule) -> Any:
     return act
 
 
-class ArraySampling:
+class ArraySampling(RunnerHooks):
     """Single-agent env-runner mixin (just before RLlib's ``SingleAgentEnvRunner``): see the
     module's docstring."""
 
@@ -196,14 +197,10 @@ class ArraySampling:
     module: Any
     metrics: Any
     num_envs: int
-    _ongoing_episodes: list[SingleAgentEpisode]
-    _cached_to_module: Any
-    _needs_initial_reset: bool
-    _weights_seq_no: int
     _array_plan: ArrayPlan | None = None
     _array_plan_for: tuple[int, int] | None = None
 
-    def _sample(
+    def sample_episodes(
         self,
         *,
         num_timesteps: int | None = None,
@@ -214,7 +211,7 @@ class ArraySampling:
     ) -> list[SingleAgentEpisode]:
         plan = self._plan()
         if plan is None or random_actions:
-            return super()._sample(  # type: ignore[misc]
+            return super().sample_episodes(
                 num_timesteps=num_timesteps,
                 num_episodes=num_episodes,
                 explore=explore,
@@ -240,33 +237,33 @@ class ArraySampling:
         """RLlib's ``_sample`` for ``num_timesteps`` env steps (the ongoing episodes continue in
         the next call) or ``num_episodes`` whole episodes (from fresh resets), on arrays."""
         done: list[tuple[int, int, SingleAgentEpisode]] = []  # (step, env, episode)
-        if force_reset or num_episodes is not None or self._needs_initial_reset:
-            self._reset_envs_and_episodes(explore)
+        if force_reset or num_episodes is not None or self.needs_initial_reset:
+            self.reset_envs_and_episodes(explore)
         if num_episodes is not None:
-            self._needs_initial_reset = True
+            self.needs_initial_reset = True
         runners = self.config.num_env_runners or 1
         lifetime = self.num_env_steps_sampled_lifetime // runners
         # An env whose episode ended at the last step returns its reset observation next.
-        resetting = np.array([not episode.is_reset for episode in self._ongoing_episodes])
+        resetting = np.array([not episode.is_reset for episode in self.ongoing_episodes])
         steps, ts, ended, flushed, acting_s = _Steps(), 0, 0, 0, 0.0
 
         def more() -> bool:
             return ts < num_timesteps if num_timesteps is not None else ended < num_episodes
 
         while more():
-            to_module = self._cached_to_module
-            self._cached_to_module = None
+            to_module = self.cached_to_module
+            self.cached_to_module = None
             started = time.perf_counter()
             out = plan.act(to_module, explore, (lifetime + ts) * runners)
             out = self._with_actions(out, explore)
             acting_s += time.perf_counter() - started
             out = _to_numpy(out)
             actions = out.pop(Columns.ACTIONS)
-            results = self._try_env_step(plan.for_env(actions))
+            results = self.try_env_step(plan.for_env(actions))
             if results == ENV_STEP_FAILURE:
                 self._to_episodes(steps, done, flushed)
                 flushed, steps, ts = flushed + len(steps), _Steps(), 0
-                self._reset_envs_and_episodes(explore)
+                self.reset_envs_and_episodes(explore)
                 resetting = np.zeros(self.num_envs, dtype=bool)
                 continue
             observations, rewards, terminateds, truncateds, infos = results
@@ -283,7 +280,7 @@ class ArraySampling:
             ts += int(self.num_envs - resetting.sum())
             resetting = np.logical_and(np.logical_or(terminateds, truncateds), ~resetting)
             ended += int(resetting.sum())
-            self._cached_to_module = {Columns.OBS: _to_tensor(observations, plan.device)}
+            self.cached_to_module = {Columns.OBS: _to_tensor(observations, plan.device)}
         if steps:
             self.metrics.log_value(RLMODULE_INFERENCE_TIMER, acting_s / len(steps))
         self._to_episodes(steps, done, flushed)
@@ -332,16 +329,18 @@ class ArraySampling:
         if not steps:
             return
         observation_space = self._episode_observation_space()
+        weights_seq_no = self.weights_seq_no
+        ongoing_episodes = self.ongoing_episodes
         for env in range(self.num_envs):
-            episode = self._ongoing_episodes[env]
+            episode = ongoing_episodes[env]
             for t in range(len(steps)):
                 infos = steps.infos[t][env]
                 if steps.resets[t][env]:
                     episode.add_env_reset(observation=steps.observations[t][env], infos=infos)
                     continue
                 outputs = {key: column[env] for key, column in steps.outputs[t].items()}
-                outputs[WEIGHTS_SEQ_NO] = self._weights_seq_no
-                fresh = episode._start_time is None
+                outputs[WEIGHTS_SEQ_NO] = weights_seq_no
+                fresh = not episode_started(episode)
                 episode.add_env_step(
                     observation=steps.observations[t][env],
                     action=steps.actions[t][env],
@@ -351,13 +350,13 @@ class ArraySampling:
                     truncated=bool(steps.truncateds[t][env]),
                     extra_model_outputs=outputs,
                 )
-                _stamp(episode, steps.times[t], fresh)
+                stamp_episode_step(episode, steps.times[t], fresh)
                 if observation_space is not None:
                     episode.observation_space = observation_space
                 if episode.is_done:
                     done.append((flushed + t, env, episode))
-                    self._new_episode(env, self._ongoing_episodes)
-                    episode = self._ongoing_episodes[env]
+                    self.new_episode(env, ongoing_episodes)
+                    episode = ongoing_episodes[env]
 
     def _episode_observation_space(self) -> Any:
         plan = self._array_plan
@@ -375,12 +374,10 @@ class ArraySampling:
         for _, env, episode in done:
             slots: list[Any] = [None] * self.num_envs
             slots[env] = episode
-            self._make_on_episode_callback("on_episode_end", env, slots)
+            self.episode_callback("on_episode_end", env, slots)
             finished.append(episode.to_numpy() if self.episodes_to_numpy else episode)
-        self._done_episodes_for_metrics.extend(finished)
         ongoing = self._cut_ongoing() if chunks else []
-        self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=ts)
-        self._increase_sampled_metrics(ts, len(finished))
+        self.record_sampled(finished, ts)
         return finished + ongoing
 
     def _cut_ongoing(self) -> list[SingleAgentEpisode]:
@@ -388,15 +385,15 @@ class ArraySampling:
         ongoing = []
         continuations = [
             episode.cut(len_lookback_buffer=self.config.episode_lookback_horizon)
-            for episode in self._ongoing_episodes
+            for episode in self.ongoing_episodes
         ]
-        for episode in self._ongoing_episodes:
+        for episode in self.ongoing_episodes:
             if episode.t == 0:
                 continue
             episode.validate()
-            self._ongoing_episodes_for_metrics[episode.id_].append(episode)
+            self.track_ongoing(episode)
             ongoing.append(episode.to_numpy() if self.episodes_to_numpy else episode)
-        self._ongoing_episodes = continuations
+        self.ongoing_episodes = continuations
         return ongoing
 
 
@@ -415,11 +412,3 @@ def _to_tensor(observations: Any, device: torch.device) -> Any:
     if tensor.is_floating_point() and tensor.dtype != torch.float16:
         tensor = tensor.float()
     return tensor
-
-
-def _stamp(episode: SingleAgentEpisode, when: float, first: bool) -> None:
-    """The step's wall-clock time, as ``add_env_step`` stamps it when it runs during the
-    episode (RLlib reports episodes' durations)."""
-    episode._last_step_time = when
-    if first:
-        episode._start_time = when

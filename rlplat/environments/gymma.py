@@ -159,4 +159,3 @@ class GymMultiAgentEnv(ParallelEnv):
 
     def close(self) -> None:
         self.env.close()
-

@@ -26,6 +26,8 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
+from rlplat.seams.rllib_runner import RunnerHooks, class_swapped, skip_mode_switch
+
 # Layers that compute differently in train and eval mode (RNNs and attention only with dropout).
 MODE_DEPENDENT = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._NormBase)
 DROPOUT_WHEN_TRAINING = (nn.RNNBase, nn.MultiheadAttention)
@@ -51,8 +53,7 @@ def act_without_mode_switch(module: Any) -> None:
     for each in modules:
         if isinstance(each, TorchRLModule) and mode_free(each):
             each.eval()
-            each.forward_exploration = each._forward_exploration
-            each.forward_inference = each._forward_inference
+            skip_mode_switch(each)
 
 
 class _UntimedEnvToModule(EnvToModulePipeline):
@@ -79,25 +80,20 @@ def untimed(pipeline: Any) -> Iterator[None]:
     if not quiet:
         yield
         return
-    original, pipeline.__class__ = pipeline.__class__, untimed_class
-    try:
+    with class_swapped(pipeline, untimed_class):
         yield
-    finally:
-        pipeline.__class__ = original
 
 
-class LeanSampling:
+class LeanSampling(RunnerHooks):
     """Env-runner mixin (before RLlib's env runner class): see the module's docstring."""
 
     module: Any
-    _env_to_module: Any
-    _module_to_env: Any
 
     def make_module(self) -> None:
         super().make_module()  # type: ignore[misc]
         if self.module is not None:
             act_without_mode_switch(self.module)
 
-    def _sample(self, **kwargs: Any) -> Any:
-        with untimed(self._env_to_module), untimed(self._module_to_env):
-            return super()._sample(**kwargs)  # type: ignore[misc]
+    def sample_episodes(self, **kwargs: Any) -> Any:
+        with untimed(self.env_to_module), untimed(self.module_to_env):
+            return super().sample_episodes(**kwargs)

@@ -377,7 +377,7 @@ def _says_unused(message: str) -> bool:
 
 
 def _argument_hint(spec: EnvSpec, message: str) -> str:
-    """" Did you mean 'x'? It takes: ..." for an unexpected keyword argument, read from the
+    """ " Did you mean 'x'? It takes: ..." for an unexpected keyword argument, read from the
     env's constructor where its signature names its arguments; '' otherwise."""
     unexpected = re.search(r"unexpected keyword argument '(\w+)'", message)
     names = _constructor_arguments(spec)

@@ -14,8 +14,13 @@ import traceback
 
 # MuJoCo's headless backends (their MUJOCO_GL values), with the library each loads.
 HEADLESS_GL = (("egl", "EGL"), ("osmesa", "OSMesa"))
-_GL_CODE = (f"{os.sep}OpenGL{os.sep}", f"mujoco{os.sep}egl", f"mujoco{os.sep}osmesa",
-            f"mujoco{os.sep}glfw", "mujoco_rendering")
+_GL_CODE = (
+    f"{os.sep}OpenGL{os.sep}",
+    f"mujoco{os.sep}egl",
+    f"mujoco{os.sep}osmesa",
+    f"mujoco{os.sep}glfw",
+    "mujoco_rendering",
+)
 
 
 def headless_gl() -> str | None:

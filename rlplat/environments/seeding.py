@@ -22,6 +22,7 @@ from ray.rllib.utils.debug import update_global_seed_if_necessary
 from rlplat.environments.array_runner import ArraySampling
 from rlplat.environments.lean_sampling import LeanSampling
 from rlplat.environments.vector_runner import WholeVector
+from rlplat.seams.rllib_runner import set_reset_seed
 
 TRAINING_ROLE, EVALUATION_ROLE = 0, 1
 
@@ -42,22 +43,21 @@ def _as_int(sequence: np.random.SeedSequence) -> int:
 class IndependentSeeds:
     """Env-runner mixin: after RLlib's set-up, re-seed with :func:`runner_seeds`.
 
-    RLlib passes ``self._seed`` to the vector env's first reset, which takes one seed per env.
+    RLlib passes that seed to the vector env's first reset, which takes one seed per env.
     """
-
-    _seed: Any
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         config = self.config  # type: ignore[attr-defined]
         if config.seed is None:
             return
-        own_seed, self._seed = runner_seeds(
+        own_seed, env_seeds = runner_seeds(
             config.seed,
             self.worker_index or 0,  # type: ignore[attr-defined]
             config.in_evaluation,
             config.num_envs_per_env_runner,
         )
+        set_reset_seed(self, env_seeds)
         update_global_seed_if_necessary(framework=config.framework_str, seed=own_seed)
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from ray.rllib.callbacks.utils import make_callback
 from ray.rllib.env.env_context import EnvContext
-from ray.tune.registry import ENV_CREATOR, _global_registry
+
+from rlplat.seams.rllib_runner import RunnerHooks, registered_env_creator
 
 WHOLE_VECTOR = "vector_entry_point"
 
@@ -23,14 +24,13 @@ def makes_whole_vector(config: Any) -> bool:
     return str(getattr(mode, "value", mode)).lower() == WHOLE_VECTOR
 
 
-class WholeVector:
+class WholeVector(RunnerHooks):
     """Multi-agent env-runner mixin: the env creator's whole vector where the backend makes one."""
 
     config: Any
     env: Any
     worker_index: int
     metrics: Any
-    _callbacks: Any
 
     def make_env(self) -> None:
         if not makes_whole_vector(self.config):
@@ -38,7 +38,7 @@ class WholeVector:
         if self.env is not None:
             self.env.close()
         config = self.config
-        creator = _global_registry.get(ENV_CREATOR, config.env)
+        creator = registered_env_creator(config.env)
         context = EnvContext(
             {**config.env_config, "num_envs": config.num_envs_per_env_runner},
             worker_index=self.worker_index,
@@ -46,10 +46,10 @@ class WholeVector:
         )
         self.env = creator(context)
         self.num_envs = self.env.num_envs
-        self._needs_initial_reset = True
+        self.needs_initial_reset = True
         make_callback(
             "on_environment_created",
-            callbacks_objects=self._callbacks,
+            callbacks_objects=self.callbacks,
             callbacks_functions=config.callbacks_on_environment_created,
             kwargs={
                 "env_runner": self,

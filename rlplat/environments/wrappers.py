@@ -41,7 +41,8 @@ def gymnasium_wrappers() -> list[str]:
     return sorted(
         name
         for name in dir(gymnasium.wrappers)
-        if name[:1].isupper() and inspect.isclass(getattr(gymnasium.wrappers, name))
+        if name[:1].isupper()
+        and inspect.isclass(getattr(gymnasium.wrappers, name))
         and not name.endswith(("V0", "Wrapper"))
     )
 
@@ -118,7 +119,8 @@ def _lookup(name: str, index: int, *, multi_agent: bool) -> Callable[..., Any]:
         kinds += f" ({name!r} is a Gymnasium wrapper, for single-agent envs only)"
     raise WrapperProblem(
         index,
-        f"unknown wrapper {name!r}." + did_you_mean(name, known + gym_known)
+        f"unknown wrapper {name!r}."
+        + did_you_mean(name, known + gym_known)
         + f" Use one of the {kinds}: {allowed_list(known + gym_known, limit=60)}; "
         "or 'module.path:callable'.",
     )

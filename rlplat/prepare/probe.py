@@ -34,6 +34,7 @@ from rlplat.environments.make import EnvInfo
 from rlplat.errors import ConfigError
 from rlplat.experiment.load import Locator
 from rlplat.experiment.schema import Experiment
+from rlplat.seams.rllib_runner import set_reset_seed
 from rlplat.util.generators import GeneratorStates, swapped
 
 PROBE_ENV_STEPS = 32
@@ -76,7 +77,7 @@ def probe_training(
     try:
         with _own_generators(algo_config.seed):
             runner = _runner_class(config)(config=config)
-            runner._seed = algo_config.seed  # the envs' first reset (the config carries no seed)
+            set_reset_seed(runner, algo_config.seed)
             episodes = _sample(runner, config)
             stage = "computing one loss"
             learner = config.build_learner(spaces=runner.get_spaces())

@@ -24,5 +24,5 @@ class EpisodeEnvRunner(IndependentSeeds, LeanSampling, SingleAgentEnvRunner):
         episodes = super().sample(*args, **kwargs)
         # The next call still resets (it samples whole episodes) but lets the envs' random
         # generators run on instead of re-seeding them.
-        self._needs_initial_reset = False
+        self.needs_initial_reset = False
         return episodes
