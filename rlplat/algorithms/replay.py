@@ -32,7 +32,8 @@ import numpy as np
 from ray.rllib.core import DEFAULT_AGENT_ID, DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
-from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+
+from rlplat.seams.rllib_algorithm import EpisodeReplayHooks
 
 TRANSITION_SAMPLER = "TransitionEpisodeReplayBuffer"
 
@@ -45,14 +46,15 @@ def transition_sampler_requested(replay_buffer_config: dict[str, Any] | None) ->
 BATCH_COLUMNS = ("obs", "new_obs", "actions", "rewards", "terminateds", "truncateds", "n_step")
 
 
-class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
+class TransitionEpisodeReplayBuffer(EpisodeReplayHooks):
     """``EpisodeReplayBuffer`` whose n-step samples are read transition by transition."""
 
     def sample_batch(self, num_items: int, n_step: int, gamma: float) -> dict[str, np.ndarray]:
         """``num_items`` uniformly drawn n-step transitions as the learner's train batch columns
         (float observations as float32), read straight from the stored episodes' arrays."""
-        drawn = [self._indices[i] for i in self.rng.integers(len(self._indices), size=num_items)]
-        evicted = self._num_episodes_evicted
+        index = self.step_index
+        drawn = [index[i] for i in self.rng.integers(len(index), size=num_items)]
+        evicted = self.get_num_episodes_evicted()
         items = [(self.episodes[episode_idx - evicted], t) for episode_idx, t in drawn]
         batch = transition_batch(items, n_step, gamma)
         batch["weights"] = np.ones(num_items, dtype=np.float32)  # uniform replay
@@ -62,7 +64,7 @@ class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
         self._record_sample(num_items, episodes, distinct_steps, mean_n_step)
         return batch
 
-    def _sample_episodes(
+    def draw_episodes(
         self,
         num_items: int | None = None,
         *,
@@ -78,7 +80,7 @@ class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
         **kwargs: Any,
     ) -> list[SingleAgentEpisode]:
         if batch_length_T or min_batch_length_T or not isinstance(n_step, int):
-            return super()._sample_episodes(
+            return super().draw_episodes(
                 num_items,
                 batch_size_B=batch_size_B,
                 batch_length_T=batch_length_T,
@@ -93,15 +95,16 @@ class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
             )
         assert num_items is None or batch_size_B is None, "give num_items or batch_size_B"
         batch_size_B = num_items or batch_size_B or self.batch_size_B
-        self._last_sampled_indices = []
+        self.forget_last_sampled()
+        index, evicted = self.step_index, self.get_num_episodes_evicted()
         sampled: list[SingleAgentEpisode] = []
         steps: set[tuple[Any, int]] = set()
         episode_indices: set[int] = set()
         count = 0
         while count < batch_size_B:
             # The same draw as RLlib's sampler: a uniform (episode, timestep) index.
-            episode_idx, t = self._indices[self.rng.integers(len(self._indices))]
-            episode_idx -= self._num_episodes_evicted
+            episode_idx, t = index[self.rng.integers(len(index))]
+            episode_idx -= evicted
             episode = self.episodes[episode_idx]
             sampled.append(
                 transition(episode, t, n_step, gamma, lookback, include_extra_model_outputs)
@@ -121,7 +124,7 @@ class TransitionEpisodeReplayBuffer(EpisodeReplayBuffer):
     ) -> None:
         """Count one single-agent draw (no resampling) and log RLlib's sample metrics for it."""
         self.sampled_timesteps += items
-        self._update_sample_metrics(
+        self.update_sample_metrics(
             num_env_steps_sampled=items,
             num_episodes_per_sample=episodes,
             num_env_steps_per_sample=distinct_steps,

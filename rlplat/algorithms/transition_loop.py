@@ -51,11 +51,12 @@ from ray.rllib.utils.metrics import (
 from rlplat.algorithms.base import FusedGradientSteps, OwnAlgorithmConfig, move_towards
 from rlplat.algorithms.loop import env_steps_sampled, sample_round
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer
+from rlplat.seams.rllib_algorithm import AlgorithmHooks, compiled_after, custom_learner_connector
 
 FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete)
 
 
-class TransitionBatchLoop:
+class TransitionBatchLoop(AlgorithmHooks):
     """Mixin before an RLlib DQN-family algorithm: its ``training_step`` with array batches."""
 
     def training_step(self) -> None:
@@ -98,23 +99,14 @@ class TransitionBatchLoop:
         trained env steps, which it reads from those metrics after each training step."""
         return not self.config.min_train_timesteps_per_iteration
 
-    def _run_one_training_iteration(self) -> Any:
+    def run_training_iteration(self) -> Any:
         """RLlib's iteration, with the metrics gathered once for all its training steps just
         before RLlib compiles them into the result: the learners' (where deferred) and the replay
         buffer's (its reduce costs more than an update of DQN's CartPole network)."""
         if not self.replays_transition_batches:
-            return super()._run_one_training_iteration()
-        compile_metrics = self.metrics.compile
-
-        def gathered_then_compiled() -> Any:
-            self._gather_iteration_metrics()
-            return compile_metrics()
-
-        self.metrics.compile = gathered_then_compiled
-        try:
-            return super()._run_one_training_iteration()
-        finally:
-            del self.metrics.compile  # the logger's own method again
+            return super().run_training_iteration()
+        with compiled_after(self.metrics, self._gather_iteration_metrics):
+            return super().run_training_iteration()
 
     def _gather_iteration_metrics(self) -> None:
         if self.defers_learner_metrics:
@@ -144,7 +136,7 @@ class TransitionBatchLoop:
             and isinstance(config.n_step, int)
             and not config.is_multi_agent
             and not getattr(self, "_module_is_stateful", False)
-            and config._learner_connector is None
+            and custom_learner_connector(config) is None
             and len(spaces) == 2
             and all(isinstance(space, FLAT_SPACES) for space in spaces)
         )
@@ -219,7 +211,7 @@ class InPlaceTargetUpdates(FusedGradientSteps):
         # In place of DQNLearner's own target update; the learners after it in the MRO still run.
         super(RLlibDQNLearner, self).after_gradient_based_update(timesteps=timesteps)
         timestep = timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0)
-        for module_id, module in self.module._rl_modules.items():
+        for module_id, module in self.module.items():
             config = self.config.get_config_for_module(module_id)
             since = timestep - self.last_update_ts_by_mid[module_id]
             if since < config.target_network_update_freq:

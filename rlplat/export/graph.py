@@ -33,6 +33,7 @@ from torch.nn import functional as F
 from rlplat.environments.kinds import ACTION_MASK, masked_observation_key
 from rlplat.errors import UserError
 from rlplat.runtime import ActionSpec, StatePart, StateSpec
+from rlplat.seams.rllib_runner import mean_std_filters
 
 # Pieces that only move data around (batch, time rank, tensors, agents <-> modules).
 STRUCTURAL_ENV_TO_MODULE = {
@@ -126,9 +127,7 @@ def _range(space: gym.Space) -> tuple[int, int] | None:
     return None
 
 
-def rebuild_observation(
-    space: gym.Space, leaves: list[torch.Tensor], inputs: list[Input]
-) -> Any:
+def rebuild_observation(space: gym.Space, leaves: list[torch.Tensor], inputs: list[Input]) -> Any:
     """The observation structure RLlib gives the module, from the graph's leaf inputs."""
     if len(inputs) == 1 and not inputs[0].path:
         return leaves[0]
@@ -175,8 +174,10 @@ class Normalize(nn.Module):
         super().__init__()
         self.register_buffer("mean", torch.as_tensor(mean * demean, dtype=torch.float32))
         self.register_buffer(
-            "scale", torch.as_tensor(std + SMALL_NUMBER if destd else np.ones_like(std),
-                                     dtype=torch.float32)
+            "scale",
+            torch.as_tensor(
+                std + SMALL_NUMBER if destd else np.ones_like(std), dtype=torch.float32
+            ),
         )
         self.clip = float(clip) if clip else None
 
@@ -218,7 +219,7 @@ def observation_steps(env_to_module: Any, agent: Any) -> tuple[list[nn.Module], 
 
 
 def _frozen_filter(piece: Any, agent: Any) -> Normalize:
-    filters = piece._filters or {}
+    filters = mean_std_filters(piece)
     if agent not in filters:
         raise Unsupported(
             f"the mean_std_filter has no statistics for agent {agent!r} (it keeps them per "

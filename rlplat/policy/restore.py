@@ -39,6 +39,7 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from rlplat.checkpoints import RLLIB_MARKER
 from rlplat.errors import UserError, did_you_mean
 from rlplat.rllib.modules import UniformRandomModule
+from rlplat.seams.rllib_runner import freeze_filter
 
 MODULES_DIR = Path(COMPONENT_LEARNER_GROUP, COMPONENT_LEARNER, COMPONENT_RL_MODULE)
 
@@ -256,8 +257,7 @@ def _freeze_statistics(pipeline: ConnectorPipelineV2) -> None:
     """Observation filters keep the statistics the checkpoint holds: playing a policy must not
     change it (each evaluated episode would otherwise see a slightly different policy)."""
     for piece in pipeline.connectors:
-        if hasattr(piece, "_update_stats"):  # MeanStdFilter: only set in its constructor
-            piece._update_stats = False
+        freeze_filter(piece)
 
 
 def _restore(kind: Any, checkpoint: Path, path: Path, what: str) -> Any:

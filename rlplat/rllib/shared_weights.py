@@ -20,6 +20,9 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from ray.rllib.env.env_runner_group import EnvRunnerGroup
 from torch import nn
 
+from rlplat.seams.rllib_learner import local_learner
+from rlplat.seams.rllib_runner import reclass
+
 
 def share_learner_weights(algo: Any) -> bool:
     """Give ``algo``'s local env runner its local learner's parameters, where it can (see the
@@ -31,12 +34,12 @@ def share_learner_weights(algo: Any) -> bool:
     runner = group.local_env_runner
     if runner is None or runner.module is None or type(group) is not EnvRunnerGroup:
         return False
-    pairs = _module_pairs(runner.module, learners._learner.module)
+    pairs = _module_pairs(runner.module, local_learner(learners).module)
     if not pairs or not all(_shareable(acting, learning) for acting, learning in pairs):
         return False
     for acting, learning in pairs:
         _share(acting, learning)
-    group.__class__ = _SharingEnvRunnerGroup
+    reclass(group, _SharingEnvRunnerGroup)
     return True
 
 
@@ -94,7 +97,7 @@ class _SharingEnvRunnerGroup(EnvRunnerGroup):
 
     def _is_shared(self, source: Any) -> bool:
         runner = self.local_env_runner
-        learner = getattr(source, "_learner", None)
+        learner = local_learner(source)
         if runner is None or learner is None:
             return False
         pairs = _module_pairs(runner.module, learner.module)

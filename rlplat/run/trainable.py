@@ -56,7 +56,8 @@ from rlplat.rllib.league import SELF_PLAY_STATE
 from rlplat.rllib.self_play import self_play_driver
 from rlplat.rllib.shared_weights import share_learner_weights
 from rlplat.run.finetune import start_from_checkpoint
-from rlplat.seams.tune import training_time_s
+from rlplat.seams.rllib_algorithm import AlgorithmHooks
+from rlplat.seams.tune import training_time_s, trial_storage_path
 from rlplat.util.atomic import write_atomic
 from rlplat.util.streams import stderr_without
 
@@ -117,7 +118,7 @@ def keep_ray_data_in_the_trial() -> None:
         context.scheduling_strategy_large_args = strategy
 
 
-class ExperimentTrial:
+class ExperimentTrial(AlgorithmHooks):
     """Mixed in before the algorithm class: turns the experiment dict into its RLlib config,
     and adds what RLlib's new-stack checkpoints leave out: rlplat's episode-return window and
     the replay memory (``checkpoint.replay_buffer``)."""
@@ -148,13 +149,13 @@ class ExperimentTrial:
         if algorithm_record(self.registered_name).synchronous_learner:
             share_learner_weights(self)
 
-    def _create_local_replay_buffer_if_necessary(self, config: Any) -> Any | None:
+    def create_replay_buffer(self, config: Any) -> Any | None:
         """RLlib's replay buffer, or rlplat's transition sampler where the experiment asks for
         it (the RLlib config names RLlib's EpisodeReplayBuffer: see rlplat.algorithms.replay)."""
         training = self._experiment.get("training") or {}
         buffer = config.get("replay_buffer_config")
         if not transition_sampler_requested(training.get("replay_buffer_config")):
-            return _seeded(super()._create_local_replay_buffer_if_necessary(config), config.seed)
+            return _seeded(super().create_replay_buffer(config), config.seed)
         if not buffer or buffer.get("no_local_replay_buffer"):
             return None
         settings = {k: v for k, v in buffer.items() if k != "type"}
@@ -281,7 +282,7 @@ class ExperimentTrial:
         return exc
 
     def _write_final_checkpoint(self) -> Path:
-        path = Path(self._storage.trial_fs_path) / f"checkpoint_failed_{self.iteration:06d}"
+        path = Path(trial_storage_path(self)) / f"checkpoint_failed_{self.iteration:06d}"
         self.save_to_path(str(path))
         write_atomic(path / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(self._experiment)))
         checkpoint_info_from_result(

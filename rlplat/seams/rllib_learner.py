@@ -73,9 +73,10 @@ def reapply_learning_rates(learner: Learner) -> None:
 
 
 def local_learner(learner_group: Any) -> Learner | None:
-    """The learner a local ``LearnerGroup`` holds in this process (None for remote learners).
-    ``LearnerGroup._learner`` is private; the public ``foreach_learner`` copies results."""
-    return learner_group._learner
+    """The learner a local ``LearnerGroup`` holds in this process (None for remote learners,
+    or for anything else). ``LearnerGroup._learner`` is private; the public ``foreach_learner``
+    copies results."""
+    return getattr(learner_group, "_learner", None)
 
 
 def sac_pending_losses(learner: SACTorchLearner) -> dict[tuple[Any, str], torch.Tensor]:

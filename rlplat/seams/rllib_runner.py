@@ -22,7 +22,10 @@ __all__ = [
     "RunnerHooks",
     "skip_mode_switch",
     "class_swapped",
+    "reclass",
     "episode_started",
+    "freeze_filter",
+    "mean_std_filters",
     "registered_env_creator",
     "set_reset_seed",
     "stamp_episode_step",
@@ -159,6 +162,14 @@ def registered_env_creator(name: str) -> Any:
     return _global_registry.get(ENV_CREATOR, name)
 
 
+def reclass(obj: Any, cls: type) -> None:
+    """``obj`` becomes an instance of ``cls``, a subclass of its class that changes a
+    behaviour: RLlib builds the object (an algorithm's ``EnvRunnerGroup``, say) itself, with no
+    option to build another class."""
+    assert isinstance(obj, cls.__mro__[1])
+    obj.__class__ = cls
+
+
 @contextmanager
 def class_swapped(obj: Any, cls: type) -> Iterator[None]:
     """``obj`` as an instance of ``cls`` (a subclass of its own class) in the block, its own
@@ -168,3 +179,17 @@ def class_swapped(obj: Any, cls: type) -> Iterator[None]:
         yield
     finally:
         obj.__class__ = original
+
+
+def mean_std_filters(piece: Any) -> dict[Any, Any]:
+    """A ``MeanStdFilter`` connector piece's running filters by agent (``_filters``; None
+    before its first observation is empty): what an export freezes into the graph."""
+    return piece._filters or {}
+
+
+def freeze_filter(piece: Any) -> None:
+    """A ``MeanStdFilter`` connector piece keeps its statistics as they are: it is built with
+    ``update_stats`` and has no setter for it (``_update_stats``). Other pieces are left as
+    they are."""
+    if hasattr(piece, "_update_stats"):
+        piece._update_stats = False

@@ -115,6 +115,13 @@ class HyperBandForBOHB(_RecordStopsOfPausedTrials, _TuneHyperBandForBOHB):
     """Tune's HyperBandForBOHB whose stopped paused trials are saved as stopped."""
 
 
+def trial_storage_path(trainable: Any) -> str:
+    """Where Tune stores a trainable's trial: its checkpoints and results in the run directory
+    (``Trainable._storage.trial_fs_path``; the public ``trial_dir`` is the trial's local
+    staging directory, which is not where its checkpoints end up)."""
+    return trainable._storage.trial_fs_path
+
+
 def training_time_s(trainable: Any) -> float:
     """Seconds a Tune trainable spent in its finished iterations (the ``time_total_s`` of its
     last result, a resumed trial's earlier sessions included)."""

@@ -64,7 +64,6 @@ class CrossQModule(SquashedGaussianActor, TorchRLModule, InferenceOnlyAPI):
 
     # -- acting ------------------------------------------------------------------------------
 
-
     # -- training ----------------------------------------------------------------------------
 
     def q_values(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:

@@ -15,9 +15,7 @@ class CriticStateToBatch(ConnectorV2):
     ``CRITIC_STATE``, row for row beside the observations (the same episodes, the same steps,
     the bootstrap step included)."""
 
-    def __call__(
-        self, *, rl_module: Any, batch: dict, episodes: list, **kwargs: Any
-    ) -> dict:
+    def __call__(self, *, rl_module: Any, batch: dict, episodes: list, **kwargs: Any) -> dict:
         if CRITIC_STATE in batch:
             return batch
         for episode in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False):

@@ -46,9 +46,7 @@ class MAPPOConfig(OwnAlgorithmConfig, PPOConfig):
             source = resolve_source(self.global_state, env.state_space)
         except GlobalStateError:
             return  # the env check refuses it, saying why
-        self.critic_state_size = critic_state_size(
-            source, env.state_space, env.observation_spaces
-        )
+        self.critic_state_size = critic_state_size(source, env.state_space, env.observation_spaces)
 
     def problems(self) -> list[str]:
         problems = super().problems()

@@ -131,4 +131,3 @@ class PQNModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
 
     def get_train_action_dist_cls(self) -> type[TorchCategorical]:
         return TorchCategorical
-

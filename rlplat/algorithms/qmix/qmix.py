@@ -40,6 +40,7 @@ from rlplat.environments.team import (
     GlobalState,
     TeamReward,
 )
+from rlplat.seams.rllib_algorithm import custom_module_to_env_connector
 
 Mixer = Literal["qmix", "vdn", "none"]
 
@@ -154,7 +155,7 @@ class QMIXConfig(OwnAlgorithmConfig):
         """One team piece instead of RLlib's defaults, unless custom pieces were configured."""
         pipeline = super().build_module_to_env_connector(env, spaces)
         if self.add_default_connectors_to_module_to_env_pipeline and (
-            self._module_to_env_connector is None
+            custom_module_to_env_connector(self) is None
         ):
             for piece in list(pipeline.connectors):
                 pipeline.remove(type(piece))
