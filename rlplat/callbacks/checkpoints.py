@@ -41,6 +41,7 @@ def checkpoint_recorder(
     from other trials' checkpoints long after they were written: ``prune_while_running=False``
     keeps every checkpoint until the run ends (``prune_checkpoints``).
     """
+
     class RecordCheckpoints(Callback):
         def __init__(self) -> None:
             self._obsolete: dict[Path, Any] = {}  # checkpoint -> its Tune trial

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
-from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+from ray.tune.logger import JsonLoggerCallback
 from ray.tune.utils import flatten_dict
 from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
 from tensorboardX.proto.event_pb2 import Event
@@ -26,6 +26,7 @@ from tensorboardX.record_writer import RecordWriter
 
 from rlplat.checkpoints import RESULTS_JSON
 from rlplat.metrics import ENV_STEPS, ITERATION, finite, lookup
+from rlplat.seams.tune import CSVLoggerHooks, RestoreHook
 from rlplat.util.atomic import write_atomic
 
 PROGRESS_CSV = "progress.csv"
@@ -121,7 +122,7 @@ class TrimHistoryOnRestart(Callback):
             trim_trial_history(trial_dir, *restored_point(trial))
 
 
-class _TrimWhatIsRestored:
+class _TrimWhatIsRestored(RestoreHook):
     """Tune's JSON and CSV loggers copy a restarted trial's file back from the run directory
     just before appending to it. A copy into the run directory that Tune started before
     ``TrimHistoryOnRestart`` ran can land after it and bring the cut lines back: trim the
@@ -129,8 +130,7 @@ class _TrimWhatIsRestored:
 
     TRIMS = {RESULTS_JSON: trim_results, PROGRESS_CSV: trim_progress}
 
-    def _restore_from_remote(self, file_name: str, trial: Any) -> None:
-        super()._restore_from_remote(file_name, trial)  # type: ignore[misc]
+    def restored_from_run_dir(self, file_name: str, trial: Any) -> None:
         if file_name in self.TRIMS:
             self.TRIMS[file_name](Path(trial.local_path, file_name), restored_point(trial)[0])
 
@@ -139,7 +139,7 @@ class TrimmingJsonLogger(_TrimWhatIsRestored, JsonLoggerCallback):
     """Tune's result.json logger, trimming a restarted trial's file first."""
 
 
-class TrimmingCSVLogger(_TrimWhatIsRestored, CSVLoggerCallback):
+class TrimmingCSVLogger(_TrimWhatIsRestored, CSVLoggerHooks):
     """Tune's progress.csv logger, trimming a restarted trial's file first, and keeping the file
     one table when the trial continues it: Tune appends a restarted trial's rows in the columns of
     its first new result, without a header, so a column new since the restart (a restored replay
@@ -147,16 +147,11 @@ class TrimmingCSVLogger(_TrimWhatIsRestored, CSVLoggerCallback):
     header is widened (the file rewritten) and every row keeps the header's columns."""
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-        if trial not in self._trial_files:
-            self._setup_trial(trial)
-        if self._trial_csv[trial] is None and self._trial_continue[trial]:
+        if self.appends_without_header(trial):
             unlogged = {k: v for k, v in result.items() if k != "config"}  # as Tune leaves out
             columns = list(flatten_dict(unlogged, delimiter="/"))
             path = Path(trial.local_path, PROGRESS_CSV)
-            self._trial_files[trial].close()
-            fields = widen_progress(path, columns)
-            self._trial_files[trial] = path.open("a", newline="")
-            self._trial_csv[trial] = csv.DictWriter(self._trial_files[trial], fields)
+            self.reopen(trial, path, lambda path: widen_progress(path, columns))
         super().log_trial_result(iteration, trial, result)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from PIL import Image
 from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
 from ray.tune.logger import TBXLoggerCallback
+from tensorboardX import SummaryWriter
 from tensorboardX.proto.summary_pb2 import Summary
 from tensorboardX.summary import hparams
 
@@ -59,7 +60,6 @@ LEARNER_TAGS = {
     "qf_mean": "q/mean",
     "td_error_mean": "q/td_error_mean",
 }
-
 
 
 def _learner_tag(stat: str) -> str:
@@ -126,6 +126,9 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
 
     ``hparams``: the searched keys (paths into the trial's experiment). When a trial ends, its
     values and final scalars go to TensorBoard's HParams view, which compares the trials.
+
+    It writes with writers of its own; it derives from Tune's TensorBoard logger so that Tune
+    does not add its default one beside it.
     """
 
     def __init__(self, flush_secs: int = 5, hparams: list[tuple[str, ...]] | None = None):
@@ -134,22 +137,20 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
         self._hparams = list(hparams or [])
         self._throughput = Throughput()
         self._last_scalars: dict[Any, dict[str, float]] = {}
+        self._writers: dict[Any, SummaryWriter] = {}
 
     def log_trial_start(self, trial: Any) -> None:
-        if trial in self._trial_writer:
-            self._trial_writer[trial].close()
+        if trial in self._writers:
+            self._writers[trial].close()
         trial.init_local_path()
-        self._trial_writer[trial] = self._summary_writer_cls(
-            trial.local_path, flush_secs=self._flush_secs
-        )
-        self._trial_result[trial] = {}
+        self._writers[trial] = SummaryWriter(trial.local_path, flush_secs=self._flush_secs)
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
-        if trial not in self._trial_writer:
+        if trial not in self._writers:
             self.log_trial_start(trial)
         steps = finite(lookup(result, ENV_STEPS)) or 0.0
         rate = self._throughput.update(trial, result)
-        writer = self._trial_writer[trial]
+        writer = self._writers[trial]
         scalars = short_scalars(result, rate)
         for tag, value in scalars.items():
             writer.add_scalar(tag, value, global_step=int(steps))
@@ -158,22 +159,22 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
 
     def write_hparams(self, trial: Any) -> None:
         """The trial's searched values and final metrics, for the HParams dashboard."""
-        if not self._hparams or trial not in self._trial_writer:
+        if not self._hparams or trial not in self._writers:
             return
         values = {".".join(p): hparam_value(value_at(trial.config, p)) for p in self._hparams}
         last = self._last_scalars.get(trial, {})
         metrics = {tag: last[tag] for tag in HPARAM_METRICS if tag in last}
-        file_writer = self._trial_writer[trial]._get_file_writer()
+        file_writer = self._writers[trial]._get_file_writer()
         for summary in hparams(hparam_dict=values, metric_dict=metrics):
             file_writer.add_summary(summary)
 
     def add_gif(self, trial: Any, tag: str, data: bytes, step: int) -> None:
         """An animated GIF as an image summary: TensorBoard's Images tab plays it."""
-        if trial not in self._trial_writer:
+        if trial not in self._writers:
             self.log_trial_start(trial)
         width, height = Image.open(io.BytesIO(data)).size
         image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=data)
-        writer = self._trial_writer[trial]
+        writer = self._writers[trial]
         writer._get_file_writer().add_summary(
             Summary(value=[Summary.Value(tag=tag, image=image)]), global_step=step
         )
@@ -181,8 +182,7 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         self.write_hparams(trial)
-        writer = self._trial_writer.pop(trial, None)
+        writer = self._writers.pop(trial, None)
         if writer is not None:
             writer.close()
-        self._trial_result.pop(trial, None)
         self._last_scalars.pop(trial, None)

@@ -10,6 +10,7 @@ from typing import Any
 
 from rlplat.cluster import warm
 from rlplat.errors import UserError
+from rlplat.seams.ray_internals import actor_restarts, env_runner_actor_ids, reread_auth_mode
 from rlplat.util.process import FIXED_HASH_SEED
 
 
@@ -67,8 +68,10 @@ def start_ray(
         if address is not None:
             # The warm Ray's workers were started by another command: give them this one's
             # environment, as an embedded Ray's workers inherit it.
-            kwargs["runtime_env"]["env_vars"] = {**_forwarded_environment(), **{
-                "PYTHONHASHSEED": hash_seed}}
+            kwargs["runtime_env"]["env_vars"] = {
+                **_forwarded_environment(),
+                **{"PYTHONHASHSEED": hash_seed},
+            }
     try:
         if address:
             ray.init(address=address, **kwargs)
@@ -116,11 +119,7 @@ def _token_auth_settings() -> None:
     ``ray.init()`` without an address: where Ray was loaded before the lease set the variable (a
     notebook that imported Ray first), its cached settings are read again.
     """
-    from ray._raylet import AuthenticationMode, Config, get_authentication_mode  # noqa: PLC0415
-
-    wanted = os.environ.get(warm.AUTH_VARIABLE, "token").lower()
-    if (get_authentication_mode() == AuthenticationMode.TOKEN) != (wanted == "token"):
-        Config.initialize("")  # private: Ray's settings cache, re-read from the environment
+    reread_auth_mode(os.environ.get(warm.AUTH_VARIABLE, "token").lower() == "token")
 
 
 def _forwarded_environment() -> dict[str, str]:
@@ -162,17 +161,8 @@ def env_runner_restarts(env_runner_group: Any) -> int:
     table (read from the GCS: no dashboard needed) has every restart. Falls back to RLlib's
     count if the table cannot be read.
     """
-    from ray._private.state import actors  # noqa: PLC0415 - loads on use, as above
-
     try:
         ids = env_runner_actor_ids(env_runner_group)
-        return sum(int(actors(actor_id)["NumRestarts"]) for actor_id in ids)
+        return sum(actor_restarts(actor_id) for actor_id in ids)
     except Exception:  # noqa: BLE001 - private APIs: RLlib's own count then
         return int(env_runner_group.num_remote_worker_restarts())
-
-
-def env_runner_actor_ids(env_runner_group: Any) -> list[str]:
-    """The Ray actor ids of the group's remote env runners (an actor keeps its id across
-    restarts). RLlib keeps the handles in a private manager."""
-    handles = env_runner_group._worker_manager.actors().values()
-    return [handle._actor_id.hex() for handle in handles]

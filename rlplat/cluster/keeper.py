@@ -24,8 +24,9 @@ POLL_S = 0.5
 
 
 def say(line: str) -> None:
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} keeper {this_process()['pid']}: {line}",
-          flush=True)
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')} keeper {this_process()['pid']}: {line}", flush=True
+    )
 
 
 def keep(where: Path, idle_s: float) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import ray
 
 from rlplat.rllib.build import resource_request
+from rlplat.seams.ray_internals import available_resources_per_node, machine_cpus, machine_gpus
 
 Bundle = dict[str, float]
 
@@ -79,12 +80,8 @@ def only_this_machine(nodes: list[Node]) -> bool:
 def local_machine() -> list[Node]:
     """The one node an embedded local Ray would have, found the way Ray finds it, without
     starting Ray: a demand it cannot meet is refused in the time the other checks take."""
-    # Private APIs, imported here: Ray's own CPU (cgroup-aware) and GPU detection.
-    from ray._private.accelerators import NvidiaGPUAcceleratorManager  # noqa: PLC0415
-    from ray._private.utils import get_num_cpus  # noqa: PLC0415
-
-    total = {"CPU": float(get_num_cpus())}
-    gpus = NvidiaGPUAcceleratorManager.get_current_node_num_accelerators()
+    total = {"CPU": float(machine_cpus())}
+    gpus = machine_gpus()
     if gpus:
         total["GPU"] = float(gpus)
     return [Node(LOCAL_NODE_ID, "this machine", True, total, dict(total))]
@@ -93,12 +90,9 @@ def local_machine() -> list[Node]:
 def _available_per_node() -> dict[str, Bundle]:
     """Free resources per node id, from the GCS (no dashboard needed); {} where not readable."""
     try:
-        # A private API, imported in the try: when it moves, the plan shows totals only.
-        from ray._private.state import state  # noqa: PLC0415
-
         return {
             node_id: _schedulable(resources)
-            for node_id, resources in state._available_resources_per_node().items()
+            for node_id, resources in available_resources_per_node().items()
         }
     except Exception:  # noqa: BLE001 - a private API: the plan then shows totals only
         return {}

@@ -21,9 +21,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import ray
-from ray.experimental import internal_kv
 
 from rlplat.errors import EnvKeepsFailing
+from rlplat.seams.ray_internals import kv_delete, kv_get, kv_put
 
 MAX_CONSECUTIVE_CRASHES = 5
 
@@ -68,16 +68,16 @@ def _failure_key(actor_id: str) -> bytes:
 def _report_to_trial(message: str) -> None:
     actor_id = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
     if actor_id is not None:
-        internal_kv._internal_kv_put(_failure_key(actor_id), message.encode(), overwrite=True)
+        kv_put(_failure_key(actor_id), message.encode(), overwrite=True)
 
 
 def take_reported_failure(actor_id: str) -> str | None:
     """The error an env runner actor reported (once), or None."""
     key = _failure_key(actor_id)
-    message = internal_kv._internal_kv_get(key)
+    message = kv_get(key)
     if message is None:
         return None
-    internal_kv._internal_kv_del(key)
+    kv_delete(key)
     return message.decode()
 
 

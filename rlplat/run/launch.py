@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from ray import tune
-from ray.experimental.internal_kv import _internal_kv_put
 from rich.console import Console
 
 from rlplat.callbacks.checkpoints import checkpoint_recorder, prune_checkpoints
@@ -63,6 +62,7 @@ from rlplat.run.summary import (
     unfinished_trials,
 )
 from rlplat.run.trainable import trainable_for
+from rlplat.seams.ray_internals import kv_put
 from rlplat.seams.tune import drop_stale_decisions, fitting
 from rlplat.util.atomic import remove_partial_files
 from rlplat.util.disk import storage_reason
@@ -82,7 +82,7 @@ def claim_on_cluster(name: str) -> bool:
     it. Tune stages a run's trial files on the cluster's nodes under the run directory's name
     (and the second its driver started), so two runs of one name at once, even in different
     output directories, would write into each other's trials."""
-    existed = _internal_kv_put(f"run-dir/{name}", b"", overwrite=False, namespace="rlplat")
+    existed = kv_put(f"run-dir/{name}", b"", overwrite=False, namespace="rlplat")
     return not existed
 
 

@@ -33,7 +33,7 @@ from rlplat.checkpoints import (
     GreedyEvaluation,
     checkpoint_info_from_result,
 )
-from rlplat.cluster.connect import env_runner_actor_ids, env_runner_restarts
+from rlplat.cluster.connect import env_runner_restarts
 from rlplat.environments.guard import take_reported_failure
 from rlplat.environments.make import EnvInfo
 from rlplat.errors import EnvKeepsFailing, RlplatError
@@ -56,6 +56,7 @@ from rlplat.rllib.league import SELF_PLAY_STATE
 from rlplat.rllib.self_play import self_play_driver
 from rlplat.rllib.shared_weights import share_learner_weights
 from rlplat.run.finetune import start_from_checkpoint
+from rlplat.seams.ray_internals import env_runner_actor_ids
 from rlplat.seams.rllib_algorithm import AlgorithmHooks
 from rlplat.seams.tune import training_time_s, trial_storage_path
 from rlplat.util.atomic import write_atomic

@@ -9,10 +9,11 @@ behaviour would lose work or grow without bound. Ray is pinned to one minor vers
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from ray.exceptions import RayTaskError
 from ray.train._internal import storage as train_storage
 from ray.tune.execution import tune_controller
 from ray.tune.experiment.trial import _TrainingRunMetadata
+from ray.tune.logger import CSVLoggerCallback
 from ray.tune.schedulers import HyperBandForBOHB as _TuneHyperBandForBOHB
 from ray.tune.schedulers import HyperBandScheduler as _TuneHyperBandScheduler
 
@@ -361,3 +363,37 @@ def _failure(function_name: str, exc: Exception) -> ray.ObjectRef:
         return ray.put(RayTaskError(function_name, trace, exc))
     except Exception:  # noqa: BLE001 - an exception that does not pickle: its text stays
         return ray.put(RayTaskError(function_name, trace, RuntimeError(str(exc))))
+
+
+class RestoreHook:
+    """Logger-callback mixin (before Tune's JSON or CSV logger): ``restored_from_run_dir``
+    runs just after Tune copied a restarted trial's file back from the run directory, before it
+    appends to it. Tune does the copy in the private ``_restore_from_remote``, with no hook."""
+
+    def _restore_from_remote(self, file_name: str, trial: Any) -> None:
+        super()._restore_from_remote(file_name, trial)  # type: ignore[misc]
+        self.restored_from_run_dir(file_name, trial)
+
+    def restored_from_run_dir(self, file_name: str, trial: Any) -> None:
+        """``file_name`` of ``trial`` is back in its local directory; nothing by default."""
+
+
+class CSVLoggerHooks(CSVLoggerCallback):
+    """Tune's progress.csv logger with its per-trial file and writer under public names:
+    Tune keeps them in ``_trial_files``, ``_trial_csv`` and ``_trial_continue`` and opens them
+    in ``_setup_trial``, all private."""
+
+    def appends_without_header(self, trial: Any) -> bool:
+        """Whether the logger is about to append rows to a restarted trial's file without a
+        header (its writer is made from the first row's columns)."""
+        if trial not in self._trial_files:
+            self._setup_trial(trial)
+        return self._trial_csv[trial] is None and self._trial_continue[trial]
+
+    def reopen(self, trial: Any, path: Path, fields: Callable[[Path], list[str]]) -> None:
+        """Close the trial's file, let ``fields(path)`` rewrite it and name its columns, and
+        append to it from now on with a writer of those columns."""
+        self._trial_files[trial].close()
+        columns = fields(path)
+        self._trial_files[trial] = path.open("a", newline="")
+        self._trial_csv[trial] = csv.DictWriter(self._trial_files[trial], columns)

@@ -46,6 +46,7 @@ from rlplat.experiment.schema import ResourceOption, entry_parts
 from rlplat.experiment.yaml_io import parse_yaml
 from rlplat.export import load_exporter
 from rlplat.policy.exported import is_export
+from rlplat.seams.ray_internals import serve_http_address
 from rlplat.serve import require_serve, require_serve_http
 from rlplat.serve.front import PolicyRunner, policy_runners
 from rlplat.serve.local import LocalFront, serve_here
@@ -57,8 +58,15 @@ ENGINES = ("auto", "local", "ray")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MIN_TOKEN_LENGTH = 16
 READY_TIMEOUT_S = 120.0
-PARITY_SUMMARY = ("verified", "passed", "agreement", "compared_actions", "max_abs_diff",
-                  "tolerance", "episodes")
+PARITY_SUMMARY = (
+    "verified",
+    "passed",
+    "agreement",
+    "compared_actions",
+    "max_abs_diff",
+    "tolerance",
+    "episodes",
+)
 
 
 @dataclass
@@ -86,24 +94,33 @@ class ServedPolicy:
 def check_options(path: Path | None, options: ServeOptions) -> Checked:
     """Every option, before anything starts (a slip costs no Ray start-up)."""
     if options.backend not in BACKENDS:
-        raise UserError(f"--backend {options.backend!r} is not a backend."
-                        + not_among(options.backend, BACKENDS))
+        raise UserError(
+            f"--backend {options.backend!r} is not a backend."
+            + not_among(options.backend, BACKENDS)
+        )
     if options.engine not in ENGINES:
-        raise UserError(f"--engine {options.engine!r} is not an engine."
-                        + not_among(options.engine, ENGINES))
+        raise UserError(
+            f"--engine {options.engine!r} is not an engine." + not_among(options.engine, ENGINES)
+        )
     if path is not None and not path.exists():
-        raise UserError(f"{path} does not exist: give a checkpoint, a trial/run/experiment "
-                        "directory of rlplat train, or a directory written by rlplat export.")
+        raise UserError(
+            f"{path} does not exist: give a checkpoint, a trial/run/experiment "
+            "directory of rlplat train, or a directory written by rlplat export."
+        )
     if not 0 < options.port < 65536:
         raise UserError(f"--port must be between 1 and 65535, got {options.port}.")
-    for name, value, least in (("--max-batch-size", options.max_batch_size, 1),
-                               ("--max-body", options.max_body, 1024),
-                               ("--max-sessions", options.max_sessions, 1),
-                               ("--episodes", options.episodes, 1)):
+    for name, value, least in (
+        ("--max-batch-size", options.max_batch_size, 1),
+        ("--max-body", options.max_body, 1024),
+        ("--max-sessions", options.max_sessions, 1),
+        ("--episodes", options.episodes, 1),
+    ):
         if value < least:
             raise UserError(f"{name} must be at least {least}, got {value}.")
-    for name, value, zero in (("--batch-wait-ms", options.batch_wait_ms, True),
-                              ("--session-ttl", options.session_ttl_s, False)):
+    for name, value, zero in (
+        ("--batch-wait-ms", options.batch_wait_ms, True),
+        ("--session-ttl", options.session_ttl_s, False),
+    ):
         if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
             bound = "0 or more" if zero else "more than 0"
             raise UserError(f"{name} must be a finite number, {bound}; got {value}.")
@@ -126,8 +143,11 @@ def _token(options: ServeOptions) -> str | None:
         return None
     token = os.environ.get(options.token_env, "")
     if len(token) < MIN_TOKEN_LENGTH:
-        state = "is not set" if options.token_env not in os.environ else (
-            f"holds {len(token)} characters")
+        state = (
+            "is not set"
+            if options.token_env not in os.environ
+            else (f"holds {len(token)} characters")
+        )
         raise UserError(
             f"--token-env {options.token_env}: the environment variable {state}; it must hold "
             f"the bearer token, at least {MIN_TOKEN_LENGTH} characters (for example: export "
@@ -152,8 +172,11 @@ def _replicas(options: ServeOptions) -> tuple[dict[str, Any], int]:
             f"--autoscale {options.autoscale!r}: expected MIN:MAX replicas with 0 <= MIN <= MAX "
             "and MAX >= 1, such as 1:4."
         )
-    config = {"min_replicas": int(low), "max_replicas": int(high),
-              "initial_replicas": max(1, int(low))}
+    config = {
+        "min_replicas": int(low),
+        "max_replicas": int(high),
+        "initial_replicas": max(1, int(low)),
+    }
     return {"autoscaling_config": config}, max(1, int(low))
 
 
@@ -164,8 +187,10 @@ def _resources(text: str | None) -> tuple[dict[str, float], dict[str, Any]]:
     if text is not None:
         data, _ = parse_yaml(text, key)
         if not isinstance(data, dict):
-            raise UserError(f"{key} {text!r}: expected a mapping such as "
-                            "'{cpus: 1, gpus: 0, custom: {npu: 1}}'.")
+            raise UserError(
+                f"{key} {text!r}: expected a mapping such as "
+                "'{cpus: 1, gpus: 0, custom: {npu: 1}}'."
+            )
     try:
         option = ResourceOption.model_validate(data)
     except ValidationError as exc:
@@ -175,9 +200,10 @@ def _resources(text: str | None) -> tuple[dict[str, float], dict[str, Any]]:
             why = f"unknown key {where!r}." + did_you_mean(where, ResourceOption.model_fields)
         else:
             why = f"{where}: {first['msg'].removeprefix('Value error, ')}."
-        raise UserError(f"{key} {text!r}: {why} Allowed: cpus, gpus and custom (a mapping of "
-                        "the nodes' custom resources), as under resources: in an experiment."
-                        ) from None
+        raise UserError(
+            f"{key} {text!r}: {why} Allowed: cpus, gpus and custom (a mapping of "
+            "the nodes' custom resources), as under resources: in an experiment."
+        ) from None
     cpus = 1.0 if option.cpus is None else option.cpus
     gpus = option.gpus or 0.0
     custom = dict(option.custom or {})
@@ -202,8 +228,9 @@ def served_policy(path: Path, options: ServeOptions, say: Any) -> ServedPolicy:
     with tempfile.TemporaryDirectory(prefix="rlplat-serve-") as scratch:
         report = exporter.export(
             path,
-            exporter.ExportOptions(out=Path(scratch) / "export", episodes=options.episodes,
-                                   last=options.last),
+            exporter.ExportOptions(
+                out=Path(scratch) / "export", episodes=options.episodes, last=options.last
+            ),
             say=say,
         )
         served = _from_export(report.directory, f"checkpoint {report.checkpoint}")
@@ -288,11 +315,7 @@ def proxy_address(serve: Any, options: ServeOptions) -> tuple[str, int]:
     """The host and port Serve's proxies listen on: a Serve that already ran on the cluster
     keeps its own, whatever this command asked for."""
     try:
-        # Private: Serve's public API does not say which http options a running Serve has.
-        from ray.serve.context import _get_global_client  # noqa: PLC0415
-
-        config = _get_global_client().http_config
-        return str(config.host), int(config.port)
+        return serve_http_address()
     except Exception:  # noqa: BLE001 - a private API: the options asked for then
         return options.host, options.port
 
@@ -308,8 +331,10 @@ def wait_healthy(url: str, timeout_s: float = READY_TIMEOUT_S) -> None:
         except (urllib.error.URLError, OSError):
             pass
         if time.monotonic() > deadline:
-            raise UserError(f"the application was deployed but {url}/healthz did not answer "
-                            f"within {timeout_s:.0f} s; see Ray's logs (--verbose).")
+            raise UserError(
+                f"the application was deployed but {url}/healthz did not answer "
+                f"within {timeout_s:.0f} s; see Ray's logs (--verbose)."
+            )
         time.sleep(0.2)
 
 
@@ -319,24 +344,35 @@ def curl_line(url: str, view: PolicyView, token_env: str | None) -> str:
     return f"curl -s {url}/v1/act{auth} -d {shlex.quote(body)}"
 
 
-def summary_lines(served: ServedPolicy, options: ServeOptions, checked: Checked,
-                  placement: list[str], url: str, engine: str) -> list[str]:
+def summary_lines(
+    served: ServedPolicy,
+    options: ServeOptions,
+    checked: Checked,
+    placement: list[str],
+    url: str,
+    engine: str,
+) -> list[str]:
     manifest = served.manifest
     experiment = manifest.experiment
     view = PolicyView.of(manifest)
     parity = served.about["parity"]
     verified = (
         f"parity verified over {parity.get('episodes')} episode(s), actions agree on "
-        f"{parity.get('agreement', 0):.2%}" if parity.get("verified") and parity.get("passed", True)
+        f"{parity.get('agreement', 0):.2%}"
+        if parity.get("verified") and parity.get("passed", True)
         else "NOT verified against its checkpoint (exported with --no-verify or failed)"
     )
     if manifest.multi_agent:
         acting = ", ".join(f"{agent} -> {pid}" for agent, pid in (manifest.agents or {}).items())
     else:
         acting = "one policy"
-    size = (f"{checked.replicas['num_replicas']} replica(s)" if "num_replicas" in checked.replicas
-            else "autoscaling {min_replicas}..{max_replicas} replicas".format(
-                **checked.replicas["autoscaling_config"]))
+    size = (
+        f"{checked.replicas['num_replicas']} replica(s)"
+        if "num_replicas" in checked.replicas
+        else "autoscaling {min_replicas}..{max_replicas} replicas".format(
+            **checked.replicas["autoscaling_config"]
+        )
+    )
     if engine == "local":
         where = (
             f"  in this process (local engine) on {local_threads(checked)} CPU thread(s) with the "
@@ -359,11 +395,15 @@ def summary_lines(served: ServedPolicy, options: ServeOptions, checked: Checked,
     wrappers = (manifest.env.recipe.get("wrappers") or []) if manifest.env else []
     if wrappers:
         names = ", ".join(entry_parts(wrapper)[0] for wrapper in wrappers)
-        lines.append(f"  observations: as {manifest.env.label!r} returns them after its "
-                     f"env.wrappers ({names}), which the server does not apply (docs/serve.md)")
+        lines.append(
+            f"  observations: as {manifest.env.label!r} returns them after its "
+            f"env.wrappers ({names}), which the server does not apply (docs/serve.md)"
+        )
     if view.stateful:
-        lines.append("  recurrent: send a 'session' id with each step and 'reset': true with an "
-                     f"episode's first; sessions expire after {options.session_ttl_s:g} s")
+        lines.append(
+            "  recurrent: send a 'session' id with each step and 'reset': true with an "
+            f"episode's first; sessions expire after {options.session_ttl_s:g} s"
+        )
     lines += [
         f"URL: {url}   (GET /healthz, GET /v1/policy, POST /v1/act)",
         f"Try: {curl_line(url, view, options.token_env)}",
@@ -407,8 +447,10 @@ def serve_locally(path: Path, options: ServeOptions, checked: Checked, say: Any)
     require_serve_http()
     check_placement(checked, local_machine())
     if not port_is_free(options.host, options.port):
-        raise UserError(f"port {options.port} on {options.host} is in use (another rlplat "
-                        "serve?): pick another with --port.")
+        raise UserError(
+            f"port {options.port} on {options.host} is in use (another rlplat "
+            "serve?): pick another with --port."
+        )
     served = served_policy(path, options, say)
     threads = local_threads(checked)
     runners = policy_runners(served.manifest, served.graphs, options.backend, threads, gpu=False)
@@ -440,8 +482,10 @@ def serve_on_ray(path: Path, options: ServeOptions, checked: Checked, say: Any) 
     if local:
         placement = check_placement(checked, local_machine())
         if not port_is_free(options.host, options.port):
-            raise UserError(f"port {options.port} on {options.host} is in use (another rlplat "
-                            "serve or Ray Serve?): pick another with --port.")
+            raise UserError(
+                f"port {options.port} on {options.host} is in use (another rlplat "
+                "serve or Ray Serve?): pick another with --port."
+            )
     served = served_policy(path, options, say)
     # Serve's controller and proxy outlive their command on a Ray that stays up: a Ray of its own.
     start_ray(options.address, options.verbose, keep_warm=False)
@@ -465,27 +509,35 @@ def serve_on_ray(path: Path, options: ServeOptions, checked: Checked, say: Any) 
         max_sessions=options.max_sessions,
         session_ttl_s=options.session_ttl_s,
     )
-    logging_config = {"enable_access_log": options.verbose,
-                      "log_level": "INFO" if options.verbose else "WARNING"}
+    logging_config = {
+        "enable_access_log": options.verbose,
+        "log_level": "INFO" if options.verbose else "WARNING",
+    }
     try:
-        serve.start(http_options={"host": options.host, "port": options.port},
-                    logging_config=logging_config)
+        serve.start(
+            http_options={"host": options.host, "port": options.port}, logging_config=logging_config
+        )
         host, port = proxy_address(serve, options)
         if (host, port) != (options.host, options.port):
-            say(f"Ray Serve already runs on this cluster with its proxies on {host}:{port}; the "
-                "application goes there (--host and --port apply when Serve starts).")
+            say(
+                f"Ray Serve already runs on this cluster with its proxies on {host}:{port}; the "
+                "application goes there (--host and --port apply when Serve starts)."
+            )
         _run_application(serve, app, options.name, logging_config)
         quiet_serve_logs(options.verbose)
         wait_healthy(url_of(host, port, public=False))
-        for line in summary_lines(served, options, checked, placement,
-                                  url_of(host, port, public=True), "ray"):
+        for line in summary_lines(
+            served, options, checked, placement, url_of(host, port, public=True), "ray"
+        ):
             say(line)
         metrics = metrics_url()
         if metrics:
             say(f"Metrics (Prometheus, this node): {metrics} (ray_serve_*, ray_rlplat_serve_*)")
         if not local:
-            say(f"The application {options.name!r} runs on the cluster until: rlplat serve "
-                f"--stop --name {options.name} --address {options.address or '$RAY_ADDRESS'}")
+            say(
+                f"The application {options.name!r} runs on the cluster until: rlplat serve "
+                f"--stop --name {options.name} --address {options.address or '$RAY_ADDRESS'}"
+            )
             return
         say("Serving until Ctrl-C.")
         _wait_for_interrupt()
@@ -565,7 +617,9 @@ def stop_application(options: ServeOptions, say: Any) -> None:
         raise UserError(f"Ray Serve does not answer on that cluster: {exc}") from None
     if options.name not in applications:
         known = ", ".join(applications) or "none"
-        raise UserError(f"no Serve application named {options.name!r} on the cluster"
-                        f"{did_you_mean(options.name, applications)} (applications: {known}).")
+        raise UserError(
+            f"no Serve application named {options.name!r} on the cluster"
+            f"{did_you_mean(options.name, applications)} (applications: {known})."
+        )
     serve.delete(options.name)
     say(f"Removed the application {options.name!r} from the cluster.")
