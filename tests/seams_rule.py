@@ -204,7 +204,7 @@ def touches() -> list[Touch]:
                 if isinstance(base, ast.Call) and getattr(base.func, "id", "") == "super":
                     continue
                 if isinstance(base, ast.Name) and base.id in modules_here:
-                    if not modules_here[base.id].startswith("ray"):
+                    if modules_here[base.id].split(".")[0] != "ray":
                         continue  # os._exit, torch._foreach_norm: not Ray's
                     found.append(Touch(relative, node.lineno, node.attr, "uses Ray's"))
                 elif node.attr in ray_names and node.attr not in own:
@@ -213,7 +213,8 @@ def touches() -> list[Touch]:
 
 
 def _imported_modules(tree: ast.Module) -> dict[str, str]:
-    """Local names bound to modules by ``import x.y as z`` / ``from x import y`` (when y is one)."""
+    """Local names bound by imports, to where they come from (``import x.y as z``: x.y;
+    ``from x import y``: x.y, a module or not): a name from outside Ray is not Ray's."""
     bound: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -221,18 +222,8 @@ def _imported_modules(tree: ast.Module) -> dict[str, str]:
                 bound[alias.asname or alias.name.split(".")[0]] = alias.name
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
-                full = f"{node.module}.{alias.name}"
-                if importlib.util.find_spec(node.module) and _is_module(full):
-                    bound[alias.asname or alias.name] = full
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     return bound
-
-
-@functools.cache
-def _is_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError, AttributeError):
-        return False
 
 
 def seams() -> list[tuple[str, str, object]]:
@@ -255,7 +246,7 @@ def seam_table() -> str:
 
 
 def snake_case(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 if __name__ == "__main__":

@@ -16,10 +16,15 @@ from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, ParamDict
 from torch import nn
 
-from rlplat.algorithms.base import RandomWarmupConfig, TargetNetworkLearner, not_negative
+from rlplat.algorithms.base import (
+    RandomWarmupConfig,
+    TargetNetworkLearner,
+    not_negative,
+    optimizer_parameters,
+    registered_optimizers,
+)
 from rlplat.algorithms.networks import ACTIVATIONS
 from rlplat.algorithms.sac import SquashedGaussian
-from rlplat.seams.rllib_learner import learner_optimizers, learner_parameters
 
 CRITIC, ACTOR = "critic", "actor"  # optimizer names
 
@@ -218,7 +223,7 @@ class ActorCriticLearner(TargetNetworkLearner):
     def compute_gradients(
         self, loss_per_module: dict[ModuleID, torch.Tensor], **kwargs: Any
     ) -> ParamDict:
-        for optim in learner_optimizers(self):
+        for optim in registered_optimizers(self):
             optim.zero_grad(set_to_none=True)
         grads: ParamDict = {}
         for module_id in set(loss_per_module) - {ALL_MODULES}:
@@ -228,7 +233,7 @@ class ActorCriticLearner(TargetNetworkLearner):
             for name, optim in self.get_optimizers_for_module(module_id):
                 if name not in losses:
                     continue
-                params = self.filter_param_dict_for_optimizer(learner_parameters(self), optim)
-                values = torch.autograd.grad(losses[name], list(params.values()), retain_graph=True)
-                grads.update(zip(params.keys(), values, strict=True))
+                params = optimizer_parameters(optim)
+                values = torch.autograd.grad(losses[name], params, retain_graph=True)
+                grads.update(zip(params, values, strict=True))
         return grads

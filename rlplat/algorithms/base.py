@@ -33,18 +33,14 @@ from ray.rllib.core.learner.utils import make_target_network
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
 from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch
-from ray.rllib.utils.metrics import REPLAY_BUFFER_RESULTS
+from ray.rllib.utils.metrics import ALL_MODULES, REPLAY_BUFFER_RESULTS
 from ray.rllib.utils.torch_utils import clip_gradients as rllib_clip_gradients
 from ray.rllib.utils.typing import ModuleID, ParamDict
 from torch import nn
 
 from rlplat.algorithms.loop import OwedUpdates, sample_round, update_and_sync
 from rlplat.algorithms.minibatches import EpochMinibatches
-from rlplat.seams.rllib_learner import (
-    learner_optimizers,
-    learner_parameters,
-    steps_optimizers_plainly,
-)
+from rlplat.seams.rllib_learner import steps_optimizers_plainly
 from rlplat.seams.rllib_parts import ModelConfigIncludes
 
 logger = logging.getLogger(__name__)
@@ -366,11 +362,26 @@ def step_if_finite(
     if grads and not torch.isfinite(torch.stack(torch._foreach_norm(grads))).all():
         logger.warning("Gradients contain `nan/inf` values; setting them to zero.")
         grads = [torch.nan_to_num(grad) for grad in grads]
-    parameters = learner_parameters(learner)
-    for pid, grad in zip(gradients, grads, strict=True):
-        parameters[pid].grad = grad
-    for optimizer in learner_optimizers(learner) if optimizers is None else optimizers:
+    for param, grad in zip(gradients, grads, strict=True):  # a torch param is its own ref
+        param.grad = grad
+    for optimizer in registered_optimizers(learner) if optimizers is None else optimizers:
         optimizer.step()
+
+
+def registered_optimizers(learner: TorchLearner) -> list[torch.optim.Optimizer]:
+    """Every optimizer the learner registered, as RLlib's ``apply_gradients`` steps them: each
+    of its modules' and any under ``ALL_MODULES``."""
+    return [
+        optimizer
+        for module_id in (*learner.module.keys(), ALL_MODULES)
+        for _, optimizer in learner.get_optimizers_for_module(module_id)
+    ]
+
+
+def optimizer_parameters(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The parameters ``optimizer`` updates, in the order it was given them: in a torch learner
+    also their keys in a gradient dict (``TorchLearner.get_param_ref`` is the parameter)."""
+    return [param for group in optimizer.param_groups for param in group["params"]]
 
 
 @torch.no_grad()

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
@@ -225,10 +226,10 @@ class SimbaCatalog(CatalogHooks):
             input_dims=(int(np.prod(observation_space.shape)),), settings=settings
         )
 
-    def qf_encoder_continuous(self, framework: str) -> Encoder:
+    def build_qf_encoder(self, framework: str) -> Encoder:
         settings = SimbaSettings.of(self.model_config_dict)
-        if settings is None:
-            return super().qf_encoder_continuous(framework)
+        if settings is None or not isinstance(self.action_space, gym.spaces.Box):
+            return super().build_qf_encoder(framework)  # type: ignore[misc]
         obs_dim = int(self.encoder_config.input_dims[0])
         action_dim = int(np.prod(self.action_space.shape))
         self.qf_encoder_config = SimbaEncoderConfig(

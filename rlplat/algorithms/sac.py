@@ -60,15 +60,15 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
-from rlplat.algorithms.base import RandomWarmupConfig, WithoutModeSwitch, step_if_finite
-from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
-from rlplat.seams.rllib_learner import (
-    SACLossHook,
-    learner_optimizers,
-    learner_parameters,
-    sac_pending_losses,
-    wants_component,
+from rlplat.algorithms.base import (
+    RandomWarmupConfig,
+    WithoutModeSwitch,
+    optimizer_parameters,
+    registered_optimizers,
+    step_if_finite,
 )
+from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
+from rlplat.seams.rllib_learner import SACLossHook, sac_pending_losses, wants_component
 from rlplat.seams.rllib_parts import CatalogHooks, check_model_config, squash
 
 
@@ -109,10 +109,11 @@ class PaperCriticSACCatalog(CatalogHooks, SACCatalog):
             return SquashedGaussian
         return super().get_action_dist_cls(framework)
 
-    def qf_encoder_continuous(self, framework: str) -> Encoder:
+    def build_qf_encoder(self, framework: str) -> Encoder:
         obs_config = self.encoder_config
-        if type(obs_config) is not MLPEncoderConfig:  # images and nested spaces: RLlib's critic
-            return super().qf_encoder_continuous(framework)
+        flat = type(obs_config) is MLPEncoderConfig
+        if not flat or not isinstance(self.action_space, gym.spaces.Box):
+            return super().build_qf_encoder(framework)  # images, nested spaces: RLlib's critic
         settings = {f.name: getattr(obs_config, f.name) for f in fields(obs_config)}
         action_size = int(np.prod(self.action_space.shape))
         settings["input_dims"] = [int(obs_config.input_dims[0]) + action_size]
@@ -255,7 +256,7 @@ class SACLearner(TemperatureState, InPlaceTargetUpdates, SACLossHook):
     ) -> ParamDict:
         """Each optimizer's gradient of its own loss. For a Box-action module the critics step
         here, and the actor's gradient is of its loss under the stepped critics."""
-        for optimizer in learner_optimizers(self):
+        for optimizer in registered_optimizers(self):
             optimizer.zero_grad(set_to_none=True)
         grads: ParamDict = {}
         for module_id in set(loss_per_module) - {ALL_MODULES}:
@@ -264,9 +265,8 @@ class SACLearner(TemperatureState, InPlaceTargetUpdates, SACLossHook):
                 continue
             critics = self.postprocess_gradients(self._own_gradients(module_id, CRITIC_OPTIMIZERS))
             step_if_finite(self, critics, self._optimizers(module_id, CRITIC_OPTIMIZERS))
-            parameters = learner_parameters(self)
-            for pid in critics:
-                parameters[pid].grad = None
+            for param in critics:  # a torch param is its own ref
+                param.grad = None
             sac_pending_losses(self)[(module_id, POLICY_LOSS_KEY)] = self._actor_loss(module_id)
             grads.update(self._own_gradients(module_id, ACTOR_OPTIMIZERS))
         assert not sac_pending_losses(self)
@@ -299,9 +299,9 @@ class SACLearner(TemperatureState, InPlaceTargetUpdates, SACLossHook):
             if names is not None and name not in names:
                 continue
             loss = sac_pending_losses(self).pop((module_id, f"{name}_loss"))
-            params = self.filter_param_dict_for_optimizer(learner_parameters(self), optimizer)
-            values = torch.autograd.grad(loss, list(params.values()), retain_graph=True)
-            grads.update(zip(params.keys(), values, strict=True))
+            params = optimizer_parameters(optimizer)
+            values = torch.autograd.grad(loss, params, retain_graph=True)
+            grads.update(zip(params, values, strict=True))
         return grads
 
 

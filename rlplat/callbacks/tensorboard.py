@@ -164,7 +164,9 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
         values = {".".join(p): hparam_value(value_at(trial.config, p)) for p in self._hparams}
         last = self._last_scalars.get(trial, {})
         metrics = {tag: last[tag] for tag in HPARAM_METRICS if tag in last}
-        file_writer = self._writers[trial]._get_file_writer()
+        # An open SummaryWriter's event file writer (Tune's own logger adds its hparams there):
+        # the writers here are closed only when they leave self._writers.
+        file_writer = self._writers[trial].file_writer
         for summary in hparams(hparam_dict=values, metric_dict=metrics):
             file_writer.add_summary(summary)
 
@@ -175,7 +177,7 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
         width, height = Image.open(io.BytesIO(data)).size
         image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=data)
         writer = self._writers[trial]
-        writer._get_file_writer().add_summary(
+        writer.file_writer.add_summary(
             Summary(value=[Summary.Value(tag=tag, image=image)]), global_step=step
         )
         writer.flush()

@@ -53,12 +53,12 @@ def env_runner_actor_ids(env_runner_group: Any) -> list[str]:
 
 
 def available_resources_per_node() -> dict[str, dict[str, float]]:
-    """Free resources by node id, from the GCS: ``ray._private.state.state``'s
-    ``_available_resources_per_node``. The public ``ray.available_resources()`` sums the
+    """Free resources by node id, from the GCS: ``ray._private.state.available_resources_per_node``
+    (a developer API in a private module). The public ``ray.available_resources()`` sums the
     cluster; ``ray.util.state`` needs the dashboard."""
-    from ray._private.state import state  # noqa: PLC0415
+    from ray._private.state import available_resources_per_node as per_node  # noqa: PLC0415
 
-    return state._available_resources_per_node()
+    return per_node()
 
 
 def machine_cpus() -> int:

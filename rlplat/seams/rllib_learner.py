@@ -2,14 +2,15 @@
 
 rlplat's learners replace parts of RLlib's gradient step (one fused finiteness check for all
 gradients, per-optimizer losses, an actor step under freshly stepped critics) and save more state
-in their checkpoints. RLlib's ``Learner`` keeps what those steps need (the parameters by
-reference, the optimizers, the learner connector) in private attributes and has no public getter
-for them; these functions are the only places that name them.
+in their checkpoints. RLlib's ``Learner`` keeps some of what those steps need (the optimizers'
+gradient scalers and learning-rate schedules, SAC's pending losses, the learner connector) in
+private attributes and has no public getter for them; these functions are the only places that
+name them. (Parameters and optimizers come from the public ``get_optimizers_for_module`` and
+each torch optimizer's ``param_groups``.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -20,28 +21,12 @@ __all__ = [
     "LearnerHooks",
     "SACLossHook",
     "learner_connector",
-    "learner_optimizers",
-    "learner_parameters",
     "local_learner",
     "reapply_learning_rates",
     "sac_pending_losses",
     "steps_optimizers_plainly",
     "wants_component",
 ]
-
-
-def learner_parameters(learner: Learner) -> dict[Any, torch.nn.Parameter]:
-    """Every parameter the learner's optimizers update, by the reference its gradient dicts use
-    (what ``apply_gradients`` writes ``.grad`` of). RLlib keeps the map in ``Learner._params``;
-    its public ``get_parameters`` gives a module's parameters without the references."""
-    return learner._params
-
-
-def learner_optimizers(learner: Learner) -> Iterable[torch.optim.Optimizer]:
-    """Every optimizer of the learner, each once (all modules'). RLlib keeps them as the keys of
-    ``Learner._optimizer_parameters``; the public ``get_optimizers_for_module`` asks per module,
-    which costs a walk per module on every update."""
-    return learner._optimizer_parameters
 
 
 def steps_optimizers_plainly(learner: Learner) -> bool:

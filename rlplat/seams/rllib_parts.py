@@ -13,13 +13,11 @@ from typing import Any
 
 import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-from ray.rllib.core.models.catalog import Catalog
 from ray.rllib.core.models.configs import ModelConfig
 
 __all__ = [
     "CatalogHooks",
     "ModelConfigIncludes",
-    "catalog_encoder_config",
     "check_model_config",
     "squash",
 ]
@@ -31,8 +29,7 @@ class CatalogHooks:
 
     RLlib's ``Catalog`` picks the encoder config in the private classmethod
     ``_get_encoder_config``, keeps the observation's encoder config in ``_encoder_config`` and
-    the model config in ``_model_config_dict``; SAC's catalog builds its critics' encoder for
-    Box actions in ``_build_qf_encoder_continuous``."""
+    the model config (with RLlib's defaults) in ``_model_config_dict``."""
 
     @classmethod
     def _get_encoder_config(cls, *args: Any, **kwargs: Any) -> ModelConfig:
@@ -51,13 +48,6 @@ class CatalogHooks:
             observation_space, model_config_dict, action_space, **kwargs
         )
 
-    def _build_qf_encoder_continuous(self, framework: str) -> Any:
-        return self.qf_encoder_continuous(framework)
-
-    def qf_encoder_continuous(self, framework: str) -> Any:
-        """SAC's critic encoder for Box actions (RLlib's ``_build_qf_encoder_continuous``)."""
-        return super()._build_qf_encoder_continuous(framework)  # type: ignore[misc]
-
     @property
     def encoder_config(self) -> ModelConfig:
         """The observation's encoder config (RLlib's ``_encoder_config``)."""
@@ -67,12 +57,6 @@ class CatalogHooks:
     def model_config_dict(self) -> dict:
         """The module's model config (RLlib's ``_model_config_dict``)."""
         return self._model_config_dict  # type: ignore[attr-defined]
-
-
-def catalog_encoder_config(catalog: Catalog) -> ModelConfig:
-    """The observation's encoder config of any RLlib catalog (``Catalog._encoder_config``, set
-    in its constructor; no public getter)."""
-    return catalog._encoder_config
 
 
 def check_model_config(config: ModelConfig, framework: str) -> None:

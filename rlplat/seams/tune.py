@@ -34,6 +34,20 @@ from ray.tune.schedulers import HyperBandScheduler as _TuneHyperBandScheduler
 from rlplat.util.atomic import write_atomic
 from rlplat.util.generators import GeneratorStates, swapped
 
+__all__ = [
+    "CSVLoggerHooks",
+    "HyperBandForBOHB",
+    "HyperBandScheduler",
+    "RestoreHook",
+    "drop_stale_decisions",
+    "failed_in_this_process",
+    "fitting",
+    "forget_checkpoint",
+    "resume_points",
+    "training_time_s",
+    "trial_storage_path",
+]
+
 EXPERIMENT_STATES = "experiment_state-*.json"
 
 
@@ -45,7 +59,8 @@ def newest_state(run_dir: Path) -> Path | None:
 def resume_points(run_dir: Path) -> dict[str, Path] | None:
     """Each trial's checkpoint that ``--resume`` restores: the latest one in Tune's newest saved
     state in the run directory (by trial directory name; a trial without one starts over).
-    None when that state cannot be read."""
+    None when that state cannot be read. Tune reads its saved trials with the private
+    ``_TrainingRunMetadata``; the public ``ExperimentAnalysis`` loads every result instead."""
     state = newest_state(run_dir)
     if state is None:
         return {}
@@ -64,7 +79,8 @@ def resume_points(run_dir: Path) -> dict[str, Path] | None:
 def forget_checkpoint(trial: Any, checkpoint: Path) -> None:
     """Drop a deleted checkpoint from Tune's list of the trial's checkpoints. Told to keep them
     all, Tune would keep every one, with the full result it was taken at (~40 KB each), in the
-    experiment state it saves every second: a state file growing by megabytes on long runs."""
+    experiment state it saves every second: a state file growing by megabytes on long runs.
+    The list is the checkpoint manager's private ``_checkpoint_results``."""
     manager = trial.run_metadata.checkpoint_manager
     kept = [r for r in manager._checkpoint_results if Path(r.checkpoint.path) != checkpoint]
     manager._checkpoint_results = kept
@@ -93,7 +109,8 @@ def drop_stale_decisions(run_dir: Path) -> None:
 
 def failed_in_this_process(grid: Any) -> dict[str, Any]:
     """The trials of a finished ``Tuner.fit()`` that failed in this process, by directory name:
-    when the run directory's disk failed, the state saved there is older than this."""
+    when the run directory's disk failed, the state saved there is older than this. The
+    ``ResultGrid``'s results carry no trial objects; its private ``_experiment_analysis`` does."""
     return {Path(t.path).name: t for t in grid._experiment_analysis.trials if t.status == "ERROR"}
 
 
@@ -126,7 +143,8 @@ def trial_storage_path(trainable: Any) -> str:
 
 def training_time_s(trainable: Any) -> float:
     """Seconds a Tune trainable spent in its finished iterations (the ``time_total_s`` of its
-    last result, a resumed trial's earlier sessions included)."""
+    last result, a resumed trial's earlier sessions included): ``Trainable._time_total``, which
+    has no public getter."""
     return float(trainable._time_total)
 
 
@@ -152,6 +170,11 @@ def fitting(*, trials_in_this_process: bool) -> Iterator[None]:
 
     The race: Tune's copy of its staging directory into the run directory now writes the
     experiment state last (:func:`_upload_state_last`).
+
+    Private names, swapped for the block: ``tune_controller.RayActorManager`` (Tune builds its
+    actor manager there, with no option for another), ``ray.air._internal.usage.tag_callbacks``
+    and ``ray.train._internal.storage._FilesystemSyncer._sync_up_command``; the stand-in actor
+    manager overrides ``RayActorManager._try_kill_actor``.
     """
     manager, tag_callbacks = tune_controller.RayActorManager, air_usage.tag_callbacks
     upload = train_storage._FilesystemSyncer._sync_up_command

@@ -129,14 +129,19 @@ def test_non_finite_gradients_become_zeros_and_every_optimizer_steps():
     from rlplat.algorithms.base import step_if_finite
 
     first, second = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(3))
-    sgd = [torch.optim.SGD([first], lr=1.0), torch.optim.SGD([second], lr=1.0)]
-    learner = SimpleNamespace(
-        _params={"a": first, "b": second}, _optimizer_parameters=dict.fromkeys(sgd)
+    sgd = {"a": torch.optim.SGD([first], lr=1.0), "b": torch.optim.SGD([second], lr=1.0)}
+    learner = SimpleNamespace(  # a torch learner's gradients are keyed by their parameters
+        module=dict.fromkeys(sgd),
+        get_optimizers_for_module=lambda mid: (
+            [("default_optimizer", sgd[mid])] if mid in sgd else []
+        ),
     )
-    step_if_finite(learner, {"a": torch.tensor([1.0, 2.0]), "b": torch.tensor([1.0, 1.0, 1.0])})
+    step_if_finite(
+        learner, {first: torch.tensor([1.0, 2.0]), second: torch.tensor([1.0, 1.0, 1.0])}
+    )
     assert torch.equal(first.detach(), torch.tensor([0.0, -1.0]))
     assert torch.equal(second.detach(), torch.zeros(3))
-    step_if_finite(learner, {"a": torch.tensor([float("nan"), 1.0]), "b": torch.ones(3)})
+    step_if_finite(learner, {first: torch.tensor([float("nan"), 1.0]), second: torch.ones(3)})
     assert torch.equal(first.detach(), torch.tensor([0.0, -2.0]))  # nan -> 0, the rest applied
     assert torch.equal(second.detach(), -torch.ones(3))
 

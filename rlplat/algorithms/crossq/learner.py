@@ -27,9 +27,13 @@ from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from rlplat.algorithms.actor_critic import squashed_sample
-from rlplat.algorithms.base import FusedGradientSteps, step_if_finite
+from rlplat.algorithms.base import (
+    FusedGradientSteps,
+    optimizer_parameters,
+    registered_optimizers,
+    step_if_finite,
+)
 from rlplat.algorithms.crossq.rl_module import CrossQModule
-from rlplat.seams.rllib_learner import learner_optimizers, learner_parameters
 
 CRITIC, ACTOR, ALPHA = "critic", "actor", "alpha"  # optimizer names
 
@@ -111,7 +115,7 @@ class CrossQLearner(FusedGradientSteps, TorchLearner):
     ) -> ParamDict:
         """The critics' gradients; where the actor is due, the critics step here and the
         gradients are the actor's and the temperature's under the stepped critics."""
-        for optimizer in learner_optimizers(self):
+        for optimizer in registered_optimizers(self):
             optimizer.zero_grad(set_to_none=True)
         grads: ParamDict = {}
         for module_id in set(loss_per_module) - {ALL_MODULES}:
@@ -122,9 +126,8 @@ class CrossQLearner(FusedGradientSteps, TorchLearner):
                 continue
             critic_grads = self.postprocess_gradients(critic_grads)
             step_if_finite(self, critic_grads, [self._optimizer(module_id, CRITIC)])
-            parameters = learner_parameters(self)
-            for pid in critic_grads:
-                parameters[pid].grad = None
+            for param in critic_grads:  # a torch param is its own ref
+                param.grad = None
             actor_loss, alpha_loss = self._actor_losses(module_id, obs)
             grads.update(self._gradients(module_id, ACTOR, actor_loss))
             grads.update(self._gradients(module_id, ALPHA, alpha_loss))
@@ -158,8 +161,6 @@ class CrossQLearner(FusedGradientSteps, TorchLearner):
 
     def _gradients(self, module_id: ModuleID, name: str, loss: torch.Tensor) -> ParamDict:
         """The gradient of ``loss`` with respect to the parameters of optimizer ``name`` only."""
-        params = self.filter_param_dict_for_optimizer(
-            learner_parameters(self), self._optimizer(module_id, name)
-        )
-        values = torch.autograd.grad(loss, list(params.values()), retain_graph=True)
-        return dict(zip(params.keys(), values, strict=True))
+        params = optimizer_parameters(self._optimizer(module_id, name))
+        values = torch.autograd.grad(loss, params, retain_graph=True)
+        return dict(zip(params, values, strict=True))

@@ -18,7 +18,6 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.base import ENCODER_OUT
 
 from rlplat.environments.global_state import CRITIC_STATE
-from rlplat.seams.rllib_parts import catalog_encoder_config
 
 CRITIC_STATE_SIZE = "critic_state_size"
 
@@ -33,7 +32,9 @@ class MAPPOModule(DefaultPPOTorchRLModule):
         size = int(self.model_config[CRITIC_STATE_SIZE])
         critic_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
         critic = type(self.catalog)(critic_space, self.action_space, self.model_config)
-        self.critic_encoder = catalog_encoder_config(critic).build(framework="torch")
+        # The critic state's encoder alone (the base of PPO's actor-critic encoder config).
+        encoder_config = critic.actor_critic_encoder_config.base_encoder_config
+        self.critic_encoder = encoder_config.build(framework="torch")
         self.vf = critic.build_vf_head(framework="torch")
 
     def get_non_inference_attributes(self) -> list[str]:

@@ -1,0 +1,103 @@
+"""Canaries of rlplat/seams/rllib_learner.py: RLlib's learner internals its seams rely on."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
+from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.learner_group import LearnerGroup
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+from tests.seam_canary import has, holds
+
+SEAM = "rlplat.seams.rllib_learner."
+
+
+def test_steps_optimizers_plainly():
+    seam = SEAM + "steps_optimizers_plainly"
+    has(seam, TorchLearner, "_grad_scalers")
+    has(seam, TorchLearner, "_lr_scheduler_classes")
+    source = inspect.getsource(TorchLearner.apply_gradients)
+    holds(
+        seam,
+        "self._lr_scheduler_classes" in source,
+        "TorchLearner.apply_gradients steps torch LR schedulers where _lr_scheduler_classes says",
+    )
+    holds(
+        seam,
+        "self._grad_scalers" in inspect.getsource(TorchLearner.compute_gradients),
+        "TorchLearner.compute_gradients scales losses where _grad_scalers says",
+    )
+
+
+def test_wants_component():
+    seam = SEAM + "wants_component"
+    params = ("name", "components", "not_components")
+    check = has(seam, Learner, "_check_component", params=params)
+    holds(
+        seam,
+        check(None, "extra", None, None)
+        and check(None, "extra", ["extra"], None)
+        and not check(None, "extra", ["learner"], None)
+        and not check(None, "extra", None, ["extra"]),
+        "a component is wanted unless components leaves it out or not_components names it",
+    )
+
+
+def test_learner_connector():
+    seam = SEAM + "learner_connector"
+    has(seam, Learner, "_learner_connector")
+    holds(
+        seam,
+        "self._learner_connector = self.config.build_learner_connector("
+        in inspect.getsource(Learner.build),
+        "Learner.build keeps the config's learner connector pipeline in _learner_connector",
+    )
+
+
+def test_reapply_learning_rates():
+    seam = SEAM + "reapply_learning_rates"
+    has(seam, Learner, "_optimizer_lr_schedules")
+    set_lr = has(seam, TorchLearner, "_set_optimizer_lr", params=("optimizer", "lr"))
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    set_lr(optimizer, 0.5)
+    holds(seam, optimizer.param_groups[0]["lr"] == 0.5, "_set_optimizer_lr sets a torch lr")
+
+
+def test_local_learner():
+    has(SEAM + "local_learner", LearnerGroup, "_learner")
+
+
+def test_sac_pending_losses():
+    seam = SEAM + "sac_pending_losses"
+    has(seam, SACTorchLearner, "_temp_losses")
+    source = inspect.getsource(SACTorchLearner.compute_gradients)
+    holds(seam, "_temp_losses" in source, "SAC's compute_gradients consumes _temp_losses")
+
+
+def test_sac_loss_hook():
+    seam = SEAM + "SACLossHook"
+    params = ("module_id", "config", "batch", "fwd_out")
+    has(seam, SACTorchLearner, "_compute_loss_for_module_continuous", params=params)
+    holds(
+        seam,
+        "self._compute_loss_for_module_continuous("
+        in inspect.getsource(SACTorchLearner.compute_loss_for_module),
+        "SAC's compute_loss_for_module takes Box actions' loss from "
+        "_compute_loss_for_module_continuous",
+    )
+
+
+def test_learner_hooks():
+    seam = SEAM + "LearnerHooks"
+    params = ("training_data", "num_total_minibatches", "num_epochs", "minibatch_size")
+    has(seam, Learner, "_create_iterator_if_necessary", params=params)
+    has(seam, Learner, "_log_steps_trained_metrics", params=("batch",))
+    has(seam, Learner, "_make_batch_if_necessary", params=("training_data",))
+    has(seam, Learner, "_weights_seq_no")
+    has(seam, TorchLearner, "_get_clip_function", params=())
+    update = inspect.getsource(Learner)
+    for hook in ("_create_iterator_if_necessary(", "_get_clip_function()("):
+        holds(seam, f"self.{hook}" in update, f"RLlib's Learner calls self.{hook}...)")
