@@ -63,7 +63,7 @@ from rlplat.run.summary import (
 )
 from rlplat.run.trainable import trainable_for
 from rlplat.seams.ray_internals import kv_put
-from rlplat.seams.tune import drop_stale_decisions, fitting
+from rlplat.seams.tune import drop_stale_decisions, fitting, set_tune_switches
 from rlplat.util.atomic import remove_partial_files
 from rlplat.util.disk import storage_reason
 from rlplat.util.project import project_code
@@ -385,15 +385,14 @@ def _callbacks(run: PreparedRun, run_dir: Path, console: Console) -> list:
 
 
 def _quiet_tune_output(exp: Experiment) -> None:
-    # Tune's own progress tables would interleave with ours; verbose=0 silences the old engine.
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Tune's legacy output, which verbose=0 silences, and results allowed to lack the metric
+    # until the first episode ends (set_tune_switches says why).
+    set_tune_switches()
     # Tune records which checkpoint each trial resumes from every ~10 s by default; a run killed
     # in between resumes from an older checkpoint (or from scratch). On local storage saving that
     # small file every second costs nothing.
     if USER_STATE_PERIOD is None:
         os.environ[STATE_PERIOD_VARIABLE] = "1"
-    # The windowed return appears once the first episode ends; until then a scheduler waits.
-    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
 
 def export_at_end(run_dir: Path, episodes: int, console: Console) -> dict[str, Any]:

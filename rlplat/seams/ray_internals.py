@@ -47,7 +47,11 @@ def actor_restarts(actor_id: str) -> int:
 def env_runner_actor_ids(env_runner_group: Any) -> list[str]:
     """The Ray actor ids of an RLlib ``EnvRunnerGroup``'s remote env runners (an actor keeps
     its id across restarts). RLlib keeps the handles in its private ``_worker_manager``; an
-    actor handle's id is its private ``_actor_id``."""
+    actor handle's id is its private ``_actor_id``.
+
+    RLlib's public ``foreach_env_runner`` could have each runner say its own id, at a round trip
+    per runner, and only the runners that answer: one that exited (a failing env's, the case
+    the ids are read for) or is being restarted does not."""
     handles = env_runner_group._worker_manager.actors().values()
     return [handle._actor_id.hex() for handle in handles]
 
@@ -63,7 +67,11 @@ def available_resources_per_node() -> dict[str, dict[str, float]]:
 
 def machine_cpus() -> int:
     """The CPUs a local Ray would count on this machine (cgroup-aware), without starting Ray:
-    ``ray._private.utils.get_num_cpus``."""
+    ``ray._private.utils.get_num_cpus``.
+
+    Ray's public API counts them only once Ray runs (``ray.cluster_resources``); the standard
+    library's ``os.cpu_count`` and ``os.sched_getaffinity`` do not read a container's CPU quota
+    (cgroups) as Ray does."""
     from ray._private.utils import get_num_cpus  # noqa: PLC0415
 
     return int(get_num_cpus())
@@ -71,7 +79,10 @@ def machine_cpus() -> int:
 
 def machine_gpus() -> int:
     """The NVIDIA GPUs a local Ray would count on this machine, without starting Ray:
-    ``ray._private.accelerators.NvidiaGPUAcceleratorManager``."""
+    ``ray._private.accelerators.NvidiaGPUAcceleratorManager``.
+
+    Ray's public API counts them only once Ray runs (``ray.cluster_resources``);
+    ``ray.util.accelerators`` only names accelerator types."""
     from ray._private.accelerators import NvidiaGPUAcceleratorManager  # noqa: PLC0415
 
     return int(NvidiaGPUAcceleratorManager.get_current_node_num_accelerators() or 0)
@@ -89,14 +100,18 @@ def kv_put(
 
 
 def kv_get(key: bytes | str, namespace: str | None = None) -> bytes | None:
-    """The value stored under ``key`` (``_internal_kv_get``), or None."""
+    """The value stored under ``key`` (``_internal_kv_get``), or None.
+
+    No public API reads the store (see :func:`kv_put`)."""
     from ray.experimental import internal_kv  # noqa: PLC0415
 
     return internal_kv._internal_kv_get(key, namespace=namespace)
 
 
 def kv_delete(key: bytes | str, namespace: str | None = None) -> None:
-    """Remove ``key`` from the store (``_internal_kv_del``)."""
+    """Remove ``key`` from the store (``_internal_kv_del``).
+
+    No public API edits the store (see :func:`kv_put`)."""
     from ray.experimental import internal_kv  # noqa: PLC0415
 
     internal_kv._internal_kv_del(key, namespace=namespace)

@@ -39,21 +39,30 @@ __all__ = [
     "HyperBandForBOHB",
     "HyperBandScheduler",
     "RestoreHook",
+    "StopAtOnce",
     "drop_stale_decisions",
     "failed_in_this_process",
     "fitting",
     "forget_checkpoint",
+    "newest_state",
     "resume_points",
+    "set_tune_switches",
     "training_time_s",
+    "trial_call_under_way",
     "trial_storage_path",
+    "trials_run_in_this_process",
 ]
 
-EXPERIMENT_STATES = "experiment_state-*.json"
+_EXPERIMENT_STATES = "experiment_state-*.json"  # TuneController.CKPT_FILE_TMPL, any session
 
 
 def newest_state(run_dir: Path) -> Path | None:
-    """The experiment state file Tune restores a run from: the newest by name (one per session)."""
-    return max(run_dir.glob(EXPERIMENT_STATES), default=None)
+    """The experiment state file Tune restores a run from: the newest by name (one per session).
+
+    Tune's public API restores or reads a run's state (``Tuner.restore``, ``ExperimentAnalysis``)
+    but does not say which file that is; it finds it by the name pattern of its controller's
+    ``CKPT_FILE_TMPL`` (in the private ``_find_newest_experiment_checkpoint``)."""
+    return max(run_dir.glob(_EXPERIMENT_STATES), default=None)
 
 
 def resume_points(run_dir: Path) -> dict[str, Path] | None:
@@ -108,9 +117,16 @@ def drop_stale_decisions(run_dir: Path) -> None:
 
 
 def failed_in_this_process(grid: Any) -> dict[str, Any]:
-    """The trials of a finished ``Tuner.fit()`` that failed in this process, by directory name:
-    when the run directory's disk failed, the state saved there is older than this. The
-    ``ResultGrid``'s results carry no trial objects; its private ``_experiment_analysis`` does."""
+    """The trials of a finished ``Tuner.fit()`` that failed in this process, by directory name
+    (each with its local staging directory, ``trial.local_path``): when the run directory's
+    disk failed, the state and error reports saved there are older than this.
+
+    ``ResultGrid``'s public API does not serve: a ``Result``'s ``error`` is read back from the run
+    directory (None when its disk failed), and it has no trial status or staging directory;
+    ``grid.num_errors`` counts the failed trials without saying which. Tune's public
+    ``Callback.on_trial_error`` would see them, but a resumed run's callbacks are the ones
+    pickled when it started. The trial objects are in the grid's private
+    ``_experiment_analysis``."""
     return {Path(t.path).name: t for t in grid._experiment_analysis.trials if t.status == "ERROR"}
 
 
@@ -150,7 +166,21 @@ def training_time_s(trainable: Any) -> float:
 
 # Tune's trainable changes its process's working directory to the trial directory; the command's
 # own process keeps the directory the user started it in.
-CHDIR_VARIABLE = "RAY_CHDIR_TO_TRIAL_DIR"
+_CHDIR_VARIABLE = "RAY_CHDIR_TO_TRIAL_DIR"
+
+
+def set_tune_switches() -> None:
+    """Tune's legacy console output and no error for a result without the run's metric, in this
+    process, unless the user chose otherwise.
+
+    Tune's legacy output engine is the one ``verbose=0`` silences: its new one would print its
+    own progress tables between rlplat's. A run's metric is often the windowed return, which appears
+    once the first episode ends; until then Tune would fail the trial for a result without it,
+    and with the check off a scheduler waits. Tune takes neither as a parameter: they are
+    environment variables it reads while it runs (``RAY_AIR_NEW_OUTPUT``,
+    ``TUNE_DISABLE_STRICT_METRIC_CHECKING``), which a Ray upgrade can drop without a word."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
 
 @contextmanager
@@ -190,7 +220,10 @@ def fitting(*, trials_in_this_process: bool) -> Iterator[None]:
 
 
 def trials_run_in_this_process() -> bool:
-    """Whether the fit under way runs its trials in this process (:func:`fitting`)."""
+    """Whether the fit under way runs its trials in this process (:func:`fitting`).
+
+    Tune has no such option, so none says it: :func:`fitting` swaps the actor manager Tune's
+    controller builds (``tune_controller.RayActorManager``), and this reads the swap."""
     return tune_controller.RayActorManager is _InProcessActorManager
 
 
@@ -217,11 +250,13 @@ def _upload_state_last(
     Tune copies the files of one upload in parallel, in no set order. The state names each
     trial's latest checkpoint; copied before the trial's result.json, a kill between the two
     left a run whose resumed log lacked the iterations up to that checkpoint."""
-    states = sorted(Path(local_path).glob(EXPERIMENT_STATES)) if os.path.isdir(local_path) else []
+    states = sorted(Path(local_path).glob(_EXPERIMENT_STATES)) if os.path.isdir(local_path) else []
     if not states:
         train_storage._upload_to_fs_path(local_path, fs, fs_path, exclude)
         return
-    train_storage._upload_to_fs_path(local_path, fs, fs_path, [*(exclude or []), EXPERIMENT_STATES])
+    train_storage._upload_to_fs_path(
+        local_path, fs, fs_path, [*(exclude or []), _EXPERIMENT_STATES]
+    )
     for state in states:
         train_storage._upload_to_fs_path(str(state), fs, f"{fs_path}/{state.name}")
 
@@ -301,8 +336,8 @@ class _InProcessActor:
         self._start_error: ray.ObjectRef | None = None
         self.generators = GeneratorStates.capture()
         self.threads = threads
-        chdir = os.environ.get(CHDIR_VARIABLE)
-        os.environ[CHDIR_VARIABLE] = "0"
+        chdir = os.environ.get(_CHDIR_VARIABLE)
+        os.environ[_CHDIR_VARIABLE] = "0"
         try:
             with swapped(self.generators), _torch_threads(threads):
                 self._instance = cls(**_copied(kwargs))
@@ -310,9 +345,9 @@ class _InProcessActor:
             self._start_error = _failure(cls.__name__, exc)
         finally:
             if chdir is None:
-                os.environ.pop(CHDIR_VARIABLE)
+                os.environ.pop(_CHDIR_VARIABLE)
             else:
-                os.environ[CHDIR_VARIABLE] = chdir
+                os.environ[_CHDIR_VARIABLE] = chdir
 
     def __getattr__(self, name: str) -> _InProcessMethod:
         if name == "__ray_ready__":
@@ -356,13 +391,22 @@ _calls_under_way: list[str] = []  # the in-process trainable's methods running n
 
 
 def trial_call_under_way() -> bool:
-    """Whether this process is inside a call of an in-process trainable (an iteration, a save)."""
+    """Whether this process is inside a call of an in-process trainable (an iteration, a save).
+
+    With trials in this process (:func:`fitting`) Tune's "remote" calls of the trainable (through
+    its private ``RayActorManager._schedule_tracked_actor_task``) run in Tune's own loop; no
+    public API says that loop is inside one."""
     return bool(_calls_under_way)
 
 
 class StopAtOnce(BaseException):
     """Raised in the main thread (by a signal handler) to end an in-process trial's call at
-    once: Tune then stops the run as it stops one whose trial actor is mid-iteration."""
+    once: Tune then stops the run as it stops one whose trial actor is mid-iteration.
+
+    A trial actor's call can be left unfinished; an in-process one cannot, and Tune has no
+    public way to abandon it. The stand-in handle of :func:`fitting` answers the call with an
+    object ref that never becomes ready (``ray.ObjectRef.from_random``), which Tune's private
+    actor manager keeps waiting on as on a running iteration."""
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
+import ray
 from ray.air.execution._internal import RayActorManager
 from ray.train._internal import storage
 from ray.tune import Trainable
@@ -27,6 +28,25 @@ def test_resume_points():
     has(seam, _TrainingRunMetadata, "checkpoint_manager")
 
 
+def test_newest_state():
+    from rlplat.seams.tune import _EXPERIMENT_STATES
+
+    seam = SEAM + "newest_state"
+    template = has(seam, TuneController, "CKPT_FILE_TMPL")
+    holds(
+        seam,
+        template.format("*") == _EXPERIMENT_STATES,
+        f"Tune names its saved experiment states {_EXPERIMENT_STATES}",
+    )
+    state = importlib.import_module("ray.tune.execution.experiment_state")
+    newest = has(seam, state, "_find_newest_experiment_checkpoint", params=("experiment_path",))
+    holds(
+        seam,
+        "max(" in inspect.getsource(newest),
+        "Tune restores from the newest state by name",
+    )
+
+
 def test_forget_checkpoint():
     from ray.train._internal.checkpoint_manager import _CheckpointManager
 
@@ -43,7 +63,12 @@ def test_drop_stale_decisions():
 
 
 def test_failed_in_this_process():
-    has(SEAM + "failed_in_this_process", ResultGrid, "_experiment_analysis")
+    from ray.tune.experiment import Trial
+
+    seam = SEAM + "failed_in_this_process"
+    has(seam, ResultGrid, "_experiment_analysis")
+    holds(seam, Trial.ERROR == "ERROR", "a failed trial's status is 'ERROR'")
+    holds(seam, isinstance(Trial.local_path, property), "a trial has its staging local_path")
 
 
 def test_hyper_band_scheduler():
@@ -90,6 +115,56 @@ def test_fitting():
         seam, storage._FilesystemSyncer, "_sync_up_command", params=("local_path", "uri", "exclude")
     )
     has(seam, storage, "_upload_to_fs_path", params=("local_path", "fs", "fs_path", "exclude"))
+
+    class Trainable:  # the stand-in builds the class a trial's Ray actor class was made from
+        pass
+
+    actor_class = ray.remote(Trainable)  # a class to start actors from; no Ray starts
+    holds(
+        seam,
+        actor_class.__ray_metadata__.modified_class.__ray_actor_class__ is Trainable,
+        "a Ray actor class's __ray_metadata__.modified_class.__ray_actor_class__ is its class",
+    )
+
+
+def test_set_tune_switches():
+    seam = SEAM + "set_tune_switches"
+    output = inspect.getsource(importlib.import_module("ray.tune.experimental.output"))
+    holds(
+        seam,
+        'os.environ.get("RAY_AIR_NEW_OUTPUT", "1") == "0"' in output,
+        "RAY_AIR_NEW_OUTPUT=0 turns Tune's new output engine off",
+    )
+    holds(
+        seam,
+        '"TUNE_DISABLE_STRICT_METRIC_CHECKING"' in inspect.getsource(TuneController),
+        "Tune's controller reads TUNE_DISABLE_STRICT_METRIC_CHECKING",
+    )
+
+
+def test_trials_run_in_this_process():
+    has(SEAM + "trials_run_in_this_process", tune_controller, "RayActorManager")
+
+
+def test_trial_call_under_way():
+    seam = SEAM + "trial_call_under_way"
+    schedule = has(
+        seam,
+        RayActorManager,
+        "_schedule_tracked_actor_task",
+        params=("tracked_actor_task", "method_name", "args", "kwargs"),
+    )
+    holds(
+        seam,
+        ".remote(*args, **kwargs)" in inspect.getsource(schedule),
+        "Tune calls a trial's method as handle.<method>.remote(...)",
+    )
+
+
+def test_stop_at_once():
+    seam = SEAM + "StopAtOnce"
+    has(seam, ray.ObjectRef, "from_random")
+    has(seam, RayActorManager, "_schedule_tracked_actor_task")
 
 
 def test_restore_hook():
