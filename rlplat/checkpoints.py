@@ -333,3 +333,18 @@ def obsolete_checkpoints(trial: Path, keep: int | None) -> list[Path]:
     ranked = sorted(checkpoints, key=lambda c: (_rank_key(infos[c]), c.name), reverse=True)
     kept = {*ranked[:keep], newest}
     return [c for c in checkpoints if c not in kept]
+
+
+def read_results(trial_dir: Path) -> list[dict[str, Any]]:
+    """Every result the trial reported, oldest first (a cut-off last line is skipped)."""
+    results = []
+    try:
+        lines = (trial_dir / RESULTS_JSON).read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            results.append(json.loads(line))
+        except ValueError:
+            continue
+    return results

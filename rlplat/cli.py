@@ -66,6 +66,7 @@ EvalJson = _json_flag("the results as JSON")
 ExportJson = _json_flag("the parity certificate as JSON")
 ReportJson = _json_flag("report.json")
 RunsJson = _json_flag("the runs as JSON")
+DoctorJson = _json_flag("the diagnoses as JSON")
 KEYWORD = inspect.Parameter.KEYWORD_ONLY
 _debug = False  # the running command's --debug: main() then shows its error's traceback
 
@@ -358,6 +359,24 @@ def runs_(
         print(json.dumps([record.to_json() for record in records], indent=2))
     else:
         print_runs(records, directory, console)
+
+
+@command("doctor")
+def doctor_(
+    run: Annotated[
+        Path, typer.Argument(help="A run directory (or an experiment directory: its newest run).")
+    ],
+    json_output: DoctorJson = False,
+) -> None:
+    """What is wrong with a run's learning: the training-health diagnoses (docs/doctor.md)
+    replayed over each trial's results; any run directory, older ones included."""
+    from rlplat.report.doctor import doctor, print_doctor  # noqa: PLC0415
+
+    report = doctor(run)
+    if json_output:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print_doctor(report, console)
 
 
 NO_WARM_RAY = "No warm local Ray runs for this Python in this directory."

@@ -167,6 +167,17 @@ def get_algorithm_class(name: str) -> type[Algorithm]:
     return ALGORITHMS[found.name]()[0]
 
 
+def default_settings(name: str) -> dict[str, Any]:
+    """The settings an experiment of ``name`` gets where it leaves them out: RLlib's config
+    defaults under rlplat's ``training_defaults`` (empty for a name no longer registered)."""
+    try:
+        algorithm = get_algorithm_class(name)
+    except UserError:
+        return {}
+    defaults = algorithm.get_default_config().to_dict()
+    return {**defaults, **algorithm_record(canonical_name(name)).training_defaults}
+
+
 def is_team_algorithm(name: str) -> bool:
     """Whether ``name`` (a canonical name) learns over a multi-agent env seen as one team."""
     return algorithm_record(name).view == "team"

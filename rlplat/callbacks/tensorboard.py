@@ -182,6 +182,14 @@ class EnvStepTensorBoardLogger(TBXLoggerCallback):
         )
         writer.flush()
 
+    def add_text(self, trial: Any, tag: str, text: str, step: int) -> None:
+        """A line in TensorBoard's Text tab (a diagnosis, at the env steps it fired)."""
+        if trial not in self._writers:
+            self.log_trial_start(trial)
+        writer = self._writers[trial]
+        writer.add_text(tag, text, global_step=step)
+        writer.flush()
+
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         self.write_hparams(trial)
         writer = self._writers.pop(trial, None)

@@ -25,6 +25,7 @@ from pydantic import (
 from rlplat.errors import did_you_mean
 from rlplat.experiment.connectors import CONNECTORS, connector_options
 from rlplat.experiment.tuning import SCHEDULERS, SEARCHERS
+from rlplat.health import RULE_NAMES
 from rlplat.metrics import (
     EVAL_SCORE,
     METRIC_ALIASES,
@@ -458,6 +459,26 @@ class VideoSpec(Section):
     max_width: int = Field(320, ge=16, description="Wider frames are shrunk to this many pixels.")
 
 
+class DiagnosesSpec(Section):
+    """The training-health diagnoses said while a run trains (docs/doctor.md)."""
+
+    off: list[str] = Field(
+        default_factory=list,
+        description="Rules not to run, by name: " + ", ".join(RULE_NAMES) + ".",
+    )
+
+    @field_validator("off")
+    @classmethod
+    def _known_rules(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if name not in RULE_NAMES:
+                raise ValueError(
+                    f"no diagnosis is named {name!r}; allowed: {', '.join(RULE_NAMES)}."
+                    + did_you_mean(name, list(RULE_NAMES))
+                )
+        return names
+
+
 EXPORT_MODULES = ("onnx", "onnxruntime")
 
 
@@ -849,6 +870,7 @@ class Experiment(Section):
         "checkpoints.",
     )
     video: VideoSpec = Field(default_factory=VideoSpec)
+    diagnoses: DiagnosesSpec = Field(default_factory=DiagnosesSpec)
     loggers: LoggersSpec = Field(default_factory=LoggersSpec)
     export: ExportSpec = Field(default_factory=ExportSpec)
     resources: Resources = Field(default_factory=Resources)

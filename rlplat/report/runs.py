@@ -10,15 +10,15 @@ continues it), and unknown when the driver ran on another host.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlplat.checkpoints import RESOLVED_EXPERIMENT, RESULTS_JSON, RUN_INFO, SUMMARY
+from rlplat.callbacks.health import replay
+from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY, read_results
 from rlplat.errors import UserError
 from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import EnvSpec
@@ -101,21 +101,6 @@ def run_trials(run_dir: Path) -> list[Trial]:
     return trials
 
 
-def read_results(trial_dir: Path) -> list[dict[str, Any]]:
-    """Every result the trial reported, oldest first (a cut-off last line is skipped)."""
-    results = []
-    try:
-        lines = (trial_dir / RESULTS_JSON).read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        try:
-            results.append(json.loads(line))
-        except ValueError:
-            continue
-    return results
-
-
 def column(results: list[dict[str, Any]], path: str) -> np.ndarray:
     """One result path over the iterations (NaN where it was not logged or not finite)."""
     values = [finite(lookup(result, path)) for result in results]
@@ -164,6 +149,7 @@ class RunRecord:
     started: str | None
     path: str
     started_unix: float = 0.0
+    diagnoses: list[str] = field(default_factory=list)  # the rules that fired, over its trials
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -194,8 +180,10 @@ def run_record(run_dir: Path) -> RunRecord:
     steps_done: list[float] = []
     bests: list[float] = []
     trials = run_trials(run_dir)
+    diagnoses: dict[str, None] = {}
     for trial in trials:
         results = read_results(trial.path)
+        diagnoses.update(dict.fromkeys(f.rule for f in replay(results, trial.experiment).findings))
         steps = column(results, ENV_STEPS)
         scores = column(results, metric_path(metric))
         steps_done += [float(np.nanmax(steps))] if np.isfinite(steps).any() else []
@@ -217,6 +205,7 @@ def run_record(run_dir: Path) -> RunRecord:
         started=info.get("started") or datetime.fromtimestamp(started_unix).isoformat(),
         path=str(run_dir),
         started_unix=started_unix,
+        diagnoses=list(diagnoses),
     )
 
 
@@ -239,7 +228,7 @@ def print_runs(records: list[RunRecord], directory: Path, console: Any) -> None:
         return
     table = new_table(
         f"{len(records)} run(s) under {directory}, newest first",
-        ["name", "algorithm", "env", "status"],
+        ["name", "algorithm", "env", "status", "diagnoses"],
         ["trials", "seeds", "best score", "env steps"],
     )
     for name in ("started", "path"):
@@ -251,6 +240,7 @@ def print_runs(records: list[RunRecord], directory: Path, console: Any) -> None:
             record.algorithm,
             record.env,
             record.status,
+            ", ".join(record.diagnoses) or "-",
             str(record.trials),
             str(record.seeds),
             best,

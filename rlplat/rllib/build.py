@@ -25,6 +25,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.registry import register_env
 
+from rlplat.algorithms import policy_change
 from rlplat.algorithms.base import (
     FusedGradientSteps,
     OwnAlgorithmConfig,
@@ -635,6 +636,8 @@ def _learner_class_calls(calls: dict[str, dict[str, Any]], config: AlgorithmConf
         mixins.append(ConfiguredOptimizer)
     if "learner_connector" in calls["learners"]:
         mixins.append(LearnerConnectorState)
+    if policy_change.applies(base):
+        mixins.append(policy_change.PolicyChangeStats)
     if mixins:
         calls["training"]["learner_class"] = mixed(base, *mixins)
 

@@ -21,11 +21,21 @@ import math
 from collections import deque
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rlplat.environments.atari import GAME_LENGTH, GAME_SCORE
 from rlplat.environments.team import AGENT_REWARDS
+from rlplat.health.reading import (
+    ACTION_COMPONENTS,
+    ACTIONS_AT_BOUNDS,
+    EPISODES_ENDED,
+    EPISODES_TRUNCATED,
+    HEALTH_KEY,
+    OBS_ABS_SUM,
+)
 from rlplat.metrics import finite, lookup
 from rlplat.rllib.self_play import count_game
 
@@ -82,6 +92,42 @@ def iteration_means(runners: dict[str, Any]) -> dict[str, float]:
     return {key: value for key, value in means.items() if value is not None}
 
 
+AT_BOUND = 0.99  # of the way from the middle to a bound: an action component at its bound
+
+
+def log_episode_health(episode: SingleAgentEpisode, env_runner: Any, metrics_logger: Any) -> None:
+    """The per-episode numbers the training-health diagnoses read (rlplat.health): whether it
+    ended at the time limit, its mean |observation| (flat float observations), and how many of
+    its Box action components sat at a bound. Sums: the iteration's result divides them."""
+    log = metrics_logger.log_value
+    log((HEALTH_KEY, EPISODES_ENDED), 1, reduce="sum")
+    log((HEALTH_KEY, EPISODES_TRUNCATED), int(episode.is_truncated), reduce="sum")
+    observations = flat_observations(episode)
+    if observations is not None:
+        log((HEALTH_KEY, OBS_ABS_SUM), float(np.abs(observations).mean()), reduce="sum")
+    space = episode.action_space or getattr(env_runner.env, "single_action_space", None)
+    actions = episode.get_actions()
+    if isinstance(space, gym.spaces.Box) and isinstance(actions, np.ndarray) and actions.size:
+        if env_runner.config.normalize_actions:
+            low, high = -np.ones_like(space.low), np.ones_like(space.high)
+        else:
+            low, high = space.low, space.high
+        middle, half = (high + low) / 2, (high - low) / 2
+        at_bounds = np.abs(actions - middle) >= AT_BOUND * half
+        log((HEALTH_KEY, ACTIONS_AT_BOUNDS), int(at_bounds.sum()), reduce="sum")
+        log((HEALTH_KEY, ACTION_COMPONENTS), int(actions.size), reduce="sum")
+
+
+def flat_observations(episode: SingleAgentEpisode) -> np.ndarray | None:
+    """The episode's observations as one (T, n) float array when they are flat float vectors
+    (images and nested observations are left out)."""
+    observations = episode.get_observations()
+    first = observations[0] if len(observations) else None
+    if not (isinstance(first, np.ndarray) and first.ndim == 1 and first.dtype.kind == "f"):
+        return None
+    return observations if isinstance(observations, np.ndarray) else np.stack(observations)
+
+
 class WindowedEpisodeStats(RLlibCallback):
     """Keeps (count, means) of recent iterations and reports the mean over the last N episodes.
 
@@ -125,6 +171,7 @@ class WindowedEpisodeStats(RLlibCallback):
         if not isinstance(episode, SingleAgentEpisode):
             count_game(episode, kwargs.get("prev_episode_chunks"), env_runner, metrics_logger)
             return
+        log_episode_health(episode, env_runner, metrics_logger)
         window = _runner_window(env_runner.config)
         last = episode.get_infos(-1) or {}
         if GAME_SCORE in last:

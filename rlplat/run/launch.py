@@ -13,6 +13,7 @@ from ray import tune
 from rich.console import Console
 
 from rlplat.callbacks.checkpoints import checkpoint_recorder, prune_checkpoints
+from rlplat.callbacks.health import TrainingDoctor
 from rlplat.callbacks.history import TrimHistoryOnRestart, TrimmingCSVLogger, TrimmingJsonLogger
 from rlplat.callbacks.interrupt import GracefulStop
 from rlplat.callbacks.progress import ProgressPrinter
@@ -365,6 +366,7 @@ def _callbacks(run: PreparedRun, run_dir: Path, console: Console) -> list:
         GracefulStop(console, exp.watchdog_s),
         progress,
         tensorboard,
+        TrainingDoctor(console, tensorboard),
         checkpoint_recorder(
             exp.score_metric(),
             exp.checkpoint.mode,

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rlplat import errors
+from rlplat.callbacks.health import replay
 from rlplat.callbacks.progress import format_duration
 from rlplat.callbacks.search_report import (
     TARGET_REACHED,
@@ -24,7 +25,7 @@ from rlplat.callbacks.search_report import (
     write_best_yaml,
     write_results_csv,
 )
-from rlplat.checkpoints import CheckpointInfo, best_and_last, describe_score
+from rlplat.checkpoints import CheckpointInfo, best_and_last, describe_score, read_results
 from rlplat.errors import Interrupted, RlplatError, UserError
 from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import TuneSpec
@@ -71,6 +72,7 @@ class TrialSummary:
     time_s: float | None = None  # training time (time_total_s)
     # stop.time_s ended it early: another iteration would have ended past the budget
     time_budget_ended: bool = False
+    diagnoses: list[str] = field(default_factory=list)  # "<rule>: <line>" (rlplat.health)
 
 
 @dataclass
@@ -109,6 +111,8 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
             error = _staged_error(failed[trial_path.name])
         status = _status(trial.status if trial else None, error)
         history = _column(result, metric)
+        experiment = trial_experiment(trial.config if trial else {})
+        health = replay(read_results(trial_path), experiment)
         summary.trials.append(
             TrialSummary(
                 name=trial_path.name,
@@ -129,9 +133,9 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
                 env_crashes=int(finite(lookup(metrics, ENV_CRASHES)) or 0),
                 time_s=finite(metrics.get("time_total_s")),
                 time_budget_ended=bool(lookup(metrics, TIME_BUDGET_ENDED)),
+                diagnoses=[f"{f.rule}: {f.message}" for f in health.findings],
             )
         )
-        experiment = trial_experiment(trial.config if trial else {})
         rows.append(
             TrialRow(
                 name=trial_path.name,
@@ -320,6 +324,8 @@ def _print_trial(trial: TrialSummary, console: Console) -> None:
         )
     if trial.env_crashes:
         console.print(f"    env crashes (episodes dropped): {trial.env_crashes}", highlight=False)
+    for diagnosis in trial.diagnoses:
+        console.print(f"    [yellow]diagnosis[/] {escape(diagnosis)}", highlight=False)
     score = f"\n      by {trial.best_checkpoint_score}" if trial.best_checkpoint_score else ""
     console.print(f"    best checkpoint: {trial.best_checkpoint or 'none'}{score}", highlight=False)
     console.print(f"    last checkpoint: {trial.last_checkpoint or 'none'}", highlight=False)

@@ -1,0 +1,63 @@
+"""The training-health diagnoses while a run trains (rlplat.health, docs/doctor.md): each trial's
+results go through the rules as Tune reports them; a diagnosis that fires is said once per trial,
+on the terminal and in the trial's TensorBoard file (Text tab, tag ``diagnoses/<rule>``, x = env
+steps). ``summary.json`` and ``rlplat doctor`` replay the same rules over ``result.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from rlplat.algorithms.registry import default_settings
+from rlplat.callbacks.progress import ConsoleCallback
+from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
+from rlplat.health import Finding, Settings, TrialHealth
+from rlplat.health import replay as replay_rules
+
+DIAGNOSIS_TAG = "diagnoses"
+
+
+def trial_settings(experiment: Mapping[str, Any]) -> Settings:
+    """A trial's settings as the rules name them: its experiment over its algorithm's defaults."""
+    return Settings.of(experiment, default_settings(str(experiment.get("algorithm", ""))))
+
+
+def replay(rows: Iterable[Mapping[str, Any]], experiment: Mapping[str, Any]) -> TrialHealth:
+    """The rules over a trial's results with its experiment's settings (summary.json,
+    ``rlplat runs``, ``rlplat doctor``: the same lines the run said while it trained)."""
+    return replay_rules(rows, trial_settings(experiment))
+
+
+def diagnosis_line(trial: str, finding: Finding) -> str:
+    return (
+        f"[yellow]diagnosis[/] {trial} ({finding.rule}): {escape(finding.message)} "
+        f"[dim](diagnoses.off: [{finding.rule}] silences it)[/]"
+    )
+
+
+class TrainingDoctor(ConsoleCallback):
+    """Feeds each result to its trial's ``TrialHealth`` and says what fires."""
+
+    def __init__(self, console: Console, tensorboard: EnvStepTensorBoardLogger):
+        self.console = console
+        self.tensorboard = tensorboard
+        self._trials: dict[str, TrialHealth] = {}
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._trials[trial.trial_id] = TrialHealth(trial_settings(trial.config))
+
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
+        health = self._trials.get(trial.trial_id)
+        if health is None:  # a trial restored without a start event
+            health = self._trials[trial.trial_id] = TrialHealth(trial_settings(trial.config))
+        for finding in health.observe(result):
+            self.console.print(diagnosis_line(str(trial), finding), highlight=False)
+            self.tensorboard.add_text(
+                trial, f"{DIAGNOSIS_TAG}/{finding.rule}", finding.message, finding.env_steps
+            )

@@ -1,0 +1,92 @@
+"""The training-health rules (rlplat.health) on recorded result rows: each sick run's rows set off
+its diagnosis, healthy runs' rows none. The rows are real runs' result.json lines, cut to the keys
+the rules read (tests/fixtures/health/README.md says which command made each)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlplat.callbacks.health import replay
+from rlplat.experiment.schema import DiagnosesSpec
+from rlplat.health import RULE_NAMES
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "health"
+
+
+def recorded(name: str) -> tuple[list[dict], dict]:
+    """A recorded trial: its result rows and its experiment (the run's params.json)."""
+    folder = FIXTURES / name
+    rows = [json.loads(line) for line in (folder / "result.json").read_text().splitlines()]
+    return rows, json.loads((folder / "params.json").read_text())
+
+
+def fired(name: str) -> dict[str, str]:
+    """Each rule that fired over the recorded trial (with its algorithm's defaults), its line."""
+    rows, experiment = recorded(name)
+    findings = replay(rows, experiment).findings
+    return {finding.rule: finding.message for finding in findings}
+
+
+HEALTHY = sorted(p.name for p in FIXTURES.iterdir() if p.name.startswith("healthy_"))
+
+
+@pytest.mark.parametrize("name", HEALTHY)
+def test_runs_that_learned_get_no_diagnosis(name):
+    assert fired(name) == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "rule", "words"),
+    [
+        ("sick_ppo_lr_too_high", "kl_divergence", "lower training.lr (now 1.0)"),
+        ("sick_ppo_sparse_no_entropy", "no_reward", "training.entropy_coeff (now 0.0)"),
+        ("sick_ppo_reward_1e4", "reward_scale", "connectors: [reward_scaling]"),
+        ("sick_ppo_leaky_env", "throughput_drop", "env steps per second fell"),
+    ],
+)
+def test_a_sick_run_gets_its_diagnosis_naming_the_fix(name, rule, words):
+    messages = fired(name)
+    assert rule in messages, messages
+    assert words in messages[rule]
+
+
+def diagnose(rows: list[dict], experiment: dict) -> list:
+    return replay(rows, experiment).findings
+
+
+def test_each_diagnosis_fires_once_and_can_be_turned_off():
+    rows, experiment = recorded("sick_ppo_lr_too_high")
+    findings = diagnose(rows, experiment)
+    assert len({f.rule for f in findings}) == len(findings)
+    silenced = {**experiment, "diagnoses": {"off": ["kl_divergence"]}}
+    assert "kl_divergence" not in {f.rule for f in diagnose(rows, silenced)}
+
+
+def test_a_diverging_critic_and_its_bound():
+    """Q estimates past max|return| / (1 - gamma) fire; the same estimates under the bound do
+    not; a non-finite one fires at once."""
+
+    def row(iteration: int, q: float) -> dict:
+        return {
+            "training_iteration": iteration,
+            "num_env_steps_sampled_lifetime": 1000 * iteration,
+            "env_runners": {"episode_return_max": 10.0, "episode_return_min": -5.0},
+            "learners": {"default_policy": {"qf_max": q}},
+        }
+
+    experiment = {"algorithm": "DQN", "training": {"gamma": 0.9}}
+    assert diagnose([row(1, 50.0), row(2, 99.0)], experiment) == []  # bound: 10 / 0.1 = 100
+    [finding] = diagnose([row(1, 50.0), row(2, 250.0)], experiment)
+    assert finding.rule == "q_divergence" and "250" in finding.message
+    assert "since 2,000 env steps" in finding.message
+    [finding] = diagnose([row(1, float("nan"))], experiment)
+    assert "not finite" in finding.message
+
+
+def test_the_experiment_key_names_only_known_rules():
+    assert DiagnosesSpec(off=list(RULE_NAMES)).off == list(RULE_NAMES)
+    with pytest.raises(ValueError, match="Did you mean 'entropy_collapse'"):
+        DiagnosesSpec(off=["entropy_colapse"])
