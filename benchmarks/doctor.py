@@ -28,6 +28,7 @@ from benchmarks.harness import (  # noqa: E402
     rlplat,
     save_results,
     train,
+    trial_results,
 )
 
 OUT = Path("/tmp/rlplat-doctor")
@@ -47,6 +48,28 @@ RUNS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
     "ppo_sparse_no_entropy": ("experiments/diagnoses/ppo_sparse_no_entropy.yaml", (), "no_reward"),
     "ppo_reward_1e4": ("experiments/diagnoses/ppo_reward_1e4.yaml", (), "reward_scale"),
     "ppo_leaky_env": ("experiments/diagnoses/ppo_leaky_env.yaml", (), "throughput_drop"),
+    # More broken runs, as overrides of shipped files, for the rules the four above leave out.
+    "ppo_observations_1e3": (
+        "experiments/cartpole_ppo.yaml",
+        ("env.wrappers=[{envs.sick:scale_observation: {scale: 1000}}]", "stop.env_steps=10000"),
+        "large_observations",
+    ),
+    "ppo_mountaincar": (
+        "experiments/cartpole_ppo.yaml",
+        ("env.id=MountainCar-v0", "stop.env_steps=40000", "stop.episode_return_mean=null"),
+        "truncation_dominated",
+    ),
+    "ppo_pendulum_wide": (
+        "experiments/cartpole_ppo.yaml",
+        (
+            "env.id=Pendulum-v1",
+            "rl_module.model_config.log_std_init=2.0",
+            "rl_module.model_config.free_log_std=true",
+            "stop.env_steps=60000",
+            "stop.episode_return_mean=null",
+        ),
+        "actions_saturated",
+    ),
 }
 
 KEPT = ("training_iteration", "num_env_steps_sampled_lifetime", "time_total_s")
@@ -89,6 +112,8 @@ def main() -> None:
     results = json.loads(path.read_text()) if path.exists() else {}
     results.update(command=invocation(), machine=machine())
     rows = results.setdefault("runs", {})
+    for gone in set(rows) - set(RUNS):
+        del rows[gone]
     for name, (experiment, overrides, expected) in RUNS.items():
         kind = "sick" if expected else "healthy"
         if args.only and args.only != kind:
@@ -97,12 +122,26 @@ def main() -> None:
         report = doctor(training.run_dir)
         [trial] = report["trials"][:1]
         summary = json.loads((training.run_dir / "summary.json").read_text())
+        seconds = {
+            row["training_iteration"]: row["time_total_s"]
+            for row in trial_results(training.run_dir / trial["trial"])
+        }
         first = summary["trials"][0]
         rows[name] = {
             "command": f"rlplat train {experiment} {' '.join(overrides)}".strip(),
             "expected": expected,
             "fired": [finding["rule"] for finding in trial["findings"]],
             "lines": [finding["message"] for finding in trial["findings"]],
+            # when each fired: iteration, env steps and seconds of training
+            "fired_at": [
+                {
+                    "rule": finding["rule"],
+                    "iteration": finding["iteration"],
+                    "env_steps": finding["env_steps"],
+                    "training_s": round(seconds[finding["iteration"]], 1),
+                }
+                for finding in trial["findings"]
+            ],
             "env_steps": trial["env_steps"],
             "final_return": first.get("final_return"),
             "best_return": first.get("best_return"),

@@ -53,6 +53,8 @@ LEARNER_TAGS = {
     "critic_loss": "loss/critic",
     "actor_loss": "loss/actor",
     "mean_kl_loss": "policy/kl",
+    "approx_kl": "policy/approx_kl",
+    "clip_fraction": "policy/clip_fraction",
     "entropy": "policy/entropy",
     "curr_entropy_coeff": "policy/entropy_coeff",
     "alpha_value": "policy/alpha",

@@ -9,7 +9,7 @@ Pure: plain result dicts in, ``Finding``s out; no Ray, no files.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from rlplat.health.reading import Reading, Settings
@@ -42,6 +42,10 @@ class TrialHealth:
 
     def observe(self, row: Mapping[str, Any]) -> list[Finding]:
         """Read one result; the diagnoses it set off (none that fired before)."""
+        config = row.get("config")
+        if not self.trace.readings and isinstance(config, Mapping):
+            # The algorithm's whole config, as the trial ran it, over the defaults given.
+            self.settings = replace(self.settings, config={**self.settings.config, **config})
         self.trace.add(Reading.of(row))
         fired = {finding.rule for finding in self.findings}
         new = []

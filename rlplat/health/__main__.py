@@ -2,4 +2,5 @@
 
 from rlplat.health.rules import rules_table
 
-print(rules_table(), end="")
+if __name__ == "__main__":
+    print(rules_table(), end="")

@@ -150,7 +150,7 @@ class Settings:
 
 def _short(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:.3g}"
-    if isinstance(value, list) and len(value) > 3:
-        return f"a schedule of {len(value)} points"
+        return str(value) if len(str(value)) <= 8 else f"{value:.3g}"
+    if isinstance(value, list) and value and isinstance(value[0], (list, tuple)):
+        return f"a schedule from {_short(value[0][-1])} to {_short(value[-1][-1])}"
     return str(value)

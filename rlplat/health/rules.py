@@ -24,9 +24,11 @@ CLIP_FRACTION_HIGH = 0.5
 KL_DEFAULT_TARGET = 0.01
 EXPLAINED_VARIANCE_WINDOW = 10
 EXPLAINED_VARIANCE_AFTER = 20  # iterations before the value function is judged
+EXPLAINED_VARIANCE_LOW = -0.05  # the mean of the window, each of whose values is below 0
 OBS_LARGE = 10.0  # mean |observation component|
 ACTIONS_SATURATED = 0.8
 TRUNCATED_ALL = 0.99
+TRUNCATED_EPISODES = 100  # episodes since the first update
 REWARD_PER_STEP_LARGE = 100.0
 THROUGHPUT_FALL = 0.5
 
@@ -72,8 +74,8 @@ def entropy_collapse(trace: Trace, settings: Settings) -> str | None:
     )
     fix = _fix(settings, "entropy_coeff", otherwise="more exploration")
     return (
-        f"policy entropy fell from {start:.2f} to {current:.2f} in {steps(trace.last.env_steps)} "
-        f"env steps (halved by {steps(since)}) {why}: raise {fix}"
+        f"policy entropy fell from {start:.2f} to {current:.2f} by {steps(trace.last.env_steps)} "
+        f"env steps (below half its start since {steps(since)}) {why}: raise {fix}"
     )
 
 
@@ -124,7 +126,9 @@ def value_unexplained(trace: Trace, settings: Settings) -> str | None:
         return None
     recent = trace.recent("explained_variance", EXPLAINED_VARIANCE_WINDOW)
     mean = statistics.fmean(recent)
-    if mean >= 0:
+    # Near 0 is also what a value function reads once returns hardly vary (every episode solved):
+    # only values clearly and steadily below 0 say it predicts worse than the mean return.
+    if max(recent) >= 0 or mean >= EXPLAINED_VARIANCE_LOW:
         return None
     since = trace.steps_since_all(lambda r: (r.explained_variance or 0) < 0)
     fix = _fix(settings, "vf_loss_coeff", "vf_clip_param", "lr")
@@ -175,29 +179,29 @@ def actions_saturated(trace: Trace, settings: Settings) -> str | None:
     share = statistics.fmean(last)
     if share <= ACTIONS_SATURATED:
         return None
-    fix = _fix(settings, "lr", "entropy_coeff")
+    fix = _fix(settings, "lr", "actor_lr", otherwise="the learning rate")
     return (
         f"{share:.0%} of the continuous action components sat at their bounds over the last 5 "
         f"iterations ({steps(trace.last.env_steps)} env steps) and the return has not improved: "
-        f"the policy pushes past the action space; lower {fix}, or check the env's action bounds"
+        f"the policy pushes past the action space; lower {fix}, start its spread lower "
+        "(PPO: rl_module.model_config.log_std_init), or check the env's action bounds"
     )
 
 
 def truncation_dominated(trace: Trace, settings: Settings) -> str | None:
-    episodes = trace.last.episodes_lifetime or 0
+    episodes = trace.episodes_since_learning()
     if (
-        episodes < 50
+        episodes < TRUNCATED_EPISODES
+        or not trace.rewarded  # no_reward's case
         or trace.count("truncated_fraction") < 10
         or trace.min_truncated < TRUNCATED_ALL
-        or trace.improved()
+        or trace.improved_since_learning()
     ):
         return None
-    length = trace.last.episode_len
-    at = f" ({length:.0f} steps)" if length else ""
     return (
-        f"every one of the first {episodes:,.0f} episodes ended at the time limit{at} and the "
-        "return has not improved: the goal may lie beyond the limit; raise the env's "
-        "max_episode_steps (env.kwargs), or shape the reward"
+        f"every episode so far ended at the time limit, and over {episodes:,.0f} episodes "
+        "since learning began the return has not improved: a goal may lie beyond the limit; "
+        "raise the env's max_episode_steps (env.kwargs), or shape the reward"
     )
 
 
@@ -219,7 +223,7 @@ def throughput_drop(trace: Trace, settings: Settings) -> str | None:
     if start is None or now is None or now >= THROUGHPUT_FALL * start:
         return None
     return (
-        f"env steps per second fell from {start:,.0f} to {now:,.0f} (by {steps(since)} env "
+        f"env steps per second fell from {start:,.0f} to {now:,.0f} (at {steps(since)} env "
         "steps): an env that slows as it runs (a leak) or a growing buffer; "
         "rlplat train --timings shows where an iteration's time goes"
     )
@@ -253,8 +257,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "value_unexplained",
         "the value function's explained variance stays below 0",
-        f"mean of the last {EXPLAINED_VARIANCE_WINDOW} iterations < 0, after "
-        f"{EXPLAINED_VARIANCE_AFTER} iterations and a rewarded episode",
+        f"each of the last {EXPLAINED_VARIANCE_WINDOW} iterations < 0 and their mean < "
+        f"{EXPLAINED_VARIANCE_LOW:g}, after {EXPLAINED_VARIANCE_AFTER} iterations and a "
+        "rewarded episode",
         "Huang et al. 2022, The 37 Implementation Details of PPO (explained_variance); "
         "Andrychowicz et al. 2021 (value normalisation)",
         value_unexplained,
@@ -285,7 +290,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "truncation_dominated",
         "every episode ends at the time limit while the return does not improve",
-        f"{TRUNCATED_ALL:.0%}+ of episodes truncated in every iteration, 50+ episodes",
+        f"{TRUNCATED_ALL:.0%}+ of episodes truncated in every iteration, no better return "
+        f"over {TRUNCATED_EPISODES} episodes since the first update",
         "Pardo et al. 2018, Time Limits in Reinforcement Learning",
         truncation_dominated,
     ),

@@ -27,6 +27,8 @@ class Trace:
         self._entropies: list[float] = []
         self._counts: dict[str, int] = {}
         self._learning_from: int | None = None  # index of the first reading after an update
+        self.episodes_at_learning = 0.0  # episodes ended before the first update
+        self.return_at_learning: float | None = None  # the windowed return then
 
     @property
     def last(self) -> Reading:
@@ -59,6 +61,8 @@ class Trace:
             self.start_entropy = statistics.fmean(self._entropies)
         if reading.trained and self._learning_from is None:
             self._learning_from = len(self.readings)
+            self.episodes_at_learning = reading.episodes_lifetime or 0.0
+            self.return_at_learning = reading.window_return
 
     def count(self, name: str) -> int:
         return self._counts.get(name, 0)
@@ -79,6 +83,20 @@ class Trace:
         if self.first_return is None or self.best_return is None:
             return False
         return self.best_return > self.first_return + 0.1 * abs(self.first_return)
+
+    def episodes_since_learning(self) -> float:
+        if self._learning_from is None:
+            return 0.0
+        return (self.last.episodes_lifetime or 0.0) - self.episodes_at_learning
+
+    def improved_since_learning(self) -> bool:
+        """The windowed return rose above where it stood at the first update (a replay warm-up's
+        random episodes are no sign of a stuck learner)."""
+        start = self.return_at_learning
+        if start is None:
+            return self.improved()
+        best = self.best_return if self.best_return is not None else start
+        return best > start + 0.1 * abs(start)
 
     def steps_since(self, condition: Callable[[Reading], bool]) -> float:
         """The env steps of the first reading that met ``condition``."""

@@ -106,8 +106,8 @@ def log_episode_health(episode: SingleAgentEpisode, env_runner: Any, metrics_log
     if observations is not None:
         log((HEALTH_KEY, OBS_ABS_SUM), float(np.abs(observations).mean()), reduce="sum")
     space = episode.action_space or getattr(env_runner.env, "single_action_space", None)
-    actions = episode.get_actions()
-    if isinstance(space, gym.spaces.Box) and isinstance(actions, np.ndarray) and actions.size:
+    if isinstance(space, gym.spaces.Box) and len(episode):
+        actions = np.asarray(episode.get_actions(), dtype=np.float64)
         if env_runner.config.normalize_actions:
             low, high = -np.ones_like(space.low), np.ones_like(space.high)
         else:

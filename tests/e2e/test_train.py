@@ -98,6 +98,7 @@ def test_shipped_ppo_cartpole_solves(solved_cartpole):
     assert trial.error is None
     assert trial.best_return is not None and trial.best_return >= 475, trial
     assert trial.env_steps < 200_000, "the stop condition fired, not a step limit"
+    assert trial.diagnoses == [], "a run that learned gets no training-health diagnosis"
 
 
 def test_checkpoints_record_what_the_run_reported(tiny_run):

@@ -45,6 +45,9 @@ def test_runs_that_learned_get_no_diagnosis(name):
         ("sick_ppo_sparse_no_entropy", "no_reward", "training.entropy_coeff (now 0.0)"),
         ("sick_ppo_reward_1e4", "reward_scale", "connectors: [reward_scaling]"),
         ("sick_ppo_leaky_env", "throughput_drop", "env steps per second fell"),
+        ("sick_ppo_observations_1e3", "large_observations", "connectors: [mean_std_filter]"),
+        ("sick_ppo_mountaincar", "truncation_dominated", "max_episode_steps"),
+        ("sick_ppo_pendulum_wide", "actions_saturated", "sat at their bounds"),
     ],
 )
 def test_a_sick_run_gets_its_diagnosis_naming_the_fix(name, rule, words):
@@ -84,6 +87,40 @@ def test_a_diverging_critic_and_its_bound():
     assert "since 2,000 env steps" in finding.message
     [finding] = diagnose([row(1, float("nan"))], experiment)
     assert "not finite" in finding.message
+
+
+def _ppo_row(iteration: int, entropy: float, explained: float, returns: float) -> dict:
+    return {
+        "training_iteration": iteration,
+        "num_env_steps_sampled_lifetime": 4000 * iteration,
+        "window": {"episode_return_mean": returns},
+        "env_runners": {"episode_return_max": returns, "episode_return_min": returns},
+        "learners": {"shared": {"entropy": entropy, "vf_explained_var": explained}},
+    }
+
+
+def test_entropy_collapse_before_any_reward_and_not_after_learning():
+    """Entropy from 1.57 to 0.04 (the RWARE run of docs/marl.md) with every return 0 fires,
+    naming the entropy coefficient; the same fall while the return rises does not."""
+    experiment = {"algorithm": "PPO", "training": {"entropy_coeff": 0.001}}
+    falling = [1.57, 1.5, 1.4, 1.0, 0.6, 0.3, 0.1, 0.05, 0.04, 0.04]
+    stuck = [_ppo_row(i + 1, h, 0.0, 0.0) for i, h in enumerate(falling)]
+    [finding] = [f for f in diagnose(stuck, experiment) if f.rule == "entropy_collapse"]
+    assert "from 1.49 to 0.06 by 36k env steps" in finding.message
+    assert "without a rewarded episode" in finding.message
+    assert "raise training.entropy_coeff (now 0.001)" in finding.message
+    learning = [_ppo_row(i + 1, h, 0.5, 10.0 * (i + 1)) for i, h in enumerate(falling)]
+    assert diagnose(learning, experiment) == []
+
+
+def test_a_value_function_below_zero_fires_and_one_at_zero_does_not():
+    """Explained variance steadily below 0 fires after 20 iterations; hovering at 0 +/- 0.01
+    (a solved CartPole's returns, which no longer vary) does not."""
+    experiment = {"algorithm": "PPO"}
+    below = [_ppo_row(i + 1, 0.6, -0.4, 5.0) for i in range(25)]
+    assert [f.rule for f in diagnose(below, experiment)] == ["value_unexplained"]
+    hovering = [_ppo_row(i + 1, 0.6, 0.01 * (-1) ** i, 5.0) for i in range(25)]
+    assert diagnose(hovering, experiment) == []
 
 
 def test_the_experiment_key_names_only_known_rules():
