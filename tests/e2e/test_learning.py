@@ -17,7 +17,7 @@ from tests.helpers import read_results, write_dataset
 from tests.learning_tasks import EPISODES, LEARNING_TASKS, identity_act
 
 
-def _dataset(kind: str, path):
+def _dataset(kind: str, path, episodes: int):
     from envs.identity import Identity, IdentityBox
 
     continuous = kind == "continuous"
@@ -25,7 +25,7 @@ def _dataset(kind: str, path):
     recipe = {"factory": f"envs.identity:{type(env).__name__}"}
     act = identity_act(continuous, noise=0.1)
     actions = "the identity expert, Gaussian noise 0.1" if continuous else "the identity expert"
-    return write_dataset(path, env, recipe, act, 40, actions)
+    return write_dataset(path, env, recipe, act, episodes, actions)
 
 
 @pytest.mark.parametrize("algorithm", algorithm_names())
@@ -39,7 +39,8 @@ def test_the_algorithm_learns_its_identity_task(algorithm, ray_session, tmp_path
     assert task is not None, f"{algorithm} has no learning task: add one to tests/learning_tasks.py"
     text = task.experiment.replace("OUTPUT", str(tmp_path / "out"))
     if task.dataset:
-        text = text.replace("DATA", str(_dataset(task.dataset, tmp_path / "data")))
+        data = _dataset(task.dataset, tmp_path / "data", task.dataset_episodes)
+        text = text.replace("DATA", str(data))
     path = tmp_path / "exp.yaml"
     path.write_text(text)
     summary = train(load_experiment(path), console=Console(quiet=True))
