@@ -67,11 +67,12 @@ def entropy_collapse(trace: Trace, settings: Settings) -> str | None:
     if current > ENTROPY_COLLAPSED * start or trace.improved():
         return None
     since = trace.steps_since(lambda r: r.entropy is not None and r.entropy <= 0.5 * start)
-    why = (
-        "without a rewarded episode"
-        if not trace.rewarded
-        else f"while the return stayed near its start ({trace.first_return:.3g})"
-    )
+    if not trace.rewarded:
+        why = "without a rewarded episode"
+    elif trace.first_return is None:
+        why = "while the return did not improve"
+    else:
+        why = f"while the return stayed near its start ({trace.first_return:.3g})"
     fix = _fix(settings, "entropy_coeff", otherwise="more exploration")
     return (
         f"policy entropy fell from {start:.2f} to {current:.2f} by {steps(trace.last.env_steps)} "

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from rlplat.callbacks.health import replay
 from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY, read_results
 from rlplat.errors import UserError
 from rlplat.experiment.load import trial_experiment
@@ -172,6 +171,10 @@ def run_status(run_dir: Path, info: dict[str, Any], summary: dict[str, Any] | No
 
 
 def run_record(run_dir: Path) -> RunRecord:
+    # Here, not at the top: rlplat report and rlplat runs refuse a bad path before Tune and
+    # RLlib load (the rules' settings read the algorithm's defaults from RLlib).
+    from rlplat.callbacks.health import replay  # noqa: PLC0415
+
     info = read_json(run_dir / RUN_INFO) or {}
     summary = read_json(run_dir / SUMMARY)
     experiment = run_experiment(run_dir)
