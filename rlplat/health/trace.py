@@ -80,9 +80,7 @@ class Trace:
 
     def improved(self) -> bool:
         """The windowed return rose above its first value (by 10% of it, or at all from 0)."""
-        if self.first_return is None or self.best_return is None:
-            return False
-        return self.best_return > self.first_return + 0.1 * abs(self.first_return)
+        return self._rose_from(self.first_return)
 
     def episodes_since_learning(self) -> float:
         if self._learning_from is None:
@@ -92,11 +90,15 @@ class Trace:
     def improved_since_learning(self) -> bool:
         """The windowed return rose above where it stood at the first update (a replay warm-up's
         random episodes are no sign of a stuck learner)."""
-        start = self.return_at_learning
-        if start is None:
+        if self.return_at_learning is None:
             return self.improved()
-        best = self.best_return if self.best_return is not None else start
-        return best > start + 0.1 * abs(start)
+        return self._rose_from(self.return_at_learning)
+
+    def _rose_from(self, start: float | None) -> bool:
+        """The best windowed return so far is above ``start`` by 10% of it (at all from 0)."""
+        if start is None or self.best_return is None:
+            return False
+        return self.best_return > start + 0.1 * abs(start)
 
     def steps_since(self, condition: Callable[[Reading], bool]) -> float:
         """The env steps of the first reading that met ``condition``."""
