@@ -70,6 +70,46 @@ RUNS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         ),
         "actions_saturated",
     ),
+    # A learning rate that drives the lock's policy deterministic before it is ever rewarded
+    # (the RWARE run of docs/marl.md in miniature).
+    "ppo_lock_lr_high": (
+        "experiments/diagnoses/ppo_sparse_no_entropy.yaml",
+        (
+            "training.lr=0.02",
+            "training.num_epochs=30",
+            "training.minibatch_size=64",
+            "stop.env_steps=20000",
+        ),
+        "entropy_collapse",
+    ),
+    # No value loss: the value head keeps its initial outputs, far larger than rewards x 0.01.
+    "ppo_value_loss_off": (
+        "experiments/cartpole_ppo.yaml",
+        (
+            "training.vf_loss_coeff=0.0",
+            "env.wrappers=[{envs.sick:scale_reward: {scale: 0.01}}]",
+            "stop.env_steps=25000",
+            "stop.episode_return_mean=null",
+        ),
+        "value_unexplained",
+    ),
+    # Q-learning bootstrapping from itself (no target network, no double Q) at a high rate.
+    "dqn_no_target": (
+        "experiments/cartpole_dqn.yaml",
+        (
+            "training.target_network_update_freq=1",
+            "training.double_q=false",
+            "training.dueling=false",
+            "training.lr=0.01",
+            "training.training_intensity=64",
+            "training.n_step=1",
+            "training.gamma=0.995",
+            "rl_module.model_config.fcnet_activation=relu",
+            "stop.env_steps=8000",
+            "stop.episode_return_mean=null",
+        ),
+        "q_divergence",
+    ),
 }
 
 KEPT = ("training_iteration", "num_env_steps_sampled_lifetime", "time_total_s")

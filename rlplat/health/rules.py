@@ -31,6 +31,7 @@ TRUNCATED_ALL = 0.99
 TRUNCATED_EPISODES = 100  # episodes since the first update
 REWARD_PER_STEP_LARGE = 100.0
 THROUGHPUT_FALL = 0.5
+Q_SLACK = 2.0  # times the largest |Q| the rewards seen allow
 
 
 @dataclass(frozen=True)
@@ -58,14 +59,21 @@ def _fix(settings: Settings, *keys: str, otherwise: str = "") -> str:
     return settings.named(*keys) or otherwise
 
 
-def entropy_collapse(trace: Trace, settings: Settings) -> str | None:
+def _collapsed_entropy(trace: Trace) -> float | None:
+    """The mean of the last 3 entropies when it is below ENTROPY_COLLAPSED x the first ones."""
     start = trace.start_entropy
     now = trace.recent("entropy", 3)
     if start is None or start <= 0.05 or len(now) < 3 or trace.count("entropy") < 5:
         return None
     current = statistics.fmean(now)
-    if current > ENTROPY_COLLAPSED * start or trace.improved():
+    return current if current <= ENTROPY_COLLAPSED * start else None
+
+
+def entropy_collapse(trace: Trace, settings: Settings) -> str | None:
+    current = _collapsed_entropy(trace)
+    if current is None or trace.improved():
         return None
+    start = trace.start_entropy or 0.0
     since = trace.steps_since(lambda r: r.entropy is not None and r.entropy <= 0.5 * start)
     if not trace.rewarded:
         why = "without a rewarded episode"
@@ -75,8 +83,9 @@ def entropy_collapse(trace: Trace, settings: Settings) -> str | None:
         why = f"while the return stayed near its start ({trace.first_return:.3g})"
     fix = _fix(settings, "entropy_coeff", otherwise="more exploration")
     return (
-        f"policy entropy fell from {start:.2f} to {current:.2f} by {steps(trace.last.env_steps)} "
-        f"env steps (below half its start since {steps(since)}) {why}: raise {fix}"
+        f"policy entropy fell from {start:.2f} to {current:.2g} by "
+        f"{steps(trace.last.env_steps)} env steps (below half its start since {steps(since)}) "
+        f"{why}: raise {fix}"
     )
 
 
@@ -113,7 +122,8 @@ def kl_divergence(trace: Trace, settings: Settings) -> str | None:
             f"last 3 iterations, since {steps(since)} env steps: lower {fix}"
         )
     recent = trace.recent("kl", 10)
-    if len(recent) == 10 and max(recent) < KL_NOTHING:
+    # A policy whose entropy collapsed is deterministic: its KL is ~0 whatever the learning rate.
+    if len(recent) == 10 and max(recent) < KL_NOTHING and _collapsed_entropy(trace) is None:
         return (
             f"approximate KL between consecutive policies below {KL_NOTHING:g} in each of the "
             f"last 10 iterations ({steps(trace.last.env_steps)} env steps): the updates do "
@@ -146,17 +156,19 @@ def q_divergence(trace: Trace, settings: Settings) -> str | None:
     if q is None or not trace.episodes_seen:
         return None
     gamma = settings.number("gamma", 0.99)
-    scale = max(trace.max_abs_return, 1.0)
-    bound = scale / max(1.0 - gamma, 1e-6)
+    per_step, per_episode = trace.max_reward_per_step, trace.max_abs_return
+    # |Q| <= r_max / (1 - gamma); r_max is read from the episodes seen: their mean reward per step,
+    # or their whole return where one reward makes most of it (a sparse goal).
+    bound = Q_SLACK * max(per_episode, per_step / max(1.0 - gamma, 1e-6), 1.0)
     if q <= bound:
         return None
     since = trace.steps_since(lambda r: r.q_abs_max is not None and r.q_abs_max > bound)
     seen = "not finite" if q == float("inf") else f"{q:.3g}"
     fix = _fix(settings, "critic_lr", "lr", "tau", "target_network_update_freq")
     return (
-        f"Q-value estimates reached {seen} since {steps(since)} env steps, beyond what returns "
-        f"up to {scale:.3g} allow with gamma {gamma:g} ({bound:.3g}): the critic diverges; "
-        f"lower {fix}"
+        f"Q-value estimates reached {seen} since {steps(since)} env steps, beyond the "
+        f"{bound:.3g} that rewards of {per_step:.3g} per step ({per_episode:.3g} per episode) "
+        f"allow with gamma {gamma:g}: the critic diverges; lower {fix}"
     )
 
 
@@ -268,7 +280,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "q_divergence",
         "Q estimates beyond what the reward scale and discount allow",
-        "|Q| > max|episode return| / (1 - gamma), or not finite",
+        f"|Q| > {Q_SLACK:g} x the larger of max |episode return| and max mean |reward| per step "
+        "/ (1 - gamma), or not finite",
         "van Hasselt et al. 2018, Deep RL and the Deadly Triad (soft divergence, |Q| past "
         "r_max / (1 - gamma))",
         q_divergence,
@@ -320,5 +333,6 @@ def rules_table() -> str:
     """The rules as docs/doctor.md lists them (``python -m rlplat.health``)."""
     lines = ["| rule | looks for | fires when | source |", "|---|---|---|---|"]
     for rule in RULES:
-        lines.append(f"| `{rule.name}` | {rule.looks_for} | {rule.threshold} | {rule.source} |")
+        cells = (f"`{rule.name}`", rule.looks_for, rule.threshold, rule.source)
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"

@@ -22,6 +22,7 @@ class Trace:
         self.rewarded = False  # an episode with a non-zero return has ended
         self.episodes_seen = False
         self.max_abs_return = 0.0
+        self.max_reward_per_step = 0.0  # the largest mean |reward| per step of an iteration
         self.min_truncated = 1.0
         self.start_entropy: float | None = None
         self._entropies: list[float] = []
@@ -54,6 +55,9 @@ class Trace:
                 self.episodes_seen = True
                 self.rewarded |= value != 0
                 self.max_abs_return = max(self.max_abs_return, abs(value))
+        per_step = self.reward_per_step()
+        if per_step is not None:
+            self.max_reward_per_step = max(self.max_reward_per_step, per_step)
         if reading.truncated_fraction is not None:
             self.min_truncated = min(self.min_truncated, reading.truncated_fraction)
         if reading.entropy is not None and len(self._entropies) < 3:

@@ -1,6 +1,7 @@
 """The training-health rules (rlplat.health) on recorded result rows: each sick run's rows set off
 its diagnosis, healthy runs' rows none. The rows are real runs' result.json lines, cut to the keys
-the rules read (tests/fixtures/health/README.md says which command made each)."""
+the rules read (benchmarks/results/doctor.json names the command that made each;
+`python benchmarks/doctor.py --fixtures` writes them)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 from rlplat.callbacks.health import replay
 from rlplat.experiment.schema import DiagnosesSpec
 from rlplat.health import RULE_NAMES
+from rlplat.health.rules import rules_table
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "health"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "health"
 
 
 def recorded(name: str) -> tuple[list[dict], dict]:
@@ -48,6 +51,9 @@ def test_runs_that_learned_get_no_diagnosis(name):
         ("sick_ppo_observations_1e3", "large_observations", "connectors: [mean_std_filter]"),
         ("sick_ppo_mountaincar", "truncation_dominated", "max_episode_steps"),
         ("sick_ppo_pendulum_wide", "actions_saturated", "sat at their bounds"),
+        ("sick_ppo_lock_lr_high", "entropy_collapse", "without a rewarded episode"),
+        ("sick_ppo_value_loss_off", "value_unexplained", "training.vf_loss_coeff (now 0.0)"),
+        ("sick_dqn_no_target", "q_divergence", "training.target_network_update_freq (now 1)"),
     ],
 )
 def test_a_sick_run_gets_its_diagnosis_naming_the_fix(name, rule, words):
@@ -69,22 +75,26 @@ def test_each_diagnosis_fires_once_and_can_be_turned_off():
 
 
 def test_a_diverging_critic_and_its_bound():
-    """Q estimates past max|return| / (1 - gamma) fire; the same estimates under the bound do
-    not; a non-finite one fires at once."""
+    """Q estimates past twice what the rewards seen allow (2 per step / (1 - gamma) = 20, above
+    the best return of 10: a bound of 40) fire; the same estimates under it do not; a non-finite
+    one fires at once."""
 
     def row(iteration: int, q: float) -> dict:
         return {
             "training_iteration": iteration,
             "num_env_steps_sampled_lifetime": 1000 * iteration,
-            "env_runners": {"episode_return_max": 10.0, "episode_return_min": -5.0},
+            "window": {"episode_return_mean": 10.0},
+            "env_runners": {
+                "episode_return_max": 10.0, "episode_return_min": -5.0, "episode_len_mean": 5.0,
+            },  # fmt: skip
             "learners": {"default_policy": {"qf_max": q}},
         }
 
     experiment = {"algorithm": "DQN", "training": {"gamma": 0.9}}
-    assert diagnose([row(1, 50.0), row(2, 99.0)], experiment) == []  # bound: 10 / 0.1 = 100
-    [finding] = diagnose([row(1, 50.0), row(2, 250.0)], experiment)
-    assert finding.rule == "q_divergence" and "250" in finding.message
-    assert "since 2,000 env steps" in finding.message
+    assert diagnose([row(1, 30.0), row(2, 39.0)], experiment) == []
+    [finding] = diagnose([row(1, 30.0), row(2, 85.0)], experiment)
+    assert finding.rule == "q_divergence" and "reached 85 " in finding.message
+    assert "since 2,000 env steps, beyond the 40 that rewards of 2 per step" in finding.message
     [finding] = diagnose([row(1, float("nan"))], experiment)
     assert "not finite" in finding.message
 
@@ -106,7 +116,7 @@ def test_entropy_collapse_before_any_reward_and_not_after_learning():
     falling = [1.57, 1.5, 1.4, 1.0, 0.6, 0.3, 0.1, 0.05, 0.04, 0.04]
     stuck = [_ppo_row(i + 1, h, 0.0, 0.0) for i, h in enumerate(falling)]
     [finding] = [f for f in diagnose(stuck, experiment) if f.rule == "entropy_collapse"]
-    assert "from 1.49 to 0.06 by 36k env steps" in finding.message
+    assert "from 1.49 to 0.063 by 36k env steps" in finding.message
     assert "without a rewarded episode" in finding.message
     assert "raise training.entropy_coeff (now 0.001)" in finding.message
     learning = [_ppo_row(i + 1, h, 0.5, 10.0 * (i + 1)) for i, h in enumerate(falling)]
@@ -127,3 +137,7 @@ def test_the_experiment_key_names_only_known_rules():
     assert DiagnosesSpec(off=list(RULE_NAMES)).off == list(RULE_NAMES)
     with pytest.raises(ValueError, match="Did you mean 'entropy_collapse'"):
         DiagnosesSpec(off=["entropy_colapse"])
+
+
+def test_the_documented_rules_table_is_the_rules():
+    assert rules_table() in (ROOT / "docs" / "doctor.md").read_text()
