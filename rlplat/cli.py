@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+import traceback
 import warnings
 from collections.abc import Callable
 from enum import Enum
@@ -450,6 +451,16 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> None:
     run_here(argv)
 
 
+def _print_traceback(exc: BaseException) -> None:
+    """``--debug``: the traceback of rlplat's error with the exceptions it stands for, which its
+    paragraph hides (``raise ... from None`` keeps them as the context)."""
+    link: BaseException | None = exc
+    while link is not None:
+        link.__suppress_context__ = False
+        link = link.__cause__ or link.__context__
+    traceback.print_exception(exc, file=sys.stderr)
+
+
 def run_here(argv: list[str] | None = None) -> None:
     """The command in this process: user errors print one paragraph and exit 2; ``--debug``
     shows tracebacks."""
@@ -461,7 +472,7 @@ def run_here(argv: list[str] | None = None) -> None:
         app(args=sys.argv[1:] if argv is None else argv, standalone_mode=False)
     except RlplatError as exc:
         if _debug:
-            raise
+            _print_traceback(exc)
         stopped = isinstance(exc, Interrupted)
         label = "[bold yellow]stopped:[/]" if stopped else "[bold red]error:[/]"
         err_console.print(f"{label} {escape(str(exc))}", highlight=False)

@@ -377,6 +377,10 @@ CASES = [
     ),
     Case("Wrong type", ["train", "exp.yaml"], _edit("iterations: 2", "iterations: ten")),
     Case("Negative learning rate", ["train", "exp.yaml", "training.lr=-0.001"]),
+    Case(
+        "Stable-Baselines3's name for a setting",
+        ["train", "exp.yaml", "training.learning_rate=0.001"],
+    ),
     Case("gamma > 1", ["train", "exp.yaml", "training.gamma=1.5"]),
     Case(
         "Zero env runners and no local sampling",

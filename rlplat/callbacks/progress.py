@@ -40,21 +40,40 @@ def format_duration(seconds: float | None) -> str:
     )
 
 
-def eta_seconds(result: dict[str, Any], stop: StopSpec) -> float | None:
-    """Seconds until the nearest budget stop (env steps, iterations, time); None when unknown."""
+def eta(result: dict[str, Any], stop: StopSpec) -> tuple[float, str] | None:
+    """(seconds, the budget that ends the run then) for the nearest budget stop; None when
+    unknown. A return or score target may end it sooner: ``eta_text`` says so."""
     elapsed = finite(result.get(TIME_TOTAL))
     if not elapsed:
         return None
-    remaining: list[float] = []
+    remaining: list[tuple[float, str]] = []
     steps = finite(lookup(result, ENV_STEPS))
     if stop.env_steps and steps:
-        remaining.append(max(stop.env_steps - steps, 0) * elapsed / steps)
+        seconds = max(stop.env_steps - steps, 0) * elapsed / steps
+        remaining.append((seconds, f"{stop.env_steps:,} env steps"))
     iteration = finite(result.get(ITERATION))
     if stop.iterations and iteration:
-        remaining.append(max(stop.iterations - iteration, 0) * elapsed / iteration)
+        seconds = max(stop.iterations - iteration, 0) * elapsed / iteration
+        remaining.append((seconds, f"iteration {stop.iterations}"))
     if stop.time_s:
-        remaining.append(max(stop.time_s - elapsed, 0.0))
+        remaining.append((max(stop.time_s - elapsed, 0.0), f"{format_duration(stop.time_s)}"))
     return min(remaining) if remaining else None
+
+
+def eta_text(result: dict[str, Any], stop: StopSpec) -> str | None:
+    """``ETA 5m53s at 300,000 env steps`` (``, sooner at return 475``), naming what stops the
+    run first; None when unknown."""
+    found = eta(result, stop)
+    if found is None:
+        return None
+    seconds, budget = found
+    targets = [
+        f"{name} {value:g}"
+        for name, value in (("return", stop.episode_return_mean), ("score", stop.game_score_mean))
+        if value is not None
+    ]
+    sooner = f", sooner at {' or '.join(targets)}" if targets else ""
+    return f"ETA {format_duration(seconds)} at {budget}{sooner}"
 
 
 class ConsoleCallback(Callback):
@@ -93,7 +112,7 @@ class ProgressPrinter(ConsoleCallback):
     def line(self, trial_id: str, result: dict[str, Any], rate: float | None) -> str:
         ret = finite(lookup(result, RETURN_MEAN))
         best = self.best_return.get(trial_id)
-        eta = eta_seconds(result, self.stop)
+        eta = eta_text(result, self.stop)
         parts = [
             f"[bold]{trial_id}[/bold]",
             f"iter {int(result.get(ITERATION, 0)):>4}",
@@ -104,7 +123,7 @@ class ProgressPrinter(ConsoleCallback):
             f"elapsed {format_duration(finite(result.get(TIME_TOTAL)))}",
         ]
         if eta is not None:
-            parts.append(f"ETA {format_duration(eta)}")
+            parts.append(eta)
         policies = member_returns(lookup(result, POLICY_RETURNS) or {})
         if policies:
             parts.append(f"policies {policies}")

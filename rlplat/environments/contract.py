@@ -3,17 +3,20 @@
 RLlib's env runners catch whatever an env's ``step`` raises and rebuild the env, so an env that
 returns the old 4-tuple fails on every step forever, and observations outside their declared
 space train without a word. Here the env (after the experiment's wrappers, as training sees it)
-is reset and stepped with random actions, and the first broken promise becomes one paragraph.
-Single-agent envs then go through Gymnasium's own ``check_env`` (reset signature, seeding,
-determinism); its warnings are advice and stay quiet, its failures are reported.
+is reset and stepped with random actions across episode ends, and the first broken promise
+becomes one paragraph. Single-agent envs then go through Gymnasium's own ``check_env`` (reset
+signature, seeding, determinism); its warnings are advice and stay quiet, its failures are
+reported. Each part (``env.check``: contract, bounds, determinism) refuses, warns once or is
+skipped on its own, and an observation past a bound by float rounding only is accepted with a
+note.
 """
 
 from __future__ import annotations
 
 import math
 import reprlib
-import traceback
 import warnings
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -21,8 +24,15 @@ import numpy as np
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from rlplat.environments.kinds import ACTION_MASK, is_multi_agent
+from rlplat.experiment.schema import EnvCheck
+from rlplat.util.raised import describe_raised
 
-RANDOM_STEPS = 32
+RANDOM_STEPS = 32  # at least; then on until EPISODES_ENDED episodes ended or MAX_STEPS
+EPISODES_ENDED = 2
+MAX_STEPS = 256
+# An observation past its bound by at most this, relative to the bound (or absolute below 1), is
+# float rounding (a clip to [0, 1] computed as 1.0000000000000002): accepted with a note.
+ROUNDING = 1e-6
 
 SINGLE_AGENT_STEP = "(observation, reward, terminated, truncated, info)"
 MULTI_AGENT_STEP = "(observations, rewards, terminateds, truncateds, infos), each a dict by agent"
@@ -34,65 +44,117 @@ _short.maxlist = _short.maxtuple = _short.maxdict = 4
 
 
 class ContractBroken(Exception):
-    """The env broke its API's contract; ``str()`` says how, in one sentence."""
+    """The env broke its API's contract; ``str()`` says how, in one sentence; ``part`` is the
+    ``env.check`` part that refused it."""
+
+    def __init__(self, message: str, part: str = "contract"):
+        super().__init__(message)
+        self.part = part
 
 
 class EnvRaised(ContractBroken):
     """The env raised while being reset or stepped."""
 
 
-def check_contract(env: Any, *, steps: int = RANDOM_STEPS) -> list[dict[str, float]]:
-    """Reset ``env`` and take ``steps`` random steps; raise ``ContractBroken`` at the first
-    value Gymnasium or PettingZoo forbid. ``env`` is single-agent (``gym.Env``) or RLlib's
-    ``MultiAgentEnv`` as rlplat's PettingZoo adapters build it. A multi-agent env's rewards of
-    each step, by agent, are returned (nothing for a single-agent env)."""
+@dataclass
+class CheckReport:
+    """What the check saw: a multi-agent env's rewards of each step, by agent (nothing for a
+    single-agent env), the notes it has for the user (a part that warned, a rounding accepted)
+    and the env steps and episode ends it stepped through."""
+
+    rewards: list[dict[str, float]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    steps: int = 0
+    episodes_ended: int = 0
+
+
+class _Parts:
+    """The levels of ``env.check``: a breach of a part that refuses raises, of one that warns
+    becomes one note (its first), of one that is off nothing."""
+
+    def __init__(self, levels: EnvCheck, report: CheckReport):
+        self.levels = levels
+        self.report = report
+        self._noted: set[str] = set()
+        self.seen: set[str] = set()  # the parts whose promise the env broke, at any level
+
+    def breach(self, part: str, message: str) -> None:
+        self.seen.add(part)
+        level = getattr(self.levels, part)
+        if level == "refuse":
+            raise ContractBroken(message, part)
+        if level == "warn":
+            self.note(part, f"{message} (env.check.{part}: warn; the run goes on)")
+
+    def note(self, part: str, message: str) -> None:
+        if part not in self._noted and getattr(self.levels, part) != "off":
+            self._noted.add(part)
+            self.report.notes.append(f"env check: {message}")
+
+
+def check_contract(
+    env: Any, *, steps: int = RANDOM_STEPS, levels: EnvCheck | None = None
+) -> CheckReport:
+    """Reset ``env`` and step it with seeded random actions (at least ``steps``, then on until
+    ``EPISODES_ENDED`` episodes have ended or ``max(steps, MAX_STEPS)``); raise
+    ``ContractBroken`` at the first value Gymnasium or PettingZoo forbid whose part refuses.
+    ``env`` is single-agent (``gym.Env``) or RLlib's ``MultiAgentEnv`` as rlplat's PettingZoo
+    adapters build it. The same env gives the same report every time."""
+    report = CheckReport()
+    parts = _Parts(levels or EnvCheck(), report)
     if is_multi_agent(env):
-        api = _MultiAgent(env)
-        _random_episodes(env, steps, api)
-        return api.rewards
-    _random_episodes(env, steps, _SingleAgent())
-    _gymnasium_checker(env)
-    return []
+        api: _SingleAgent | _MultiAgent = _MultiAgent(env, parts)
+        _random_episodes(env, steps, api, report)
+        report.rewards = api.rewards
+        return report
+    _random_episodes(env, steps, _SingleAgent(parts), report)
+    if parts.levels.determinism != "off":
+        _gymnasium_checker(env, parts)
+    return report
 
 
-def _gymnasium_checker(env: gym.Env) -> None:
+def _gymnasium_checker(env: gym.Env, parts: _Parts) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gymnasium_check_env(env, skip_render_check=True, skip_close_check=True)
     except Exception as exc:  # noqa: BLE001 - every failure of the checker is the env's
-        raise ContractBroken(f"Gymnasium's env checker failed: {_describe(exc)}") from None
+        if "bounds" in parts.seen and "observation space" in str(exc):
+            return  # the bounds part has judged the observations already
+        parts.breach(
+            "determinism",
+            f"Gymnasium's env checker failed: {describe_raised(exc, versions=False)}",
+        )
 
 
-def _describe(exc: Exception) -> str:
-    """The exception, or for a bare ``assert`` the line that failed."""
-    text = str(exc)
-    if text:
-        return f"{type(exc).__name__}: {text}"
-    frame = traceback.extract_tb(exc.__traceback__)[-1]
-    where = f"{frame.filename.rpartition('/')[2]}:{frame.lineno}"
-    return f"{type(exc).__name__} at {where}: {frame.line}"
-
-
-def _random_episodes(env: Any, steps: int, api: _SingleAgent | _MultiAgent) -> None:
+def _random_episodes(
+    env: Any, steps: int, api: _SingleAgent | _MultiAgent, report: CheckReport
+) -> None:
     spaces = env.action_spaces.values() if is_multi_agent(env) else [env.action_space]
     for index, space in enumerate(spaces):
         space.seed(index)  # the same actions, and so the same report, every time
     observations = api.reset(env, seed=0)
-    for step in range(1, steps + 1):
+    step = 0
+    while step < steps or (report.episodes_ended < EPISODES_ENDED and step < max(steps, MAX_STEPS)):
+        step += 1
         actions = api.random_actions(env, observations)
         try:
             result = env.step(actions)
         except Exception as exc:  # noqa: BLE001 - the env's own failure, reported as such
             raise EnvRaised(
-                f"step() raised {_describe(exc)} (random actions, step {step} after reset)"
+                f"step() raised {describe_raised(exc)} (random actions, step {step} after reset)"
             ) from None
         observations, done = api.check_step(env, result)
+        report.steps = step
         if done:
+            report.episodes_ended += 1
             observations = api.reset(env, seed=step)
 
 
 class _SingleAgent:
+    def __init__(self, parts: _Parts):
+        self.parts = parts
+
     def reset(self, env: gym.Env, seed: int) -> Any:
         result = _call(env.reset, "reset", seed=seed)
         if not (isinstance(result, tuple) and len(result) == 2):
@@ -100,7 +162,7 @@ class _SingleAgent:
                 f"reset() returned {_returned(result)}; Gymnasium requires (observation, info)."
             )
         observation, info = result
-        _check_observation(observation, env.observation_space, "reset()")
+        _check_observation(observation, env.observation_space, "reset()", self.parts)
         _check_info(info, "reset()")
         return observation
 
@@ -114,7 +176,7 @@ class _SingleAgent:
                 "(an old-API env returning (obs, reward, done, info) needs updating)."
             )
         observation, reward, terminated, truncated, info = result
-        _check_observation(observation, env.observation_space, "step()")
+        _check_observation(observation, env.observation_space, "step()", self.parts)
         _check_reward(reward, "step()")
         _check_flag(terminated, "terminated", "step()")
         _check_flag(truncated, "truncated", "step()")
@@ -123,7 +185,8 @@ class _SingleAgent:
 
 
 class _MultiAgent:
-    def __init__(self, env: Any):
+    def __init__(self, env: Any, parts: _Parts):
+        self.parts = parts
         self.spaces = dict(env.observation_spaces)
         self.rewards: list[dict[str, float]] = []  # each step's, by agent
 
@@ -181,14 +244,16 @@ class _MultiAgent:
                     f"{where} returned an observation for {agent!r}, which is not one of the "
                     f"env's possible_agents ({', '.join(map(str, self.spaces))})."
                 )
-            _check_observation(observation, self.spaces[agent], f"{where} for agent {agent!r}")
+            _check_observation(
+                observation, self.spaces[agent], f"{where} for agent {agent!r}", self.parts
+            )
 
 
 def _call(method: Any, name: str, **kwargs: Any) -> Any:
     try:
         return method(**kwargs)
     except Exception as exc:  # noqa: BLE001 - the env's own failure, reported as such
-        raise EnvRaised(f"{name}() raised {_describe(exc)}") from None
+        raise EnvRaised(f"{name}() raised {describe_raised(exc)}") from None
 
 
 def _returned(value: Any) -> str:
@@ -197,7 +262,7 @@ def _returned(value: Any) -> str:
     return f"{type(value).__name__} {_short.repr(value)}"
 
 
-def _check_observation(observation: Any, space: gym.Space, where: str) -> None:
+def _check_observation(observation: Any, space: gym.Space, where: str, parts: _Parts) -> None:
     if space.contains(observation):
         if _all_finite(observation):
             return
@@ -205,28 +270,85 @@ def _check_observation(observation: Any, space: gym.Space, where: str) -> None:
             f"{where} returned an observation with NaN or infinite values: "
             f"{_short.repr(observation)}."
         )
-    raise ContractBroken(
-        f"{where} returned an observation outside the declared observation space {space}: "
-        f"{_observation_mismatch(observation, space)}."
+    part, problem = _observation_problem(observation, space)
+    message = (
+        f"{where} returned an observation outside the declared observation space {space}: {problem}"
     )
+    if part == "rounding":
+        parts.seen.add("bounds")
+        parts.note("bounds", f"{message}, by float rounding only: accepted")
+    else:
+        parts.breach(part, f"{message}.")
 
 
-def _observation_mismatch(observation: Any, space: gym.Space) -> str:
+def _observation_problem(observation: Any, space: gym.Space, at: str = "") -> tuple[str, str]:
+    """(the ``env.check`` part, or 'rounding', and how ``observation`` leaves ``space``), the
+    first such place in a nested Dict or Tuple space; ``at`` is the path to it."""
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(observation, dict) or set(observation) != set(space.spaces):
+            keys = sorted(observation) if isinstance(observation, dict) else None
+            return (
+                "contract",
+                f"{at or 'the observation'} has keys {keys}, the space's are "
+                f"{sorted(space.spaces)}",
+            )
+        return _first_problem(
+            ((observation[key], sub, f"{at}[{key!r}]") for key, sub in space.spaces.items())
+        )
+    if isinstance(space, gym.spaces.Tuple):
+        if not isinstance(observation, tuple) or len(observation) != len(space.spaces):
+            return "contract", f"{at or 'the observation'} is {_returned(observation)}"
+        return _first_problem(
+            (
+                (value, sub, f"{at}[{index}]")
+                for index, (value, sub) in enumerate(zip(observation, space.spaces, strict=True))
+            )
+        )
     if isinstance(space, gym.spaces.Box):
         array = np.asarray(observation)
         if array.shape != space.shape:
-            return f"shape {array.shape}, the space's is {space.shape}"
+            return "contract", f"{at}shape {array.shape}, the space's is {space.shape}"
         if not np.can_cast(array.dtype, space.dtype):
-            return f"dtype {array.dtype}, the space's is {space.dtype}"
-        outside = np.argwhere((array < space.low) | (array > space.high))
-        if len(outside):
-            index = tuple(int(i) for i in outside[0])
-            where = index[0] if len(index) == 1 else index
-            return (
-                f"{len(outside)} value(s) out of bounds, e.g. [{where}] = {array[index]:.4g} "
-                f"outside [{space.low[index]:.4g}, {space.high[index]:.4g}]"
-            )
-    return f"got {_returned(observation)}"
+            return "contract", f"{at}dtype {array.dtype}, the space's is {space.dtype}"
+        return _bounds_problem(array, space, at)
+    if space.contains(observation):
+        return "rounding", ""  # this part is fine; a sibling is not (never reached alone)
+    return "contract", f"{at}got {_returned(observation)}"
+
+
+def _first_problem(items: Any) -> tuple[str, str]:
+    """The first part that breaks its space (before any accepted rounding)."""
+    found: tuple[str, str] | None = None
+    for value, space, at in items:
+        if space.contains(value):
+            continue
+        part, problem = _observation_problem(value, space, at)
+        if part != "rounding":
+            return part, problem
+        found = found or (part, problem)
+    return found or ("contract", "")
+
+
+def _bounds_problem(array: np.ndarray, space: gym.spaces.Box, at: str) -> tuple[str, str]:
+    """The values outside [low, high], with the first one's exact value and bound; 'rounding'
+    where every one of them is within ``ROUNDING`` of its bound."""
+    values = array.astype(np.float64)
+    low, high = space.low.astype(np.float64), space.high.astype(np.float64)
+    excess = np.maximum(low - values, values - high)
+    outside = np.argwhere(excess > 0)
+    if not len(outside):
+        return "contract", f"{at}{_returned(array)}"
+    tolerance = ROUNDING * np.maximum(1.0, np.maximum(np.abs(low), np.abs(high)))
+    rounding = bool(np.all(excess[excess > 0] <= tolerance[excess > 0]))
+    index = tuple(int(i) for i in np.argwhere(excess == excess.max())[0])
+    where = index[0] if len(index) == 1 else index
+    value = values[index]
+    bound, side = (high[index], "high") if value > high[index] else (low[index], "low")
+    return (
+        "rounding" if rounding else "bounds",
+        f"{len(outside)} value(s) out of bounds, the farthest {at}[{where}] = {float(value)!r} "
+        f"past its {side} bound {float(bound)!r} by {abs(value - bound):.3g}",
+    )
 
 
 def _all_finite(value: Any) -> bool:

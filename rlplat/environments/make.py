@@ -15,14 +15,22 @@ from typing import Any
 import gymnasium as gym
 
 from rlplat.environments.backends import backend_for
-from rlplat.environments.contract import RANDOM_STEPS, ContractBroken, EnvRaised, check_contract
+from rlplat.environments.contract import (
+    RANDOM_STEPS,
+    CheckReport,
+    ContractBroken,
+    EnvRaised,
+    check_contract,
+)
 from rlplat.environments.gymma import make_gymma
 from rlplat.environments.kinds import is_multi_agent, is_pettingzoo
 from rlplat.environments.opengl import opengl_failure
+from rlplat.environments.packages import package_problems
 from rlplat.environments.wrappers import WrapperProblem, apply_chain, resolve_chain
 from rlplat.errors import ConfigError, UserError, allowed_list, did_you_mean
 from rlplat.experiment.schema import EnvSpec
 from rlplat.util.imports import import_object
+from rlplat.util.raised import describe_raised
 
 
 def _pettingzoo_constructor(spec: EnvSpec) -> Callable[..., Any]:
@@ -132,6 +140,7 @@ class EnvInfo:
     # Multi-agent: each step's rewards by agent in the contract check's random steps (none
     # when the check is off).
     random_rewards: tuple[dict[str, float], ...] = ()
+    check_notes: tuple[str, ...] = ()  # what the check accepted or warned about, one line each
 
     @property
     def watch_with(self) -> str | None:
@@ -158,13 +167,14 @@ def check_env(
 
     The environment is built once and closed: this is what catches a misspelt kwarg.
     ``needs_frames``: videos are requested, so the env must offer ``rgb_array`` rendering.
-    ``contract``: also step it through ``check_contract`` (unless ``env.check`` is false), for
+    ``contract``: also step it through ``check_contract`` (unless every part of ``env.check`` is
+    off), for
     ``random_steps`` random steps.
     """
     _check_source(spec, locate)
     backend_for(spec).check(spec, locate)
     env = _build(spec, locate)
-    rewards = _reset_or_check_contract(env, spec, locate, contract=contract, steps=random_steps)
+    report = _reset_or_check_contract(env, spec, locate, contract=contract, steps=random_steps)
     env.close()
     if needs_frames and "rgb_array" not in render_modes(env):
         raise ConfigError(
@@ -176,7 +186,12 @@ def check_env(
     agents = getattr(env, "possible_agents", None)
     modes = tuple(render_modes(env))
     if agents is None:
-        return EnvInfo(env.observation_space, env.action_space, render_modes=modes)
+        return EnvInfo(
+            env.observation_space,
+            env.action_space,
+            render_modes=modes,
+            check_notes=(*report.notes, *package_problems()),
+        )
     return EnvInfo(
         env.observation_space,
         env.action_space,
@@ -186,7 +201,8 @@ def check_env(
         action_spaces=dict(env.action_spaces),
         turn_based=bool(getattr(env, "turn_based", False)),
         state_space=getattr(env, "state_space", None),
-        random_rewards=tuple(rewards),
+        random_rewards=tuple(report.rewards),
+        check_notes=(*report.notes, *package_problems()),
     )
 
 
@@ -342,7 +358,7 @@ def _build(spec: EnvSpec, locate: Callable[[str], str]) -> Any:
     except Exception as exc:  # noqa: BLE001 - any failure to build is the user's env problem
         raise ConfigError(
             f"building the environment {spec.label!r}{_built_with(spec)} failed: "
-            f"{type(exc).__name__}: {exc}",
+            f"{describe_raised(exc)}" + _clashes(),
             location=locate("env"),
             key="env",
         ) from None
@@ -410,21 +426,26 @@ def _constructor_arguments(spec: EnvSpec) -> list[str]:
 
 def _reset_or_check_contract(
     env: Any, spec: EnvSpec, locate: Callable[[str], str], *, contract: bool, steps: int
-) -> list[dict[str, float]]:
-    """Step the env through ``check_contract`` (or only reset it when the check is off): the
-    rewards it saw, by step and agent. The env is closed when that fails."""
+) -> CheckReport:
+    """Step the env through ``check_contract`` (or only reset it when every part of the check
+    is off): what it saw. The env is closed when that fails."""
     try:
-        if spec.check and contract:
-            return check_contract(env, steps=steps)
+        if spec.check.any_on() and contract:
+            return check_contract(env, steps=steps, levels=spec.check)
         env.reset(seed=0)
-        return []
+        return CheckReport()
     except ContractBroken as exc:
         env.close()
         api = "PettingZoo's" if is_multi_agent(env) else "Gymnasium's"
         what = "failed" if isinstance(exc, EnvRaised) else f"breaks {api} API"
+        relax = (
+            "Fix the env"
+            if isinstance(exc, EnvRaised)
+            else f"Fix the env, or set env.check.{exc.part}: warn (or off) to let the run go on"
+        )
         raise ConfigError(
             f"the environment {spec.label!r}{_built_with(spec)} (with its wrappers) {what}: "
-            f"{str(exc).rstrip('.')}. Fix the env, or set env.check: false to skip this check.",
+            f"{str(exc).rstrip('.')}{_clashes()}. {relax}.",
             location=locate("env"),
             key="env",
         ) from None
@@ -432,10 +453,16 @@ def _reset_or_check_contract(
         env.close()
         raise ConfigError(
             f"the environment {spec.label!r}{_built_with(spec)} (with its wrappers) failed on "
-            f"reset: {type(exc).__name__}: {exc}",
+            f"reset: {describe_raised(exc)}" + _clashes(),
             location=locate("env"),
             key="env",
         ) from None
+
+
+def _clashes() -> str:
+    """The installed packages known to break envs, for a failure's message (or '')."""
+    problems = package_problems()
+    return (". Installed packages that may be why: " + "; ".join(problems)) if problems else ""
 
 
 def _built_with(spec: EnvSpec) -> str:

@@ -53,6 +53,14 @@ class _PettingZooAdapter(Delegating, MultiAgentEnv):
         self.action_space = gym.spaces.Dict(self.action_spaces)
         self.state_space = getattr(env, "state_space", None)  # envs with a global state()
 
+    def _live_or_reported(self, observations: dict[str, Any]) -> list[str]:
+        """The agents after a step: PettingZoo's live ones and those the step reported for the
+        last time (PettingZoo has removed them already). RLlib checks every key of a step's
+        dicts against ``agents``; without them a hand of poker that ends at its first action
+        fails that check, which samples one random step."""
+        live = set(self.env.agents)
+        return [a for a in self.possible_agents if a in live or a in observations]
+
 
 class SimultaneousEnv(_PettingZooAdapter):
     """PettingZoo's parallel API: every live agent acts at every step."""
@@ -64,7 +72,7 @@ class SimultaneousEnv(_PettingZooAdapter):
 
     def step(self, actions: dict[str, Any]):
         observations, rewards, terminateds, truncateds, infos = self.env.step(actions)
-        self.agents = list(self.env.agents)
+        self.agents = self._live_or_reported(observations)
         terminateds = dict(terminateds)
         truncateds = dict(truncateds)
         # An episode is over when every agent is done (or PettingZoo removed them all); it is
@@ -106,7 +114,7 @@ class TurnBasedEnv(_PettingZooAdapter):
             if not (terminated or truncated):
                 break
             self.env.step(None)
-        self.agents = list(self.env.agents)
+        self.agents = self._live_or_reported(observations)
         finished = not self.env.agents
         terminateds["__all__"] = finished and all(terminateds.values())
         truncateds["__all__"] = finished and not terminateds["__all__"]

@@ -19,6 +19,7 @@ from ruamel.yaml import YAML
 
 from rlplat.errors import ConfigError, allowed_list, did_you_mean, not_among
 from rlplat.experiment.presets import expand_preset
+from rlplat.experiment.sb3_names import check_sb3_names
 from rlplat.experiment.schema import Experiment
 from rlplat.experiment.spaces import Space, find_spaces, substitute
 from rlplat.experiment.yaml_io import KeyPath, parse_yaml
@@ -224,6 +225,7 @@ def validate(data: dict[str, Any], locate: Locator) -> Experiment:
 
 def experiment_from_data(data: dict[str, Any], locate: Locator) -> LoadedExperiment:
     """Validate experiment data (as read from YAML, search spaces allowed)."""
+    check_sb3_names(data, locate)
     spaces = find_spaces(data, locate)
     return LoadedExperiment(validate(_concrete(data, spaces), locate), locate, data, spaces)
 

@@ -83,6 +83,36 @@ ATARI_NAMESPACE = "ALE/"
 VMAS_FACTORY = "rlplat.environments.gymma:vmas_scenario"  # env.backend vmas batches its scenarios
 
 
+CheckLevel = Literal["refuse", "warn", "off"]
+
+
+class EnvCheck(Section):
+    """What the env check before Ray refuses (the run does not start), warns about (said once,
+    the run goes on) or skips, one part at a time."""
+
+    contract: CheckLevel = Field(
+        "refuse",
+        description="reset() and step() return what Gymnasium's or PettingZoo's API promises: "
+        "tuples of the right length, observations of the space's shape and type, real finite "
+        "rewards, bool flags, info dicts.",
+    )
+    bounds: CheckLevel = Field(
+        "refuse",
+        description="Observations lie inside the declared space's low and high. A value past a "
+        "bound by float rounding (within a relative 1e-6) is accepted with a note at every "
+        "level but off.",
+    )
+    determinism: CheckLevel = Field(
+        "warn",
+        description="Gymnasium's env checker (single-agent envs): reset(seed=s) repeats the "
+        "same observation, the same actions the same steps; an env that breaks it trains, "
+        "but its seeds do not repeat a run.",
+    )
+
+    def any_on(self) -> bool:
+        return any(level != "off" for level in (self.contract, self.bounds, self.determinism))
+
+
 class EnvSpec(Section):
     """Which environment to build, with what arguments and wrappers."""
 
@@ -141,13 +171,23 @@ class EnvSpec(Section):
         f"the {VMAS_FACTORY} factory without wrappers). Evaluation, rlplat eval, export and "
         "serve always use gymnasium.",
     )
-    check: bool = Field(
-        True,
-        description="Before Ray starts, reset the env and take random steps, checking what it "
-        "returns against Gymnasium's or PettingZoo's contract (and Gymnasium's env checker). "
-        "false skips this check (for envs that fail Gymnasium's seeding check, say); the probe "
-        "still samples a few steps with the run's module and computes one update.",
+    check: EnvCheck = Field(
+        default_factory=EnvCheck,
+        description="Before Ray starts, the env is reset and stepped with random actions across "
+        "episode ends, and what it returns is checked, part by part: contract, bounds, "
+        "determinism (their own rows). true: each part as its default; false: no part (the "
+        "env is only reset); the probe still samples with the run's module and computes one "
+        "update either way.",
     )
+
+    @field_validator("check", mode="before")
+    @classmethod
+    def _check_switch(cls, value: Any) -> Any:
+        if value is True:
+            return EnvCheck()
+        if value is False:
+            return EnvCheck(contract="off", bounds="off", determinism="off")
+        return value
 
     @field_validator("preset")
     @classmethod
@@ -259,9 +299,7 @@ class RunnerResources(Section):
     count: int | None = Field(
         None, ge=0, le=MAX_ACTORS, description="Number of remote env runners."
     )
-    envs: int | None = Field(
-        None, ge=1, le=MAX_ENVS, description="Vectorized envs per env runner."
-    )
+    envs: int | None = Field(None, ge=1, le=MAX_ENVS, description="Vectorized envs per env runner.")
     cpus: float | None = Field(None, ge=0, description="CPUs per env runner.")
     gpus: float | None = Field(None, ge=0, description="GPUs per env runner.")
     custom: dict[str, float] = Field(

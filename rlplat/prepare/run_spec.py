@@ -216,7 +216,7 @@ def _resolve_env(draft: _Draft, *, contract: bool) -> None:
     if defaults.wrapped:  # the env as training will see it, checked again
         env = check_env(experiment.env, locate, **checked)
     draft.experiment, draft.env = experiment, env
-    draft.notes += [*defaults.notes, *fitted]
+    draft.notes += [*env.check_notes, *defaults.notes, *fitted]
 
 
 def _check_env_against_algorithm(draft: _Draft) -> None:
@@ -816,7 +816,7 @@ def print_dry_run(
     console.print(dump_yaml(run.resolved()), highlight=False, end="")
     for note in run.notes:
         console.print(f"# default: {note}", highlight=False)
-    stepped = "built and stepped" if loaded.experiment.env.check else "built"
+    stepped = "built and stepped" if loaded.experiment.env.check.any_on() else "built"
     probed = f", {run.probe.describe()}" if run.probe is not None else ""
     console.print(
         f"# {experiment_file} is valid: every key checked, the env {stepped}, the RLlib "

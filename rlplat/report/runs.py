@@ -17,7 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY, read_results
+from rlplat.checkpoints import (
+    RESOLVED_EXPERIMENT,
+    RUN_INFO,
+    SUMMARY,
+    CheckpointInfo,
+    best_and_last,
+    read_results,
+)
 from rlplat.errors import UserError
 from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import EnvSpec
@@ -193,6 +200,11 @@ def run_record(run_dir: Path) -> RunRecord:
         if np.isfinite(scores).any():
             bests.append(float(np.nanmax(scores) if mode == "max" else np.nanmin(scores)))
     best = (max(bests) if mode == "max" else min(bests)) if bests else None
+    scored = _checkpoint_scores(trials)
+    if scored:  # the greedy score that eval, export and serve pick a checkpoint by
+        metric, mode = scored[0].score_metric or metric, scored[0].mode
+        scores = [info.score for info in scored if info.score is not None]
+        best = max(scores) if mode == "max" else min(scores)
     seeds = experiment.get("seeds")
     started_unix = float(info.get("started_unix") or run_dir.stat().st_mtime)
     return RunRecord(
@@ -210,6 +222,18 @@ def run_record(run_dir: Path) -> RunRecord:
         started_unix=started_unix,
         diagnoses=list(diagnoses),
     )
+
+
+def _checkpoint_scores(trials: list[Any]) -> list[CheckpointInfo]:
+    """The scores of the trials' best checkpoints (a greedy evaluation unless checkpoint.score
+    names another metric), where they have one."""
+    found = []
+    for trial in trials:
+        best, _ = best_and_last(trial.path)
+        info = CheckpointInfo.read(best) if best else None
+        if info is not None and info.score is not None:
+            found.append(info)
+    return found
 
 
 def list_runs(directory: Path) -> list[RunRecord]:
@@ -238,6 +262,8 @@ def print_runs(records: list[RunRecord], directory: Path, console: Any) -> None:
         table.add_column(name, no_wrap=True)
     for record in records:
         best = "-" if record.best_score is None else f"{record.best_score:.2f}"
+        if record.best_score is not None and record.metric.startswith("eval_"):
+            best += " greedy"
         table.add_row(
             record.name,
             record.algorithm,

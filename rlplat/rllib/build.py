@@ -49,6 +49,7 @@ from rlplat.environments.seeding import seeded_env_runner_class
 from rlplat.environments.team import TeamEnvError
 from rlplat.environments.wrappers import resolve_chain
 from rlplat.errors import ConfigError, did_you_mean, not_among
+from rlplat.experiment.sb3_names import sb3_hint
 from rlplat.experiment.schema import Experiment, MultiAgentSpec, entry_parts
 from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
@@ -313,7 +314,7 @@ def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[st
                 allowed = [p for p in params if (section, p) not in OWNED_KEYS]
                 raise ConfigError(
                     f"{config_cls.__name__}.{section}() has no argument {key!r}."
-                    + not_among(key, allowed, limit=40),
+                    + (sb3_hint(key) or not_among(key, allowed, limit=40)),
                     location=locate(path),
                     key=path,
                 )

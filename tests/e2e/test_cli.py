@@ -160,13 +160,20 @@ def test_version_names_the_packages_that_shape_a_run():
         assert package in proc.stdout
 
 
-def test_debug_shows_the_traceback(write_yaml, tmp_path):
+def test_debug_shows_the_traceback_under_the_paragraph_and_keeps_exit_code_2(
+    write_yaml, capsys
+):
     from rlplat.cli import main
-    from rlplat.errors import ConfigError
 
-    path = write_yaml(replace(TINY_PPO, "algorithm: PPO", "algoritm: PPO"))
-    with pytest.raises(ConfigError):
+    kwargs = "id: CartPole-v1\n  kwargs: {nope: 1}"
+    path = write_yaml(replace(TINY_PPO, "id: CartPole-v1", kwargs))
+    with pytest.raises(SystemExit) as exit_:
         main(["train", str(path), "--debug"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    # the env's own TypeError (which the paragraph stands for), then rlplat's ConfigError
+    assert "Traceback" in err and "TypeError" in err and "ConfigError" in err
+    assert "nope" in err.rsplit("ConfigError", 1)[1]
 
 
 @pytest.mark.parametrize(

@@ -167,3 +167,18 @@ def test_other_ways_to_name_a_pettingzoo_env(env_section, tmp_path):
     config = prepare(load_experiment(path)).algo_config
     assert config.is_multi_agent
     assert config.policy_mapping_fn("agent_2") == "shared"
+
+
+def test_a_card_game_hand_that_ends_at_its_first_action_keeps_rllibs_agent_check():
+    """RLlib checks every key of a step's dicts against env.agents (one random step after
+    reset): a leduc hand folded at once reports both players after PettingZoo removed them."""
+    from pettingzoo.classic import leduc_holdem_v4
+
+    from rlplat.environments.pettingzoo import to_multi_agent_env
+
+    env = to_multi_agent_env(leduc_holdem_v4.env())
+    [first] = env.reset(seed=0)[0]
+    fold = 2
+    observations, _, terminateds, *_ = env.step({first: fold})
+    assert terminateds["__all__"] and set(observations) == {"player_0", "player_1"}
+    assert set(observations) <= set(env.agents)
