@@ -168,7 +168,7 @@ def test_debug_shows_the_traceback_under_the_paragraph_and_keeps_exit_code_2(
     kwargs = "id: CartPole-v1\n  kwargs: {nope: 1}"
     path = write_yaml(replace(TINY_PPO, "id: CartPole-v1", kwargs))
     with pytest.raises(SystemExit) as exit_:
-        main(["train", str(path), "--debug"])
+        main(["train", str(path), "--dry-run", "--debug"])  # --dry-run: no warm Ray left behind
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     # the env's own TypeError (which the paragraph stands for), then rlplat's ConfigError
