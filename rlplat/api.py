@@ -92,9 +92,11 @@ def train(
         every,
         options,
         verbose=verbose,
-        console=Console(quiet=quiet, soft_wrap=True),
+        # Plain text on stdout even in a notebook: Rich would make one HTML output per line.
+        console=Console(quiet=quiet, soft_wrap=True, force_jupyter=False),
         clock=StageClock(started=time.time()),
         stay_connected=True,
+        commands=False,  # the caller holds the Run: run.evaluate(), run.load_policy()
     )
     assert summary is not None  # not a dry run
     return Run(Path(summary.run_dir), summary)

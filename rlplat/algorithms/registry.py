@@ -46,6 +46,9 @@ class MachineDefault:
     source: str
     # Given only where RLlib's default encoder is its MLP (not for images), the one it sets.
     mlp_only: bool = False
+    # Given only where the learner has no GPU (resources.learners.gpus unset or 0): a size the
+    # reference runs on a GPU, cut to one a CPU trains at a useful speed.
+    cpu_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -385,7 +388,16 @@ register_algorithm(
     own_rates=_SAC_RATES,
     replay_memory=_REPLAY_BUFFER,
     synchronous_learner=True,
-    machine_defaults=_replay_loop_defaults("sb3-contrib's CrossQ"),
+    machine_defaults=(
+        *_replay_loop_defaults("sb3-contrib's CrossQ"),
+        MachineDefault(
+            "training.critic_hiddens",
+            [256, 256],
+            "no GPU: critics of 256x256, SAC's (the paper's and sb3-contrib's 2048x2048 sample "
+            "~2 env steps/s on 2 CPU cores: training.critic_hiddens: [2048, 2048] on a GPU)",
+            cpu_only=True,
+        ),
+    ),
 )
 register_algorithm(
     "PQN",

@@ -2,7 +2,8 @@
 
 Env packages bring their own requirements, and pip installs them beside rlplat's without a word:
 flappy-bird-gymnasium asks for ``pygame``, which overwrites the ``pygame/`` folder of the
-``pygame-ce`` that PettingZoo's suites need (so ``import pygame`` gives whichever came last); a
+``pygame-ce`` that PettingZoo's suites need (so ``import pygame`` gives whichever came last);
+tetris-gymnasium asks for ``opencv-python`` beside rlplat's ``opencv-python-headless``; a
 MuJoCo downgraded in place leaves the newer ``mujoco-core`` files in the same folder; and
 gymnasium-robotics' Fetch and Hand envs fail a bare assert under MuJoCo 3.12 and newer.
 """
@@ -37,6 +38,14 @@ def package_problems() -> tuple[str, ...]:
             "does); rendering may fail or mix versions. Fix: pip uninstall -y pygame pygame-ce "
             "&& pip install pygame-ce (PettingZoo needs pygame-ce; envs written for pygame run "
             "on it)"
+        )
+    opencv, headless = _version("opencv-python"), _version("opencv-python-headless")
+    if opencv and headless:
+        problems.append(
+            f"opencv-python {opencv} and opencv-python-headless {headless} are both installed "
+            "and overwrite each other's cv2/ (an env package asked for opencv-python: "
+            "tetris-gymnasium does). Fix: pip uninstall -y opencv-python opencv-python-headless "
+            "&& pip install opencv-python-headless (or opencv-python alone, for windows)"
         )
     mujoco, core = _version("mujoco"), _version("mujoco-core")
     if mujoco and core and core != mujoco:

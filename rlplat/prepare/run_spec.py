@@ -275,8 +275,9 @@ def _machine_defaults(draft: _Draft) -> None:
         return
     applied: dict[str, str] = {}
     images = is_image(env.observation_space)
+    gpu = bool(experiment.resources.learners.gpus)
     for default in wanted:
-        if default.mlp_only and images:
+        if (default.mlp_only and images) or (default.cpu_only and gpu):
             continue
         filled = _fill_default(experiment, default.path.split("."), default.value)
         if filled is not None:

@@ -217,12 +217,14 @@ def train_command(
     clock: StageClock,
     stay_connected: bool = False,
     loaded: LoadedExperiment | None = None,
+    commands: bool = True,
 ) -> RunSummary | None:
     """``rlplat train``: check the experiment (``dry_run``: only that; None), or continue the run
     ``resume`` names, then :func:`finish`; the run's summary. At the end the command leaves a
     local Ray (a warm one stays up), unless ``stay_connected`` (rlplat.train: later calls in
     this process use it again). ``loaded``: the file with its overrides as the caller loaded
-    it (it is read once)."""
+    it (it is read once). ``commands``: the summary ends with the commands to run next (the
+    CLI's; rlplat.train's caller has the Run in hand instead)."""
     local = embedded(options.address)
     started_here = local and not stay_connected
     common = {"address": options.address, "verbose": verbose, "console": console, "clock": clock}
@@ -235,7 +237,7 @@ def train_command(
                 "--from, --seed, --seeds or --dry-run."
             )
         summary = resume(options.resume, retry_errored=options.retry_errored, **common)
-        summary, clock = _then(summary, started_here, options, common)
+        summary, clock = _then(summary, started_here, options, common, commands)
     elif experiment is None:
         raise UserError(
             "give an experiment file (rlplat train experiments/cartpole_ppo.yaml), or "
@@ -264,13 +266,24 @@ def train_command(
             summary = train(
                 first, on_run_dir=lambda run_dir: write_next_stage(run_dir, loaded.data), **common
             )
-            summary, clock = _then(summary, started_here, options, common)
-    finish(summary, clock, console, shutdown_ray=started_here, show_timings=options.timings)
+            summary, clock = _then(summary, started_here, options, common, commands)
+    finish(
+        summary,
+        clock,
+        console,
+        shutdown_ray=started_here,
+        show_timings=options.timings,
+        commands=commands,
+    )
     return summary
 
 
 def _then(
-    summary: RunSummary, started_here: bool, options: TrainOptions, common: dict[str, Any]
+    summary: RunSummary,
+    started_here: bool,
+    options: TrainOptions,
+    common: dict[str, Any],
+    commands: bool,
 ) -> tuple[RunSummary, StageClock]:
     """After a first stage (``init.experiment``) that finished: train the experiment that
     follows it from its checkpoint, or resume that run where it has started already; that run's
@@ -281,7 +294,12 @@ def _then(
         return summary, common["clock"]
     console = common["console"]
     finish(
-        summary, common["clock"], console, shutdown_ray=started_here, show_timings=options.timings
+        summary,
+        common["clock"],
+        console,
+        shutdown_ray=started_here,
+        show_timings=options.timings,
+        commands=commands,
     )
     clock = StageClock(started=time.time())
     common = {**common, "clock": clock}
@@ -316,11 +334,12 @@ def finish(
     *,
     shutdown_ray: bool,
     show_timings: bool,
+    commands: bool = True,
 ) -> None:
     """The end of ``rlplat train``: the summary, Ray's shutdown (when the command started it),
     the stage timings in run.json (and on the terminal with ``show_timings``), then the exit
     status (an error for failed trials)."""
-    print_summary(summary, console)
+    print_summary(summary, console, commands=commands)
     if shutdown_ray:
         stop_ray()
     clock.lap("shutdown")

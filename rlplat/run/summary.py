@@ -253,8 +253,8 @@ def _is_user_error(error: BaseException) -> bool:
     return isinstance(cls, type) and issubclass(cls, UserError)
 
 
-def print_summary(summary: RunSummary, console: Console) -> None:
-    """What happened, where the checkpoints are, and what to run next.
+def print_summary(summary: RunSummary, console: Console, *, commands: bool = True) -> None:
+    """What happened, where the checkpoints are, and (``commands``) what to run next.
 
     A search's trials are in its ranked table already: only failures and the winner are listed.
     """
@@ -272,6 +272,12 @@ def print_summary(summary: RunSummary, console: Console) -> None:
         _print_trial(trial, console)
     if summary.export:
         console.print(f"  export: {describe_export(summary.export)}", highlight=False)
+    if commands:
+        _print_next(summary, run_dir, console)
+
+
+def _print_next(summary: RunSummary, run_dir: Path, console: Console) -> None:
+    """The commands that evaluate, watch, resume or train the run again."""
     console.print("Next:", highlight=False)
     failed = [trial for trial in summary.trials if trial.error]
     if failed:

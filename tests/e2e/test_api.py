@@ -36,6 +36,7 @@ def test_readme_python_example_trains_evaluates_and_acts(tmp_path):
     mean = float(re.search(r"greedy return ([\d.]+) over 5 episodes", proc.stdout).group(1))
     assert mean > 45, "8,000 env steps of PPO hold the pole twice as long as random actions"
     assert proc.stdout.count("Ray:") == 1, "the second train() found Ray connected"
+    assert "Next:" not in proc.stdout and "rlplat eval" not in proc.stdout, "CLI commands"
     assert "lr: 0.001" in (second / "experiment.yaml").read_text()
     assert "Traceback" not in proc.stderr
 

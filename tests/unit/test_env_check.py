@@ -134,3 +134,18 @@ def test_the_stable_baselines3_names_refused_on_load_are_no_algorithms_setting()
         config_class = type(get_algorithm_class(name).get_default_config())
         taken |= set(SB3_NAMES) & set(builder_parameters(config_class, "training"))
     assert taken == TAKEN_BY_SOME_ALGORITHM
+
+
+def test_packages_that_overwrite_each_others_files_are_named_with_the_fix(monkeypatch):
+    from rlplat.environments import packages
+
+    installed = {"pygame": "2.6.1", "pygame-ce": "2.5.8", "mujoco": "3.13.0",
+                 "gymnasium-robotics": "1.4.2"}  # fmt: skip
+    monkeypatch.setattr(packages, "_version", installed.get)
+    packages.package_problems.cache_clear()
+    try:
+        pygame, robotics = packages.package_problems()
+    finally:
+        packages.package_problems.cache_clear()
+    assert "pygame 2.6.1 and pygame-ce 2.5.8" in pygame and "pip install pygame-ce" in pygame
+    assert "mujoco 3.13.0" in robotics and "'mujoco<3.12'" in robotics

@@ -33,6 +33,7 @@ def _value(experiment, path: str):
         ("SAC", "Pendulum-v1"),
         ("TD3", "Pendulum-v1"),
         ("PPO", "CartPole-v1"),
+        ("CrossQ", "Pendulum-v1"),
     ],
 )
 def test_a_minimal_file_gets_every_machine_default_with_its_source(algorithm, env, write_yaml):
@@ -52,6 +53,15 @@ def test_a_minimal_file_gets_every_machine_default_with_its_source(algorithm, en
     intensity = next(d.value for d in wanted if d.path == "training.training_intensity")
     assert config.training_intensity == intensity
     assert config.rollout_fragment_length != "auto", "sampling calls of several env steps"
+
+
+def test_a_size_cut_for_the_cpu_is_left_to_the_reference_where_the_learner_has_a_gpu(write_yaml):
+    path = write_yaml(MINIMAL.format(algorithm="CrossQ", env="Pendulum-v1"))
+    on_cpu = prepare(load_experiment(path), probe=False).experiment
+    assert on_cpu.training["critic_hiddens"] == [256, 256]
+    assert "2048x2048" in on_cpu.defaults["training.critic_hiddens"], "the reference one key away"
+    on_gpu = prepare(load_experiment(path, ["resources.learners.gpus=1"]), probe=False).experiment
+    assert "critic_hiddens" not in on_gpu.training
 
 
 def test_what_a_file_sets_stays_its_own(write_yaml):
