@@ -159,9 +159,9 @@ def main() -> None:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| case, env steps | env steps/s: rlplat / SB3 | greedy return (20 episodes): rlplat / SB3 "
-        "| seeds |",
-        "| --- | --- | --- | --- |",
+        "| case, env steps | env steps/s: rlplat / SB3 | whole command s: rlplat / SB3 "
+        "| greedy return (20 episodes): rlplat / SB3 | seeds |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for case, budgets in results.items():
         if case == "machine":
@@ -177,11 +177,22 @@ def table(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {case}, {int(budget):,} | {median('rlplat', 'env_steps_per_s'):,.0f} / "
                 f"{median('sb3', 'env_steps_per_s'):,.0f} | "
+                f"{_walls(done)} | "
                 f"{median('rlplat', 'greedy_return_mean'):.1f} / "
                 f"{median('sb3', 'greedy_return_mean'):.1f} | "
                 f"{', '.join(str(r['seed']) for r in done)}{_earlier(done)} |"
             )
     return "\n".join(lines)
+
+
+def _walls(rows: list[dict[str, Any]]) -> str:
+    """Median whole-command seconds of each side (SB3's process includes its 20 greedy episodes;
+    rlplat's train command its own scoring), '-' where an earlier result lacks them."""
+    if not all("command_wall_s" in r[side] for r in rows for side in ("rlplat", "sb3")):
+        return "-"
+    rlplat = statistics.median(r["rlplat"]["command_wall_s"] for r in rows)
+    sb3 = statistics.median(r["sb3"]["command_wall_s"] for r in rows)
+    return f"{rlplat:.1f} / {sb3:.1f} ({rlplat / sb3:.2f}x)"
 
 
 def _earlier(rows: list[dict[str, Any]]) -> str:

@@ -106,6 +106,7 @@ class CheckpointInfo:
     # and the score the checkpoint had during training.
     score_interval: float | None = None
     training_score: float | None = None
+    rescore_episodes: int | None = None  # the greedy episodes the re-score played
 
     @classmethod
     def read(cls, checkpoint: Path) -> CheckpointInfo | None:

@@ -442,6 +442,15 @@ class CheckpointSpec(Section):
         "the greedy evaluation, the run finished, it has at most 10 trials and there is a choice "
         "to make (0: never).",
     )
+    rescore_share: float | None = Field(
+        0.1,
+        gt=0,
+        description="Re-scoring may take at most this share of the run's training seconds (its "
+        "trials' time_total_s, greedy evaluations during training included): each checkpoint "
+        "plays up to checkpoint.rescore episodes within its part of that time, and a trial whose "
+        "checkpoints could not play more episodes than their evaluation during training keeps "
+        "those scores; said in the output. null: no limit.",
+    )
     replay_buffer: bool = Field(
         True,
         description="Store the replay buffer (DQN, SAC, QMIX) in each checkpoint, so a resumed "

@@ -7,6 +7,7 @@ with the run, built by the same :class:`rlplat.environments.make.EnvCreator` tra
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -82,9 +83,11 @@ def evaluate(
     *,
     say: Callable[[str], None] = print,
     show_frame: Callable[[str], None] = print,
+    deadline: float | None = None,
 ) -> EvalReport:
     """Evaluate the checkpoint ``path`` designates, or the ONNX export in ``path``; ``say``
-    receives progress lines."""
+    receives progress lines. ``deadline`` (``time.monotonic()``): no episode starts after it
+    (the first always does), so the report may hold fewer than ``options.episodes``."""
     check_options(options)
     run_headless(options.render)
     exported = is_export(path)
@@ -120,6 +123,8 @@ def evaluate(
         observers.append(videos)
     try:
         for index in range(options.episodes):
+            if index and deadline is not None and time.monotonic() >= deadline:
+                break
             for observer in observers:
                 observer.before(index)
             result = run_episode(

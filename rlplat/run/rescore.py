@@ -9,24 +9,37 @@ Only greedy-evaluation scores are re-scored (the default score when the run eval
 re-score measures the same thing with more episodes. A lone trial with one kept checkpoint has
 no choice to make and is left as it is; an unfinished run is re-scored when its resumed run
 ends (``rlplat/run/launch.py``).
+
+Re-scoring is budgeted against the run (``checkpoint.rescore_share`` of its training seconds,
+10% by default), so that a short run does not spend a third of its command replaying
+checkpoints: each checkpoint gets an equal part of what is left, and a trial whose checkpoints
+could not play more episodes than their evaluation during training keeps those scores.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.console import Console
 
-from rlplat.checkpoints import CheckpointInfo, best_and_last, checkpoints_in, trials_in
+from rlplat.checkpoints import (
+    CheckpointInfo,
+    best_and_last,
+    checkpoints_in,
+    read_results,
+    trials_in,
+)
 from rlplat.experiment.schema import Experiment
-from rlplat.metrics import EVAL_SCORE
+from rlplat.metrics import EVAL_SCORE, TIME_TOTAL, finite
 from rlplat.policy.evaluate import evaluate
 from rlplat.policy.options import EvalOptions
 
 Z_95 = 1.96
 MAX_TRIALS = 10  # a bigger search keeps its training scores: re-scoring runs in the driver
+TRAINING_EPISODES = 5  # greedy episodes per checkpoint during training, where none is recorded
 
 
 @dataclass(frozen=True)
@@ -56,18 +69,21 @@ def rescore_run(run_dir: Path, experiment: Experiment, console: Console) -> bool
         )
         return False
     fewest = 1 if len(trials) > 1 else 2
+    chosen = [trial for trial in trials if len(checkpoints_in(trial)) >= fewest]
+    budget = _budget(chosen, experiment)
+    if budget is not None:
+        console.print(budget.describe(experiment), highlight=False)
     changed = False
-    for trial in trials:
-        if len(checkpoints_in(trial)) >= fewest:
-            try:
-                changed |= _rescore_trial(trial, experiment, console)
-            except KeyboardInterrupt:
-                console.print(
-                    "  re-scoring interrupted: the trials not re-scored keep their training "
-                    "scores.",
-                    highlight=False,
-                )
-                break
+    for index, trial in enumerate(chosen):
+        try:
+            share = budget.share(len(chosen) - index) if budget else None
+            changed |= _rescore_trial(trial, experiment, console, share)
+        except KeyboardInterrupt:
+            console.print(
+                "  re-scoring interrupted: the trials not re-scored keep their training scores.",
+                highlight=False,
+            )
+            break
     return changed
 
 
@@ -83,18 +99,77 @@ def _rescores(experiment: Experiment) -> bool:
     )
 
 
-def _rescore_trial(trial: Path, experiment: Experiment, console: Console) -> bool:
+@dataclass
+class Budget:
+    """The seconds re-scoring may take (``checkpoint.rescore_share`` of the training seconds),
+    and when it started."""
+
+    training_s: float
+    seconds: float
+    started: float
+
+    def left(self) -> float:
+        return self.seconds - (time.monotonic() - self.started)
+
+    def share(self, trials_left: int) -> float:
+        """The seconds the next trial may take: an equal part of what is left."""
+        return max(self.left(), 0.0) / trials_left
+
+    def describe(self, experiment: Experiment) -> str:
+        share = experiment.checkpoint.rescore_share
+        return (
+            f"Re-scoring within {self.seconds:.1f} s ({share:.0%} of {self.training_s:.0f} s of "
+            "training: checkpoint.rescore_share; null for no limit)."
+        )
+
+
+def _budget(trials: list[Path], experiment: Experiment) -> Budget | None:
+    """The run's re-scoring budget; None without a share or when no training time was
+    recorded."""
+    share = experiment.checkpoint.rescore_share
+    if share is None or not trials:
+        return None
+    training_s = 0.0
+    for trial in trials:
+        results = read_results(trial)
+        training_s += (finite(results[-1].get(TIME_TOTAL)) or 0.0) if results else 0.0
+    if not training_s:
+        return None
+    return Budget(training_s, share * training_s, time.monotonic())
+
+
+def _rescore_trial(
+    trial: Path, experiment: Experiment, console: Console, seconds: float | None = None
+) -> bool:
     checkpoints = checkpoints_in(trial)
     episodes = experiment.checkpoint.rescore
     first_pick = best_and_last(trial)[0]
+    within = f", within {seconds:.1f} s" if seconds is not None else ""
     console.print(
-        f"Re-scoring the {len(checkpoints)} checkpoint(s) {trial.name} kept with {episodes} "
-        "greedy episodes each (checkpoint.rescore)...",
+        f"Re-scoring the {len(checkpoints)} checkpoint(s) {trial.name} kept with up to "
+        f"{episodes} greedy episodes each (checkpoint.rescore{within})...",
         highlight=False,
     )
     before = {c: CheckpointInfo.read(c) for c in checkpoints}
+    started = time.monotonic()
     try:
-        rescored = [rescore_checkpoint(c, episodes) for c in checkpoints]
+        rescored = []
+        for index, checkpoint in enumerate(checkpoints):
+            deadline = None
+            if seconds is not None:
+                left = seconds - (time.monotonic() - started)
+                deadline = time.monotonic() + left / (len(checkpoints) - index)
+            each = rescore_checkpoint(checkpoint, episodes, deadline)
+            if _no_better_than_training(each, before[checkpoint]):
+                played = each.info.rescore_episodes
+                console.print(
+                    f"  not re-scored: the budget let {checkpoint.name} play {played} "
+                    "episode(s), no more than its evaluation during training; those scores "
+                    "rank the trial (raise checkpoint.rescore_share, or null).",
+                    highlight=False,
+                )
+                return False
+            rescored.append(each)
         for each in rescored:  # all or none: scores of two kinds never rank one trial
             each.info.write(each.checkpoint)
     except Exception as exc:  # noqa: BLE001 - the trained run stands; its scores say what they are
@@ -125,14 +200,27 @@ def _restore(infos: dict[Path, CheckpointInfo | None]) -> None:
                 pass
 
 
-def rescore_checkpoint(checkpoint: Path, episodes: int) -> Rescored:
+def _no_better_than_training(each: Rescored, before: CheckpointInfo | None) -> bool:
+    """Whether a budgeted re-score played no more episodes than the checkpoint's evaluation
+    during training (a re-score from an earlier run, which has its interval, always counts)."""
+    played = each.info.rescore_episodes
+    if played is None:
+        return False
+    training = (before.evaluation_episodes if before else None) or TRAINING_EPISODES
+    return played <= training
+
+
+def rescore_checkpoint(checkpoint: Path, episodes: int, deadline: float | None = None) -> Rescored:
     """Play ``episodes`` greedy episodes (seeds 0.., as ``rlplat eval -n EPISODES``) with the
-    checkpoint's policy: its info with their mean as the score (not yet written); one
-    re-scored before keeps its score."""
+    checkpoint's policy, fewer where ``deadline`` (``time.monotonic()``) comes first: its info
+    with their mean as the score (not yet written); one re-scored before keeps its score."""
     info = CheckpointInfo.read(checkpoint) or CheckpointInfo()
     if info.score_interval is not None:
         return Rescored(checkpoint, info)
-    report = evaluate(checkpoint, EvalOptions(episodes=episodes), say=lambda _: None)
+    report = evaluate(
+        checkpoint, EvalOptions(episodes=episodes), say=lambda _: None, deadline=deadline
+    )
+    episodes = report.episodes
     returns = report.returns
     sample_std = returns.std * math.sqrt(episodes / (episodes - 1)) if episodes > 1 else 0.0
     half_width = Z_95 * sample_std / math.sqrt(episodes)
@@ -144,6 +232,7 @@ def rescore_checkpoint(checkpoint: Path, episodes: int) -> Rescored:
         "at 95%",
         score_interval=half_width,
         training_score=info.score,
+        rescore_episodes=episodes,
     )
     return Rescored(checkpoint, rescored)
 

@@ -197,6 +197,7 @@ def test_the_best_sac_checkpoint_is_the_best_over_20_greedy_episodes(ray_session
             "reporting.min_sample_timesteps_per_iteration=500",
             "checkpoint.every=2",
             "checkpoint.keep=null",
+            "checkpoint.rescore_share=null",
         ],
     )
     summary = train(loaded, console=Console(quiet=True))

@@ -78,8 +78,9 @@ def test_a_checkpoint_that_cannot_be_replayed_leaves_every_score_as_training_lef
 
     class Report:
         returns = Stats(-100.0, 10.0, -120.0, -80.0)
+        episodes = 20
 
-    def evaluate(checkpoint, options, say):
+    def evaluate(checkpoint, options, say, deadline=None):
         played.append(checkpoint.name)
         if len(played) == 2:
             raise KeyError("agent_7")
@@ -100,9 +101,10 @@ def test_a_replayed_trial_is_ranked_by_the_new_mean(tmp_path, monkeypatch):
     class Report:
         def __init__(self, mean):
             self.returns = Stats(mean, 20.0, mean - 40, mean + 40)
+            self.episodes = 20
 
     means = {"checkpoint_000000": -250.0, "checkpoint_000001": -140.0}
-    monkeypatch.setattr(rescore, "evaluate", lambda c, o, say: Report(means[c.name]))
+    monkeypatch.setattr(rescore, "evaluate", lambda c, o, say, deadline: Report(means[c.name]))
     console = Console(record=True, width=200)
     assert rescore.rescore_run(trial.parent, _experiment(tmp_path), console)
     infos = {c.name: CheckpointInfo.read(c) for c in trial.glob("checkpoint_*")}
@@ -112,3 +114,31 @@ def test_a_replayed_trial_is_ranked_by_the_new_mean(tmp_path, monkeypatch):
     said = console.export_text()
     assert "best: checkpoint_000001 -140.00" in said
     assert "During training checkpoint_000000 ranked first (-100.00)" in said
+
+
+def test_a_budget_too_small_to_play_more_than_training_did_keeps_the_training_scores(
+    tmp_path, monkeypatch
+):
+    """checkpoint.rescore_share 0.1 of 10 s of training: 1 s for two checkpoints, in which
+    (this stand-in says) 3 episodes fit, fewer than the 5 each played during training."""
+    trial = _trial(tmp_path, [-200.0, -150.0])
+    (trial / "result.json").write_text('{"time_total_s": 10.0, "training_iteration": 4}\n')
+    deadlines = []
+
+    class Report:
+        returns = Stats(-100.0, 10.0, -120.0, -80.0)
+        episodes = 3
+
+    def evaluate(checkpoint, options, say, deadline=None):
+        deadlines.append(deadline)
+        return Report()
+
+    monkeypatch.setattr(rescore, "evaluate", evaluate)
+    before = {c: (c / CHECKPOINT_INFO).read_text() for c in trial.glob("checkpoint_*")}
+    console = Console(record=True, width=300)
+    assert not rescore.rescore_run(trial.parent, _experiment(tmp_path), console)
+    assert {c: (c / CHECKPOINT_INFO).read_text() for c in before} == before
+    said = console.export_text()
+    assert "Re-scoring within 1.0 s (10% of 10 s of training: checkpoint.rescore_share" in said
+    assert "the budget let checkpoint_000000 play 3 episode(s)" in said
+    assert len(deadlines) == 1 and deadlines[0] is not None, "stopped after the first checkpoint"
