@@ -97,3 +97,26 @@ class LeanSampling(RunnerHooks):
     def sample_episodes(self, **kwargs: Any) -> Any:
         with untimed(self.env_to_module), untimed(self.module_to_env):
             return super().sample_episodes(**kwargs)
+
+
+class EpisodesToNumpyOnce(RunnerHooks):
+    """Multi-agent env-runner mixin: each episode of a ``sample`` call is turned to numpy once,
+    after the call. RLlib's multi-agent loop turns every episode finished so far in the call to
+    numpy again at each env step, so a call's cost grows with the square of its episodes: leduc
+    hold'em (hands of 2-4 steps) sampled 81 env steps/s, 82% of the time in ``to_numpy``.
+    ``to_numpy`` is idempotent and works in place, so the episodes returned, and those the runner
+    keeps for its metrics, are the same objects in the same form."""
+
+    episodes_to_numpy: bool
+
+    def sample_episodes(self, **kwargs: Any) -> Any:
+        wanted = self.episodes_to_numpy
+        self.episodes_to_numpy = False
+        try:
+            episodes = super().sample_episodes(**kwargs)
+        finally:
+            self.episodes_to_numpy = wanted
+        if wanted:
+            for episode in episodes:
+                episode.to_numpy()
+        return episodes

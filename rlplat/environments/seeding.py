@@ -20,7 +20,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.debug import update_global_seed_if_necessary
 
 from rlplat.environments.array_runner import ArraySampling
-from rlplat.environments.lean_sampling import LeanSampling
+from rlplat.environments.lean_sampling import EpisodesToNumpyOnce, LeanSampling
 from rlplat.environments.vector_runner import WholeVector
 from rlplat.seams.rllib_runner import set_reset_seed
 
@@ -70,9 +70,12 @@ class ArrayEnvRunner(IndependentSeeds, LeanSampling, ArraySampling, SingleAgentE
     applies (``rlplat.environments.array_runner``), RLlib's loop elsewhere."""
 
 
-class SeededMultiAgentEnvRunner(IndependentSeeds, WholeVector, LeanSampling, MultiAgentEnvRunner):
-    """RLlib's multi-agent env runner with independent env streams, sampling lean, stepping a
-    backend's whole vector where it makes one (VMAS's batched worlds)."""
+class SeededMultiAgentEnvRunner(
+    IndependentSeeds, WholeVector, EpisodesToNumpyOnce, LeanSampling, MultiAgentEnvRunner
+):
+    """RLlib's multi-agent env runner with independent env streams, sampling lean (episodes
+    turned to numpy once per call), stepping a backend's whole vector where it makes one (VMAS's
+    batched worlds)."""
 
 
 def seeded_env_runner_class(multi_agent: bool) -> type:
