@@ -63,7 +63,7 @@ CASES: dict[str, Case] = {
         "gymnasium-robotics", "SAC", "{id: 'gymnasium_robotics:FetchReach-v4'}", 5_000
     ),
     "point_maze": Case(
-        "gymnasium-robotics", "SAC", "{id: 'gymnasium_robotics:PointMaze_UMazeDense-v3'}", 10_000
+        "gymnasium-robotics", "SAC", "{id: 'gymnasium_robotics:PointMaze_UMazeDense-v3'}", 5_000
     ),
     "panda_reach_dense": Case("panda-gym", "SAC", "{id: 'panda_gym:PandaReachDense-v3'}", 5_000),
     "leduc": Case(

@@ -74,3 +74,22 @@ class FloatObservation(gym.ObservationWrapper):
 
     def observation(self, observation: Any) -> np.ndarray:
         return np.asarray(observation, dtype=np.float32)
+
+
+def flat_agents(env: Any) -> Any:
+    """A PettingZoo env (AEC or parallel) whose agents' observations are flattened to float32
+    vectors, as ``FlatObservation`` does for one agent (a Discrete observation becomes its one-hot
+    vector: rock-paper-scissors' last moves). SuperSuit's ``flatten_v0`` takes Box observations
+    only."""
+    from supersuit import observation_lambda_v0  # noqa: PLC0415 - the multiagent extra's
+
+    def flat_space(space: gym.Space, *_: Any) -> gym.spaces.Box:
+        flat = gym.spaces.flatten_space(space)
+        return gym.spaces.Box(
+            flat.low.astype(np.float32), flat.high.astype(np.float32), dtype=np.float32
+        )
+
+    def flat_value(observation: Any, space: gym.Space, *_: Any) -> np.ndarray:
+        return gym.spaces.flatten(space, observation).astype(np.float32)
+
+    return observation_lambda_v0(env, flat_value, flat_space)

@@ -24,7 +24,8 @@ from rlplat.environments.observations import as_float
 from rlplat.experiment.schema import Experiment, entry_parts
 
 FLAT_OBSERVATION = "rlplat.environments.observations:FlatObservation"
-FLATTEN_MULTI_AGENT = "flatten_v0"  # SuperSuit's, for PettingZoo envs
+FLATTEN_MULTI_AGENT = "flatten_v0"  # SuperSuit's, for PettingZoo envs' 2D Box observations
+FLAT_AGENTS = "rlplat.environments.observations:flat_agents"  # other spaces, for PettingZoo envs
 FLOAT_OBSERVATION = "rlplat.environments.observations:FloatObservation"
 FLOAT_MULTI_AGENT = {"dtype_v0": {"dtype": "float32"}}  # SuperSuit's
 
@@ -102,7 +103,12 @@ def _shape_defaults(
         return ObservationDefaults(experiment.model_copy(update={"rl_module": rl_module}), (note,))
     if experiment.connectors or not any(_needs_flattening(s, multi_agent) for s in spaces):
         return ObservationDefaults(experiment)
-    wrapper = FLATTEN_MULTI_AGENT if multi_agent else FLAT_OBSERVATION
+    if not multi_agent:
+        wrapper = FLAT_OBSERVATION
+    elif all(isinstance(space, gym.spaces.Box) for space in spaces):
+        wrapper = FLATTEN_MULTI_AGENT
+    else:
+        wrapper = FLAT_AGENTS
     note = (
         f"env.wrappers: {wrapper} added: RLlib's default encoders take 1D Box observations and "
         f"images, {label!r} has {_describe(spaces[0])} (flattened to one vector)"
@@ -125,8 +131,8 @@ def _with_wrapper(experiment: Experiment, wrapper: str | dict[str, Any]) -> Expe
 def _needs_flattening(space: gym.Space, multi_agent: bool) -> bool:
     if isinstance(space, gym.spaces.Box):
         return len(space.shape) != 1
-    if multi_agent:  # PettingZoo Dicts carry action masks, which RLlib's masked modules read
-        return False
+    if multi_agent and isinstance(space, gym.spaces.Dict):
+        return False  # PettingZoo Dicts carry action masks, which RLlib's masked modules read
     return isinstance(
         space,
         (

@@ -323,5 +323,7 @@ def test_runs_lists_finished_running_interrupted_and_failed_runs(ray_session, ca
         if line.strip().startswith(("done", "crashed", "stopped"))
     ]
     assert [line.split()[0] for line in lines] == ["stopped", "crashed", "done"]  # newest first
+    done = lines[-1]
+    assert " greedy " in done, "the best score is the greedy one eval, export and serve pick by"
     code, _, err = run_cli(capsys, "runs", tmp_path / "missing")
     assert code == 2 and "is not a directory" in err

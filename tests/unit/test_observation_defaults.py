@@ -172,3 +172,23 @@ def test_an_lstm_without_a_sequence_length_gets_rllibs_default_and_says_so():
         ["rl_module.model_config.use_lstm=true", "rl_module.model_config.max_seq_len=7"],
     )
     assert prepare(given, probe=False).experiment.rl_module["model_config"]["max_seq_len"] == 7
+
+
+def test_a_card_game_of_discrete_observations_gets_each_agents_one_hot(tmp_path):
+    """Rock-paper-scissors observes the opponent's last move (Discrete(4)): each agent's
+    observation becomes its one-hot vector, which RLlib's MLP takes."""
+    from rlplat.environments.observations import flat_agents
+
+    path = tmp_path / "rps.yaml"
+    path.write_text(
+        "name: rps\nalgorithm: PPO\nenv: {pettingzoo: pettingzoo.classic.rps_v2}\n"
+        "stop: {env_steps: 1000}\n"
+    )
+    run = prepare(load_experiment(path), probe=False)
+    assert "rlplat.environments.observations:flat_agents" in run.experiment.env.wrappers
+    assert run.env.observation_spaces["player_0"] == gym.spaces.Box(0, 1, (4,), np.float32)
+    from pettingzoo.classic import rps_v2
+
+    env = flat_agents(rps_v2.parallel_env())
+    observations, _ = env.reset(seed=0)
+    assert observations["player_0"].tolist() == [0, 0, 0, 1]  # "none yet", one-hot
