@@ -268,8 +268,12 @@ def peer_row(saved: Path, command: Sequence[str]) -> dict[str, Any]:
 
 
 def eval_report(target: str | Path, episodes: int, *flags: str) -> dict[str, Any]:
-    """``rlplat eval <target> -n <episodes> --json <flags>``: the report it prints."""
-    return json.loads(rlplat("eval", str(target), "-n", str(episodes), "--json", *flags).stdout)
+    """``rlplat eval <target> -n <episodes> --json <flags>``: the report it prints (from its
+    first line that opens a JSON object: an env package may print to stdout from C, as
+    pybullet does when it loads)."""
+    stdout = rlplat("eval", str(target), "-n", str(episodes), "--json", *flags).stdout
+    start = 0 if stdout.startswith("{") else stdout.index("\n{") + 1
+    return json.JSONDecoder().raw_decode(stdout, start)[0]
 
 
 def score(run_dir: str, episodes: int, random: Sequence[str] = ()) -> dict[str, Any]:

@@ -62,6 +62,9 @@ CASES: dict[str, Case] = {
     "fetch_reach": Case(
         "gymnasium-robotics", "SAC", "{id: 'gymnasium_robotics:FetchReach-v4'}", 5_000
     ),
+    "fetch_reach_dense": Case(
+        "gymnasium-robotics", "SAC", "{id: 'gymnasium_robotics:FetchReachDense-v4'}", 5_000
+    ),
     "point_maze": Case(
         "gymnasium-robotics", "SAC", "{id: 'gymnasium_robotics:PointMaze_UMazeDense-v3'}", 5_000
     ),

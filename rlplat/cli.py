@@ -11,6 +11,7 @@ Ray Tune and RLlib.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -41,7 +42,7 @@ from rlplat.serve.options import ServeOptions
 from rlplat.util.options import from_values, typer_parameters
 from rlplat.util.process import FIXED_HASH_SEED
 from rlplat.util.project import project_paths, use_project_paths
-from rlplat.util.streams import StdoutOrStderr
+from rlplat.util.streams import StdoutOrStderr, stdout_to_stderr
 from rlplat.util.timings import StageClock
 from rlplat.util.versions import versions
 
@@ -247,12 +248,13 @@ def eval_(
     from rlplat.policy.exported import is_export  # noqa: PLC0415
 
     _start(verbose, path, ray=not is_export(path))  # an ONNX export plays without RLlib
-    report = evaluate(
-        path,
-        options,
-        say=_say(json_output),
-        show_frame=lambda frame: console.print(frame, highlight=False, markup=False),
-    )
+    with stdout_to_stderr() if json_output else contextlib.nullcontext():
+        report = evaluate(
+            path,
+            options,
+            say=_say(json_output),
+            show_frame=lambda frame: console.print(frame, highlight=False, markup=False),
+        )
     _show(report, json_output, print_report)
 
 

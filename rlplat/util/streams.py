@@ -77,3 +77,20 @@ def stderr_without(pattern: re.Pattern[str]) -> Iterator[None]:
             for line in held:
                 if not pattern.search(line.decode(errors="replace")):
                     os.write(2, line)
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """What the process writes to its standard output inside the block goes to standard error
+    (file descriptor 1 itself is swapped: pybullet prints its build time from C as it loads), so
+    that a ``--json`` answer printed after the block is the only thing on stdout."""
+    sys.stdout.flush()
+    kept = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(kept, 1)
+        os.close(kept)
