@@ -17,6 +17,24 @@ from packaging.version import Version
 
 # The last MuJoCo under which gymnasium-robotics' joint asserts hold (mujoco_utils.py:142).
 ROBOTICS_MUJOCO_BELOW = Version("3.12")
+# Distributions that install the same package folder: (what an env package asks for, what rlplat
+# installs, the folder, an env package that asks, the install that fixes it).
+SAME_FOLDER = (
+    (
+        "pygame",
+        "pygame-ce",
+        "pygame/",
+        "flappy-bird-gymnasium",
+        "pip install pygame-ce (PettingZoo needs pygame-ce; envs written for pygame run on it)",
+    ),
+    (
+        "opencv-python",
+        "opencv-python-headless",
+        "cv2/",
+        "tetris-gymnasium",
+        "pip install opencv-python-headless (or opencv-python alone, for windows)",
+    ),
+)
 
 
 def _version(distribution: str) -> str | None:
@@ -30,23 +48,14 @@ def _version(distribution: str) -> str | None:
 def package_problems() -> tuple[str, ...]:
     """One line per clash among the installed distributions, each with its fix."""
     problems = []
-    pygame, pygame_ce = _version("pygame"), _version("pygame-ce")
-    if pygame and pygame_ce:
-        problems.append(
-            f"pygame {pygame} and pygame-ce {pygame_ce} are both installed and overwrite each "
-            "other's files in pygame/ (an env package asked for pygame: flappy-bird-gymnasium "
-            "does); rendering may fail or mix versions. Fix: pip uninstall -y pygame pygame-ce "
-            "&& pip install pygame-ce (PettingZoo needs pygame-ce; envs written for pygame run "
-            "on it)"
-        )
-    opencv, headless = _version("opencv-python"), _version("opencv-python-headless")
-    if opencv and headless:
-        problems.append(
-            f"opencv-python {opencv} and opencv-python-headless {headless} are both installed "
-            "and overwrite each other's cv2/ (an env package asked for opencv-python: "
-            "tetris-gymnasium does). Fix: pip uninstall -y opencv-python opencv-python-headless "
-            "&& pip install opencv-python-headless (or opencv-python alone, for windows)"
-        )
+    for asked, ours, folder, asker, fix in SAME_FOLDER:
+        asked_version, our_version = _version(asked), _version(ours)
+        if asked_version and our_version:
+            problems.append(
+                f"{asked} {asked_version} and {ours} {our_version} are both installed and "
+                f"overwrite each other's files in {folder} (an env package asked for {asked}: "
+                f"{asker} does). Fix: pip uninstall -y {asked} {ours} && {fix}"
+            )
     mujoco, core = _version("mujoco"), _version("mujoco-core")
     if mujoco and core and core != mujoco:
         problems.append(
