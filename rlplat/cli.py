@@ -457,7 +457,9 @@ def _print_traceback(exc: BaseException) -> None:
     """``--debug``: the traceback of rlplat's error with the exceptions it stands for, which its
     paragraph hides (``raise ... from None`` keeps them as the context)."""
     link: BaseException | None = exc
-    while link is not None:
+    seen: set[int] = set()
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
         link.__suppress_context__ = False
         link = link.__cause__ or link.__context__
     traceback.print_exception(exc, file=sys.stderr)

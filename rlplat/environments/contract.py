@@ -45,11 +45,12 @@ _short.maxlist = _short.maxtuple = _short.maxdict = 4
 
 class ContractBroken(Exception):
     """The env broke its API's contract; ``str()`` says how, in one sentence; ``part`` is the
-    ``env.check`` part that refused it."""
+    ``env.check`` part that refused it (None: a break no part relaxes: training could not go
+    on)."""
 
-    def __init__(self, message: str, part: str = "contract"):
+    def __init__(self, message: str, part: str | None = None):
         super().__init__(message)
-        self.part = part
+        self.part = part  # None: the API itself (tuples, dicts by agent), which no level relaxes
 
 
 class EnvRaised(ContractBroken):
@@ -86,9 +87,11 @@ class _Parts:
         if level == "warn":
             self.note(part, f"{message} (env.check.{part}: warn; the run goes on)")
 
-    def note(self, part: str, message: str) -> None:
-        if part not in self._noted and getattr(self.levels, part) != "off":
-            self._noted.add(part)
+    def note(self, part: str, message: str, key: str | None = None) -> None:
+        """One note per ``key`` (default: the part), unless the part is off."""
+        key = key or part
+        if key not in self._noted and getattr(self.levels, part) != "off":
+            self._noted.add(key)
             self.report.notes.append(f"env check: {message}")
 
 
@@ -163,7 +166,7 @@ class _SingleAgent:
             )
         observation, info = result
         _check_observation(observation, env.observation_space, "reset()", self.parts)
-        _check_info(info, "reset()")
+        _check_info(info, "reset()", self.parts)
         return observation
 
     def random_actions(self, env: gym.Env, observation: Any) -> Any:
@@ -177,10 +180,10 @@ class _SingleAgent:
             )
         observation, reward, terminated, truncated, info = result
         _check_observation(observation, env.observation_space, "step()", self.parts)
-        _check_reward(reward, "step()")
-        _check_flag(terminated, "terminated", "step()")
-        _check_flag(truncated, "truncated", "step()")
-        _check_info(info, "step()")
+        _check_reward(reward, "step()", self.parts)
+        _check_flag(terminated, "terminated", "step()", self.parts)
+        _check_flag(truncated, "truncated", "step()", self.parts)
+        _check_info(info, "step()", self.parts)
         return observation, bool(terminated or truncated)
 
 
@@ -225,11 +228,11 @@ class _MultiAgent:
             if not isinstance(values, dict):
                 raise ContractBroken(f"step() returned {name} {_returned(values)}; must be a dict.")
         for agent, reward in rewards.items():
-            _check_reward(reward, f"step() for agent {agent!r}")
-        self.rewards.append({agent: float(reward) for agent, reward in rewards.items()})
+            _check_reward(reward, f"step() for agent {agent!r}", self.parts)
+        self.rewards.append({agent: _number(reward) for agent, reward in rewards.items()})
         for name, flags in (("terminated", terminateds), ("truncated", truncateds)):
             for agent, flag in flags.items():
-                _check_flag(flag, name, f"step() for agent {agent!r}")
+                _check_flag(flag, name, f"step() for agent {agent!r}", self.parts)
         done = bool(terminateds.get("__all__") or truncateds.get("__all__"))
         return observations, done
 
@@ -263,20 +266,21 @@ def _returned(value: Any) -> str:
 
 
 def _check_observation(observation: Any, space: gym.Space, where: str, parts: _Parts) -> None:
-    if space.contains(observation):
-        if _all_finite(observation):
-            return
-        raise ContractBroken(
-            f"{where} returned an observation with NaN or infinite values: "
-            f"{_short.repr(observation)}."
-        )
+    if space.contains(observation) or not _all_finite(observation):
+        if not _all_finite(observation):
+            parts.breach(
+                "contract",
+                f"{where} returned an observation with NaN or infinite values: "
+                f"{_short.repr(observation)}.",
+            )
+        return
     part, problem = _observation_problem(observation, space)
     message = (
         f"{where} returned an observation outside the declared observation space {space}: {problem}"
     )
     if part == "rounding":
         parts.seen.add("bounds")
-        parts.note("bounds", f"{message}, by float rounding only: accepted")
+        parts.note("bounds", f"{message}, by float rounding only: accepted", key="rounding")
     else:
         parts.breach(part, f"{message}.")
 
@@ -296,6 +300,8 @@ def _observation_problem(observation: Any, space: gym.Space, at: str = "") -> tu
             ((observation[key], sub, f"{at}[{key!r}]") for key, sub in space.spaces.items())
         )
     if isinstance(space, gym.spaces.Tuple):
+        if isinstance(observation, list):  # as Gymnasium's Tuple.contains takes it
+            observation = tuple(observation)
         if not isinstance(observation, tuple) or len(observation) != len(space.spaces):
             return "contract", f"{at or 'the observation'} is {_returned(observation)}"
         return _first_problem(
@@ -305,7 +311,10 @@ def _observation_problem(observation: Any, space: gym.Space, at: str = "") -> tu
             )
         )
     if isinstance(space, gym.spaces.Box):
-        array = np.asarray(observation)
+        # As Gymnasium's Box.contains reads what is not an array yet: in the space's dtype.
+        array = (
+            observation if isinstance(observation, np.ndarray) else _as_array(observation, space)
+        )
         if array.shape != space.shape:
             return "contract", f"{at}shape {array.shape}, the space's is {space.shape}"
         if not np.can_cast(array.dtype, space.dtype):
@@ -329,26 +338,46 @@ def _first_problem(items: Any) -> tuple[str, str]:
     return found or ("contract", "")
 
 
+def _as_array(observation: Any, space: gym.spaces.Box) -> np.ndarray:
+    try:
+        return np.asarray(observation, dtype=space.dtype)
+    except (TypeError, ValueError):
+        return np.asarray(observation)
+
+
 def _bounds_problem(array: np.ndarray, space: gym.spaces.Box, at: str) -> tuple[str, str]:
-    """The values outside [low, high], with the first one's exact value and bound; 'rounding'
-    where every one of them is within ``ROUNDING`` of its bound."""
+    """The values outside [low, high], with the farthest one's exact value and bound;
+    'rounding' where the values are floats and each is within ``ROUNDING`` of the bound it
+    crossed (relative to that bound, absolute below 1)."""
     values = array.astype(np.float64)
     low, high = space.low.astype(np.float64), space.high.astype(np.float64)
-    excess = np.maximum(low - values, values - high)
-    outside = np.argwhere(excess > 0)
+    above, below = values > high, values < low
+    outside = np.argwhere(above | below)
     if not len(outside):
         return "contract", f"{at}{_returned(array)}"
-    tolerance = ROUNDING * np.maximum(1.0, np.maximum(np.abs(low), np.abs(high)))
-    rounding = bool(np.all(excess[excess > 0] <= tolerance[excess > 0]))
-    index = tuple(int(i) for i in np.argwhere(excess == excess.max())[0])
+    crossed = np.where(above, high, low)
+    excess = np.where(above | below, np.abs(values - crossed), 0.0)
+    tolerance = ROUNDING * np.maximum(1.0, np.abs(crossed))
+    floats = np.issubdtype(array.dtype, np.floating)
+    rounding = floats and bool(np.all(excess[above | below] <= tolerance[above | below]))
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(excess)), excess.shape))
     where = index[0] if len(index) == 1 else index
-    value = values[index]
-    bound, side = (high[index], "high") if value > high[index] else (low[index], "low")
+    value, bound = values[index], crossed[index]
+    side = "high" if above[index] else "low"
     return (
         "rounding" if rounding else "bounds",
-        f"{len(outside)} value(s) out of bounds, the farthest {at}[{where}] = {float(value)!r} "
-        f"past its {side} bound {float(bound)!r} by {abs(value - bound):.3g}",
+        f"{len(outside)} value(s) out of bounds, the farthest {at}[{where}] = "
+        f"{_exact(value, array.dtype)} past its {side} bound {_exact(bound, space.dtype)} by "
+        f"{abs(value - bound):.3g}",
     )
+
+
+def _exact(value: float, dtype: np.dtype) -> str:
+    """The shortest text that reads back as ``value`` in ``dtype`` (float32's 0.41887903, not
+    its float64 widening 0.41887903213500977; never rounded into agreeing with a bound)."""
+    if np.issubdtype(dtype, np.floating):
+        return str(dtype.type(value))
+    return repr(int(value)) if np.issubdtype(dtype, np.integer) else repr(float(value))
 
 
 def _all_finite(value: Any) -> bool:
@@ -360,21 +389,30 @@ def _all_finite(value: Any) -> bool:
     return not np.issubdtype(array.dtype, np.floating) or bool(np.all(np.isfinite(array)))
 
 
-def _check_reward(reward: Any, where: str) -> None:
+def _number(reward: Any) -> float:
+    """A reward as a float for the record of rewards (0.0 for what is not a number)."""
+    try:
+        return float(reward)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _check_reward(reward: Any, where: str, parts: _Parts) -> None:
     if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (int, float, np.number)):
-        raise ContractBroken(
+        parts.breach(
+            "contract",
             f"{where} returned reward {_returned(reward)}; a reward must be a real number "
-            "(int or float)."
+            "(int or float).",
         )
-    if not math.isfinite(float(reward)):
-        raise ContractBroken(f"{where} returned reward {reward}; rewards must be finite.")
+    elif not math.isfinite(float(reward)):
+        parts.breach("contract", f"{where} returned reward {reward}; rewards must be finite.")
 
 
-def _check_flag(flag: Any, name: str, where: str) -> None:
+def _check_flag(flag: Any, name: str, where: str, parts: _Parts) -> None:
     if not isinstance(flag, (bool, np.bool_)):
-        raise ContractBroken(f"{where} returned {name} {_returned(flag)}; it must be a bool.")
+        parts.breach("contract", f"{where} returned {name} {_returned(flag)}; it must be a bool.")
 
 
-def _check_info(info: Any, where: str) -> None:
+def _check_info(info: Any, where: str, parts: _Parts) -> None:
     if not isinstance(info, dict):
-        raise ContractBroken(f"{where} returned info {_returned(info)}; it must be a dict.")
+        parts.breach("contract", f"{where} returned info {_returned(info)}; it must be a dict.")

@@ -440,7 +440,7 @@ def _reset_or_check_contract(
         what = "failed" if isinstance(exc, EnvRaised) else f"breaks {api} API"
         relax = (
             "Fix the env"
-            if isinstance(exc, EnvRaised)
+            if exc.part is None
             else f"Fix the env, or set env.check.{exc.part}: warn (or off) to let the run go on"
         )
         raise ConfigError(

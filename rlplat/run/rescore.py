@@ -160,7 +160,9 @@ def _rescore_trial(
                 left = seconds - (time.monotonic() - started)
                 deadline = time.monotonic() + left / (len(checkpoints) - index)
             each = rescore_checkpoint(checkpoint, episodes, deadline)
-            if _no_better_than_training(each, before[checkpoint]):
+            if deadline is not None and _no_better_than_training(
+                each, before[checkpoint], episodes
+            ):
                 played = each.info.rescore_episodes
                 console.print(
                     f"  not re-scored: the budget let {checkpoint.name} play {played} "
@@ -200,11 +202,12 @@ def _restore(infos: dict[Path, CheckpointInfo | None]) -> None:
                 pass
 
 
-def _no_better_than_training(each: Rescored, before: CheckpointInfo | None) -> bool:
-    """Whether a budgeted re-score played no more episodes than the checkpoint's evaluation
-    during training (a re-score from an earlier run, which has its interval, always counts)."""
+def _no_better_than_training(each: Rescored, before: CheckpointInfo | None, episodes: int) -> bool:
+    """Whether the budget cut a re-score short of ``episodes`` at no more episodes than the
+    checkpoint's evaluation during training (a re-score from an earlier run, which has its
+    interval, always counts)."""
     played = each.info.rescore_episodes
-    if played is None:
+    if played is None or played >= episodes:
         return False
     training = (before.evaluation_episodes if before else None) or TRAINING_EPISODES
     return played <= training

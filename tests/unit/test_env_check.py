@@ -149,3 +149,51 @@ def test_packages_that_overwrite_each_others_files_are_named_with_the_fix(monkey
         packages.package_problems.cache_clear()
     assert "pygame 2.6.1 and pygame-ce 2.5.8" in pygame and "pip install pygame-ce" in pygame
     assert "mujoco 3.13.0" in robotics and "'mujoco<3.12'" in robotics
+
+
+class HalfOpen(gym.Env):
+    """Observations in [0, inf): the first entry is ``values[step]`` (a list, as some envs return
+    observations); rewards are NaN with ``nan_reward``."""
+
+    observation_space = gym.spaces.Box(0.0, np.inf, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, values: list[float], nan_reward: bool = False):
+        self.values, self.nan_reward, self.steps = values, nan_reward, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return [self.values[0], 1.0], {}
+
+    def step(self, action):
+        self.steps += 1
+        value = self.values[min(self.steps, len(self.values) - 1)]
+        reward = float("nan") if self.nan_reward else 1.0
+        return [value, 1.0], reward, self.steps >= 10, False, {}
+
+
+def test_a_bound_is_judged_against_the_bound_crossed_even_where_the_other_is_infinite():
+    with pytest.raises(ContractBroken) as refused:
+        check_contract(HalfOpen([0.5, -3.0]))
+    assert refused.value.part == "bounds" and "= -3.0 past its low bound 0.0" in str(refused.value)
+    rounding = check_contract(HalfOpen([0.5, -1e-9]), levels=EnvCheck(determinism="off"))
+    assert [n for n in rounding.notes if "float rounding" in n], rounding.notes
+
+
+def test_a_rounding_note_does_not_hide_a_later_real_breach_under_bounds_warn():
+    report = check_contract(
+        HalfOpen([0.5, -1e-9, 0.5, -3.0]), levels=EnvCheck(bounds="warn", determinism="off")
+    )
+    assert any("float rounding" in n for n in report.notes)
+    assert any("-3.0" in n and "env.check.bounds: warn" in n for n in report.notes)
+
+
+def test_contract_warn_lets_a_nan_reward_through_with_a_note_and_refuses_by_default():
+    with pytest.raises(ContractBroken) as refused:
+        check_contract(HalfOpen([0.5], nan_reward=True))
+    assert refused.value.part == "contract"
+    relaxed = check_contract(
+        HalfOpen([0.5], nan_reward=True), levels=EnvCheck(contract="warn", determinism="off")
+    )
+    assert any("rewards must be finite" in n for n in relaxed.notes)
