@@ -266,13 +266,14 @@ def _returned(value: Any) -> str:
 
 
 def _check_observation(observation: Any, space: gym.Space, where: str, parts: _Parts) -> None:
-    if space.contains(observation) or not _all_finite(observation):
-        if not _all_finite(observation):
-            parts.breach(
-                "contract",
-                f"{where} returned an observation with NaN or infinite values: "
-                f"{_short.repr(observation)}.",
-            )
+    if not _all_finite(observation):
+        parts.breach(
+            "contract",
+            f"{where} returned an observation with NaN or infinite values: "
+            f"{_short.repr(observation)}.",
+        )
+        return
+    if space.contains(observation):
         return
     part, problem = _observation_problem(observation, space)
     message = (
@@ -320,8 +321,6 @@ def _observation_problem(observation: Any, space: gym.Space, at: str = "") -> tu
         if not np.can_cast(array.dtype, space.dtype):
             return "contract", f"{at}dtype {array.dtype}, the space's is {space.dtype}"
         return _bounds_problem(array, space, at)
-    if space.contains(observation):
-        return "rounding", ""  # this part is fine; a sibling is not (never reached alone)
     return "contract", f"{at}got {_returned(observation)}"
 
 
