@@ -49,6 +49,9 @@ METRIC_ALIASES: dict[str, str] = {
 # Set in the result of the iteration after which stop.time_s ended a trial because another
 # iteration would have ended past the budget (rlplat.run.trainable.another_iteration_fits).
 TIME_BUDGET_ENDED = "stop/time_budget_ended"
+# Seconds the trial has spent playing greedy evaluation episodes (in and between iterations),
+# since it (last) started: part of the time the re-scoring budget is a share of.
+EVALUATION_SECONDS = "evaluation_cost/time_total_s"
 # The two default checkpoint scores: the greedy evaluation of the checkpoint's own weights
 # (rlplat_evaluation.json, written by the trainable) and the training window.
 EVAL_SCORE = "eval_episode_return_mean"

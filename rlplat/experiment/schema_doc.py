@@ -136,7 +136,10 @@ episodes, at most training's `resources.env_runners.envs`), with the training en
 connector state (a `mean_std_filter`'s statistics) copied in first; a checkpoint written
 at another iteration (the one at the end) is evaluated when it is saved. Each checkpoint's
 `rlplat_evaluation.json` holds its evaluation, and `rlplat_checkpoint.json` its score and what the
-score is; `rlplat eval`, `export` and `serve` print it with the checkpoint they pick. Keys given
+score is; `rlplat eval`, `export` and `serve` print it with the checkpoint they pick. Each result
+reports the seconds the trial has spent in these episodes (`evaluation_cost/time_total_s`), and
+the end of the run prints their share of the training time beside the re-scoring budget
+(docs/performance.md measures it: 0-12% on the shipped experiments). Keys given
 in `evaluation` override these defaults; `evaluation: {{evaluation_interval: null}}` turns
 evaluation off, and "best" is then by the training window (`episode_return_mean`, exploring),
 where no checkpoint whose window holds episodes played before the first update gets a score.

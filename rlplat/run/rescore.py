@@ -33,7 +33,7 @@ from rlplat.checkpoints import (
     trials_in,
 )
 from rlplat.experiment.schema import Experiment
-from rlplat.metrics import EVAL_SCORE, TIME_TOTAL, finite
+from rlplat.metrics import EVAL_SCORE, EVALUATION_SECONDS, TIME_TOTAL, finite, lookup
 from rlplat.policy.evaluate import evaluate
 from rlplat.policy.options import EvalOptions
 
@@ -105,6 +105,7 @@ class Budget:
     and when it started."""
 
     training_s: float
+    evaluation_s: float  # of training_s: the greedy evaluations at checkpoint iterations
     seconds: float
     started: float
 
@@ -117,9 +118,12 @@ class Budget:
 
     def describe(self, experiment: Experiment) -> str:
         share = experiment.checkpoint.rescore_share
+        evaluation = self.evaluation_s / self.training_s
         return (
             f"Re-scoring within {self.seconds:.1f} s ({share:.0%} of {self.training_s:.0f} s of "
-            "training: checkpoint.rescore_share; null for no limit)."
+            "training: checkpoint.rescore_share; null for no limit). Greedy evaluation during "
+            f"training took {self.evaluation_s:.1f} s of those ({evaluation:.0%}: "
+            "evaluation.evaluation_duration episodes every checkpoint.every iterations)."
         )
 
 
@@ -129,13 +133,15 @@ def _budget(trials: list[Path], experiment: Experiment) -> Budget | None:
     share = experiment.checkpoint.rescore_share
     if share is None or not trials:
         return None
-    training_s = 0.0
+    training_s = evaluation_s = 0.0
     for trial in trials:
         results = read_results(trial)
-        training_s += (finite(results[-1].get(TIME_TOTAL)) or 0.0) if results else 0.0
+        if results:
+            training_s += finite(results[-1].get(TIME_TOTAL)) or 0.0
+            evaluation_s += finite(lookup(results[-1], EVALUATION_SECONDS)) or 0.0
     if not training_s:
         return None
-    return Budget(training_s, share * training_s, time.monotonic())
+    return Budget(training_s, min(evaluation_s, training_s), share * training_s, time.monotonic())
 
 
 def _rescore_trial(

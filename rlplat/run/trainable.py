@@ -43,6 +43,7 @@ from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.metrics import (
     ENV_STEPS,
     ENV_STEPS_TRAINED,
+    EVALUATION_SECONDS,
     REPLAY_STEPS,
     RESTORED_REPLAY_STEPS,
     RUNNER_RESTARTS,
@@ -134,6 +135,7 @@ class ExperimentTrial(AlgorithmHooks):
         stop = experiment.get("stop")
         self._stop = StopSpec.model_validate(stop) if stop else None
         self._restored_replay_steps: int | None = None
+        self._evaluation_seconds = 0.0
         self._previous_result: dict[str, Any] = {}
         self._evaluation: GreedyEvaluation | None = None  # the latest one
         if experiment.get("offline"):
@@ -175,6 +177,8 @@ class ExperimentTrial(AlgorithmHooks):
             state[REPLAY_STATE] = memory.get_state()
         if self._self_play is not None and full_state:
             state[SELF_PLAY_STATE] = self._self_play.get_state()
+        if full_state:
+            state[EVALUATION_SECONDS] = self._evaluation_seconds
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -188,6 +192,7 @@ class ExperimentTrial(AlgorithmHooks):
             self._restored_replay_steps = memory.get_num_timesteps()
         if self._self_play is not None and SELF_PLAY_STATE in state:
             self._self_play.set_state(state[SELF_PLAY_STATE], self)
+        self._evaluation_seconds = state.get(EVALUATION_SECONDS, self._evaluation_seconds)
 
     def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """RLlib's greedy evaluation, played with the training env runners' connector state (the
@@ -196,7 +201,11 @@ class ExperimentTrial(AlgorithmHooks):
         evaluation, training = self.eval_env_runner, self.env_runner
         if evaluation is not None and training is not None:
             evaluation.set_state(training.get_state(components=CONNECTOR_COMPONENTS))
-        return super().evaluate(*args, **kwargs)
+        started = time.monotonic()
+        try:
+            return super().evaluate(*args, **kwargs)
+        finally:
+            self._evaluation_seconds += time.monotonic() - started
 
     @property
     def _evaluates(self) -> bool:
@@ -237,6 +246,7 @@ class ExperimentTrial(AlgorithmHooks):
                 put(result, TIME_BUDGET_ENDED, 1)
         group = getattr(self, "env_runner_group", None)
         put(result, RUNNER_RESTARTS, env_runner_restarts(group) if group else 0)
+        put(result, EVALUATION_SECONDS, self._evaluation_seconds)
         if self.config.is_offline:
             result[ENV_STEPS] = finite(lookup(result, ENV_STEPS_TRAINED)) or 0
         memory = replay_memory(self)

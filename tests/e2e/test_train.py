@@ -133,6 +133,9 @@ def test_evaluation_section_runs_rllib_evaluation(tiny_run):
     assert evaluated[0]["evaluation"]["env_runners"]["num_episodes"] == 2
     eval_steps = [step for step, _ in read_scalars(trial_dir)["eval/return_mean"]]
     assert eval_steps == [results[1]["num_env_steps_sampled_lifetime"]]
+    # The greedy episodes' seconds, which the end-of-run line sets beside the training's.
+    seconds = [r["evaluation_cost"]["time_total_s"] for r in results]
+    assert seconds[0] < seconds[1] < results[1]["time_total_s"]
 
 
 def test_videos_are_recorded_into_tensorboard(tiny_run):

@@ -122,7 +122,10 @@ def test_a_budget_too_small_to_play_more_than_training_did_keeps_the_training_sc
     """checkpoint.rescore_share 0.1 of 10 s of training: 1 s for two checkpoints, in which
     (this stand-in says) 3 episodes fit, fewer than the 5 each played during training."""
     trial = _trial(tmp_path, [-200.0, -150.0])
-    (trial / "result.json").write_text('{"time_total_s": 10.0, "training_iteration": 4}\n')
+    (trial / "result.json").write_text(
+        '{"time_total_s": 10.0, "training_iteration": 4, '
+        '"evaluation_cost": {"time_total_s": 1.5}}\n'
+    )
     deadlines = []
 
     class Report:
@@ -140,5 +143,6 @@ def test_a_budget_too_small_to_play_more_than_training_did_keeps_the_training_sc
     assert {c: (c / CHECKPOINT_INFO).read_text() for c in before} == before
     said = console.export_text()
     assert "Re-scoring within 1.0 s (10% of 10 s of training: checkpoint.rescore_share" in said
+    assert "Greedy evaluation during training took 1.5 s of those (15%" in said
     assert "the budget let checkpoint_000000 play 3 episode(s)" in said
     assert len(deadlines) == 1 and deadlines[0] is not None, "stopped after the first checkpoint"
