@@ -30,6 +30,7 @@ from rlplat.policy.options import EvalOptions
 from rlplat.run.launch import train_command
 from rlplat.run.options import TrainOptions
 from rlplat.run.summary import RunSummary, TrialSummary
+from rlplat.util.notebook import progress_stream
 from rlplat.util.project import project_paths, use_project_paths
 from rlplat.util.timings import StageClock
 
@@ -92,8 +93,9 @@ def train(
         every,
         options,
         verbose=verbose,
-        # Plain text on stdout even in a notebook: Rich would make one HTML output per line.
-        console=Console(quiet=quiet, soft_wrap=True, force_jupyter=False),
+        # Plain text; in a notebook one output updated in place (Rich's Jupyter mode would
+        # make one HTML output per line).
+        console=Console(quiet=quiet, soft_wrap=True, force_jupyter=False, file=progress_stream()),
         clock=StageClock(started=time.time()),
         stay_connected=True,
         commands=False,  # the caller holds the Run: run.evaluate(), run.load_policy()

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ray import tune
 from ray.tune import Callback
 from rich.console import Console
 
@@ -197,3 +198,15 @@ class ProgressPrinter(ConsoleCallback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info):
         self._pending.pop(str(trial), None)
         self.console.print(f"[red]{trial} failed[/red]")
+
+
+class NoTuneTable(tune.ProgressReporter):
+    """Tune's own progress output, off. Tune prints nothing at ``verbose=0`` in a terminal, but in
+    a Jupyter kernel it falls back to its notebook table, which clears the cell's outputs (rlplat's
+    progress display among them) and shows an empty HTML table."""
+
+    def should_report(self, trials: list[Any], done: bool = False) -> bool:
+        return False
+
+    def report(self, trials: list[Any], done: bool, *sys_info: Any) -> None:
+        pass

@@ -16,7 +16,7 @@ from rlplat.callbacks.checkpoints import checkpoint_recorder, prune_checkpoints
 from rlplat.callbacks.health import TrainingDoctor
 from rlplat.callbacks.history import TrimHistoryOnRestart, TrimmingCSVLogger, TrimmingJsonLogger
 from rlplat.callbacks.interrupt import GracefulStop
-from rlplat.callbacks.progress import ProgressPrinter
+from rlplat.callbacks.progress import NoTuneTable, ProgressPrinter
 from rlplat.callbacks.search_report import LiveTrialTable, PopulationLog
 from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
 from rlplat.callbacks.timing import TrainingClock, reset_training_window, training_window
@@ -67,6 +67,7 @@ from rlplat.seams.ray_internals import kv_put
 from rlplat.seams.tune import drop_stale_decisions, fitting, set_tune_switches
 from rlplat.util.atomic import remove_partial_files
 from rlplat.util.disk import storage_reason
+from rlplat.util.notebook import in_jupyter_kernel
 from rlplat.util.project import project_code
 from rlplat.util.timings import StageClock
 
@@ -157,6 +158,7 @@ def train(
             ),
             callbacks=_callbacks(run, run_dir, console),
             verbose=0,
+            progress_reporter=NoTuneTable() if in_jupyter_kernel() else None,
         ),
     )
     return _fit(tuner, run, run_dir, console, clock, in_command=in_command)

@@ -46,3 +46,27 @@ def test_evaluate_refuses_an_option_rlplat_eval_does_not_have(tmp_path):
 
     with pytest.raises(UserError, match="Did you mean 'episodes'"):
         evaluate(tmp_path, episods=3)
+
+
+def test_train_in_a_notebook_shows_progress_as_one_updating_output(tmp_path):
+    """In a Jupyter kernel, train()'s lines (progress and summary) are one display output that
+    updates in place, not one output per line; the API prints no CLI commands."""
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    code = (
+        "import rlplat\n"
+        f"run = rlplat.train({str(EXPERIMENTS / 'cartpole_ppo.yaml')!r}, "
+        f"'stop={{iterations: 3}}', 'output_dir={tmp_path}', 'checkpoint.rescore=0')\n"
+        "print('trained', run.directory)"
+    )
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    nbclient.NotebookClient(notebook, timeout=300).execute(cwd=str(tmp_path), env=env)
+    outputs = notebook.cells[0].outputs
+    displays = [o for o in outputs if o.output_type == "display_data"]
+    streams = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert len(displays) == 1, outputs
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", displays[0].data["text/plain"])  # Rich's bold
+    assert shown.count("trial_00000 | iter") >= 2 and "Run finished" in shown, shown
+    assert "| iter" not in streams and "trained " in streams, streams
+    assert "Next:" not in shown + streams and "rlplat eval" not in shown + streams
