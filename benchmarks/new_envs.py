@@ -94,6 +94,45 @@ CASES: dict[str, Case] = {
         HOLDEM_SIDES,
         ["opponent"],
     ),
+    "tictactoe": Case(
+        "pettingzoo[classic]",
+        "PPO",
+        "{pettingzoo: pettingzoo.classic.tictactoe_v3}",
+        50_000,
+        HOLDEM_SIDES.replace("player_0: learner, player_1", "player_1: learner, player_2"),
+        ["opponent"],
+    ),
+    "texas_holdem_no_limit": Case(
+        "pettingzoo[classic]",
+        "PPO",
+        "{pettingzoo: pettingzoo.classic.texas_holdem_no_limit_v6}",
+        50_000,
+        HOLDEM_SIDES,
+        ["opponent"],
+    ),
+    "go_9x9": Case(
+        "pettingzoo[classic]",
+        "PPO",
+        "{pettingzoo: pettingzoo.classic.go_v5, kwargs: {board_size: 9}}",
+        10_000,
+        HOLDEM_SIDES.replace("player_0: learner, player_1", "black_0: learner, white_0"),
+        ["opponent"],
+    ),
+    "chess": Case(
+        "pettingzoo[classic]",
+        "PPO",
+        "{pettingzoo: pettingzoo.classic.chess_v6}",
+        10_000,
+        HOLDEM_SIDES,
+        ["opponent"],
+    ),
+    "hanabi": Case(  # cooperative: one policy plays both seats
+        "pettingzoo[classic]",
+        "PPO",
+        "{pettingzoo: pettingzoo.classic.hanabi_v5}",
+        20_000,
+        "multi_agent:\n  policies: {'player_*': learner}\n",
+    ),
     "tetris": Case(
         "tetris-gymnasium",
         "PPO",
@@ -166,6 +205,9 @@ def run_case(name: str, case: Case, scratch: Path, train_it: bool) -> dict[str, 
         row["random_policy_returns"] = {
             p: s["mean"] for p, s in (both_random.get("policy_returns") or {}).items()
         }
+    elif "pettingzoo:" in case.env:  # one policy plays every seat: beside all seats random
+        everyone_random = eval_report(training.run_dir, EPISODES, "--random", "learner")
+        row["random_return"] = round(everyone_random["returns"]["mean"], 2)
     else:
         env_id = case.env.split("id: '", 1)[1].split("'", 1)[0]
         row["random_return"] = round(random_return(env_id, EPISODES), 2)

@@ -286,6 +286,15 @@ CASES = [
         ],
     ),
     Case(
+        "activation misspelt",
+        ["train", "exp.yaml", "rl_module.model_config.fcnet_activation=sigmoidd"],
+    ),
+    Case(
+        "network too large for any machine",
+        ["train", "exp.yaml", "rl_module.model_config.fcnet_hiddens=[100000000]"],
+    ),
+    Case("count past its bound", ["train", "exp.yaml", f"checkpoint.rescore={2**63}"]),
+    Case(
         "CrossQ on discrete actions",
         ["train", "exp.yaml", "algorithm=CrossQ", "training={}"],
     ),

@@ -35,7 +35,7 @@ def replay(rows: Iterable[Mapping[str, Any]], experiment: Mapping[str, Any]) -> 
 def diagnosis_line(trial: str, finding: Finding) -> str:
     return (
         f"[yellow]diagnosis[/] {trial} ({finding.rule}): {escape(finding.message)} "
-        f"[dim](diagnoses.off: [{finding.rule}] silences it)[/]"
+        f"[dim](diagnoses.off: {escape(f'[{finding.rule}]')} silences it)[/]"
     )
 
 

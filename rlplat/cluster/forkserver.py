@@ -189,6 +189,9 @@ def _peer_uid(connection: socket.socket) -> int:
     return CREDENTIALS.unpack(credentials)[1]
 
 
+UNCATCHABLE = (signal.SIGKILL, signal.SIGSTOP)  # signal.signal() refuses these
+
+
 def _run_in_server(where: Path, argv: list[str], entry: str, environment: dict[str, str]) -> int:
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection, _short(where) as path:
         connection.connect(path)
@@ -215,15 +218,28 @@ def _run_in_server(where: Path, argv: list[str], entry: str, environment: dict[s
         if "pid" not in reply:
             raise _Refused(reply.get("refused", "no answer"), bool(reply.get("stale", True)))
         connection.settimeout(None)
-        with _forwarding_signals(reply["pid"]):
-            answer = connection.recv(MESSAGE_BYTES)
+        # The command runs from here on: nothing that follows may read as "no server" to the
+        # caller, which would run the command a second time.
+        try:
+            with _forwarding_signals(reply["pid"]):
+                answer = connection.recv(MESSAGE_BYTES)
+        except OSError:
+            answer = b""
     if not answer:  # the server and the command ended without a word (killed both)
         print("rlplat: the command's process ended without its exit code", file=sys.stderr)
         return 1
     outcome = json.loads(answer)
     if "signal" in outcome:  # end as the command did: by its signal
-        signal.signal(outcome["signal"], signal.SIG_DFL)
-        os.kill(os.getpid(), outcome["signal"])
+        number = outcome["signal"]
+        if number == signal.SIGKILL:
+            print(
+                "rlplat: the command's process was killed (SIGKILL, as the kernel's "
+                "out-of-memory killer ends a process); what it wrote stays in its run directory",
+                file=sys.stderr,
+            )
+        if number not in UNCATCHABLE:
+            signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
     return int(outcome["exit"])
 
 

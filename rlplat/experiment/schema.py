@@ -53,6 +53,16 @@ def _whole(value: Any) -> Any:
 
 
 Count = Annotated[int, BeforeValidator(_whole)]
+# Upper bounds of counts, so that a slip (2**63) is refused before it fills the memory or the
+# run's time: each is far beyond what a run on any cluster reaches.
+MAX_ENV_STEPS = 10**12
+MAX_ITERATIONS = 10**9
+MAX_STEPS = 10**9  # steps of one episode
+MAX_EPISODES = 10**4  # greedy episodes one check or re-scoring plays
+MAX_COUNT = 10**4  # checkpoints kept
+MAX_POOL = 1000  # self-play snapshots held in memory at once
+MAX_SEED = 2**31 - 1
+MAX_SEEDS = 1000  # trials of one run: a count beyond is a slip (2**63 would fill the memory)
 """An int that may also be written as a float without a fraction (``1e5``, as big step counts
 are written); any other value is checked strictly."""
 
@@ -137,6 +147,7 @@ class EnvSpec(Section):
     time_limit: int | None = Field(
         None,
         gt=0,
+        le=MAX_STEPS,
         description="env.gymma only: end each episode after this many steps, as a truncation "
         "(EPyMARL's time_limit). Default: the env's own end only.",
     )
@@ -374,8 +385,12 @@ class StopSpec(Section):
         description="Target mean game score over the last finished games, for envs that report "
         "a game's end in its last step's info (the atari preset, whose game spans its lives).",
     )
-    env_steps: Count | None = Field(None, gt=0, description="Environment steps sampled.")
-    iterations: Count | None = Field(None, gt=0, description="Training iterations.")
+    env_steps: Count | None = Field(
+        None, gt=0, le=MAX_ENV_STEPS, description="Environment steps sampled."
+    )
+    iterations: Count | None = Field(
+        None, gt=0, le=MAX_ITERATIONS, description="Training iterations."
+    )
     time_s: float | None = Field(
         None,
         gt=0,
@@ -415,10 +430,13 @@ def _metric_name(value: str) -> str:
 class CheckpointSpec(Section):
     """How often checkpoints are written and which ones are kept."""
 
-    every: int = Field(10, ge=0, description="Checkpoint every N iterations (0: never).")
+    every: int = Field(
+        10, ge=0, le=MAX_ITERATIONS, description="Checkpoint every N iterations (0: never)."
+    )
     keep: int | None = Field(
         3,
         ge=1,
+        le=MAX_COUNT,
         description="Keep the K best checkpoints, and the newest one a resumed run continues "
         "from (null: all).",
     )
@@ -436,6 +454,7 @@ class CheckpointSpec(Section):
     rescore: int = Field(
         20,
         ge=0,
+        le=MAX_EPISODES,
         description="At the run's end, play each kept checkpoint this many greedy episodes "
         "again (as rlplat eval -n N) and rank them by that mean, printed with its 95% interval, "
         "instead of by the few evaluation episodes of their iteration. Only when the score is "
@@ -445,6 +464,7 @@ class CheckpointSpec(Section):
     rescore_share: float | None = Field(
         0.1,
         gt=0,
+        le=10,
         description="Re-scoring may take at most this share of the run's training seconds (its "
         "trials' time_total_s, greedy evaluations during training included): each checkpoint "
         "plays up to checkpoint.rescore episodes within its part of that time, and a trial whose "
@@ -500,10 +520,15 @@ class VideoSpec(Section):
     every: int = Field(
         0,
         ge=0,
+        le=MAX_ITERATIONS,
         description="Record at every checkpoint whose iteration is a multiple of this (0: never).",
     )
-    episodes: int = Field(1, ge=1, description="Episodes per recording, played one after another.")
-    max_width: int = Field(320, ge=16, description="Wider frames are shrunk to this many pixels.")
+    episodes: int = Field(
+        1, ge=1, le=100, description="Episodes per recording, played one after another."
+    )
+    max_width: int = Field(
+        320, ge=16, le=4096, description="Wider frames are shrunk to this many pixels."
+    )
 
 
 class DiagnosesSpec(Section):
@@ -537,7 +562,9 @@ class ExportSpec(Section):
         description="Export the run's best checkpoint into <run dir>/export when training ends, "
         "with its parity certificate; a failed certificate makes rlplat train exit 1.",
     )
-    episodes: int = Field(10, ge=1, description="Seeded episodes of the parity check.")
+    episodes: int = Field(
+        10, ge=1, le=MAX_EPISODES, description="Seeded episodes of the parity check."
+    )
 
     @field_validator("at_end")
     @classmethod
@@ -619,7 +646,9 @@ class OfflineSpec(Section):
 class SnapshotRule(Section):
     """When the learning policy is frozen into the self-play pool."""
 
-    every: Count = Field(20, ge=1, description="Iterations between snapshots (at least).")
+    every: Count = Field(
+        20, ge=1, le=MAX_ITERATIONS, description="Iterations between snapshots (at least)."
+    )
     min_win_rate: float | None = Field(
         None,
         gt=0.0,
@@ -630,6 +659,7 @@ class SnapshotRule(Section):
     max_every: Count | None = Field(
         None,
         ge=1,
+        le=MAX_ITERATIONS,
         description="With min_win_rate: a snapshot at the latest every N iterations, whatever "
         "the win rate (PFSP draws the snapshots the learner beats least, so the rate can stay "
         "under the threshold for good); null: 5 x every.",
@@ -665,7 +695,10 @@ class OpponentPool(Section):
     """The frozen snapshots opponents are drawn from."""
 
     size: Count = Field(
-        20, ge=1, description="Snapshots kept; the oldest goes first (see keep_first)."
+        20,
+        ge=1,
+        le=MAX_POOL,
+        description="Snapshots kept; the oldest goes first (see keep_first).",
     )
     sample: Literal["latest", "uniform", "pfsp"] = Field(
         "pfsp",
@@ -797,7 +830,10 @@ class TuneSpec(Section):
     """
 
     num_samples: int = Field(
-        1, ge=1, description="Trials drawn from the spaces (with grid spaces: per grid point)."
+        1,
+        ge=1,
+        le=MAX_SEEDS,
+        description="Trials drawn from the spaces (with grid spaces: per grid point).",
     )
     metric: str = Field(
         "episode_return_mean", description="Result that ranks trials (short name or path)."
@@ -819,7 +855,10 @@ class TuneSpec(Section):
         description="What schedulers count as time (grace_period, max_t, perturbation_interval).",
     )
     max_concurrent: int | None = Field(
-        None, ge=1, description="Trials running at once (default: as many as the cluster holds)."
+        None,
+        ge=1,
+        le=MAX_SEEDS,
+        description="Trials running at once (default: as many as the cluster holds).",
     )
 
     @field_validator("metric")
@@ -851,8 +890,6 @@ GREEDY_EVALUATION: dict[str, Any] = {
 EVALUATION_INTERVAL = 10
 # Gymnasium and NumPy take seeds from 0 to 2**32 - 1; RLlib adds each env runner's (and each
 # evaluation runner's) offset to the run's seed, and `seeds: N` counts up from it: half the range.
-MAX_SEED = 2**31 - 1
-MAX_SEEDS = 1000  # trials of one run: a count beyond is a slip (2**63 would fill the memory)
 
 
 def score_metric(checkpoint: CheckpointSpec, evaluates: bool, self_play: bool = False) -> str:

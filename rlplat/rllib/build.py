@@ -341,19 +341,58 @@ def model_config_keys(algorithm: str) -> list[str]:
     return sorted(keys)
 
 
+# Sizes a network may have: RLlib allocates whatever it is given, and [100000000] grew the check
+# before Ray to ~20 GB until the kernel killed it. 2**16 units is wider than any published MLP;
+# 10**8 weights between hidden layers are 0.4 GB, ~1.6 GB with gradients and Adam's moments.
+MAX_LAYER_SIZE = 2**16
+MAX_HIDDEN_WEIGHTS = 10**8
+MAX_LSTM_CELLS = 2**12  # an LSTM holds 8 * cells**2 weights: 134 million at 4,096
+MAX_SEQUENCE = 10**5
+
+
 def _sizes(value: Any) -> bool:
-    return all(size > 0 for size in value)
+    return all(0 < size <= MAX_LAYER_SIZE for size in value) and (
+        sum(a * b for a, b in zip(value, value[1:], strict=False)) <= MAX_HIDDEN_WEIGHTS
+    )
 
 
+SIZES = (
+    f"a list of positive layer sizes, each at most {MAX_LAYER_SIZE:,}, with at most "
+    f"{MAX_HIDDEN_WEIGHTS:,} weights between them"
+)
 # Network settings that RLlib builds with whatever it is given (0 hangs the LSTM's batching).
 MODEL_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "max_seq_len": (_positive, "a positive number of steps per training sequence"),
-    "lstm_cell_size": (_positive, "a positive number of units"),
-    "fcnet_hiddens": (_sizes, "a list of positive layer sizes"),
-    "head_fcnet_hiddens": (_sizes, "a list of positive layer sizes ([] for no hidden layer)"),
-    "fusionnet_hiddens": (_sizes, "a list of positive layer sizes"),
+    "max_seq_len": (
+        lambda v: 0 < v <= MAX_SEQUENCE,
+        f"a positive number of steps per training sequence, at most {MAX_SEQUENCE:,}",
+    ),
+    "lstm_cell_size": (
+        lambda v: 0 < v <= MAX_LSTM_CELLS,
+        f"a positive number of units, at most {MAX_LSTM_CELLS:,}",
+    ),
+    "fcnet_hiddens": (_sizes, SIZES),
+    "head_fcnet_hiddens": (_sizes, f"{SIZES} ([] for no hidden layer)"),
+    "fusionnet_hiddens": (_sizes, SIZES),
     "log_std_clip_param": (lambda v: 0 < v < float("inf"), "a finite positive number"),
 }
+# RLlib's names of activations; torch.nn's activation classes (GELU, Sigmoid, ...) work too.
+ACTIVATIONS = ("relu", "tanh", "elu", "swish", "silu", "linear", "softmax")
+ACTIVATION_KEYS = ("fcnet_activation", "head_fcnet_activation", "conv_activation",
+                   "fusionnet_activation")  # fmt: skip
+
+
+def _activation_problem(key: str, value: Any) -> str | None:
+    """Why ``value`` names no activation RLlib's torch networks can build, or None."""
+    from torch.nn.modules import activation  # noqa: PLC0415 - torch loads with RLlib's models
+
+    classes = [name for name in activation.__all__ if name[0].isupper()]
+    if not isinstance(value, str) or value.lower() in ACTIVATIONS or value in classes:
+        return None
+    return (
+        f"{value!r} is not an activation: {key} takes one of {', '.join(ACTIVATIONS)}, or the "
+        f"name of a torch.nn activation class ({', '.join(classes[:6])}, ...)."
+        + did_you_mean(value, [*ACTIVATIONS, *classes])
+    )
 
 
 PLAIN_HINTS = (bool, int, float, str, list[int], typing.List[int])  # noqa: UP006 - RLlib's
@@ -368,6 +407,8 @@ def _model_setting_problem(key: str, value: Any) -> str | None:
     problem = _type_problem(hint, value) if hint in PLAIN_HINTS else None
     if problem:
         return f"{key}: {problem}."
+    if key in ACTIVATION_KEYS:
+        return _activation_problem(key, value)
     return _range_problem(key, value, MODEL_RANGES)
 
 

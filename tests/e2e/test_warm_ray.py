@@ -176,7 +176,11 @@ def test_commands_run_in_the_warm_interpreter_as_in_their_own_process(
         assert len(_served(warm_dir)) == 3
 
         path.write_text(path.read_text().replace("iterations: 3", "iterations: 1000"))
-        for stop, code in ((signal.SIGINT, 130), (signal.SIGKILL, -signal.SIGKILL)):
+        # Ctrl-C and kill -9 of the command; kill -9 of the process that runs it (the kernel's
+        # out-of-memory killer), which must end the command, never start the run again.
+        cases = ((signal.SIGINT, 130, False), (signal.SIGKILL, -signal.SIGKILL, False),
+                 (signal.SIGKILL, -signal.SIGKILL, True))  # fmt: skip
+        for stop, code, of_driver in cases:
             process = subprocess.Popen(
                 [sys.executable, "-m", "rlplat.cli", "train", str(path)], env=env,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -184,11 +188,18 @@ def test_commands_run_in_the_warm_interpreter_as_in_their_own_process(
             run_dir, _ = read_until_iteration(process, 1)
             driver = _driver_pid(run_dir)
             assert driver != process.pid and driver in _served(warm_dir)
-            process.send_signal(stop)
+            runs = sorted(run_dir.parent.iterdir())
+            if of_driver:
+                os.kill(driver, stop)
+            else:
+                process.send_signal(stop)
             output = process.communicate(timeout=120)[0]
             assert process.returncode == code, output[-3000:]
             if stop == signal.SIGINT:
                 assert "continue with: rlplat train --resume" in output, output[-3000:]
+            if of_driver:
+                assert "was killed (SIGKILL" in output, output[-3000:]
+                assert sorted(run_dir.parent.iterdir()) == runs, "the run started again"
             deadline = time.monotonic() + 5
             while driver in _processes():  # kill -9 of the command ends its run at once
                 assert time.monotonic() < deadline, "the command's run outlived it"

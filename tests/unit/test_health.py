@@ -141,3 +141,17 @@ def test_the_experiment_key_names_only_known_rules():
 
 def test_the_documented_rules_table_is_the_rules():
     assert rules_table() in (ROOT / "docs" / "doctor.md").read_text()
+
+
+def test_the_line_a_run_prints_names_the_rule_that_silences_it():
+    """Rich took ``[rule]`` for markup and printed "(diagnoses.off:  silences it)"."""
+    from rich.console import Console
+
+    from rlplat.callbacks.health import diagnosis_line
+    from rlplat.health import Finding
+
+    console = Console(record=True, width=300)
+    console.print(diagnosis_line("trial_00000", Finding("no_reward", 3, 3000, "no [reward] yet")))
+    said = console.export_text()
+    assert "(diagnoses.off: [no_reward] silences it)" in said
+    assert "no [reward] yet" in said

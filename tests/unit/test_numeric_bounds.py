@@ -79,3 +79,14 @@ def test_a_number_at_or_past_its_bounds_is_refused_with_exit_2_or_accepted(path,
         check_before_ray(base, f"{path}={value}")
     except RlplatError as exc:
         assert exc.exit_code == 2, f"{path}={value}: exit {exc.exit_code}: {exc}"
+
+
+def test_every_count_has_an_upper_bound():
+    """A count without one (checkpoint.rescore, tune.num_samples at 2**63) was accepted and
+    filled the memory or the run's time; seed and seeds are bounded by their validators."""
+    unbounded = {
+        path
+        for path, kind, bounds in _numbers(Experiment)
+        if kind is int and not any(isinstance(bound, Le | Lt) for bound in bounds)
+    }
+    assert unbounded == {"seed", "seeds"}
