@@ -67,6 +67,7 @@ from rlplat.prepare.offline import check_offline
 from rlplat.prepare.probe import ProbeResult, probe_training
 from rlplat.prepare.search import SearchSetup, search_setup
 from rlplat.rllib.build import (
+    IGNORED_BESIDE,
     build_algorithm_config,
     check_rllib_sections,
     effective_settings,
@@ -276,8 +277,17 @@ def _machine_defaults(draft: _Draft) -> None:
     applied: dict[str, str] = {}
     images = is_image(env.observation_space)
     gpu = bool(experiment.resources.learners.gpus)
+    # A default never overrides what the file says another way: RLlib would ignore the key the
+    # file gives (train_batch_size) beside the default's (train_batch_size_per_learner).
+    written_instead = {
+        f"{section}.{used}": ignored
+        for (section, ignored), used in IGNORED_BESIDE.items()
+        if ignored in (experiment.rllib_sections().get(section) or {})
+    }
     for default in wanted:
         if (default.mlp_only and images) or (default.cpu_only and gpu):
+            continue
+        if default.path in written_instead:
             continue
         filled = _fill_default(experiment, default.path.split("."), default.value)
         if filled is not None:

@@ -292,9 +292,11 @@ def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[st
         values = sections.get(section) or {}
         if ignored in values and used in values:
             path = f"{section}.{ignored}"
+            source = exp.defaults.get(f"{section}.{used}")
+            where = f"rlplat's default: {source}" if source else locate(f"{section}.{used}")
             raise ConfigError(
                 f"RLlib ignores {ignored} ({values[ignored]!r}) when {section}.{used} is set "
-                f"({values[used]!r}, {locate(f'{section}.{used}')}): one of them would mean "
+                f"({values[used]!r}, {where}): one of them would mean "
                 f"nothing. Keep {used} (the new API stack's key) and remove {ignored}.",
                 location=locate(path),
                 key=path,

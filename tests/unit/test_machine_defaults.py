@@ -107,3 +107,16 @@ def test_no_shipped_file_relies_on_machine_defaults(path):
         return
     applied = prepare(load_experiment(path), probe=False).experiment.defaults  # multi-agent: none
     assert applied == {}, f"{path.name} leaves out {sorted(applied)}: write them in the file"
+
+
+def test_a_default_yields_to_the_key_the_file_gives_instead(write_yaml):
+    """A minimal PPO file with RLlib's older train_batch_size was refused for the machine
+    default train_batch_size_per_learner, named as a line of the file: the file's key stands."""
+    text = (
+        MINIMAL.format(algorithm="PPO", env="CartPole-v1") + "training: {train_batch_size: 4000}\n"
+    )
+    run = prepare(load_experiment(write_yaml(text)), probe=False)
+    assert run.experiment.training["train_batch_size"] == 4000
+    assert "training.train_batch_size_per_learner" not in run.experiment.defaults
+    assert "train_batch_size_per_learner" not in run.experiment.training
+    assert run.algo_config.total_train_batch_size == 4000
