@@ -37,7 +37,9 @@ def runner_seeds(seed: int, runner: int, evaluation: bool, num_envs: int) -> tup
 
 
 def _as_int(sequence: np.random.SeedSequence) -> int:
-    return int(sequence.generate_state(1, dtype=np.uint32)[0])
+    """A seed below 2**31: envs in C++ (PettingZoo's Hanabi) take a signed 32-bit seed and
+    raise on a larger one, so a full 32-bit seed broke half of their env runners."""
+    return int(sequence.generate_state(1, dtype=np.uint32)[0] >> 1)
 
 
 class IndependentSeeds:

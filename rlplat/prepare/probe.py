@@ -31,6 +31,7 @@ from rlplat.algorithms.probe import update_inputs
 from rlplat.algorithms.registry import get_algorithm_class
 from rlplat.datasets.dataset import first_rows
 from rlplat.environments.make import EnvInfo
+from rlplat.environments.seeding import runner_seeds
 from rlplat.errors import ConfigError
 from rlplat.experiment.load import Locator
 from rlplat.experiment.schema import Experiment
@@ -77,7 +78,9 @@ def probe_training(
     try:
         with _own_generators(algo_config.seed):
             runner = _runner_class(config)(config=config)
-            set_reset_seed(runner, algo_config.seed)
+            # The seed the trial's first env gets (a C++ env may refuse some seeds).
+            seed = algo_config.seed
+            set_reset_seed(runner, None if seed is None else runner_seeds(seed, 0, False, 1)[1])
             episodes = _sample(runner, config)
             stage = "computing one loss"
             learner = config.build_learner(spaces=runner.get_spaces())

@@ -69,6 +69,7 @@ from rlplat.util.atomic import remove_partial_files
 from rlplat.util.disk import storage_reason
 from rlplat.util.notebook import in_jupyter_kernel
 from rlplat.util.project import project_code
+from rlplat.util.signals import signal_handlers_kept
 from rlplat.util.timings import StageClock
 
 STATE_PERIOD_VARIABLE = "TUNE_GLOBAL_CHECKPOINT_S"
@@ -463,7 +464,7 @@ def _fit(
     reset_training_window()
     status = "FAILED"
     try:
-        with fitting(trials_in_this_process=in_command):
+        with fitting(trials_in_this_process=in_command), signal_handlers_kept():
             grid = tuner.fit()
         window = training_window()
         if window.first_iteration_started is not None:

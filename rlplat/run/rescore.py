@@ -36,6 +36,7 @@ from rlplat.experiment.schema import Experiment
 from rlplat.metrics import EVAL_SCORE, EVALUATION_SECONDS, TIME_TOTAL, finite, lookup
 from rlplat.policy.evaluate import evaluate
 from rlplat.policy.options import EvalOptions
+from rlplat.util.signals import stopped_by_signals
 
 Z_95 = 1.96
 MAX_TRIALS = 10  # a bigger search keeps its training scores: re-scoring runs in the driver
@@ -74,16 +75,19 @@ def rescore_run(run_dir: Path, experiment: Experiment, console: Console) -> bool
     if budget is not None:
         console.print(budget.describe(experiment), highlight=False)
     changed = False
-    for index, trial in enumerate(chosen):
-        try:
-            share = budget.share(len(chosen) - index) if budget else None
-            changed |= _rescore_trial(trial, experiment, console, share)
-        except KeyboardInterrupt:
-            console.print(
-                "  re-scoring interrupted: the trials not re-scored keep their training scores.",
-                highlight=False,
-            )
-            break
+    with stopped_by_signals():
+        for index, trial in enumerate(chosen):
+            try:
+                share = budget.share(len(chosen) - index) if budget else None
+                changed |= _rescore_trial(trial, experiment, console, share)
+            except KeyboardInterrupt as stop:
+                name = str(stop) or "SIGINT"
+                console.print(
+                    f"  {name}: re-scoring stopped; the trials re-scored keep their new scores, "
+                    "the others their scores from training.",
+                    highlight=False,
+                )
+                break
     return changed
 
 

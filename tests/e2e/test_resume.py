@@ -186,6 +186,36 @@ def test_second_ctrl_c_stops_at_once(ray_session, write_yaml, tmp_path):
     assert "Stopping now" in output
 
 
+def test_ctrl_c_during_rescoring_stops_it_and_the_command_ends(ray_session, write_yaml, tmp_path):
+    """Ctrl-C while the kept checkpoints are re-scored: Tune's run is over, so not the training's
+    "stopping after the current iteration" line, but re-scoring stops at once, the checkpoints
+    keep their training scores and the run's summary is written."""
+    common = COMMON.replace("iterations: 12", "iterations: 2").replace(
+        "checkpoint: {every: 3, keep: null}",
+        "checkpoint: {every: 1, keep: null, rescore: 10000, rescore_share: null}",
+    )
+    path = write_yaml((EXPERIMENTS["PPO"] + common).replace("OUTPUT", str(tmp_path / "out")))
+    process = launch([str(path)], ray_session)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("Re-scoring the"):
+            break
+    assert lines and lines[-1].startswith("Re-scoring the"), "".join(lines)[-3000:]
+    time.sleep(1.0)
+    os.killpg(process.pid, signal.SIGINT)
+    started = time.monotonic()
+    output = "".join(lines) + process.communicate(timeout=60)[0]
+    assert time.monotonic() - started < 20, "re-scoring went on"
+    assert process.returncode == 0, output[-3000:]
+    assert "SIGINT: re-scoring stopped" in output, output[-3000:]
+    assert "stopping after the current iteration" not in output
+    [run_dir] = (tmp_path / "out" / "resume-ppo").iterdir()
+    assert (run_dir / "summary.json").exists()
+    for checkpoint in run_dir.glob("trial_*/checkpoint_*"):
+        assert CheckpointInfo.read(checkpoint).score_interval is None, "training scores kept"
+
+
 CARTPOLE_PPO = REPO / "experiments/cartpole_ppo.yaml"
 
 
