@@ -61,6 +61,12 @@ MAX_STEPS = 10**9  # steps of one episode
 MAX_EPISODES = 10**4  # greedy episodes one check or re-scoring plays
 MAX_COUNT = 10**4  # checkpoints kept
 MAX_POOL = 1000  # self-play snapshots held in memory at once
+# fault_tolerance.trial_restarts, rlplat's key in RLlib's section: restarts of a trial whose
+# process or node was lost (a spot machine reclaimed), each from the trial's last checkpoint.
+TRIAL_RESTARTS = "trial_restarts"
+DEFAULT_TRIAL_RESTARTS = 3
+MAX_TRIAL_RESTARTS = 100
+OWN_FAULT_TOLERANCE = (TRIAL_RESTARTS,)
 MAX_SEED = 2**31 - 1
 MAX_SEEDS = 1000  # trials of one run: a count beyond is a slip (2**63 would fill the memory)
 """An int that may also be written as a float without a fraction (``1e5``, as big step counts
@@ -988,6 +994,19 @@ class Experiment(Section):
     fault_tolerance: dict[str, Any] = Field(default_factory=dict)
     offline_data: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("fault_tolerance")
+    @classmethod
+    def _trial_restarts(cls, value: dict[str, Any]) -> dict[str, Any]:
+        restarts = value.get(TRIAL_RESTARTS, DEFAULT_TRIAL_RESTARTS)
+        whole = isinstance(restarts, int) and not isinstance(restarts, bool)
+        if not whole or not 0 <= restarts <= MAX_TRIAL_RESTARTS:
+            raise ValueError(
+                f"{TRIAL_RESTARTS} is how often a trial whose process or node was lost restarts "
+                f"from its last checkpoint: a whole number from 0 to {MAX_TRIAL_RESTARTS} "
+                f"(default {DEFAULT_TRIAL_RESTARTS}); got {restarts!r}"
+            )
+        return value
+
     @field_validator("name")
     @classmethod
     def _safe_name(cls, value: str) -> str:
@@ -1094,5 +1113,13 @@ class Experiment(Section):
         return video
 
     def rllib_sections(self) -> dict[str, dict[str, Any]]:
-        """The RLlib builder sections, by builder method name."""
-        return {section: getattr(self, section) for section in RLLIB_SECTIONS}
+        """The RLlib builder sections, by builder method name (rlplat's own keys left out)."""
+        sections = {section: getattr(self, section) for section in RLLIB_SECTIONS}
+        own = {key: value for key, value in sections["fault_tolerance"].items()
+               if key not in OWN_FAULT_TOLERANCE}  # fmt: skip
+        return {**sections, "fault_tolerance": own}
+
+    def trial_restarts(self) -> int:
+        """How often a trial whose process or node was lost restarts from its last checkpoint
+        (``fault_tolerance.trial_restarts``)."""
+        return int(self.fault_tolerance.get(TRIAL_RESTARTS, DEFAULT_TRIAL_RESTARTS))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ray import tune
+from ray.exceptions import RayActorError
 from rich.console import Console
 
 from rlplat.callbacks.checkpoints import checkpoint_recorder, prune_checkpoints
@@ -47,6 +48,7 @@ from rlplat.run.rescore import rescore_run
 from rlplat.run.run_dir import (
     create_run_dir,
     record_driver,
+    record_restarts,
     record_timings,
     write_run_files,
     write_summary,
@@ -196,9 +198,50 @@ def resume(
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     record_driver(run_dir)
     _quiet_tune_output(run.experiment)
+    tuner = _restored_tuner(run, run_dir, retry_errored)
+    return _fit(tuner, run, run_dir, console, clock, in_command=in_command)
+
+
+def _restart_lost_trials(
+    grid: Any, run: PreparedRun, run_dir: Path, console: Console, in_command: bool
+) -> Any:
+    """Trials whose process or node was lost (Ray's ``RayActorError``: the actor died, or its
+    node did), restarted from their last checkpoints through Tune's restore, which continues
+    result.json, progress.csv and TensorBoard from the checkpoint's iteration as ``--resume``
+    does; at most ``fault_tolerance.trial_restarts`` times. A trial's own exception is not a
+    loss. Tune's restore retries every errored trial of a search, so one that failed by itself
+    beside a lost one is retried too, within the same count."""
+    allowed = run.experiment.trial_restarts()
+    for restart in range(1, allowed + 1):
+        lost = {Path(result.path).name: result.error for result in grid
+                if isinstance(result.error, RayActorError)}  # fmt: skip
+        if not lost:
+            break
+        for name, error in lost.items():
+            console.print(
+                f"{name}: lost its process or node ({_last_line(error)}); restarting from its "
+                f"last checkpoint (restart {restart} of {allowed}: "
+                "fault_tolerance.trial_restarts)",
+                highlight=False,
+            )
+        record_restarts(run_dir, list(lost))
+        tuner = _restored_tuner(run, run_dir, retry_errored=True)
+        with fitting(trials_in_this_process=in_command), signal_handlers_kept():
+            grid = tuner.fit()
+    return grid
+
+
+def _last_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
+def _restored_tuner(run: PreparedRun, run_dir: Path, retry_errored: bool) -> Any:
+    """Tune's run in ``run_dir`` again: unfinished trials continue from their last checkpoints,
+    errored ones too with ``retry_errored``."""
     remove_partial_files(run_dir)
     drop_stale_decisions(run_dir)
-    tuner = tune.Tuner.restore(
+    return tune.Tuner.restore(
         str(run_dir),
         trainable=tune.with_resources(
             trainable_for(run.experiment.algorithm, trial_env(run)), trial_resources(run)
@@ -207,7 +250,6 @@ def resume(
         resume_errored=retry_errored,
         storage_filesystem=atomic_filesystem(),
     )
-    return _fit(tuner, run, run_dir, console, clock, in_command=in_command)
 
 
 def train_command(
@@ -466,6 +508,7 @@ def _fit(
     try:
         with fitting(trials_in_this_process=in_command), signal_handlers_kept():
             grid = tuner.fit()
+        grid = _restart_lost_trials(grid, run, run_dir, console, in_command)
         window = training_window()
         if window.first_iteration_started is not None:
             clock.lap("trial_start", window.first_iteration_started)

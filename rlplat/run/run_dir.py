@@ -74,6 +74,32 @@ def record_driver(run_dir: Path) -> None:
     )
 
 
+TRIAL_RESTARTS = "trial_restarts"  # in run.json: restarts per trial after a lost process or node
+
+
+def record_restarts(run_dir: Path, trials: list[str]) -> None:
+    """Count one more restart of each of ``trials`` (lost their process or node) in run.json."""
+
+    def add(info: dict[str, Any]) -> None:
+        counts = info.setdefault(TRIAL_RESTARTS, {})
+        for name in trials:
+            counts[name] = counts.get(name, 0) + 1
+
+    _update_run_info(run_dir, add)
+
+
+def trial_restarts(run_dir: Path) -> dict[str, int]:
+    """How often each trial of the run restarted after losing its process or node."""
+    try:
+        info = json.loads((run_dir / RUN_INFO).read_text())
+    except (OSError, ValueError):
+        return {}
+    counts = info.get(TRIAL_RESTARTS) if isinstance(info, dict) else None
+    if not isinstance(counts, dict):
+        return {}
+    return {name: count for name, count in counts.items() if isinstance(count, int)}
+
+
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     write_atomic(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
 

@@ -45,6 +45,7 @@ from rlplat.metrics import (
 )
 from rlplat.prepare import PreparedRun
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
+from rlplat.run.run_dir import trial_restarts
 from rlplat.run.storage import storage_failed
 from rlplat.seams.tune import failed_in_this_process
 from rlplat.util.disk import storage_reason
@@ -68,6 +69,7 @@ class TrialSummary:
     policy_returns: dict[str, float] = field(default_factory=dict)  # multi-agent, windowed
     agent_returns: dict[str, float] = field(default_factory=dict)
     env_runner_restarts: int = 0  # processes Ray restarted since the trial last started
+    restarts: int = 0  # times the trial restarted from a checkpoint after losing its node
     env_crashes: int = 0  # env steps/resets that raised; each dropped the episodes in progress
     time_s: float | None = None  # training time (time_total_s)
     # stop.time_s ended it early: another iteration would have ended past the budget
@@ -101,6 +103,7 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
         run_dir=str(run_dir), wall_time_s=wall_time_s, watch_with=run.env.watch_with
     )
     rows = []
+    restarts = trial_restarts(run_dir)
     for result in grid:
         metrics = result.metrics or {}
         trial_path = Path(result.path)
@@ -130,6 +133,7 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
                 policy_returns=dict(lookup(metrics, POLICY_RETURNS) or {}),
                 agent_returns=dict(lookup(metrics, AGENT_RETURNS) or {}),
                 env_runner_restarts=int(finite(lookup(metrics, RUNNER_RESTARTS)) or 0),
+                restarts=restarts.get(trial_path.name, 0),
                 env_crashes=int(finite(lookup(metrics, ENV_CRASHES)) or 0),
                 time_s=finite(metrics.get("time_total_s")),
                 time_budget_ended=bool(lookup(metrics, TIME_BUDGET_ENDED)),
@@ -322,6 +326,12 @@ def _print_trial(trial: TrialSummary, console: Console) -> None:
             console.print(f"    final {label}: {values}", highlight=False)
     if trial.env_runner_restarts:
         console.print(f"    env runner restarts: {trial.env_runner_restarts}", highlight=False)
+    if trial.restarts:
+        console.print(
+            f"    restarted {trial.restarts} time(s) from its last checkpoint after losing its "
+            "process or node",
+            highlight=False,
+        )
     if trial.time_budget_ended:
         console.print(
             f"    ended after {trial.time_s or 0:.0f} s of training: another iteration would "

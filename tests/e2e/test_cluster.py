@@ -81,9 +81,7 @@ NPU_PREFERRED = (
 )
 
 
-def test_env_runners_run_only_on_nodes_with_the_preferred_resource(
-    npu_nodes, write_yaml, tmp_path
-):
+def test_env_runners_run_only_on_nodes_with_the_preferred_resource(npu_nodes, write_yaml, tmp_path):
     """prefer: [tpu, npu, plain] resolves to npu on this cluster; the run records the choice, and
     Ray's state API shows both env runners on an npu node (PACK: the same one)."""
     loaded = experiment(write_yaml, tmp_path, NPU_PREFERRED)
@@ -105,9 +103,7 @@ def test_env_runners_run_only_on_nodes_with_the_preferred_resource(
 
 
 def test_spread_puts_env_runners_on_different_nodes(npu_nodes, write_yaml, tmp_path):
-    loaded = experiment(
-        write_yaml, tmp_path, "    custom: {npu: 1}\n  placement: SPREAD\n"
-    )
+    loaded = experiment(write_yaml, tmp_path, "    custom: {npu: 1}\n  placement: SPREAD\n")
     summary, nodes = train_and_locate(loaded)
     assert summary.trials[0].status == "finished"
     assert len(nodes) == 2 and set(nodes) <= npu_nodes
@@ -204,3 +200,65 @@ def test_a_killed_env_runner_is_restarted_and_counted(npu_nodes, write_yaml, tmp
     actor = runner_actors()[killed["actor_id"]]
     assert actor.num_restarts >= 1 and actor.pid != killed["pid"]
     assert "env runner restarted" in console.export_text()
+
+
+def _remove_trial_node_after_checkpoints(ray_cluster, nodes, where: dict, count: int, done: dict):
+    """Once the trial has written ``count`` checkpoints, remove the node its process runs on (as
+    a spot machine is reclaimed); the other node of ``nodes`` can hold it again."""
+    from ray.util.state import list_actors
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        run_dir = where.get("run_dir")
+        found = list(Path(run_dir).glob("trial_*/checkpoint_*")) if run_dir else []
+        if len(found) >= count:
+            actors = list_actors(filters=[("state", "=", "ALIVE")], detail=True, limit=10_000)
+            [node_id] = {a.node_id for a in actors if "Trainable" in a.class_name}
+            [node] = [node for node in nodes if node.node_id == node_id]
+            ray_cluster.remove_node(node)
+            done.update(checkpoints=len(found), node=node)
+            return
+        time.sleep(0.1)
+
+
+def test_a_trial_whose_node_is_lost_restarts_from_its_checkpoint(
+    ray_cluster, ray_session, write_yaml, tmp_path
+):
+    """The trial's node goes away after its third checkpoint and a fresh one joins: the trial
+    restarts from that checkpoint by itself, says so, counts it, and logs no iteration twice."""
+    nodes = [ray_cluster.add_node(num_cpus=2, resources={"spot": 1}) for _ in range(2)]
+    ray_cluster.wait_for_nodes()
+    text = TINY_PPO.replace("OUTPUT", str(tmp_path / "out")).replace(
+        "iterations: 3", "iterations: 10"
+    )
+    text = text.replace(
+        "  env_runners: {count: 0}\n",
+        "  env_runners: {count: 0}\n  driver: {custom: {spot: 0.5}}\n",
+    )
+    loaded = load_experiment(
+        write_yaml(text), ["checkpoint.keep=null", "evaluation={evaluation_interval: null}"]
+    )
+    where: dict = {}
+    done: dict = {}
+    remover = threading.Thread(
+        target=_remove_trial_node_after_checkpoints, args=(ray_cluster, nodes, where, 3, done)
+    )
+    remover.start()
+    console = Console(record=True, width=300)
+    try:
+        summary = train(loaded, console=console, on_run_dir=lambda d: where.update(run_dir=d))
+    finally:
+        remover.join()
+        for node in nodes:
+            if node is not done.get("node"):
+                ray_cluster.remove_node(node)
+    said = console.export_text()
+    assert done, "the node was never removed"
+    [trial] = summary.trials
+    assert trial.status == "finished" and trial.iterations == 10, said[-3000:]
+    assert "restarting from its last checkpoint (restart 1 of 3" in said, said[-3000:]
+    assert trial.restarts == 1
+    rows = [
+        json.loads(line) for line in (Path(trial.path) / "result.json").read_text().splitlines()
+    ]
+    assert [row["training_iteration"] for row in rows] == list(range(1, 11)), "each logged once"
