@@ -50,7 +50,7 @@ from rlplat.environments.team import TeamEnvError
 from rlplat.environments.wrappers import resolve_chain
 from rlplat.errors import ConfigError, did_you_mean, not_among
 from rlplat.experiment.sb3_names import sb3_hint
-from rlplat.experiment.schema import Experiment, MultiAgentSpec, entry_parts
+from rlplat.experiment.schema import OWN_FAULT_TOLERANCE, Experiment, MultiAgentSpec, entry_parts
 from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
 from rlplat.rllib.learner_state import LearnerConnectorState
@@ -314,6 +314,8 @@ def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[st
                 )
             if key not in params:
                 allowed = [p for p in params if (section, p) not in OWNED_KEYS]
+                if section == "fault_tolerance":
+                    allowed += OWN_FAULT_TOLERANCE  # rlplat's key in RLlib's section
                 raise ConfigError(
                     f"{config_cls.__name__}.{section}() has no argument {key!r}."
                     + (sb3_hint(key) or not_among(key, allowed, limit=40)),
