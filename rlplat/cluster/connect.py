@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,8 @@ def start_ray(
                 **{"PYTHONHASHSEED": hash_seed},
             }
     try:
+        if address and note is not None:
+            _answers(address)  # ray.init would retry a gone Ray's address for minutes
         if address:
             ray.init(address=address, **kwargs)
         else:  # "local": a new instance, even where `ray start` left one to find
@@ -91,6 +94,20 @@ def start_ray(
         ) from None
     quiet_ray_logs(verbose)  # ray.init sets up Ray's loggers again
     return note
+
+
+WARM_CONNECT_S = 3.0
+
+
+def _answers(address: str) -> None:
+    """Raise ConnectionError unless something listens at the warm Ray's ``host:port`` (its GCS):
+    a record whose Ray was killed while its keeper lives names a closed port."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=WARM_CONNECT_S):
+            pass
+    except (OSError, ValueError) as exc:
+        raise ConnectionError(f"nothing listens there: {exc}") from None
 
 
 def _warm_address() -> tuple[str | None, str]:

@@ -211,3 +211,28 @@ def test_commands_run_in_the_warm_interpreter_as_in_their_own_process(
         assert server["pid"] not in _processes()
     finally:
         stop_warm_rays(warm_dir)
+
+
+def test_a_warm_ray_that_stopped_answering_is_said_within_seconds(tmp_path):
+    """The record's keeper lives, its Ray (the GCS at the recorded address) is gone: the next
+    command says so and what to type within seconds, instead of Ray's minutes of retries."""
+    warm_dir = tmp_path / "warm"
+    env = {**_warm_env(warm_dir), "RLPLAT_WARM_IMPORTS": "0"}
+    path = tmp_path / "exp.yaml"
+    path.write_text(TINY_PPO.replace("OUTPUT", str(tmp_path / "out")))
+    command = [sys.executable, "-m", "rlplat.cli", "train", str(path), "stop.iterations=1"]
+    try:
+        first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert first.returncode == 0, first.stderr[-2000:]
+        [head] = [json.loads(p.read_text()) for p in warm_dir.glob("*/head.json")]
+        below = _descendants(head["keeper"]["pid"])
+        [gcs] = [pid for pid, name in below.items() if name == "gcs_server"]
+        os.kill(gcs, signal.SIGKILL)
+        started = time.monotonic()
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        assert time.monotonic() - started < 30, "Ray's connection retries"
+        assert second.returncode == 2, second.stdout[-2000:] + second.stderr[-2000:]
+        assert "does not answer" in second.stderr and "rlplat ray stop --force" in second.stderr
+        assert "Traceback" not in second.stderr
+    finally:
+        stop_warm_rays(warm_dir)
