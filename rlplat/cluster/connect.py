@@ -120,6 +120,7 @@ def _warm_address() -> tuple[str | None, str]:
         warm.release_lease()
         return None, f"Ray: {exc}; this command starts a Ray of its own."
     _token_auth_settings()
+    lease.watch_keeper()
     idle = warm.describe_idle(warm.idle_seconds())
     if lease.started_keeper:
         return found, (

@@ -137,7 +137,50 @@ class Lease:
         return self.where / LEASES / f"{os.getpid()}.json"
 
     def release(self) -> None:
+        if self.watcher is not None and self.watcher.poll() is None:
+            self.watcher.kill()
         self.path.unlink(missing_ok=True)
+
+    def __post_init__(self) -> None:
+        self.watcher: subprocess.Popen | None = None
+
+    def watch_keeper(self) -> None:
+        """While this process holds the lease: if the keeper ends (killed, or ``rlplat ray
+        stop``), say what became of this command. Ray ends with its keeper and takes this
+        process down at once, without a word and too soon for a thread of its own to speak, so
+        a small process of its own (sharing stderr) waits on both and speaks if the keeper
+        goes first."""
+        record = read_json(self.where / HEAD)
+        keeper = record.get("keeper") if record else None
+        if not keeper or self.watcher is not None:
+            return
+        self.watcher = subprocess.Popen(
+            [sys.executable, "-S", "-c", KEEPER_WATCHER, str(keeper["pid"]), str(os.getpid()),
+             keeper_gone(keeper["pid"])],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+
+
+# The watcher: wakes when the keeper or the command ends (pidfds), speaks only for the keeper.
+KEEPER_WATCHER = """\
+import os, select, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the command's to answer
+try:
+    keeper, command = (os.pidfd_open(int(pid)) for pid in sys.argv[1:3])
+except (OSError, AttributeError):
+    sys.exit()
+if keeper in select.select([keeper, command], [], [])[0]:
+    sys.stderr.write(sys.argv[3] + "\\n")
+"""
+
+
+def keeper_gone(pid: int) -> str:
+    return (
+        f"error: the warm local Ray's keeper (process {pid}) has ended, and Ray with it, so "
+        "this command cannot go on (a keeper ends when killed, or at rlplat ray stop). A run it "
+        "was training keeps its checkpoints: rlplat runs lists it, and rlplat train --resume "
+        "<run dir> continues it on a new Ray."
+    )
 
 
 _lease: Lease | None = None

@@ -69,8 +69,18 @@ def still_running(record: dict[str, Any]) -> bool | None:
         return False
     except PermissionError:  # alive, another user's
         pass
+    if _is_zombie(pid):  # ended, not yet reaped by its parent (a command that started it)
+        return False
     recorded = record.get("start_ticks")
     return recorded is None or _start_ticks(pid) == recorded
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state == "Z"
 
 
 def wait_or_kill(record: dict[str, Any], timeout_s: float) -> None:

@@ -236,3 +236,26 @@ def test_a_warm_ray_that_stopped_answering_is_said_within_seconds(tmp_path):
         assert "Traceback" not in second.stderr
     finally:
         stop_warm_rays(warm_dir)
+
+
+def test_a_killed_keeper_is_said_at_once(tmp_path):
+    """SIGKILL of the warm Ray's keeper while a run trains: Ray ends with it and takes the
+    command down; the command says why and what to type before it goes."""
+    warm_dir = tmp_path / "warm"
+    env = {**_warm_env(warm_dir), "RLPLAT_WARM_IMPORTS": "0"}
+    path = tmp_path / "exp.yaml"
+    path.write_text(TINY_PPO.replace("OUTPUT", str(tmp_path / "out")))
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rlplat.cli", "train", str(path), "stop.iterations=1000"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        read_until_iteration(process, 1)
+        [keeper] = warm_keepers(warm_dir)
+        os.kill(keeper["pid"], signal.SIGKILL)
+        output = process.communicate(timeout=60)[0]
+        assert process.returncode != 0
+        assert f"keeper (process {keeper['pid']}) has ended" in output, output[-3000:]
+        assert "rlplat train --resume" in output
+    finally:
+        stop_warm_rays(warm_dir)
