@@ -23,7 +23,7 @@ from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
 from rlplat.callbacks.timing import TrainingClock, reset_training_window, training_window
 from rlplat.callbacks.trackers import TrackerCallback, check_trackers, close_trackers
 from rlplat.callbacks.videos import TrainingVideos
-from rlplat.checkpoints import RESOLVED_EXPERIMENT
+from rlplat.checkpoints import RESOLVED_EXPERIMENT, checkpoints_in, trials_in
 from rlplat.cluster.connect import embedded, start_ray, stop_ray
 from rlplat.cluster.placement import Node, cluster_nodes, local_machine
 from rlplat.errors import RlplatError, UserError
@@ -188,6 +188,12 @@ def resume(
             "a run starts. Give the <output_dir>/<name>/<timestamp> directory printed as 'Run "
             "directory:'."
         )
+    if not retry_errored and not trials_in(run_dir):
+        raise UserError(
+            f"{run_dir} has nothing to resume from: none of its trials wrote a checkpoint before "
+            "the run stopped, so a resumed run would start again from its first iteration. "
+            f"Start it again as a new run: rlplat train {run_dir / RESOLVED_EXPERIMENT}."
+        )
     loaded = load_experiment(run_dir / RESOLVED_EXPERIMENT)
     code = project_code(loaded.experiment.env.user_modules)
     _say_note(start_ray(address, verbose, code), console)
@@ -213,18 +219,18 @@ def _restart_lost_trials(
     beside a lost one is retried too, within the same count."""
     allowed = run.experiment.trial_restarts()
     for restart in range(1, allowed + 1):
-        lost = {Path(result.path).name: result.error for result in grid
+        lost = {Path(result.path): result.error for result in grid
                 if isinstance(result.error, RayActorError)}  # fmt: skip
         if not lost:
             break
-        for name, error in lost.items():
+        for trial, error in lost.items():
+            start = "its last checkpoint" if checkpoints_in(trial) else "its start (no checkpoint)"
             console.print(
-                f"{name}: lost its process or node ({_last_line(error)}); restarting from its "
-                f"last checkpoint (restart {restart} of {allowed}: "
-                "fault_tolerance.trial_restarts)",
+                f"{trial.name}: lost its process or node ({_last_line(error)}); restarting from "
+                f"{start} (restart {restart} of {allowed}: fault_tolerance.trial_restarts)",
                 highlight=False,
             )
-        record_restarts(run_dir, list(lost))
+        record_restarts(run_dir, [trial.name for trial in lost])
         tuner = _restored_tuner(run, run_dir, retry_errored=True)
         with fitting(trials_in_this_process=in_command), signal_handlers_kept():
             grid = tuner.fit()
