@@ -337,15 +337,18 @@ def obsolete_checkpoints(trial: Path, keep: int | None) -> list[Path]:
 
 
 def read_results(trial_dir: Path) -> list[dict[str, Any]]:
-    """Every result the trial reported, oldest first (a cut-off last line is skipped)."""
+    """Every result the trial reported, oldest first. A line a crash or a full disk left broken
+    (cut off, bytes that are not UTF-8, JSON that is not an object) is skipped."""
     results = []
     try:
-        lines = (trial_dir / RESULTS_JSON).read_text().splitlines()
+        lines = (trial_dir / RESULTS_JSON).read_text(errors="replace").splitlines()
     except OSError:
         return []
     for line in lines:
         try:
-            results.append(json.loads(line))
+            row = json.loads(line)
         except ValueError:
             continue
+        if isinstance(row, dict):
+            results.append(row)
     return results

@@ -162,12 +162,19 @@ class RunRecord:
 
 
 def run_status(run_dir: Path, info: dict[str, Any], summary: dict[str, Any] | None) -> str:
-    drivers = info.get("drivers") or []
-    newest = drivers[-1] if drivers else {}
+    """finished, failed, interrupted, running or unknown; files a crash left broken (a field of
+    the wrong type) read as missing, never as a traceback."""
+    drivers = info.get("drivers")
+    newest = drivers[-1] if isinstance(drivers, list) and drivers else {}
+    newest = newest if isinstance(newest, dict) else {}
+    started = newest.get("started_unix", 0.0)
+    started = started if isinstance(started, int | float) else 0.0
     summary_time = (run_dir / SUMMARY).stat().st_mtime if summary is not None else None
-    if summary_time is not None and summary_time >= newest.get("started_unix", 0.0):
+    if summary is not None and summary_time is not None and summary_time >= started:
         # The newest driver finished its part (its process may live on: a notebook, a test).
-        statuses = {trial.get("status") for trial in summary.get("trials", [])}
+        trials = summary.get("trials")
+        trials = trials if isinstance(trials, list) else []
+        statuses = {trial.get("status") for trial in trials if isinstance(trial, dict)}
         if "error" in statuses:
             return "failed"
         return "interrupted" if statuses - {"finished"} or not statuses else "finished"
@@ -206,7 +213,12 @@ def run_record(run_dir: Path) -> RunRecord:
         scores = [info.score for info in scored if info.score is not None]
         best = max(scores) if mode == "max" else min(scores)
     seeds = experiment.get("seeds")
-    started_unix = float(info.get("started_unix") or run_dir.stat().st_mtime)
+    started_unix = info.get("started_unix")
+    if not isinstance(started_unix, int | float) or isinstance(started_unix, bool):
+        started_unix = run_dir.stat().st_mtime  # a run.json a crash left broken
+    started = info.get("started")
+    if not isinstance(started, str) or not started:
+        started = datetime.fromtimestamp(started_unix).isoformat()
     return RunRecord(
         name=str(experiment.get("name", run_dir.parent.name)),
         algorithm=str(experiment.get("algorithm", "?")),
@@ -217,9 +229,9 @@ def run_record(run_dir: Path) -> RunRecord:
         metric=metric,
         best_score=best,
         env_steps=int(sum(steps_done)) if steps_done else None,
-        started=info.get("started") or datetime.fromtimestamp(started_unix).isoformat(),
+        started=started,
         path=str(run_dir),
-        started_unix=started_unix,
+        started_unix=float(started_unix),
         diagnoses=list(diagnoses),
     )
 

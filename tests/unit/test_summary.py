@@ -52,3 +52,28 @@ def test_resume_of_a_run_that_wrote_no_checkpoint_says_so(tmp_path):
     with pytest.raises(UserError, match="nothing to resume from") as raised:
         resume(run_dir)
     assert f"rlplat train {run_dir / 'experiment.yaml'}" in str(raised.value)
+
+
+def test_run_files_a_crash_left_broken_are_read_as_missing(tmp_path):
+    """A result.json with bytes that are not UTF-8 and rows that are not objects, a run.json and
+    a summary.json with fields of the wrong type: rlplat runs, doctor and report read what is
+    sound (they exited 1 with a traceback)."""
+    import json
+
+    from rlplat.checkpoints import read_results
+    from rlplat.report.runs import run_record
+    from tests.helpers import TINY_PPO
+
+    run_dir = tmp_path / "tiny-ppo" / "2026-12-05_10-00-00"
+    trial = run_dir / "trial_00000"
+    trial.mkdir(parents=True)
+    (run_dir / "experiment.yaml").write_text(TINY_PPO.replace("OUTPUT", str(tmp_path)))
+    row = {"training_iteration": 1, "num_env_steps_sampled_lifetime": 256}
+    (trial / "result.json").write_bytes(
+        json.dumps(row).encode() + b"\n\xff\xfe garbage\n[1, 2]\n\"text\"\n"
+    )
+    (run_dir / "run.json").write_text('{"drivers": "x", "started_unix": "y", "started": 5}')
+    (run_dir / "summary.json").write_text('{"trials": "none", "wall_time_s": "x"}')
+    assert read_results(trial) == [row]
+    record = run_record(run_dir)
+    assert record.status == "interrupted" and record.algorithm == "PPO"
