@@ -84,6 +84,15 @@ def train(
     ``quiet`` hides the progress lines. Raises UserError for bad input, RlplatError when a
     trial fails.
     """
+    for override in overrides:
+        if not isinstance(override, str):
+            raise UserError(
+                f"train() takes overrides as strings, as the command does "
+                f"(\"training.lr=0.0005\", \"stop={{env_steps: 20000}}\"), or sections as "
+                f"keywords (stop={{'env_steps': 20000}}); got {override!r} "
+                f"({type(override).__name__})."
+            )
+    _check_types("train()", {"seed": seed, "seeds": seeds}, int)
     path = _experiment_path(experiment)
     every = [*overrides, *_keyword_overrides(sections)]
     options = TrainOptions(seed=seed, seeds=seeds, address=address)
@@ -115,6 +124,15 @@ def evaluate(path: str | Path | Run, *, quiet: bool = True, **options: Any) -> E
                 f"evaluate() has no option {name!r}: the options "
                 f"are rlplat eval's: {allowed_list(known)}.{did_you_mean(name, known)}"
             )
+    defaults = EvalOptions()
+    for name, value in options.items():
+        default = getattr(defaults, name)
+        kind = type(default) if default is not None else None
+        if kind in (int, bool, str, float) and not _is_a(value, kind):
+            raise UserError(
+                f"evaluate() option {name} takes {kind.__name__} (as rlplat eval's "
+                f"--{name.replace('_', '-')}); got {value!r} ({type(value).__name__})."
+            )
     _start(False, directory)
     say = (lambda line: None) if quiet else print
     return evaluate_checkpoint(directory, EvalOptions(**options), say=say, show_frame=say)
@@ -126,6 +144,22 @@ def load_policy(path: str | Path | Run, *, last: bool = False) -> PlayingPolicy:
     directory = path.directory if isinstance(path, Run) else Path(path)
     _start(False, directory)
     return load_playing_policy(directory, last=last)
+
+
+def _is_a(value: Any, kind: type) -> bool:
+    """``value`` is of ``kind`` (a bool is no int here, an int is a float)."""
+    if kind is not bool and isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float) if kind is float else kind)
+
+
+def _check_types(function: str, values: dict[str, Any], kind: type) -> None:
+    for name, value in values.items():
+        if value is not None and not _is_a(value, kind):
+            raise UserError(
+                f"{function} {name} takes {kind.__name__} or None; got {value!r} "
+                f"({type(value).__name__})."
+            )
 
 
 def _start(verbose: bool, path: Path) -> None:

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 from rich.table import Table
 
 from rlplat.checkpoints import find_checkpoint
@@ -597,6 +599,9 @@ class PlayingPolicy:
         self._playing = False
 
     def act(self, observation: Any, explore: bool = False) -> Any:
+        """The action for ``observation``, one of the env's observations (as its
+        ``observation_space`` holds them); ``explore`` samples instead of the greedy action."""
+        self._check(observation)
         if self._playing:
             self._actor.observe(observation, 0.0, False, False, {})
         else:
@@ -606,6 +611,23 @@ class PlayingPolicy:
 
     def close(self) -> None:
         self._env.close()
+
+    def _check(self, observation: Any) -> None:
+        """Refuse an observation of another shape than the env's (torch's "mat1 and mat2 shapes
+        cannot be multiplied" named neither)."""
+        space = self.observation_space
+        shape = getattr(space, "shape", None)
+        if not isinstance(space, gym.spaces.Box) or shape is None:
+            return
+        try:
+            given = np.asarray(observation, dtype=space.dtype)
+        except (TypeError, ValueError):
+            return  # not an array: the actor's connectors say what they take
+        if given.shape != shape:
+            raise ValueError(
+                f"act() takes one observation of the env's observation space, {space} (shape "
+                f"{shape}); got one of shape {given.shape}."
+            )
 
 
 def load_policy(path: Path, *, last: bool = False) -> PlayingPolicy:

@@ -70,3 +70,19 @@ def test_train_in_a_notebook_shows_progress_as_one_updating_output(tmp_path):
     assert shown.count("trial_00000 | iter") >= 2 and "Run finished" in shown, shown
     assert "| iter" not in streams and "trained " in streams, streams
     assert "Next:" not in shown + streams and "rlplat eval" not in shown + streams
+
+
+def test_the_functions_name_the_argument_a_slip_gave(tiny_run, tmp_path):
+    """rlplat.train(path, 5), evaluate(run, episodes="many") and act() on an observation of the
+    wrong shape raised AttributeError, TypeError and torch's "mat1 and mat2 shapes cannot be
+    multiplied"; each now names the argument and what it takes."""
+    import rlplat
+
+    with pytest.raises(UserError, match=r"overrides as strings.*got 5 \(int\)"):
+        rlplat.train(EXPERIMENTS / "cartpole_ppo.yaml", 5)
+    with pytest.raises(UserError, match=r"option episodes takes int .*got 'many'"):
+        rlplat.evaluate(tiny_run.run_dir, episodes="many")
+    policy = rlplat.load_policy(tiny_run.run_dir)
+    with pytest.raises(ValueError, match=r"shape \(4,\)\); got one of shape \(2,\)"):
+        policy.act([0.1, 0.2])
+    assert policy.action_space.contains(policy.act([0.0, 0.0, 0.0, 0.0]))
