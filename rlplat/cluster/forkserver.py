@@ -134,7 +134,10 @@ def run_command(argv: list[str], entry: str) -> int | None:
     global _wanted
     if len(argv) < 2 or argv[1] not in COMMANDS or not enabled() or not _usable_streams():
         return None
-    where = directory()
+    try:
+        where = directory()
+    except UserError:  # the command itself says it, as its one-paragraph error
+        return None
     environment = _command_environment()
     try:
         return _run_in_server(where, argv, entry, environment)
@@ -154,7 +157,10 @@ def start_for_next_command() -> None:
     (with this command's environment as it began): called once the command has imported what
     it needs, since a server importing beside the command's own imports would slow both."""
     if _wanted is not None and enabled():
-        start(directory(), _wanted)
+        try:
+            start(directory(), _wanted)
+        except UserError:
+            return
 
 
 def _usable_streams() -> bool:

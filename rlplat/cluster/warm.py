@@ -76,7 +76,31 @@ def enabled() -> bool:
 
 
 def base_directory() -> Path:
-    return Path(os.environ.get(DIRECTORY_VARIABLE) or f"/tmp/rlplat-ray-{os.getuid()}")
+    """Where warm Rays keep their records (``RLPLAT_RAY_DIR``); refused unless it is a directory
+    this user can write, or one that can be made."""
+    given = os.environ.get(DIRECTORY_VARIABLE)
+    base = Path(given or f"/tmp/rlplat-ray-{os.getuid()}")
+    problem = None
+    if base.exists() and not base.is_dir():
+        problem = "is not a directory"
+    elif base.is_dir() and not os.access(base, os.W_OK | os.X_OK):
+        problem = "is a directory this user cannot write"
+    elif not base.exists() and not os.access(_existing_parent(base), os.W_OK | os.X_OK):
+        problem = "does not exist and cannot be made"
+    if problem is not None:
+        source = f"{DIRECTORY_VARIABLE}={given}" if given else f"the default {base}"
+        raise UserError(
+            f"{source}: where rlplat keeps its warm local Ray's records {problem}. Give "
+            f"{DIRECTORY_VARIABLE} a directory you can write (it is made if missing), or "
+            f"{IDLE_VARIABLE}=0 for a Ray of the command's own."
+        )
+    return base
+
+
+def _existing_parent(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
 
 
 def directory(cwd: Path | None = None) -> Path:

@@ -101,3 +101,20 @@ def test_the_shells_bookkeeping_does_not_tell_environments_apart():
     other = {**mine, "SHLVL": "3", "_": "/bin/env", "OLDPWD": "/tmp"}
     assert forkserver.comparable(mine) == forkserver.comparable(other)
     assert forkserver.comparable(mine) != forkserver.comparable({**mine, "PYTHONHASHSEED": "1"})
+
+
+def test_a_warm_ray_directory_that_is_a_file_is_one_paragraph(tmp_path, monkeypatch):
+    """RLPLAT_RAY_DIR naming a file was a NotADirectoryError traceback."""
+    import pytest
+
+    from rlplat.cluster import forkserver, warm
+    from rlplat.errors import UserError
+
+    file = tmp_path / "file"
+    file.write_text("")
+    monkeypatch.setenv("RLPLAT_RAY_DIR", str(file))
+    with pytest.raises(UserError, match=f"RLPLAT_RAY_DIR={file}: .* is not a directory"):
+        warm.base_directory()
+    assert forkserver.run_command(["rlplat", "train", "x.yaml"], "rlplat.cli:run_here") is None
+    monkeypatch.setenv("RLPLAT_RAY_DIR", str(tmp_path / "new" / "dir"))
+    assert warm.base_directory() == tmp_path / "new" / "dir", "one that can be made is taken"
