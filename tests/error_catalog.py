@@ -286,6 +286,11 @@ CASES = [
         ],
     ),
     Case(
+        "SimBa beside an LSTM",
+        ["train", "exp.yaml", "rl_module.model_config.simba={width: 64, blocks: 1}"]
+        + ["rl_module.model_config.use_lstm=true", "connectors=[mean_std_filter]"],
+    ),
+    Case(
         "activation misspelt",
         ["train", "exp.yaml", "rl_module.model_config.fcnet_activation=sigmoidd"],
     ),

@@ -604,6 +604,12 @@ def _simba_networks(
             f"{SIMBA} (SimBa's residual encoder) applies to {', '.join(takers)}, "
             f"not {exp.algorithm}."
         )
+    if model_config.get("use_lstm"):
+        refuse(
+            f"{SIMBA} replaces RLlib's encoder, the LSTM of use_lstm included: the run would "
+            "train without memory. Choose one: SimBa's residual encoder (remove use_lstm), or "
+            f"the LSTM (remove {SIMBA})."
+        )
     value = model_config[SIMBA]
     allowed = {f.name for f in fields(SimbaSettings)}
     if not isinstance(value, dict):
