@@ -10,6 +10,7 @@ with the message the command prints.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import time
 import warnings
@@ -97,18 +98,26 @@ def train(
     every = [*overrides, *_keyword_overrides(sections)]
     options = TrainOptions(seed=seed, seeds=seeds, address=address)
     _start(verbose, path)
-    summary = train_command(
-        path,
-        every,
-        options,
-        verbose=verbose,
-        # Plain text; in a notebook one output updated in place (Rich's Jupyter mode would
-        # make one HTML output per line).
-        console=Console(quiet=quiet, soft_wrap=True, force_jupyter=False, file=progress_stream()),
-        clock=StageClock(started=time.time()),
-        stay_connected=True,
-        commands=False,  # the caller holds the Run: run.evaluate(), run.load_policy()
-    )
+    try:
+        summary = train_command(
+            path,
+            every,
+            options,
+            verbose=verbose,
+            # Plain text; in a notebook one output updated in place (Rich's Jupyter mode would
+            # make one HTML output per line).
+            console=Console(
+                quiet=quiet, soft_wrap=True, force_jupyter=False, file=progress_stream()
+            ),
+            clock=StageClock(started=time.time()),
+            stay_connected=True,
+            commands=False,  # the caller holds the Run: run.evaluate(), run.load_policy()
+        )
+    except UserError as exc:
+        if isinstance(experiment, Mapping):  # not the temporary file the dict was written to
+            where = re.compile(re.escape(str(path)) + r"(:\d+)?")
+            exc.args = (where.sub("the experiment dict given to train()", str(exc)),)
+        raise
     assert summary is not None  # not a dry run
     return Run(Path(summary.run_dir), summary)
 

@@ -82,6 +82,10 @@ def test_the_functions_name_the_argument_a_slip_gave(tiny_run, tmp_path):
         rlplat.train(EXPERIMENTS / "cartpole_ppo.yaml", 5)
     with pytest.raises(UserError, match=r"option episodes takes int .*got 'many'"):
         rlplat.evaluate(tiny_run.run_dir, episodes="many")
+    experiment = {"name": "x", "algorithm": "PPO", "env": {"id": "CartPole-v1"},
+                  "stop": {"env_steps": 100}, "training": {"lrr": 0.1}}  # fmt: skip
+    with pytest.raises(UserError, match=r"^the experiment dict given to train\(\), key"):
+        rlplat.train(experiment)
     policy = rlplat.load_policy(tiny_run.run_dir)
     with pytest.raises(ValueError, match=r"shape \(4,\)\); got one of shape \(2,\)"):
         policy.act([0.1, 0.2])
