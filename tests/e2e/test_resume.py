@@ -17,7 +17,9 @@ import pytest
 from rich.console import Console
 
 from rlplat.checkpoints import CheckpointInfo
+from rlplat.errors import UserError
 from rlplat.experiment.load import load_experiment
+from rlplat.run.launch import resume as launch_resume
 from rlplat.run.launch import train
 from tests.e2e.helpers import resume, runs_json
 from tests.helpers import (
@@ -298,3 +300,16 @@ def test_a_file_with_a_first_stage_trains_both_and_resume_of_the_first_finishes_
     assert "Next stage" in resumed.stdout
     [second_again] = (tmp_path / "out/tiny-ppo").iterdir()
     assert list(second_again.glob("trial_*/checkpoint_*")), "the second stage trained"
+
+
+def test_resume_of_a_run_that_wrote_no_checkpoint_says_so(tmp_path):
+    """Ctrl-C before the first checkpoint, then --resume: it said "Resuming" and started again
+    from iteration 1 without a word; now it refuses and gives the command that starts it anew."""
+    run_dir = tmp_path / "tiny-ppo" / "2026-12-05_10-00-00"
+    (run_dir / "trial_00000").mkdir(parents=True)
+    (run_dir / "experiment.yaml").write_text(TINY_PPO.replace("OUTPUT", str(tmp_path)))
+    (run_dir / "tuner.pkl").write_bytes(b"")
+    with pytest.raises(UserError, match="nothing to resume from") as raised:
+        launch_resume(run_dir)
+    assert f"rlplat train {run_dir / 'experiment.yaml'}" in str(raised.value)
+

@@ -36,24 +36,6 @@ def test_a_run_with_a_finished_trial_suggests_evaluating_it_and_retrying_the_fai
     assert "rlplat eval /runs/r" in clean and "--retry-errored" not in clean
 
 
-def test_resume_of_a_run_that_wrote_no_checkpoint_says_so(tmp_path):
-    """Ctrl-C before the first checkpoint, then --resume: it said "Resuming" and started again
-    from iteration 1 without a word; now it refuses and gives the command that starts it anew."""
-    import pytest
-
-    from rlplat.errors import UserError
-    from rlplat.run.launch import resume
-    from tests.helpers import TINY_PPO
-
-    run_dir = tmp_path / "tiny-ppo" / "2026-12-05_10-00-00"
-    (run_dir / "trial_00000").mkdir(parents=True)
-    (run_dir / "experiment.yaml").write_text(TINY_PPO.replace("OUTPUT", str(tmp_path)))
-    (run_dir / "tuner.pkl").write_bytes(b"")
-    with pytest.raises(UserError, match="nothing to resume from") as raised:
-        resume(run_dir)
-    assert f"rlplat train {run_dir / 'experiment.yaml'}" in str(raised.value)
-
-
 def test_run_files_a_crash_left_broken_are_read_as_missing(tmp_path):
     """A result.json with bytes that are not UTF-8 and rows that are not objects, a run.json and
     a summary.json with fields of the wrong type: rlplat runs, doctor and report read what is
