@@ -20,6 +20,7 @@ ENTROPY_COLLAPSED = 0.1  # entropy below this fraction of its start
 NO_REWARD_EPISODES = 100
 KL_TOO_HIGH = 10.0  # times training.kl_target
 KL_NOTHING = 1e-6
+DETERMINISTIC = 1e-3  # entropy of a policy that always takes one action
 CLIP_FRACTION_HIGH = 0.5
 KL_DEFAULT_TARGET = 0.01
 EXPLAINED_VARIANCE_WINDOW = 10
@@ -120,6 +121,18 @@ def kl_divergence(trace: Trace, settings: Settings) -> str | None:
             f"each update moves the policy too far ({seen}; the aim: KL about training."
             f"kl_target {target:g}, a clipped share under {CLIP_FRACTION_HIGH:.0%}) over the "
             f"last 3 iterations, since {steps(since)} env steps: lower {fix}"
+        )
+    # So far that the first updates left a deterministic policy: its KL is ~0 from then on, and
+    # its entropy was ~0 already at the first reading, so neither test above nor the entropy
+    # rule sees it (PPO on CartPole at lr 1.0, some seeds).
+    entropy, early = trace.recent("entropy", 3), trace.recent("clip_fraction", 10)
+    if len(entropy) == 3 and max(entropy) < DETERMINISTIC and max(early) > CLIP_FRACTION_HIGH:
+        fix = _fix(settings, "lr", "num_epochs")
+        return (
+            f"each update moves the policy too far: {max(early):.0%} of the rows clipped (the "
+            f"aim: under {CLIP_FRACTION_HIGH:.0%}), after which the policy is deterministic "
+            f"(entropy {max(entropy):.2g} in each of the last 3 iterations) and learns no more: "
+            f"lower {fix}"
         )
     recent = trace.recent("kl", 10)
     # A policy whose entropy collapsed is deterministic: its KL is ~0 whatever the learning rate.
@@ -262,7 +275,9 @@ RULES: tuple[Rule, ...] = (
         "kl_divergence",
         "KL between consecutive policies far above the target, or always ~0",
         f"3 iterations with approximate KL above {KL_TOO_HIGH:g} x training.kl_target or over "
-        f"{CLIP_FRACTION_HIGH:.0%} of rows clipped; 10 iterations with KL below {KL_NOTHING:g}",
+        f"{CLIP_FRACTION_HIGH:.0%} of rows clipped, or such clipping followed by 3 iterations "
+        f"of a deterministic policy (entropy below {DETERMINISTIC:g}); 10 iterations with KL "
+        f"below {KL_NOTHING:g}",
         "Schulman et al. 2017, PPO (the adaptive KL penalty and its target); Huang et al. 2022, "
         "The 37 Implementation Details of PPO (approx_kl as a debugging signal)",
         kl_divergence,

@@ -147,7 +147,9 @@ def test_report_scores_seeds_by_greedy_episodes_of_their_last_checkpoint(
     assert "| cartpole-ppo | 2 |" in (directory / "report.md").read_text()
     image = np.asarray(Image.open(directory / "curves.png").convert("RGB"))
     assert image.std() > 10  # not blank
-    assert band_pixels(image, COLOURS[0]) > 2000  # one experiment's band ...
+    # One experiment's band between its seeds (as wide as their curves part: seeds 0 and 1 of
+    # this run stay within a few percent of each other, ~900 pixels) ...
+    assert band_pixels(image, COLOURS[0]) > 300
     assert band_pixels(image, COLOURS[1]) == 0  # ... and no other
     # The greedy evaluation during training, up to the final checkpoint's, and captions.
     assert len(entry["eval_curve"]["x"]) > 1
