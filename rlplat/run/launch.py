@@ -231,10 +231,14 @@ def _restart_lost_trials(
                 highlight=False,
             )
         record_restarts(run_dir, [trial.name for trial in lost])
-        tuner = _restored_tuner(run, run_dir, retry_errored=True)
-        with fitting(trials_in_this_process=in_command), signal_handlers_kept():
-            grid = tuner.fit()
+        grid = _fit_once(_restored_tuner(run, run_dir, retry_errored=True), in_command)
     return grid
+
+
+def _fit_once(tuner: Any, in_command: bool) -> Any:
+    """``tuner.fit()``, with the signal handlers as they were before it once it returns."""
+    with fitting(trials_in_this_process=in_command), signal_handlers_kept():
+        return tuner.fit()
 
 
 def _last_line(error: BaseException) -> str:
@@ -512,8 +516,7 @@ def _fit(
     reset_training_window()
     status = "FAILED"
     try:
-        with fitting(trials_in_this_process=in_command), signal_handlers_kept():
-            grid = tuner.fit()
+        grid = _fit_once(tuner, in_command)
         grid = _restart_lost_trials(grid, run, run_dir, console, in_command)
         window = training_window()
         if window.first_iteration_started is not None:
