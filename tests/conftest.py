@@ -55,12 +55,16 @@ def pytest_collection_modifyitems(config, items):
 _MLFLOW: dict = {}
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def _start_mlflow_server() -> None:
     """``mlflow server`` on a free local port, with a sqlite store in a scratch directory."""
     scratch = Path(tempfile.mkdtemp(prefix="rlplat-mlflow-"))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     command = [
         sys.executable, "-m", "mlflow", "server",
         "--backend-store-uri", f"sqlite:///{scratch / 'mlflow.db'}",
@@ -109,10 +113,15 @@ def ray_cluster():
 
     from rlplat.cluster.connect import start_ray
 
-    # Cluster's nodes default to 1 CPU: give the head what ray.init() would detect here.
+    # Cluster's nodes default to 1 CPU: give the head what ray.init() would detect here. The
+    # dashboard on a free port: not 8265, which a user's own Ray (or a second test run) may hold.
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"include_dashboard": True, "num_cpus": get_num_cpus()},
+        head_node_args={
+            "include_dashboard": True,
+            "dashboard_port": _free_port(),
+            "num_cpus": get_num_cpus(),
+        },
     )
     start_ray(cluster.address)
     yield cluster

@@ -31,7 +31,12 @@ from rich.console import Console
 
 from rlplat.callbacks.progress import ConsoleCallback
 from rlplat.metrics import ENV_STEPS, ENV_STEPS_TRAINED, lookup
-from rlplat.seams.tune import StopAtOnce, trial_call_under_way, trials_run_in_this_process
+from rlplat.seams.tune import (
+    StopAtOnce,
+    hold_iterations,
+    trial_call_under_way,
+    trials_run_in_this_process,
+)
 
 SHOULD_CHECKPOINT = "should_checkpoint"  # a result key Tune reads after its callbacks ran
 RUNNING = "RUNNING"
@@ -116,6 +121,7 @@ class GracefulStop(ConsoleCallback):
         if self.requested and trial.trial_id not in self._saved:
             result[SHOULD_CHECKPOINT] = True
             self._owing.add(trial.trial_id)
+            hold_iterations()  # an in-process trial: no iteration after this one's checkpoint
 
     def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
         self._checkpointed.add(trial.trial_id)

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ray import tune
+from ray import cloudpickle, tune
+from ray.exceptions import RayActorError
 from ray.tune import Callback
 from rich.console import Console
 
@@ -197,7 +198,25 @@ class ProgressPrinter(ConsoleCallback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info):
         self._pending.pop(str(trial), None)
-        self.console.print(f"[red]{trial} failed[/red]")
+        if _lost_its_actor(trial):  # the end of the run restarts it
+            self.console.print(f"[yellow]{trial} lost its process or node[/yellow]")
+        else:
+            self.console.print(f"[red]{trial} failed[/red]")
+
+
+def _lost_its_actor(trial: Any) -> bool:
+    """Whether the trial's error is Ray's ``RayActorError`` (its process or node died). Tune
+    pickles the error into the trial's local directory (``Trial.pickled_error_file``) before
+    its callbacks hear of it; ``Trial.get_pickled_error`` reads the run's storage, which gets
+    the file later."""
+    path = trial.pickled_error_file
+    if not path or not Path(path).is_file():
+        return False
+    try:
+        error = cloudpickle.loads(Path(path).read_bytes())
+    except Exception:  # noqa: BLE001 - an error that does not unpickle here is not Ray's
+        return False
+    return isinstance(error, RayActorError)
 
 
 class NoTuneTable(tune.ProgressReporter):

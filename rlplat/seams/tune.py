@@ -215,6 +215,7 @@ def fitting(*, trials_in_this_process: bool) -> Iterator[None]:
     try:
         yield
     finally:
+        _iterations_held.clear()
         tune_controller.RayActorManager, air_usage.tag_callbacks = manager, tag_callbacks
         train_storage._FilesystemSyncer._sync_up_command = upload
 
@@ -371,6 +372,8 @@ class _InProcessMethod:
     def remote(self, *args: Any, **kwargs: Any) -> ray.ObjectRef:
         if self._actor._start_error is not None and self._name != "__ray_terminate__":
             return self._actor._start_error
+        if self._name == "train" and _iterations_held:
+            return ray.ObjectRef.from_random()  # as an iteration under way; see hold_iterations
         try:
             args, kwargs = _copied((args, kwargs))
             with swapped(self._actor.generators), _torch_threads(self._actor.threads):
@@ -388,6 +391,19 @@ class _InProcessMethod:
 
 
 _calls_under_way: list[str] = []  # the in-process trainable's methods running now
+_iterations_held: list[bool] = []  # hold_iterations() was called in the fit under way
+
+
+def hold_iterations() -> None:
+    """From now on, an in-process trial starts no new iteration (the stop that waits for a final
+    checkpoint, :class:`rlplat.callbacks.interrupt.GracefulStop`).
+
+    After a result that asks for a checkpoint, Tune's controller schedules the save and then the
+    next ``train`` call before it hears of the save. A trial actor runs that iteration while
+    Tune stops the run, and it is abandoned; an in-process "remote" call runs at once, so the
+    stop would wait for a whole further iteration (minutes, for a slow off-policy one). Held, the
+    call is answered as an iteration under way that never ends, as after :class:`StopAtOnce`."""
+    _iterations_held.append(True)
 
 
 def trial_call_under_way() -> bool:

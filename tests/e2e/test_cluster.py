@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -202,46 +203,60 @@ def test_a_killed_env_runner_is_restarted_and_counted(npu_nodes, write_yaml, tmp
     assert "env runner restarted" in console.export_text()
 
 
-def _remove_trial_node_after_checkpoints(ray_cluster, nodes, where: dict, count: int, done: dict):
-    """Once the trial has written ``count`` checkpoints, remove the node its process runs on (as
-    a spot machine is reclaimed); the other node of ``nodes`` can hold it again."""
+def _remove_node_after_checkpoints(ray_cluster, nodes, where: dict, actor: str, done: dict):
+    """Once the run has written 3 checkpoints, remove the node that holds an actor whose class
+    name contains ``actor`` (as a spot machine is reclaimed); the other node of ``nodes`` can
+    hold what it held."""
     from ray.util.state import list_actors
 
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         run_dir = where.get("run_dir")
         found = list(Path(run_dir).glob("trial_*/checkpoint_*")) if run_dir else []
-        if len(found) >= count:
+        if len(found) >= 3:
             actors = list_actors(filters=[("state", "=", "ALIVE")], detail=True, limit=10_000)
-            [node_id] = {a.node_id for a in actors if "Trainable" in a.class_name}
-            [node] = [node for node in nodes if node.node_id == node_id]
-            ray_cluster.remove_node(node)
-            done.update(checkpoints=len(found), node=node)
-            return
+            held = {a.node_id for a in actors if actor in a.class_name}
+            lost = [node for node in nodes if node.node_id in held]
+            if lost:
+                ray_cluster.remove_node(lost[0])
+                done.update(checkpoints=len(found), node=lost[0])
+                return
         time.sleep(0.1)
 
 
+# What holds the spot resource, so that losing a spot node loses it; the actor whose node goes.
+NODE_LOSSES = {
+    "a single trial": ("  driver: {custom: {spot: 0.5}}\n", [], "Trainable"),
+    "one trial of a 3-trial search": (
+        "  driver: {custom: {spot: 0.5}}\n",
+        ["training.lr={grid: [0.0003, 0.0005, 0.001]}", "stop.iterations=8"],
+        "Trainable",
+    ),
+}
+
+
+@pytest.mark.parametrize("lost", list(NODE_LOSSES))
 def test_a_trial_whose_node_is_lost_restarts_from_its_checkpoint(
-    ray_cluster, ray_session, write_yaml, tmp_path
+    ray_cluster, ray_session, write_yaml, tmp_path, lost
 ):
-    """The trial's node goes away after its third checkpoint and a fresh one joins: the trial
-    restarts from that checkpoint by itself, says so, counts it, and logs no iteration twice."""
+    """A node goes away after the run's third checkpoint (the trial's own, or one search
+    trial's); the other spot node can take its place: the trial restarts from
+    its last checkpoint by itself, says so, counts it, and logs no iteration twice."""
+    placement, overrides, actor = NODE_LOSSES[lost]
     nodes = [ray_cluster.add_node(num_cpus=2, resources={"spot": 1}) for _ in range(2)]
     ray_cluster.wait_for_nodes()
     text = TINY_PPO.replace("OUTPUT", str(tmp_path / "out")).replace(
         "iterations: 3", "iterations: 10"
     )
-    text = text.replace(
-        "  env_runners: {count: 0}\n",
-        "  env_runners: {count: 0}\n  driver: {custom: {spot: 0.5}}\n",
-    )
+    text = text.replace("  env_runners: {count: 0}\n", "  env_runners: {count: 0}\n" + placement)
     loaded = load_experiment(
-        write_yaml(text), ["checkpoint.keep=null", "evaluation={evaluation_interval: null}"]
+        write_yaml(text),
+        ["checkpoint.keep=null", "evaluation={evaluation_interval: null}", *overrides],
     )
     where: dict = {}
     done: dict = {}
     remover = threading.Thread(
-        target=_remove_trial_node_after_checkpoints, args=(ray_cluster, nodes, where, 3, done)
+        target=_remove_node_after_checkpoints, args=(ray_cluster, nodes, where, actor, done)
     )
     remover.start()
     console = Console(record=True, width=300)
@@ -254,11 +269,15 @@ def test_a_trial_whose_node_is_lost_restarts_from_its_checkpoint(
                 ray_cluster.remove_node(node)
     said = console.export_text()
     assert done, "the node was never removed"
-    [trial] = summary.trials
-    assert trial.status == "finished" and trial.iterations == 10, said[-3000:]
-    assert "restarting from its last checkpoint (restart 1 of 3" in said, said[-3000:]
-    assert trial.restarts == 1
-    rows = [
-        json.loads(line) for line in (Path(trial.path) / "result.json").read_text().splitlines()
-    ]
-    assert [row["training_iteration"] for row in rows] == list(range(1, 11)), "each logged once"
+    iterations = loaded.experiment.stop.iterations
+    assert {trial.status for trial in summary.trials} == {"finished"}, said[-3000:]
+    # A search trial may lose its node before its own first checkpoint.
+    start = "its last checkpoint" if lost == "a single trial" else ""
+    assert re.search(f"restarting from {start}.*\\(restart 1 of 3", said), said[-3000:]
+    assert sum(trial.restarts for trial in summary.trials) >= 1
+    assert "lost its process or node" in said and " failed" not in said, said[-3000:]
+    for trial in summary.trials:
+        assert trial.iterations == iterations, said[-3000:]
+        rows = (Path(trial.path) / "result.json").read_text().splitlines()
+        logged = [json.loads(line)["training_iteration"] for line in rows]
+        assert logged == list(range(1, iterations + 1)), f"{trial.name}: each logged once"

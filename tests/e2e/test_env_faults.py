@@ -21,7 +21,8 @@ def test_an_env_failing_only_in_remote_env_runners_stops_the_trial_with_its_erro
     """The env passes the check before Ray (it fails only inside Ray actors); its remote env
     runner fails on every step. RLlib would carry on without the runner's samples forever; the
     trial stops after the runner's five restarts (each a new process: about 10 s each on 2 busy
-    cores), naming the env's error, well before its 1,000 iterations."""
+    cores), naming the env's error, well before its 1,000 iterations, and is not restarted as a
+    trial whose node was lost would be."""
     text = replace(
         TINY_PPO,
         "  id: CartPole-v1\n",
@@ -38,6 +39,7 @@ def test_an_env_failing_only_in_remote_env_runners_stops_the_trial_with_its_erro
     assert trial.status == "error", trial
     assert "failed 5 times in a row without finishing an episode" in trial.error
     assert "SimulatorCrash: the simulator crashed in a Ray actor" in trial.error
+    assert trial.restarts == 0, "an env that fails every time is its own error, not a lost node"
     assert elapsed < 180, f"stopped after {elapsed:.0f} s"
 
 

@@ -294,10 +294,13 @@ def test_runs_lists_finished_running_interrupted_and_failed_runs(ray_session, ca
         load_experiment(path, ["resources.driver.process=actor"]), console=Console(quiet=True)
     )
     assert failed.trials[0].status == "error"
-    # SIGTERM (like a first Ctrl-C): the iteration ends, a checkpoint is written although
-    # checkpoint.every has not come round, exit code 130, and the run says how to resume.
+    # SIGTERM (like a first Ctrl-C) during the third iteration (at least 3 s long): that
+    # iteration ends, a checkpoint of it is written although checkpoint.every has not come round,
+    # no iteration starts after it (a slow one would hold the stop for as long again), exit code
+    # 130, and the run says how to resume.
     long_run = replace(TINY_PPO, "iterations: 3", "iterations: 1000")
     long_run = replace(long_run, "every: 1", "every: 100")
+    long_run += "reporting: {min_time_s_per_iteration: 3}\n"
     path = tmp_path / "stopped.yaml"
     path.write_text(
         replace(long_run, "name: tiny-ppo", "name: stopped").replace("OUTPUT", str(out))
@@ -314,7 +317,8 @@ def test_runs_lists_finished_running_interrupted_and_failed_runs(ray_session, ca
     assert "continue with: rlplat train --resume" in output
     [checkpoint] = run_dir.glob("trial_*/checkpoint_*")
     info = CheckpointInfo.read(checkpoint)
-    assert info is not None and 2 <= info.iteration < 1000
+    rows = (checkpoint.parent / "result.json").read_text().splitlines()
+    assert info is not None and info.iteration == len(rows) == 3, (info, len(rows))
     statuses = runs_json(capsys, out)
     assert statuses == {"stopped": "interrupted", "crashed": "failed", "done": "finished"}
     code, table, _ = run_cli(capsys, "runs", out)
