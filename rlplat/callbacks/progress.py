@@ -198,7 +198,7 @@ class ProgressPrinter(ConsoleCallback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info):
         self._pending.pop(str(trial), None)
-        if _lost_its_actor(trial):  # the end of the run restarts it
+        if _lost_its_actor(trial):  # restarted at the end of the fit, if restarts are left
             self.console.print(f"[yellow]{trial} lost its process or node[/yellow]")
         else:
             self.console.print(f"[red]{trial} failed[/red]")
