@@ -28,6 +28,10 @@ os.environ["RLPLAT_RAY_DIR"] = str(WARM_RAY_DIR)
 # Tests run commands in many directories, each of which would keep a warm Ray of its own for
 # ten minutes: here one lasts half a minute after its last command (the warm interpreter too).
 os.environ.setdefault("RLPLAT_RAY_IDLE_S", "30")
+# Ray's own files (and its "current cluster" record, which the state API and address "auto"
+# read) in a directory of this session's: two test sessions at once each find their own Ray.
+RAY_TEMP_DIR = Path(tempfile.mkdtemp(prefix="rlplat-ray-"))
+os.environ["RAY_TMPDIR"] = str(RAY_TEMP_DIR)
 
 
 def pytest_itemcollected(item):
@@ -44,15 +48,36 @@ def pytest_itemcollected(item):
     item.add_marker(kind)
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """With pytest-xdist (`-n auto`, README's command): one worker runs every end-to-end test, in
+    order, on one Ray (they share trained runs and a cluster, and keep a 2-core machine busy by
+    themselves), while the other workers run the unit tests one by one."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EndToEndInOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "e2e" if nodeid.startswith("tests/e2e/") else nodeid
+
+    return EndToEndInOneWorker(config, log)
+
+
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: what remains is what runs
 def pytest_collection_modifyitems(config, items):
     """Run the unit tests first: they fail fast, and they run before the session's Ray exists."""
     items.sort(key=lambda item: item.get_closest_marker("unit") is None)
-    if any("mlflow_server" in getattr(item, "fixturenames", ()) for item in items):
-        _start_mlflow_server()  # it takes ~20 s to come up: meanwhile the unit tests run
+    _MLFLOW_USERS[:] = [i for i in items if "mlflow_server" in getattr(i, "fixturenames", ())]
+
+
+def pytest_runtest_setup(item):
+    """The MLflow server starts with the first end-to-end test of a run that will need it: it
+    takes ~20 s to come up, meanwhile other tests run (and an xdist worker that runs only unit
+    tests starts none)."""
+    if _MLFLOW_USERS and not _MLFLOW and item.get_closest_marker("e2e"):
+        _start_mlflow_server()
 
 
 _MLFLOW: dict = {}
+_MLFLOW_USERS: list = []  # the collected tests that use mlflow_server
 
 
 def _free_port() -> int:
@@ -79,6 +104,7 @@ def _start_mlflow_server() -> None:
 def pytest_sessionfinish(session, exitstatus):
     stop_warm_rays(WARM_RAY_DIR)
     shutil.rmtree(WARM_RAY_DIR, ignore_errors=True)
+    shutil.rmtree(RAY_TEMP_DIR, ignore_errors=True)
     if _MLFLOW:
         _MLFLOW["process"].terminate()
         _MLFLOW["process"].wait(timeout=30)

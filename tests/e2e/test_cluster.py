@@ -203,9 +203,10 @@ def test_a_killed_env_runner_is_restarted_and_counted(npu_nodes, write_yaml, tmp
     assert "env runner restarted" in console.export_text()
 
 
-def _remove_trial_node_after_checkpoints(ray_cluster, nodes, where: dict, done: dict):
-    """Once the run has written 3 checkpoints, remove a node that runs a trial's process (as a
-    spot machine is reclaimed); the other node of ``nodes`` can hold what it held."""
+def _remove_node_after_checkpoints(ray_cluster, nodes, actor: str, where: dict, done: dict):
+    """Once the run has written 3 checkpoints, remove a node of ``nodes`` that runs an actor whose
+    class name holds ``actor`` (as a spot machine is reclaimed); the other node can hold what
+    it held."""
     from ray.util.state import list_actors
 
     deadline = time.monotonic() + 240
@@ -214,7 +215,7 @@ def _remove_trial_node_after_checkpoints(ray_cluster, nodes, where: dict, done: 
         found = list(Path(run_dir).glob("trial_*/checkpoint_*")) if run_dir else []
         if len(found) >= 3:
             actors = list_actors(filters=[("state", "=", "ALIVE")], detail=True, limit=10_000)
-            held = {a.node_id for a in actors if "Trainable" in a.class_name}
+            held = {a.node_id for a in actors if actor in a.class_name}
             lost = [node for node in nodes if node.node_id in held]
             if lost:
                 ray_cluster.remove_node(lost[0])
@@ -223,13 +224,23 @@ def _remove_trial_node_after_checkpoints(ray_cluster, nodes, where: dict, done: 
         time.sleep(0.1)
 
 
-# The overrides of each run whose trial (or one of whose trials) loses its node.
+# Each run whose trial (or one of whose trials, or its learner) loses its node: its overrides,
+# and the class of the actor whose node goes (a trial's, or RLlib's learner actor made by Ray
+# Train's worker group).
+TRIAL_ON_SPOT = "resources.driver.custom={spot: 0.5}"
 NODE_LOSSES = {
-    "a single trial": [],
-    "one trial of a 3-trial search": [
-        "training.lr={grid: [0.0003, 0.0005, 0.001]}",
-        "stop.iterations=8",
-    ],
+    "a single trial": ([TRIAL_ON_SPOT], "Trainable"),
+    "one trial of a 3-trial search": (
+        [TRIAL_ON_SPOT, "training.lr={grid: [0.0003, 0.0005, 0.001]}", "stop.iterations=8"],
+        "Trainable",
+    ),
+    "a remote learner": (
+        [
+            "resources.learners={count: 1, custom: {spot: 0.5}}",
+            "reporting.min_time_s_per_iteration=1",  # the learner is found before the run ends
+        ],
+        "_WrappedExecutable",
+    ),
 }
 
 
@@ -237,27 +248,24 @@ NODE_LOSSES = {
 def test_a_trial_whose_node_is_lost_restarts_from_its_checkpoint(
     ray_cluster, ray_session, write_yaml, tmp_path, lost
 ):
-    """A node goes away after the run's third checkpoint (the trial's own, or one search
-    trial's); the other spot node can take its place: the trial restarts from its last
-    checkpoint (or its start, when it had none) by itself, says so, counts it, and logs no
-    iteration twice."""
+    """A node goes away after the run's third checkpoint (the node of the trial, of one search
+    trial, or of the trial's learner); the other spot node can take its place: the trial
+    restarts from its last checkpoint (or its start, when it had none) by itself, says so,
+    counts it, and logs no iteration twice."""
+    overrides, actor = NODE_LOSSES[lost]
     nodes = [ray_cluster.add_node(num_cpus=2, resources={"spot": 1}) for _ in range(2)]
     ray_cluster.wait_for_nodes()
     text = TINY_PPO.replace("OUTPUT", str(tmp_path / "out")).replace(
         "iterations: 3", "iterations: 10"
     )
-    text = text.replace(
-        "  env_runners: {count: 0}\n",
-        "  env_runners: {count: 0}\n  driver: {custom: {spot: 0.5}}\n",
-    )
     loaded = load_experiment(
         write_yaml(text),
-        ["checkpoint.keep=null", "evaluation={evaluation_interval: null}", *NODE_LOSSES[lost]],
+        ["checkpoint.keep=null", "evaluation={evaluation_interval: null}", *overrides],
     )
     where: dict = {}
     done: dict = {}
     remover = threading.Thread(
-        target=_remove_trial_node_after_checkpoints, args=(ray_cluster, nodes, where, done)
+        target=_remove_node_after_checkpoints, args=(ray_cluster, nodes, actor, where, done)
     )
     remover.start()
     console = Console(record=True, width=300)
@@ -273,11 +281,11 @@ def test_a_trial_whose_node_is_lost_restarts_from_its_checkpoint(
     iterations = loaded.experiment.stop.iterations
     assert {trial.status for trial in summary.trials} == {"finished"}, said[-3000:]
     # A search trial may lose its node before its own first checkpoint.
-    start = "its last checkpoint" if lost == "a single trial" else ""
+    start = "" if lost == "one trial of a 3-trial search" else "its last checkpoint"
     assert re.search(f"restarting from {start}.*\\(restart 1 of 3", said), said[-3000:]
     restarts = said.count("restarting from")  # a line per restart of a trial
     assert sum(trial.restarts for trial in summary.trials) == restarts >= 1, said[-3000:]
-    if lost == "a single trial":
+    if lost != "one trial of a 3-trial search":
         assert restarts == 1
     assert "lost its process or node" in said and " failed" not in said, said[-3000:]
     for trial in summary.trials:

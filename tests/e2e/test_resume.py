@@ -109,7 +109,12 @@ def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, capsy
     run_dir = killed["run_dir"]
     [trial_dir] = run_dir.glob("trial_*")
     name = f"resume-{algorithm.lower()}"
-    assert runs_json(capsys, tmp_path / "out") == {name: "interrupted"}
+    deadline = time.monotonic() + 30  # a killed driver takes a moment to be gone from /proc
+    while (status := runs_json(capsys, tmp_path / "out"))[name] == "running":
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert status == {name: "interrupted"}
     trial_id = json.loads((trial_dir / "result.json").read_text().splitlines()[0])["trial_id"]
     [state_file] = run_dir.glob("experiment_state-*.json")
     state = json.loads(state_file.read_text())
