@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.helpers import train_yaml
-from tests.helpers import CORRIDOR_LSTM, EXPERIMENTS, SPREAD, TINY_PPO, TINY_SEARCH, stop_warm_rays
+from tests.helpers import (
+    CORRIDOR_LSTM,
+    EXPERIMENTS,
+    SPREAD,
+    TINY_PPO,
+    TINY_SEARCH,
+    free_port,
+    stop_warm_rays,
+)
 
 TESTS = Path(__file__).resolve().parent
 KINDS = ("unit", "e2e")  # tests/unit and tests/e2e, each marked with its directory's name
@@ -80,16 +87,10 @@ _MLFLOW: dict = {}
 _MLFLOW_USERS: list = []  # the collected tests that use mlflow_server
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _start_mlflow_server() -> None:
     """``mlflow server`` on a free local port, with a sqlite store in a scratch directory."""
     scratch = Path(tempfile.mkdtemp(prefix="rlplat-mlflow-"))
-    port = _free_port()
+    port = free_port()
     command = [
         sys.executable, "-m", "mlflow", "server",
         "--backend-store-uri", f"sqlite:///{scratch / 'mlflow.db'}",
@@ -145,7 +146,7 @@ def ray_cluster():
         initialize_head=True,
         head_node_args={
             "include_dashboard": True,
-            "dashboard_port": _free_port(),
+            "dashboard_port": free_port(),
             "num_cpus": get_num_cpus(),
         },
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -383,6 +384,13 @@ def read_scalars(trial_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 # --- the rlplat command in a subprocess ---------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def rlplat(

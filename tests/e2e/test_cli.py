@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ import urllib.request
 import pytest
 
 from rlplat.util.timings import STAGES
-from tests.helpers import EXPERIMENTS, TINY_PPO, replace, rlplat
+from tests.helpers import EXPERIMENTS, TINY_PPO, free_port, replace, rlplat
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +75,6 @@ def test_shipped_experiments_validate():
     assert proc.returncode == 0, proc.stderr
     assert f"# {path} is valid:" in proc.stdout
     assert "algorithm: PPO" in proc.stdout and "Traceback" not in proc.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get_json(url: str):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, free_port
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("ray.serve")
@@ -26,12 +25,6 @@ TOKEN = "a-test-token-of-some-length"
 
 
 # --- real Serve ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Deployer:
