@@ -110,7 +110,7 @@ def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, capsy
     [trial_dir] = run_dir.glob("trial_*")
     name = f"resume-{algorithm.lower()}"
     deadline = time.monotonic() + 30  # a killed driver takes a moment to be gone from /proc
-    while (status := runs_json(capsys, tmp_path / "out"))[name] == "running":
+    while (status := runs_json(capsys, tmp_path / "out")).get(name) == "running":
         if time.monotonic() > deadline:
             break
         time.sleep(0.2)
