@@ -55,31 +55,70 @@ def pytest_itemcollected(item):
     item.add_marker(kind)
 
 
+# The session-scoped fixtures that train a run (or start a server) for several test files to read,
+# and the end-to-end files whose tests use them. With pytest-xdist (README's `-n auto`) one worker
+# runs these files in order, each run trained once; the next worker runs every other end-to-end
+# file beside it, on a Ray of its own (one test trains on about one core of two), then both take
+# the unit tests. Collection checks the list (`_check_sharing_files`).
+SHARED_RUNS = frozenset({
+    "tiny_run", "filtered_run", "seeded_cartpole", "solved_cartpole", "cartpole_export",
+    "corridor_lstm", "off_policy_runs", "spread_run", "spread_qmix_run", "mlflow_server",
+})  # fmt: skip
+SHARING_FILES = frozenset({
+    "test_api.py", "test_eval.py", "test_export.py", "test_multi_agent.py", "test_offline.py",
+    "test_qmix.py", "test_report.py", "test_resume.py", "test_search.py", "test_serve.py",
+    "test_storage.py", "test_train.py", "test_warm_ray.py",
+})  # fmt: skip
+
+
+def _e2e_file(nodeid: str) -> str | None:
+    """The file name of an end-to-end test's node id (None for a unit test)."""
+    path = nodeid.split("::", 1)[0]
+    return path.removeprefix("tests/e2e/") if path.startswith("tests/e2e/") else None
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """With pytest-xdist (`-n auto`, README's command): one worker runs every end-to-end test, in
-    order, on one Ray (they share trained runs and a cluster, and keep a 2-core machine busy by
-    themselves), while the other workers run the unit tests one by one."""
+    """Two scopes of end-to-end tests (the files that share trained runs, and the rest), each run
+    in order by one worker; each unit test a scope of its own. xdist hands out the largest scopes
+    first, one per worker, and a worker takes more once it has at most two tests left."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class EndToEndInOneWorker(LoadScopeScheduling):
+    class EndToEndInTwoWorkers(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "e2e" if nodeid.startswith("tests/e2e/") else nodeid
+            file = _e2e_file(nodeid)
+            if file is None:
+                return nodeid
+            return "e2e-sharing" if file in SHARING_FILES else "e2e-own"
 
-    return EndToEndInOneWorker(config, log)
+    return EndToEndInTwoWorkers(config, log)
+
+
+def _check_sharing_files(items) -> None:
+    """An end-to-end test outside ``SHARING_FILES`` that uses a shared run would train it again
+    in the second worker: name the file to add."""
+    for item in items:
+        file = _e2e_file(item.nodeid)
+        used = SHARED_RUNS.intersection(getattr(item, "fixturenames", ()))
+        if file is not None and used and file not in SHARING_FILES:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses {', '.join(sorted(used))}, a run the tests of "
+                f"SHARING_FILES share: add {file!r} to SHARING_FILES in tests/conftest.py"
+            )
 
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: what remains is what runs
 def pytest_collection_modifyitems(config, items):
     """Run the unit tests first: they fail fast, and they run before the session's Ray exists."""
     items.sort(key=lambda item: item.get_closest_marker("unit") is None)
+    _check_sharing_files(items)
     _MLFLOW_USERS[:] = [i for i in items if "mlflow_server" in getattr(i, "fixturenames", ())]
 
 
 def pytest_runtest_setup(item):
-    """The MLflow server starts with the first end-to-end test of a run that will need it: it
-    takes ~20 s to come up, meanwhile other tests run (and an xdist worker that runs only unit
-    tests starts none)."""
-    if _MLFLOW_USERS and not _MLFLOW and item.get_closest_marker("e2e"):
+    """The MLflow server starts with the first test of ``SHARING_FILES`` of a run that will need
+    it: it takes ~20 s to come up, meanwhile other tests run (and an xdist worker that runs
+    other tests starts none)."""
+    if _MLFLOW_USERS and not _MLFLOW and _e2e_file(item.nodeid) in SHARING_FILES:
         _start_mlflow_server()
 
 

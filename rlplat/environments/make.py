@@ -243,6 +243,8 @@ def _registering_package(env_id: str) -> str | None:
     """An installed package, named after the id's first word (MiniGrid-...: minigrid,
     highway-...: highway_env), whose import registers ``env_id``."""
     word = re.split(r"[-_/]", env_id)[0].lower()
+    if not word.isidentifier():  # '', '3d', 'a.b' (find_spec would import a.b's parent a)
+        return None
     for module in (word, f"{word}_env", f"{word}_envs", f"gym_{word}"):
         if importlib.util.find_spec(module) is None:
             continue

@@ -105,10 +105,12 @@ def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_ses
     OS error, the checkpoint the run continues from and the command to continue; that checkpoint
     is complete; once the disk is fixed ``--resume --retry-errored`` finishes the run with each
     iteration logged once (shown for the full disk: the resume does not depend on the error)."""
-    iterations = 12
+    # An iteration takes ~0.15 s on an idle 2-core machine: 12 finished in 2 s, before the disk
+    # failed (the wait for Tune's save below takes up to a second); 40 leave the run seconds.
+    iterations = 40
     text = TRAIN.replace("ITERATIONS", str(iterations)).replace("OUTPUT", str(small_disk))
     process = launch([str(write_yaml(text))], ray_session)
-    run_dir, lines = read_until_iteration(process, 4)  # 8 iterations to go: time to fail
+    run_dir, lines = read_until_iteration(process, 4)
     deadline = time.monotonic() + 30
     while not resume_points(run_dir) and time.monotonic() < deadline:
         time.sleep(0.1)  # Tune saves the checkpoint to resume from about once a second

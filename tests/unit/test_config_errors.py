@@ -362,6 +362,14 @@ def test_an_id_a_package_registers_on_import_is_named_with_its_package(monkeypat
     assert "cannot import 'nopkg'" in message and "key 'env.id'" in message
 
 
+@pytest.mark.parametrize("env_id", ["''", "-v1", "nopkg.sub-v0"])
+def test_an_id_that_names_no_package_is_unknown_not_a_traceback(env_id):
+    """An id whose first word is no module name (empty, or dotted: looking a dotted name up
+    imports its parent) is an unknown id; the fuzz test found ``id: ''`` raising ValueError."""
+    message = rejection(EXPERIMENTS / "cartpole_ppo.yaml", f"env.id={env_id}")
+    assert "unknown Gymnasium environment" in message and "env.id" in message
+
+
 def test_a_module_rllib_cannot_build_is_refused_before_ray_with_the_key_to_change():
     """RLlib has no CNN for 7x7 frames; an explicit conv_filters that it cannot build is
     refused by the probe (module built on the env's spaces) instead of 80 s into the run."""
