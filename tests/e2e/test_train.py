@@ -98,7 +98,11 @@ def test_shipped_ppo_cartpole_solves(solved_cartpole):
     assert trial.error is None
     assert trial.best_return is not None and trial.best_return >= 475, trial
     assert trial.env_steps < 200_000, "the stop condition fired, not a step limit"
-    assert trial.diagnoses == [], "a run that learned gets no training-health diagnosis"
+    # throughput_drop compares the run's env steps per second over time: under README's `-n auto`
+    # the other worker's tests load the machine unevenly (CI saw 4,063 -> 1,361 steps/s), so
+    # there it measures them, not this run. The rules about learning must stay silent.
+    learning = [d for d in trial.diagnoses if not d.startswith("throughput_drop:")]
+    assert learning == [], "a run that learned gets no training-health diagnosis"
 
 
 def test_checkpoints_record_what_the_run_reported(tiny_run):
