@@ -7,7 +7,6 @@ current. Paths under the scratch directory print as ``<dir>``, run timestamps as
 
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing
 import os
@@ -59,6 +58,8 @@ multi_agent:
   self_play: {learner: main, opponents: opponent}""",
 )
 FLAKY = BASE.replace("{id: CartPole-v1}", '{factory: "envs.flaky:FlakyCartPole"}')
+# A remote runner whose env raised waits before it exits (rlplat's default 10 s); 1 s here.
+REMOTE_FLAKY = FLAKY + "fault_tolerance: {delay_between_env_runner_restarts_s: 1}\n"
 
 
 def _edit(old: str, new: str, text: str = BASE) -> dict[str, str]:
@@ -487,7 +488,7 @@ CASES = [
             "resources.env_runners.count=1",
             "env.kwargs={crash_at_step: 1, faults_in_ray_actors: true}",
         ],
-        {"exp.yaml": FLAKY},
+        {"exp.yaml": REMOTE_FLAKY},
         needs_ray=True,
         exit=1,
     ),
@@ -499,7 +500,7 @@ CASES = [
             "resources.env_runners.count=1",
             "env.kwargs={old_step_api: true, faults_in_ray_actors: true}",
         ],
-        {"exp.yaml": FLAKY},
+        {"exp.yaml": REMOTE_FLAKY},
         needs_ray=True,
         exit=1,
     ),
@@ -680,9 +681,6 @@ def message(output: str) -> str:
 
 
 _PROCESSES = multiprocessing.get_context("fork")
-# Cases that start Ray run one at a time: two runs started in the same second on one cluster
-# would share Tune's staging directory (named by the second), and a trial would be renamed.
-_TRAINING = _PROCESSES.Lock()
 
 
 def run_case(case: Case, scratch: Path, checkpoint: Path, address: str | None) -> tuple[int, str]:
@@ -695,8 +693,7 @@ def run_case(case: Case, scratch: Path, checkpoint: Path, address: str | None) -
         case.setup(scratch, checkpoint)
     extra = ["--address", address] if case.needs_ray and address else []
     output = scratch / "output.txt"
-    with _TRAINING if case.needs_ray else contextlib.nullcontext():
-        code = _rlplat_command(["rlplat", *case.args, *extra], scratch, output)
+    code = _rlplat_command(["rlplat", *case.args, *extra], scratch, output)
     return code, normalize(message(output.read_text()), scratch)
 
 
@@ -781,8 +778,20 @@ def _run_cases(address: str | None) -> list[tuple[int, str]]:
         (root / "trained").mkdir()
         checkpoint = trained_checkpoint(root / "trained", address)
         jobs = [(case, root / f"case{i:02d}", checkpoint, address) for i, case in enumerate(CASES)]
-        with _PROCESSES.Pool(os.cpu_count() or 2, maxtasksperchild=1) as pool:
-            return pool.starmap(run_case, jobs, chunksize=1)
+        training = [i for i, case in enumerate(CASES) if case.needs_ray]
+        others = [i for i, case in enumerate(CASES) if not case.needs_ray]
+        # Cases that start Ray run one after another, in a process pool of their own beside the
+        # others: two runs started in the same second on one cluster would share Tune's staging
+        # directory (named by the second), and a trial would be renamed.
+        with (
+            _PROCESSES.Pool(1, maxtasksperchild=1) as one_at_a_time,
+            _PROCESSES.Pool(os.cpu_count() or 2, maxtasksperchild=1) as pool,
+        ):
+            trained = one_at_a_time.starmap_async(run_case, [jobs[i] for i in training], 1)
+            rest = pool.starmap(run_case, [jobs[i] for i in others], 1)
+            outcomes = dict(zip(others, rest, strict=True))
+            outcomes.update(zip(training, trained.get(), strict=True))
+        return [outcomes[i] for i in range(len(jobs))]
 
 
 def command(case: Case) -> str:
