@@ -1,2 +1,3 @@
-"""Tune callbacks of a run: progress, interrupts, logs, TensorBoard, videos, checkpoints and
-search tables."""
+"""What watches a run: observers of its trials (progress, TensorBoard, diagnoses, videos,
+trackers, the training clock), and the Tune callbacks of a run on Tune (interrupts, history,
+checkpoints, search tables)."""

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from rlplat.algorithms.registry import default_settings
-from rlplat.callbacks.progress import ConsoleCallback
-from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
+from rlplat.callbacks.observers import KeepsConsole, Observer, TrialView
+from rlplat.callbacks.tensorboard import TensorBoardWriter
 from rlplat.health import Finding, Settings, TrialHealth
 from rlplat.health import replay as replay_rules
 
@@ -39,25 +39,23 @@ def diagnosis_line(trial: str, finding: Finding) -> str:
     )
 
 
-class TrainingDoctor(ConsoleCallback):
+class TrainingDoctor(KeepsConsole, Observer):
     """Feeds each result to its trial's ``TrialHealth`` and says what fires."""
 
-    def __init__(self, console: Console, tensorboard: EnvStepTensorBoardLogger):
+    def __init__(self, console: Console, tensorboard: TensorBoardWriter):
         self.console = console
         self.tensorboard = tensorboard
         self._trials: dict[str, TrialHealth] = {}
 
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._trials[trial.trial_id] = TrialHealth(trial_settings(trial.config))
+    def trial_started(self, trial: TrialView) -> None:
+        self._trials[trial.name] = TrialHealth(trial_settings(trial.experiment))
 
-    def on_trial_result(
-        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
-    ) -> None:
-        health = self._trials.get(trial.trial_id)
+    def trial_result(self, trial: TrialView, result: dict[str, Any]) -> None:
+        health = self._trials.get(trial.name)
         if health is None:  # a trial restored without a start event
-            health = self._trials[trial.trial_id] = TrialHealth(trial_settings(trial.config))
+            health = self._trials[trial.name] = TrialHealth(trial_settings(trial.experiment))
         for finding in health.observe(result):
-            self.console.print(diagnosis_line(str(trial), finding), highlight=False)
+            self.console.print(diagnosis_line(trial.name, finding), highlight=False)
             self.tensorboard.add_text(
                 trial, f"{DIAGNOSIS_TAG}/{finding.rule}", finding.message, finding.env_steps
             )

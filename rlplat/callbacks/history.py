@@ -24,8 +24,9 @@ from tensorboard.backend.event_processing.event_file_loader import RawEventFileL
 from tensorboardX.proto.event_pb2 import Event
 from tensorboardX.record_writer import RecordWriter
 
+from rlplat.callbacks.observers import resume_point
 from rlplat.checkpoints import RESULTS_JSON
-from rlplat.metrics import ENV_STEPS, ITERATION, finite, lookup
+from rlplat.metrics import ITERATION
 from rlplat.seams.tune import CSVLoggerHooks, RestoreHook
 from rlplat.util.atomic import write_atomic
 
@@ -99,9 +100,8 @@ def trim_trial_history(trial_dir: Path, iteration: int, env_steps: int) -> None:
 
 def restored_point(trial: Any) -> tuple[int, int]:
     """The iteration and env steps of the checkpoint a (re)starting trial continues from."""
-    checkpoint = trial.latest_checkpoint_result
-    metrics = checkpoint.metrics if checkpoint is not None else {}
-    return int(metrics.get(ITERATION) or 0), int(finite(lookup(metrics, ENV_STEPS)) or 0)
+    point = resume_point(trial)
+    return (point.iteration, point.env_steps) if point is not None else (0, 0)
 
 
 class TrimHistoryOnRestart(Callback):

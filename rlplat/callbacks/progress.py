@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-from ray import cloudpickle, tune
-from ray.exceptions import RayActorError
+from ray import tune
 from ray.tune import Callback
 from rich.console import Console
 
+from rlplat.callbacks.observers import FINISHED, LOST, KeepsConsole, Observer, TrialView
 from rlplat.experiment.schema import StopSpec
 from rlplat.metrics import (
     ENV_CRASHES,
@@ -78,26 +77,11 @@ def eta_text(result: dict[str, Any], stop: StopSpec) -> str | None:
     return f"ETA {format_duration(seconds)} at {budget}{sooner}"
 
 
-class ConsoleCallback(Callback):
-    """A Tune callback that prints to ``self.console``.
-
-    Tune pickles its callbacks with the experiment state (``--resume`` unpickles them); a Console
-    holds locks, so it is dropped and recreated.
-    """
-
-    console: Console
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["console"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self.console = Console(soft_wrap=True)
+class ConsoleCallback(KeepsConsole, Callback):
+    """A Tune callback that prints to ``self.console``."""
 
 
-class ProgressPrinter(ConsoleCallback):
+class ProgressPrinter(KeepsConsole, Observer):
     """Prints ``iter | env steps | return | steps/s | elapsed | ETA`` for each trial."""
 
     def __init__(self, stop: StopSpec, console: Console, min_interval_s: float = 1.0):
@@ -131,8 +115,8 @@ class ProgressPrinter(ConsoleCallback):
             parts.append(f"policies {policies}")
         return " | ".join(parts)
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info):
-        trial_id = str(trial)
+    def trial_result(self, trial: TrialView, result: dict[str, Any]) -> None:
+        trial_id = trial.name
         ret = finite(lookup(result, RETURN_MEAN))
         if ret is not None and ret > self.best_return.get(trial_id, float("-inf")):
             self.best_return[trial_id] = ret
@@ -148,17 +132,14 @@ class ProgressPrinter(ConsoleCallback):
         else:
             self._pending[trial_id] = text
 
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        checkpoint = trial.latest_checkpoint_result
-        if checkpoint is None or checkpoint.checkpoint is None:
-            return
-        metrics = checkpoint.metrics
-        steps = int(finite(lookup(metrics, ENV_STEPS)) or 0)
-        self.console.print(
-            f"{trial}: continues from {Path(checkpoint.checkpoint.path).name} (iteration "
-            f"{metrics.get(ITERATION)}, {steps:,} env steps)",
-            highlight=False,
-        )
+    def trial_started(self, trial: TrialView) -> None:
+        point = trial.resumes_from
+        if point is not None:
+            self.console.print(
+                f"{trial}: continues from {point.checkpoint.name} (iteration {point.iteration}, "
+                f"{point.env_steps:,} env steps)",
+                highlight=False,
+            )
 
     def _report_restore(self, trial_id: str, result: dict[str, Any]) -> None:
         restored = finite(lookup(result, RESTORED_REPLAY_STEPS))
@@ -191,32 +172,17 @@ class ProgressPrinter(ConsoleCallback):
             )
         self._restarts[trial_id] = restarts
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info):
-        if str(trial) in self._pending:
-            self.console.print(self._pending.pop(str(trial)), highlight=False)
-        self.console.print(f"[green]{trial} finished[/green]")
-
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info):
-        self._pending.pop(str(trial), None)
-        if _lost_its_actor(trial):  # restarted at the end of the fit, if restarts are left
+    def trial_ended(self, trial: TrialView, outcome: str) -> None:
+        if outcome == FINISHED:
+            if trial.name in self._pending:
+                self.console.print(self._pending.pop(trial.name), highlight=False)
+            self.console.print(f"[green]{trial} finished[/green]")
+            return
+        self._pending.pop(trial.name, None)
+        if outcome == LOST:  # restarted at the end of the fit, if restarts are left
             self.console.print(f"[yellow]{trial} lost its process or node[/yellow]")
         else:
             self.console.print(f"[red]{trial} failed[/red]")
-
-
-def _lost_its_actor(trial: Any) -> bool:
-    """Whether the trial's error is Ray's ``RayActorError`` (its process or node died). Tune
-    pickles the error into the trial's local directory (``Trial.pickled_error_file``) before
-    its callbacks hear of it; ``Trial.get_pickled_error`` reads the run's storage, which gets
-    the file later."""
-    path = trial.pickled_error_file
-    if not path or not Path(path).is_file():
-        return False
-    try:
-        error = cloudpickle.loads(Path(path).read_bytes())
-    except Exception:  # noqa: BLE001 - an error that does not unpickle here is not Ray's
-        return False
-    return isinstance(error, RayActorError)
 
 
 class NoTuneTable(tune.ProgressReporter):

@@ -1,9 +1,9 @@
 """TensorBoard event files with short tags and environment steps on the x-axis.
 
 Tune's own TensorBoard logger plots every result key under ``ray/tune/...`` against the training
-iteration, because RLlib's new stack reports no ``timesteps_total``. This logger replaces it (Tune
-adds its own only when no ``TBXLoggerCallback`` subclass is present) and writes a small set of
-readable tags against ``num_env_steps_sampled_lifetime``. Tune's CSV/JSON files keep everything.
+iteration, because RLlib's new stack reports no ``timesteps_total``. rlplat writes a small set of
+readable tags against ``num_env_steps_sampled_lifetime`` instead (and tells Tune not to add its
+loggers); result.json and progress.csv keep everything.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 
 from PIL import Image
 from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
-from ray.tune.logger import TBXLoggerCallback
 from tensorboardX import SummaryWriter
 from tensorboardX.proto.summary_pb2 import Summary
 from tensorboardX.summary import hparams
 
+from rlplat.callbacks.observers import Observer, TrialView
 from rlplat.experiment.spaces import value_at
 from rlplat.metrics import (
     AGENT_RETURNS,
@@ -123,78 +123,73 @@ def hparam_value(value: Any) -> float | int | str | bool:
     return str(value)
 
 
-class EnvStepTensorBoardLogger(TBXLoggerCallback):
+class TensorBoardWriter(Observer):
     """Writes ``short_scalars`` of each result into the trial directory, x = env steps.
 
     ``hparams``: the searched keys (paths into the trial's experiment). When a trial ends, its
     values and final scalars go to TensorBoard's HParams view, which compares the trials.
-
-    It writes with writers of its own; it derives from Tune's TensorBoard logger so that Tune
-    does not add its default one beside it.
     """
 
     def __init__(self, flush_secs: int = 5, hparams: list[tuple[str, ...]] | None = None):
-        super().__init__()
         self._flush_secs = flush_secs
         self._hparams = list(hparams or [])
         self._throughput = Throughput()
-        self._last_scalars: dict[Any, dict[str, float]] = {}
-        self._writers: dict[Any, SummaryWriter] = {}
+        self._last_scalars: dict[str, dict[str, float]] = {}
+        self._writers: dict[str, SummaryWriter] = {}
 
-    def log_trial_start(self, trial: Any) -> None:
-        if trial in self._writers:
-            self._writers[trial].close()
-        trial.init_local_path()
-        self._writers[trial] = SummaryWriter(trial.local_path, flush_secs=self._flush_secs)
+    def trial_started(self, trial: TrialView) -> None:
+        if trial.name in self._writers:
+            self._writers[trial.name].close()
+        trial.staging.mkdir(parents=True, exist_ok=True)
+        self._writers[trial.name] = SummaryWriter(str(trial.staging), flush_secs=self._flush_secs)
 
-    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
-        if trial not in self._writers:
-            self.log_trial_start(trial)
+    def _writer(self, trial: TrialView) -> SummaryWriter:
+        if trial.name not in self._writers:
+            self.trial_started(trial)
+        return self._writers[trial.name]
+
+    def trial_result(self, trial: TrialView, result: dict[str, Any]) -> None:
         steps = finite(lookup(result, ENV_STEPS)) or 0.0
-        rate = self._throughput.update(trial, result)
-        writer = self._writers[trial]
+        rate = self._throughput.update(trial.name, result)
+        writer = self._writer(trial)
         scalars = short_scalars(result, rate)
         for tag, value in scalars.items():
             writer.add_scalar(tag, value, global_step=int(steps))
-        self._last_scalars.setdefault(trial, {}).update(scalars)
+        self._last_scalars.setdefault(trial.name, {}).update(scalars)
         writer.flush()
 
-    def write_hparams(self, trial: Any) -> None:
+    def write_hparams(self, trial: TrialView) -> None:
         """The trial's searched values and final metrics, for the HParams dashboard."""
-        if not self._hparams or trial not in self._writers:
+        if not self._hparams or trial.name not in self._writers:
             return
-        values = {".".join(p): hparam_value(value_at(trial.config, p)) for p in self._hparams}
-        last = self._last_scalars.get(trial, {})
+        values = {".".join(p): hparam_value(value_at(trial.experiment, p)) for p in self._hparams}
+        last = self._last_scalars.get(trial.name, {})
         metrics = {tag: last[tag] for tag in HPARAM_METRICS if tag in last}
-        # An open SummaryWriter's event file writer (Tune's own logger adds its hparams there):
-        # the writers here are closed only when they leave self._writers.
-        file_writer = self._writers[trial].file_writer
+        # An open SummaryWriter's event file writer: the writers here are closed only when they
+        # leave self._writers.
+        file_writer = self._writers[trial.name].file_writer
         for summary in hparams(hparam_dict=values, metric_dict=metrics):
             file_writer.add_summary(summary)
 
-    def add_gif(self, trial: Any, tag: str, data: bytes, step: int) -> None:
+    def add_gif(self, trial: TrialView, tag: str, data: bytes, step: int) -> None:
         """An animated GIF as an image summary: TensorBoard's Images tab plays it."""
-        if trial not in self._writers:
-            self.log_trial_start(trial)
         width, height = Image.open(io.BytesIO(data)).size
         image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=data)
-        writer = self._writers[trial]
+        writer = self._writer(trial)
         writer.file_writer.add_summary(
             Summary(value=[Summary.Value(tag=tag, image=image)]), global_step=step
         )
         writer.flush()
 
-    def add_text(self, trial: Any, tag: str, text: str, step: int) -> None:
+    def add_text(self, trial: TrialView, tag: str, text: str, step: int) -> None:
         """A line in TensorBoard's Text tab (a diagnosis, at the env steps it fired)."""
-        if trial not in self._writers:
-            self.log_trial_start(trial)
-        writer = self._writers[trial]
+        writer = self._writer(trial)
         writer.add_text(tag, text, global_step=step)
         writer.flush()
 
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+    def trial_ended(self, trial: TrialView, outcome: str) -> None:
         self.write_hparams(trial)
-        writer = self._writers.pop(trial, None)
+        writer = self._writers.pop(trial.name, None)
         if writer is not None:
             writer.close()
-        self._last_scalars.pop(trial, None)
+        self._last_scalars.pop(trial.name, None)

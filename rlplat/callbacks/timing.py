@@ -1,8 +1,8 @@
 """When training began and ended, as the driver saw it, for ``rlplat train --timings``.
 
-Tune pickles its callbacks with the run and ``--resume`` brings back those copies, so the times
-are kept in this module (the driver's process), not on the callback: a resumed run's restored
-callback records into the resuming command's window.
+Tune pickles its callbacks (with their observers) with the run and ``--resume`` brings back those
+copies, so the times are kept in this module (the driver's process), not on the observer: a
+resumed run's restored observer records into the resuming command's window.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ray.tune import Callback
+from rlplat.callbacks.observers import Observer, TrialView
 
 
 @dataclass
@@ -36,12 +36,10 @@ def training_window() -> TrainingWindow:
     return _window
 
 
-class TrainingClock(Callback):
+class TrainingClock(Observer):
     """Notes the first iteration's start (its arrival less its own seconds) and the last result."""
 
-    def on_trial_result(
-        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
-    ) -> None:
+    def trial_result(self, trial: TrialView, result: dict[str, Any]) -> None:
         now = time.time()
         if _window.first_iteration_started is None:
             _window.first_iteration_started = now - float(result.get("time_this_iter_s") or 0.0)

@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
-from rlplat.callbacks.progress import ConsoleCallback
+from rlplat.callbacks.observers import FINISHED, KeepsConsole, Observer, TrialView
 from rlplat.callbacks.tensorboard import short_scalars
 from rlplat.callbacks.tracking import Tracker, TrialRun, run_tags
 from rlplat.errors import first_line
@@ -27,12 +27,12 @@ from rlplat.metrics import ENV_STEPS, Throughput, finite, lookup
 FAILURES_TO_DROP = 3  # a tracker failing this many calls in a row is not called again
 
 
-class TrackerCallback(ConsoleCallback):
+class TrackerObserver(KeepsConsole, Observer):
     """Feeds every tracker of the run; drops a failing one with a single warning.
 
     Tune pickles its callbacks with the run (``--resume`` unpickles them): the trackers, which
-    hold connections, are made in ``setup`` each time a fit starts, and the active callback is
-    kept in this module for :func:`close_trackers`.
+    hold connections, are made in ``run_started`` each time a fit starts, and the active
+    observer is kept in this module for :func:`close_trackers`.
     """
 
     def __init__(self, experiment: Experiment, run_dir: Path, grouped: bool, console: Console):
@@ -47,8 +47,8 @@ class TrackerCallback(ConsoleCallback):
     def _fresh(self) -> None:
         self.trackers: list[Tracker] = []
         self._throughput = Throughput()
-        self._trials: dict[Any, TrialRun] = {}
-        self._logged: dict[tuple[str, Any], int] = {}  # (tracker, trial) -> last env step sent
+        self._trials: dict[str, TrialRun] = {}
+        self._logged: dict[tuple[str, str], int] = {}  # (tracker, trial) -> last env step sent
         self._failures: dict[str, int] = {}  # tracker -> failed calls in a row
         self._warned: set[str] = set()
 
@@ -60,7 +60,7 @@ class TrackerCallback(ConsoleCallback):
         super().__setstate__(state)
         self._fresh()
 
-    def setup(self, **info: Any) -> None:
+    def run_started(self) -> None:
         global _active
         _active = self
         self._fresh()
@@ -111,52 +111,47 @@ class TrackerCallback(ConsoleCallback):
         self._failures[tracker.label] = 0
         return result
 
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        if trial in self._trials:  # its actor restarted (PBT, a paused trial): same runs
+    def trial_started(self, trial: TrialView) -> None:
+        if trial.name in self._trials:  # its actor restarted (PBT, a paused trial): same runs
             return
-        run = self._trials[trial] = TrialRun(trial)
+        run = self._trials[trial.name] = TrialRun(trial)
         for tracker in list(self.trackers):
             step = self._guarded(tracker, lambda t=tracker: t.start(run))
-            self._logged[(tracker.label, trial)] = step or 0
+            self._logged[(tracker.label, trial.name)] = step or 0
 
-    def on_trial_result(
-        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
-    ) -> None:
-        run = self._trials.get(trial)
+    def trial_result(self, trial: TrialView, result: dict[str, Any]) -> None:
+        run = self._trials.get(trial.name)
         if run is None:
             return
         step = int(finite(lookup(result, ENV_STEPS)) or 0)
-        scalars = short_scalars(result, self._throughput.update(trial, result))
+        scalars = short_scalars(result, self._throughput.update(trial.name, result))
         for tracker in list(self.trackers):
-            key = (tracker.label, trial)
+            key = (tracker.label, trial.name)
             if step <= self._logged.get(key, 0):
                 continue  # a resumed trial repeating steps the tracker already holds
             self._guarded(tracker, lambda t=tracker: t.log(run, scalars, step))
             self._logged[key] = step
 
-    def _end(self, trial: Any, status: str) -> None:
-        run = self._trials.pop(trial, None)
+    def _end(self, name: str, status: str) -> None:
+        run = self._trials.pop(name, None)
         if run is not None:
             for tracker in list(self.trackers):
                 self._guarded(tracker, lambda t=tracker: t.end(run, status))
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trial, "FINISHED")
-
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trial, "FAILED")
+    def trial_ended(self, trial: TrialView, outcome: str) -> None:
+        self._end(trial.name, "FINISHED" if outcome == FINISHED else "FAILED")
 
     def close(self, status: str) -> None:
         """The end of the command: trials still open end too (KILLED: stopped before their
         end), then each tracker's run."""
-        for trial in list(self._trials):
-            self._end(trial, "KILLED")
+        for name in list(self._trials):
+            self._end(name, "KILLED")
         for tracker in list(self.trackers):
             self._guarded(tracker, lambda t=tracker: t.close(self.run_dir, status))
         self.trackers = []
 
 
-_active: TrackerCallback | None = None
+_active: TrackerObserver | None = None
 
 
 def close_trackers(status: str) -> None:

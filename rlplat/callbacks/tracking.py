@@ -7,6 +7,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from rlplat.callbacks.observers import TrialView
 from rlplat.errors import ConfigError
 from rlplat.experiment.schema import ENV_SOURCES, Experiment
 from rlplat.util.versions import versions
@@ -44,12 +45,12 @@ def run_tags(experiment: Experiment, run_dir: Path) -> dict[str, str]:
 class TrialRun:
     """One trial as the trackers see it: its directory, name, parameters and seed."""
 
-    def __init__(self, trial: Any):
-        self.path = Path(trial.path)  # the trial directory (local_path is Tune's staging)
-        self.staging = Path(trial.local_path)  # this session's, where TrainingVideos writes
+    def __init__(self, trial: TrialView):
+        self.path = trial.path  # the trial directory
+        self.staging = trial.staging  # this session's, where TrainingVideos writes
         self.name = self.path.name
-        self.params = flat_params(trial.config)
-        self.seed = trial.config.get("seed")
+        self.params = flat_params(trial.experiment)
+        self.seed = trial.experiment.get("seed")
 
     def gifs(self) -> list[Path]:
         """The trial's training GIFs: this session's and, after a resume, the earlier ones."""

@@ -9,11 +9,9 @@ x = env steps). Recording from checkpoints keeps the training loop untouched.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from ray.tune import Callback
-
-from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
+from rlplat.callbacks.observers import Observer, TrialView
+from rlplat.callbacks.tensorboard import TensorBoardWriter
 from rlplat.checkpoints import RESOLVED_EXPERIMENT
 from rlplat.experiment.load import load_experiment
 from rlplat.experiment.schema import VideoSpec
@@ -27,28 +25,28 @@ from rlplat.rllib.multi_agent import mapping_for
 VIDEO_TAG = "eval/video"
 
 
-class TrainingVideos(Callback):
+class TrainingVideos(Observer):
     """Records ``video.episodes`` greedy episodes at every ``video.every``-th iteration.
 
     The env is rebuilt from the experiment stored in the checkpoint: the trial's own, with the
     values a search chose for it.
     """
 
-    def __init__(self, video: VideoSpec, tensorboard: EnvStepTensorBoardLogger):
+    def __init__(self, video: VideoSpec, tensorboard: TensorBoardWriter):
         self.video = video
         self.tensorboard = tensorboard
 
-    def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
+    def trial_checkpointed(self, trial: TrialView, checkpoint: Path) -> None:
         video = self.video
-        result = trial.last_result or {}
+        result = trial.last_result
         done = int(result.get("training_iteration") or 0)
         if not video.every or done % video.every:
             return
         run_headless("gif")
-        source = Path(checkpoint.path) / RESOLVED_EXPERIMENT
+        source = checkpoint / RESOLVED_EXPERIMENT
         experiment = load_experiment(source).experiment
         env = rebuild_env(experiment, "rgb_array", source)
-        policy = Policy.from_checkpoint(Path(checkpoint.path), mapping_for(experiment, env))
+        policy = Policy.from_checkpoint(checkpoint, mapping_for(experiment, env))
         frames = []
         try:
             for index in range(video.episodes):
@@ -64,7 +62,7 @@ class TrainingVideos(Callback):
         finally:
             env.close()
         data = gif_bytes(frames, fps, max_width=video.max_width)
-        folder = Path(trial.local_path) / "videos"
+        folder = trial.staging / "videos"
         folder.mkdir(exist_ok=True)
         (folder / f"iteration_{done:06d}.gif").write_bytes(data)
         steps = int(finite(lookup(result, ENV_STEPS)) or 0)

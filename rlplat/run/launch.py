@@ -11,17 +11,19 @@ from typing import Any
 
 from ray import tune
 from ray.exceptions import RayActorError
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from rich.console import Console
 
 from rlplat.callbacks.checkpoints import checkpoint_recorder, prune_checkpoints
 from rlplat.callbacks.health import TrainingDoctor
 from rlplat.callbacks.history import TrimHistoryOnRestart, TrimmingCSVLogger, TrimmingJsonLogger
 from rlplat.callbacks.interrupt import GracefulStop
+from rlplat.callbacks.observers import Observer, TuneObservers
 from rlplat.callbacks.progress import NoTuneTable, ProgressPrinter
 from rlplat.callbacks.search_report import LiveTrialTable, PopulationLog
-from rlplat.callbacks.tensorboard import EnvStepTensorBoardLogger
+from rlplat.callbacks.tensorboard import TensorBoardWriter
 from rlplat.callbacks.timing import TrainingClock, reset_training_window, training_window
-from rlplat.callbacks.trackers import TrackerCallback, check_trackers, close_trackers
+from rlplat.callbacks.trackers import TrackerObserver, check_trackers, close_trackers
 from rlplat.callbacks.videos import TrainingVideos
 from rlplat.checkpoints import RESOLVED_EXPERIMENT, checkpoints_in, trials_in
 from rlplat.cluster.connect import embedded, start_ray, stop_ray
@@ -75,6 +77,7 @@ from rlplat.util.signals import signal_handlers_kept
 from rlplat.util.timings import StageClock
 
 STATE_PERIOD_VARIABLE = "TUNE_GLOBAL_CHECKPOINT_S"
+AUTO_LOGGERS_VARIABLE = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
 USER_STATE_PERIOD = os.environ.get(STATE_PERIOD_VARIABLE)
 
 
@@ -429,41 +432,54 @@ def _callbacks(run: PreparedRun, run_dir: Path, console: Console) -> list:
     exp = run.experiment
     search = bool(run.spaces) or (exp.tune is not None and exp.tune.num_samples > 1)
     population = scheduler_name(exp) in POPULATION_SCHEDULERS
-    progress = ProgressPrinter(exp.stop, console, min_interval_s=10.0 if search else 1.0)
-    tensorboard = EnvStepTensorBoardLogger(hparams=[p for s in run.spaces for p in s.value_paths])
     # Trimming a restarted trial's history comes before the loggers reopen its files; the
     # loggers trim again what they copy back. Population-based trials are never trimmed.
-    trimming = [TrimHistoryOnRestart(), TrimmingJsonLogger(), TrimmingCSVLogger()]
-    callbacks = [] if population else trimming
+    if population:
+        callbacks: list = [JsonLoggerCallback(), CSVLoggerCallback()]
+    else:
+        callbacks = [TrimHistoryOnRestart(), TrimmingJsonLogger(), TrimmingCSVLogger()]
     callbacks += [
-        TrainingClock(),
         GracefulStop(console, exp.watchdog_s),
-        progress,
-        tensorboard,
-        TrainingDoctor(console, tensorboard),
+        # Completes each checkpoint with the files the observers read (its experiment).
         checkpoint_recorder(
             exp.score_metric(),
             exp.checkpoint.mode,
             exp.checkpoint.keep,
             prune_while_running=not population,
         ),
+        TuneObservers(_observers(run, run_dir, console, search)),
     ]
-    if exp.video.every:
-        callbacks.append(TrainingVideos(exp.video, tensorboard))
     if search:
         callbacks.append(LiveTrialTable(run.spaces, console, seeded=bool(exp.seeds)))
     if population:
         callbacks.append(PopulationLog(run_dir, run.spaces, console))
+    return callbacks
+
+
+def _observers(run: PreparedRun, run_dir: Path, console: Console, search: bool) -> list[Observer]:
+    """What watches each trial's results and checkpoints, in the order it is told of them."""
+    exp = run.experiment
+    tensorboard = TensorBoardWriter(hparams=[p for s in run.spaces for p in s.value_paths])
+    observers: list[Observer] = [
+        TrainingClock(),
+        ProgressPrinter(exp.stop, console, min_interval_s=10.0 if search else 1.0),
+        tensorboard,
+        TrainingDoctor(console, tensorboard),
+    ]
+    if exp.video.every:
+        observers.append(TrainingVideos(exp.video, tensorboard))
     if exp.loggers.mlflow or exp.loggers.wandb:
         grouped = bool(run.spaces) or trial_count(exp, run.spaces) > 1
-        callbacks.append(TrackerCallback(exp, run_dir, grouped=grouped, console=console))
-    return callbacks
+        observers.append(TrackerObserver(exp, run_dir, grouped=grouped, console=console))
+    return observers
 
 
 def _quiet_tune_output(exp: Experiment) -> None:
     # Tune's legacy output, which verbose=0 silences, and results allowed to lack the metric
     # until the first episode ends (set_tune_switches says why).
     set_tune_switches()
+    # rlplat gives Tune its result.json and progress.csv loggers, and writes TensorBoard itself.
+    os.environ[AUTO_LOGGERS_VARIABLE] = "1"
     # Tune records which checkpoint each trial resumes from every ~10 s by default; a run killed
     # in between resumes from an older checkpoint (or from scratch). On local storage saving that
     # small file every second costs nothing.

@@ -9,7 +9,8 @@ import pytest
 from rich.console import Console
 
 from rlplat.callbacks.mlflow_tracker import mlflow_name
-from rlplat.callbacks.trackers import TrackerCallback
+from rlplat.callbacks.observers import FINISHED, TrialView, TuneObservers
+from rlplat.callbacks.trackers import TrackerObserver
 from rlplat.callbacks.tracking import Tracker, flat_params
 from rlplat.callbacks.wandb_tracker import check as check_wandb
 from rlplat.errors import ConfigError
@@ -66,13 +67,8 @@ def test_metric_names_keep_tensorboards_tags_where_mlflow_allows():
     assert mlflow_name("agent_return/robot#1") == "agent_return/robot_1"
 
 
-class TrialStandIn:
-    """What the callback reads of Tune's Trial: its directories and its config."""
-
-    def __init__(self, path: Path):
-        self.path = str(path / "trial_0")
-        self.local_path = str(path)
-        self.config: dict = {}
+def trial_at(path: Path) -> TrialView:
+    return TrialView(name="trial_0", path=path / "trial_0", staging=path, experiment={})
 
 
 class Recording(Tracker):
@@ -103,14 +99,14 @@ def run_trial(tmp_path: Path, trackers: list[Tracker], steps: range) -> str:
     path = tmp_path / "exp.yaml"
     path.write_text(EXPERIMENT)
     console = Console(record=True, width=300)
-    callback = TrackerCallback(load_experiment(path).experiment, tmp_path, False, console)
-    callback.trackers = list(trackers)
-    trial = TrialStandIn(tmp_path)
-    callback.on_trial_start(0, [], trial)
+    observer = TrackerObserver(load_experiment(path).experiment, tmp_path, False, console)
+    observer.trackers = list(trackers)
+    trial = trial_at(tmp_path)
+    observer.trial_started(trial)
     for iteration, step in enumerate(steps, start=1):
         result = {"num_env_steps_sampled_lifetime": step, "training_iteration": iteration}
-        callback.on_trial_result(iteration, [], trial, result)
-    callback.on_trial_complete(len(steps), [], trial)
+        observer.trial_result(trial, result)
+    observer.trial_ended(trial, FINISHED)
     return console.export_text()
 
 
@@ -134,23 +130,23 @@ def test_a_tracker_failing_three_calls_in_a_row_is_not_called_again(tmp_path):
 def test_a_resumed_trial_sends_only_steps_the_tracker_lacks(tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text(EXPERIMENT)
-    callback = TrackerCallback(load_experiment(path).experiment, tmp_path, False, Console())
+    observer = TrackerObserver(load_experiment(path).experiment, tmp_path, False, Console())
     tracker = Recording("MLflow")
     tracker.start = lambda trial: 200  # its run already holds steps up to 200
-    callback.trackers = [tracker]
-    trial = TrialStandIn(tmp_path)
-    callback.on_trial_start(0, [], trial)
+    observer.trackers = [tracker]
+    trial = trial_at(tmp_path)
+    observer.trial_started(trial)
     for steps in (100, 200, 300):  # the trial continues from a checkpoint at step 100
-        callback.on_trial_result(0, [], trial, {"num_env_steps_sampled_lifetime": steps})
+        observer.trial_result(trial, {"num_env_steps_sampled_lifetime": steps})
     assert tracker.steps == [300]
 
 
-def test_tune_pickles_the_callback_without_its_connections(tmp_path):
+def test_tune_pickles_the_observer_without_its_connections(tmp_path):
     import pickle
 
     path = tmp_path / "exp.yaml"
     path.write_text(EXPERIMENT)
-    callback = TrackerCallback(load_experiment(path).experiment, Path("/runs/x"), True, Console())
-    callback.trackers = [Recording("MLflow")]
-    restored = pickle.loads(pickle.dumps(callback))
+    observer = TrackerObserver(load_experiment(path).experiment, Path("/runs/x"), True, Console())
+    observer.trackers = [Recording("MLflow")]
+    restored = pickle.loads(pickle.dumps(TuneObservers([observer]))).observers[0]
     assert restored.trackers == [] and restored.run_dir == Path("/runs/x") and restored.grouped
