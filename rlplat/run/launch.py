@@ -67,6 +67,7 @@ from rlplat.run.summary import (
     unfinished_trials,
 )
 from rlplat.run.trainable import trainable_for
+from rlplat.run.tune_results import tune_outcomes
 from rlplat.seams.ray_internals import kv_put
 from rlplat.seams.tune import drop_stale_decisions, fitting, set_tune_switches
 from rlplat.util.atomic import remove_partial_files
@@ -541,11 +542,12 @@ def _fit(
         else:  # no trial reported a result (all failed to start, or all had finished)
             clock.lap("trial_start")
         prune_checkpoints(run_dir, run.experiment.checkpoint.keep)
-        summary = summarize(grid, run, run_dir, time.monotonic() - started)
+        outcomes = tune_outcomes(grid, run_dir)
+        summary = summarize(outcomes, run, run_dir, time.monotonic() - started)
         clock.lap("shutdown")  # Tune's last save and teardown
         # An unfinished run is re-scored when its resumed run ends.
         if not unfinished_trials(summary) and rescore_run(run_dir, run.experiment, console):
-            summary = summarize(grid, run, run_dir, time.monotonic() - started)
+            summary = summarize(outcomes, run, run_dir, time.monotonic() - started)
         clock.lap("rescore")
         if summary.search is not None:
             report_search(summary, run, run_dir, console)

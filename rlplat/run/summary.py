@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ray.tune import ExperimentAnalysis
 from rich.console import Console
 from rich.markup import escape
 
@@ -27,7 +26,6 @@ from rlplat.callbacks.search_report import (
 )
 from rlplat.checkpoints import CheckpointInfo, best_and_last, describe_score, read_results
 from rlplat.errors import Interrupted, RlplatError, UserError
-from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import TuneSpec
 from rlplat.experiment.spaces import value_at
 from rlplat.metrics import (
@@ -47,7 +45,6 @@ from rlplat.prepare import PreparedRun
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
 from rlplat.run.run_dir import trial_restarts
 from rlplat.run.storage import storage_failed
-from rlplat.seams.tune import failed_in_this_process
 from rlplat.util.disk import storage_reason
 from rlplat.util.tables import new_table, print_table
 
@@ -88,34 +85,37 @@ class RunSummary:
     export: dict[str, Any] | None = None  # export.at_end: directory, passed, agreement, error
 
 
-def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) -> RunSummary:
+@dataclass(frozen=True)
+class TrialOutcome:
+    """How a trial ended, as the run's summary needs it, whichever loop ran it."""
+
+    path: Path  # the trial directory
+    status: str  # "finished", "error" or "not finished"
+    last_result: dict[str, Any]  # its last result (empty when it reported none)
+    experiment: dict[str, Any]  # its experiment (a population-based trial's, as it ended)
+    error: str | None = None  # its error report when it failed
+
+
+def summarize(
+    outcomes: list[TrialOutcome], run: PreparedRun, run_dir: Path, wall_time_s: float
+) -> RunSummary:
     """One TrialSummary per trial, and for a search the ranked rows of results.csv."""
     exp = run.experiment
     tune_spec = exp.tune or TuneSpec()
     metric = metric_path(tune_spec.metric)
     scheduler = scheduler_name(exp)
-    # Tune's own record of each trial: its status, and its config (PBT changes it as it runs).
-    trials = {Path(trial.path).name: trial for trial in _saved_trials(run_dir)}
-    # The trials that failed in this process: the record above is older when the run
-    # directory's disk failed, and so is the error report copied there.
-    failed = failed_in_this_process(grid)
     summary = RunSummary(
         run_dir=str(run_dir), wall_time_s=wall_time_s, watch_with=run.env.watch_with
     )
     rows = []
     restarts = trial_restarts(run_dir)
-    for result in grid:
-        metrics = result.metrics or {}
-        trial_path = Path(result.path)
+    for outcome in outcomes:
+        metrics = outcome.last_result
+        trial_path = outcome.path
         best, last = best_and_last(trial_path)
-        trial = trials.get(trial_path.name)
-        error = result.error
-        if error is None and trial_path.name in failed:
-            error = _staged_error(failed[trial_path.name])
-        status = _status(trial.status if trial else None, error)
-        history = _column(result, metric)
-        experiment = trial_experiment(trial.config if trial else {})
-        health = replay(read_results(trial_path), experiment)
+        error, status, experiment = outcome.error, outcome.status, outcome.experiment
+        results = read_results(trial_path)
+        health = replay(results, experiment)
         summary.trials.append(
             TrialSummary(
                 name=trial_path.name,
@@ -124,7 +124,7 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
                 iterations=metrics.get("training_iteration"),
                 env_steps=int(finite(lookup(metrics, ENV_STEPS)) or 0) or None,
                 final_return=finite(lookup(metrics, RETURN_MEAN)),
-                best_return=_extreme(_column(result, RETURN_MEAN), "max"),
+                best_return=_extreme(_column(results, RETURN_MEAN), "max"),
                 best_checkpoint=str(best) if best else None,
                 last_checkpoint=str(last) if last else None,
                 best_checkpoint_score=describe_score(CheckpointInfo.read(best)) if best else None,
@@ -148,7 +148,7 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
                 iterations=metrics.get("training_iteration"),
                 env_steps=summary.trials[-1].env_steps,
                 final=finite(lookup(metrics, metric)),
-                best=_extreme(history, tune_spec.mode),
+                best=_extreme(_column(results, metric), tune_spec.mode),
                 time_s=finite(metrics.get("time_total_s")),
                 params={
                     ".".join(path): value_at(experiment, path)
@@ -167,36 +167,9 @@ def summarize(grid: Any, run: PreparedRun, run_dir: Path, wall_time_s: float) ->
     return summary
 
 
-def _saved_trials(run_dir: Path) -> list[Any]:
-    """Tune's saved record of the trials; none when the run directory's disk kept it from being
-    saved whole (the trials' own results then tell what happened)."""
-    try:
-        return list(ExperimentAnalysis(str(run_dir)).trials)
-    except (ValueError, OSError):
-        return []
-
-
-def _status(tune_status: str | None, error: Any) -> str:
-    if error or tune_status == "ERROR":
-        return "error"
-    return "finished" if tune_status == "TERMINATED" else "not finished"
-
-
-def _staged_error(trial: Any) -> str | None:
-    """A failed trial's error report in Tune's local staging directory: the copy in the run
-    directory is missing when that directory's disk was what failed."""
-    try:
-        return Path(trial.local_path, "error.txt").read_text() or None
-    except OSError:
-        return None
-
-
-def _column(result: Any, path: str) -> list[float]:
-    """Every finite value a trial reported for ``path`` (its progress.csv column)."""
-    frame = result.metrics_dataframe
-    if frame is None or path not in frame:
-        return []
-    return [v for v in (finite(x) for x in frame[path].tolist()) if v is not None]
+def _column(results: list[dict[str, Any]], path: str) -> list[float]:
+    """Every finite value a trial reported for ``path``, in order."""
+    return [v for v in (finite(lookup(row, path)) for row in results) if v is not None]
 
 
 def _extreme(values: list[float], mode: str) -> float | None:
@@ -241,18 +214,18 @@ def report_search(summary: RunSummary, run: PreparedRun, run_dir: Path, console:
 RLPLAT_ERROR = re.compile(r"rlplat\.errors\.(\w+): (.+)")
 
 
-def _first_line(error: BaseException) -> str:
+def _first_line(error: str) -> str:
     """rlplat's own message when a trial raised one (Ray wraps it in a traceback), else the
     error's last line."""
-    own = RLPLAT_ERROR.search(str(error))
+    own = RLPLAT_ERROR.search(error)
     if own:
         return own.group(2).strip()
-    text = str(error).strip().splitlines()
-    return text[-1] if text else type(error).__name__
+    text = error.strip().splitlines()
+    return text[-1] if text else error
 
 
-def _is_user_error(error: BaseException) -> bool:
-    own = RLPLAT_ERROR.search(str(error))
+def _is_user_error(error: str) -> bool:
+    own = RLPLAT_ERROR.search(error)
     cls = getattr(errors, own.group(1), None) if own else None
     return isinstance(cls, type) and issubclass(cls, UserError)
 
