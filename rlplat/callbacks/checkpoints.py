@@ -51,12 +51,7 @@ def checkpoint_recorder(
             target = Path(checkpoint.path)
             if not target.is_dir():
                 return
-            write_atomic(target / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(trial.config)))
-            evaluation = GreedyEvaluation.read(target)
-            info = checkpoint_info_from_result(
-                trial.last_result or {}, score_metric, mode, evaluation
-            )
-            info.write(target)
+            complete_checkpoint(target, trial.config, trial.last_result or {}, score_metric, mode)
             if prune_while_running:
                 for old in obsolete_checkpoints(target.parent, keep):
                     self._obsolete[old] = trial
@@ -73,6 +68,20 @@ def checkpoint_recorder(
             _delete_superseded(self._obsolete, run_dir)
 
     return RecordCheckpoints()
+
+
+def complete_checkpoint(
+    checkpoint: Path,
+    experiment: dict[str, Any],
+    last_result: dict[str, Any],
+    score_metric: str,
+    mode: str,
+) -> None:
+    """Add rlplat's files to a checkpoint the trial just wrote: its experiment, and what the
+    run reported at that point with the greedy evaluation the trial wrote into it."""
+    write_atomic(checkpoint / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(experiment)))
+    evaluation = GreedyEvaluation.read(checkpoint)
+    checkpoint_info_from_result(last_result, score_metric, mode, evaluation).write(checkpoint)
 
 
 def _delete_superseded(obsolete: dict[Path, Any], run_dir: Path) -> None:
