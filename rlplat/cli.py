@@ -16,7 +16,9 @@ import functools
 import inspect
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -495,6 +497,18 @@ def run_here(argv: list[str] | None = None) -> None:
     except (KeyboardInterrupt, Abort):
         err_console.print("interrupted")
         sys.exit(130)
+    finally:
+        if argv is None:
+            _ignore_signals_while_exiting()
+
+
+def _ignore_signals_while_exiting() -> None:
+    """The command has said how it ended: a Ctrl-C now (the second of a stop the first one
+    already finished, say) would only interrupt Ray's shutdown at exit, which then dies with a
+    traceback and a crash instead of the command's exit status."""
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

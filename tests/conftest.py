@@ -57,9 +57,9 @@ def pytest_itemcollected(item):
 
 # The session-scoped fixtures that train a run (or start a server) for several test files to read,
 # and the end-to-end files whose tests use them. With pytest-xdist (README's `-n auto`) one worker
-# runs these files in order, each run trained once; the next worker runs every other end-to-end
-# file beside it, on a Ray of its own (one test trains on about one core of two), then both take
-# the unit tests. Collection checks the list (`_check_sharing_files`).
+# runs these files in order, each run trained once; the other workers take every other end-to-end
+# file, one file at a time, each worker on a Ray of its own, then the unit tests. Collection checks
+# the list (`_check_sharing_files`).
 SHARED_RUNS = frozenset({
     "tiny_run", "filtered_run", "seeded_cartpole", "solved_cartpole", "cartpole_export",
     "corridor_lstm", "off_policy_runs", "spread_run", "spread_qmix_run", "mlflow_server",
@@ -77,20 +77,43 @@ def _e2e_file(nodeid: str) -> str | None:
     return path.removeprefix("tests/e2e/") if path.startswith("tests/e2e/") else None
 
 
+# The end-to-end files outside SHARING_FILES that take longest, handed out first under xdist so
+# that none of them is the last test running while the other workers sit idle.
+LONGEST_OWN_FILES = ("test_learning.py", "test_cluster.py", "test_error_catalog.py")
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """Two scopes of end-to-end tests (the files that share trained runs, and the rest), each run
-    in order by one worker; each unit test a scope of its own. xdist hands out the largest scopes
-    first, one per worker, and a worker takes more once it has at most two tests left."""
+    """The files of ``SHARING_FILES`` one scope, run in order by one worker (their runs trained
+    once); every other end-to-end file a scope of its own and each unit test one. Scopes go out
+    in the order of `_xdist_order` (longest first, the unit tests last to fill the end), and a
+    worker takes another once it has at most two tests left."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class EndToEndInTwoWorkers(LoadScopeScheduling):
+    class SharedRunsInOneWorker(LoadScopeScheduling):
+        def schedule(self) -> None:
+            self.config.option.loadscopereorder = False  # the collection's order is the plan
+            super().schedule()
+
         def _split_scope(self, nodeid: str) -> str:
             file = _e2e_file(nodeid)
             if file is None:
                 return nodeid
-            return "e2e-sharing" if file in SHARING_FILES else "e2e-own"
+            return "e2e-sharing" if file in SHARING_FILES else file
 
-    return EndToEndInTwoWorkers(config, log)
+    return SharedRunsInOneWorker(config, log)
+
+
+def _xdist_order(item) -> tuple[int, int]:
+    """Where a test goes in xdist's queue: the shared runs' files (the longest scope), the
+    longest other end-to-end files, the other end-to-end files, then the unit tests."""
+    file = _e2e_file(item.nodeid)
+    if file is None:
+        return (3, 0)
+    if file in SHARING_FILES:
+        return (0, 0)
+    if file in LONGEST_OWN_FILES:
+        return (1, LONGEST_OWN_FILES.index(file))
+    return (2, 0)
 
 
 def _check_sharing_files(items) -> None:
@@ -108,8 +131,12 @@ def _check_sharing_files(items) -> None:
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: what remains is what runs
 def pytest_collection_modifyitems(config, items):
-    """Run the unit tests first: they fail fast, and they run before the session's Ray exists."""
-    items.sort(key=lambda item: item.get_closest_marker("unit") is None)
+    """Run the unit tests first: they fail fast, and they run before the session's Ray exists.
+    Under xdist the order is `_xdist_order` instead."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=_xdist_order)
+    else:
+        items.sort(key=lambda item: item.get_closest_marker("unit") is None)
     _check_sharing_files(items)
     _MLFLOW_USERS[:] = [i for i in items if "mlflow_server" in getattr(i, "fixturenames", ())]
 

@@ -441,14 +441,17 @@ def read_until_iteration(process: subprocess.Popen, iteration: int) -> tuple[Pat
 
 def read_until_resumable(process: subprocess.Popen, iteration: int) -> Path:
     """Read the output until ``iteration``, then wait until Tune's saved state names a checkpoint
-    for every trial (Tune writes it about once a second, apart from the checkpoints themselves).
-    A kill from then on leaves a run that ``--resume`` continues."""
+    for every trial (Tune writes it about once a second, apart from the checkpoints themselves;
+    a run of rlplat's own loop resumes from any complete checkpoint). A kill from then on leaves
+    a run that ``--resume`` continues."""
+    from rlplat.checkpoints import trials_in
+    from rlplat.run.run_dir import is_loop_run
     from rlplat.seams.tune import resume_points  # Ray's import, for the tests that kill
 
     run_dir, _ = read_until_iteration(process, iteration)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        points = resume_points(run_dir)
+        points = trials_in(run_dir) if is_loop_run(run_dir) else resume_points(run_dir)
         trials = list(run_dir.glob("trial_*"))
         if points and trials and len(points) == len(trials):
             assert process.poll() is None, "the run finished before it could be killed mid-run"

@@ -5,12 +5,10 @@ checkpoint. rlplat's first signal instead lets every running trial finish its cu
 and write a checkpoint, then ends the run through Tune's handler (which saves the run's state, so
 ``--resume`` continues from those checkpoints). A second signal calls Tune's handler right away.
 SIGTERM (what Kubernetes and batch schedulers send before killing) counts as a first Ctrl-C.
+A single trial run by rlplat's own loop (``rlplat.run.loop``) keeps the same promises with
+``StopRequests``.
 
-A trial running inside the command's process (``resources.driver.process``) holds the main
-thread for a whole iteration: the watchdog then looks from a thread of its own, and stopping at
-once ends the iteration from the signal handler (``StopAtOnce``).
-
-The same callback watches for a trial that stopped reporting: when a running trial's iteration
+The ``Watchdog`` looks for a trial that stopped reporting: when a running trial's iteration
 has taken longer than ``watchdog_s`` (default: 10x its slowest training iteration so far, at
 least ``MIN_WATCHDOG_S``) it says so, and from then on the first Ctrl-C stops at once, since
 the iteration it would wait for may never end, but only when the trial has a checkpoint to
@@ -25,24 +23,114 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
 
 from rlplat.callbacks.progress import ConsoleCallback
 from rlplat.metrics import ENV_STEPS, ENV_STEPS_TRAINED, lookup
-from rlplat.seams.tune import (
-    StopAtOnce,
-    hold_iterations,
-    trial_call_under_way,
-    trials_run_in_this_process,
-)
+from rlplat.util.signals import STOPPING, signal_handlers_kept
 
 SHOULD_CHECKPOINT = "should_checkpoint"  # a result key Tune reads after its callbacks ran
 RUNNING = "RUNNING"
 MIN_WATCHDOG_S = 300.0
 SLOWEST_ITERATION_FACTOR = 10.0
-WATCH_PERIOD_S = 0.25  # how often the watchdog looks at in-process trials
+WATCH_PERIOD_S = 0.25  # how often the loop's watchdog thread looks at its trial
+FIRST_SIGNAL = (
+    "{signal}: stopping after the current iteration with a final checkpoint of each running "
+    "trial (Ctrl-C again to stop at once)."
+)
+STOPPING_NOW = "Stopping now; trials continue from their previous checkpoint on --resume."
+
+
+class Watchdog:
+    """What the watchdog knows of each trial (by a key of the caller's): when it last reported,
+    its slowest training iteration, its env steps, whether it has a checkpoint."""
+
+    def __init__(self, watchdog_s: float | None = None):
+        self.watchdog_s = watchdog_s  # None: from the trial's slowest iteration
+        self._last_report: dict[str, float] = {}  # trial -> monotonic time of its last news
+        self._slowest: dict[str, float] = {}  # trial -> its slowest training iteration, s
+        self._env_steps: dict[str, int] = {}  # trial -> env steps sampled so far
+        self._checkpointed: set[str] = set()  # trials with at least one checkpoint
+        self._stalled: set[str] = set()
+
+    def started(self, trial: str) -> None:
+        self._last_report[trial] = time.monotonic()
+
+    def result(self, trial: str, result: dict) -> None:
+        now = time.monotonic()
+        started = self._last_report.get(trial, now)
+        if _trained(result):
+            self._slowest[trial] = max(self._slowest.get(trial, 0.0), now - started)
+        steps = lookup(result, ENV_STEPS)
+        if steps is not None:
+            self._env_steps[trial] = int(steps)
+        self._last_report[trial] = now
+        self._stalled.discard(trial)
+
+    def checkpointed(self, trial: str) -> None:
+        self._checkpointed.add(trial)
+
+    @property
+    def stops_at_once(self) -> bool:
+        """Whether a first signal should stop at once: every stalled trial can resume."""
+        return bool(self._stalled) and self._stalled <= self._checkpointed
+
+    def limit_s(self, trial: str) -> float:
+        """How long an iteration of this trial may take before the watchdog speaks."""
+        if self.watchdog_s is not None:
+            return self.watchdog_s
+        slowest = self._slowest.get(trial, 0.0)
+        return max(MIN_WATCHDOG_S, SLOWEST_ITERATION_FACTOR * slowest)
+
+    def warnings(self, running: dict[str, str]) -> list[str]:
+        """The warning for each running trial (key -> its name in print) newly found in one
+        iteration for longer than its limit."""
+        now = time.monotonic()
+        lines = []
+        for trial, name in running.items():
+            since = self._last_report.get(trial)
+            if since is None or trial in self._stalled:
+                continue
+            waited = now - since
+            if waited < self.limit_s(trial):
+                continue
+            self._stalled.add(trial)
+            verdict, advice = self._verdict(trial, name, waited), self._advice(trial)
+            lines.append(f"[yellow]watchdog:[/] {verdict} {advice}")
+        return lines
+
+    def _verdict(self, trial: str, name: str, waited: float) -> str:
+        slowest = self._slowest.get(trial)
+        if slowest is None:
+            return (
+                f"{name} has been in one iteration for {waited:.0f} s and none of its "
+                "iterations has trained yet: the first one with learner updates (after an "
+                "off-policy warm-up, say) can take far longer than those before it, so this may "
+                "be slow rather than stuck."
+            )
+        return (
+            f"{name} has been in one iteration for {waited:.0f} s (its slowest training "
+            f"iteration so far took {slowest:.1f} s): its env or learner may be stuck (an env "
+            "that fails on every step, a deadlock, a node that is gone). rlplat train --verbose "
+            "shows Ray's worker logs."
+        )
+
+    def _advice(self, trial: str) -> str:
+        if trial in self._checkpointed:
+            return (
+                "Ctrl-C now stops at once; the trial continues from its last checkpoint on "
+                "--resume (what it did since is lost)."
+            )
+        steps = self._env_steps.get(trial)
+        done = f"its {steps:,} env steps" if steps else "everything it has done"
+        return (
+            f"It has no checkpoint yet: stopping it now would lose {done}. Ctrl-C waits for "
+            "this iteration to end and checkpoints it; a second Ctrl-C stops at once."
+        )
 
 
 class GracefulStop(ConsoleCallback):
@@ -53,14 +141,7 @@ class GracefulStop(ConsoleCallback):
 
     def __init__(self, console: Console, watchdog_s: float | None = None):
         self.console = console
-        self.watchdog_s = watchdog_s  # None: from the trial's slowest iteration
-        self._trials: list = []
-        self._watching: threading.Event | None = None
-        self._last_report: dict[str, float] = {}  # trial id -> monotonic time of its last news
-        self._slowest: dict[str, float] = {}  # trial id -> its slowest training iteration, s
-        self._env_steps: dict[str, int] = {}  # trial id -> env steps sampled so far
-        self._checkpointed: set[str] = set()  # trials with at least one checkpoint
-        self._stalled: set[str] = set()
+        self.watchdog = Watchdog(watchdog_s)
         self.requested = False
         self._tune_handler: Any = None
         self._previous_term: Any = None
@@ -69,10 +150,8 @@ class GracefulStop(ConsoleCallback):
         self._stopping = False
 
     def __getstate__(self) -> dict[str, Any]:
-        # Tune pickles its callbacks with the run (for --resume); signal handlers, threads and
-        # the live trials do not pickle.
-        unpicklable = {"_tune_handler": None, "_previous_term": None, "_watching": None}
-        return {**super().__getstate__(), **unpicklable, "_trials": []}
+        # Tune pickles its callbacks with the run (for --resume); signal handlers do not pickle.
+        return {**super().__getstate__(), "_tune_handler": None, "_previous_term": None}
 
     def setup(self, **info: Any) -> None:
         self._tune_handler = signal.getsignal(signal.SIGINT)
@@ -81,112 +160,42 @@ class GracefulStop(ConsoleCallback):
             self._previous_term = signal.signal(signal.SIGTERM, self._on_signal)
         except ValueError:
             self._tune_handler = None  # not the main thread: Tune's behaviour stays
-        if trials_run_in_this_process():
-            self._watching = threading.Event()
-            threading.Thread(target=self._watch_meanwhile, name="watchdog", daemon=True).start()
-
-    def _watch_meanwhile(self) -> None:
-        while self._watching is not None and not self._watching.wait(WATCH_PERIOD_S):
-            self._watch(list(self._trials))
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        if self.requested or (self._stalled and self._stalled <= self._checkpointed):
-            self._say("Stopping now; trials continue from their previous checkpoint on --resume.")
+        if self.requested or self.watchdog.stops_at_once:
+            self._say(STOPPING_NOW)
             self._stop_tune()
             return
         self.requested = True
-        name = signal.Signals(signum).name
-        self._say(
-            f"{name}: stopping after the current iteration with a final checkpoint of each "
-            "running trial (Ctrl-C again to stop at once)."
-        )
+        self._say(FIRST_SIGNAL.format(signal=signal.Signals(signum).name))
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._trials = trials
-        self._last_report[trial.trial_id] = time.monotonic()
+        self.watchdog.started(trial.trial_id)
 
     def on_trial_result(
         self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
     ) -> None:
-        now = time.monotonic()
-        started = self._last_report.get(trial.trial_id, now)
-        if _trained(result):
-            slowest = max(self._slowest.get(trial.trial_id, 0.0), now - started)
-            self._slowest[trial.trial_id] = slowest
-        steps = lookup(result, ENV_STEPS)
-        if steps is not None:
-            self._env_steps[trial.trial_id] = int(steps)
-        self._last_report[trial.trial_id] = now
-        self._stalled.discard(trial.trial_id)
+        self.watchdog.result(trial.trial_id, result)
         if self.requested and trial.trial_id not in self._saved:
             result[SHOULD_CHECKPOINT] = True
             self._owing.add(trial.trial_id)
-            hold_iterations()  # an in-process trial: no iteration after this one's checkpoint
 
     def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
-        self._checkpointed.add(trial.trial_id)
+        self.watchdog.checkpointed(trial.trial_id)
         if trial.trial_id in self._owing:
             self._owing.discard(trial.trial_id)
             self._saved.add(trial.trial_id)
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        self._watch(trials)
+        running = {t.trial_id: str(t) for t in trials if t.status == RUNNING}
+        for line in self.watchdog.warnings(running):
+            self._say(line)
         if not self.requested or self._owing:
             return
         if all(t.status != RUNNING or t.trial_id in self._saved for t in trials):
             self._stop_tune()
 
-    def limit_s(self, trial_id: str) -> float:
-        """How long an iteration of this trial may take before the watchdog speaks."""
-        if self.watchdog_s is not None:
-            return self.watchdog_s
-        slowest = self._slowest.get(trial_id, 0.0)
-        return max(MIN_WATCHDOG_S, SLOWEST_ITERATION_FACTOR * slowest)
-
-    def _watch(self, trials: list) -> None:
-        now = time.monotonic()
-        for trial in trials:
-            since = self._last_report.get(trial.trial_id)
-            if trial.status != RUNNING or since is None or trial.trial_id in self._stalled:
-                continue
-            waited = now - since
-            if waited < self.limit_s(trial.trial_id):
-                continue
-            self._stalled.add(trial.trial_id)
-            self._say(f"[yellow]watchdog:[/] {self._verdict(trial, waited)} {self._advice(trial)}")
-
-    def _verdict(self, trial: Any, waited: float) -> str:
-        slowest = self._slowest.get(trial.trial_id)
-        if slowest is None:
-            return (
-                f"{trial} has been in one iteration for {waited:.0f} s and none of its "
-                "iterations has trained yet: the first one with learner updates (after an "
-                "off-policy warm-up, say) can take far longer than those before it, so this may "
-                "be slow rather than stuck."
-            )
-        return (
-            f"{trial} has been in one iteration for {waited:.0f} s (its slowest training "
-            f"iteration so far took {slowest:.1f} s): its env or learner may be stuck (an env "
-            "that fails on every step, a deadlock, a node that is gone). rlplat train --verbose "
-            "shows Ray's worker logs."
-        )
-
-    def _advice(self, trial: Any) -> str:
-        if trial.trial_id in self._checkpointed:
-            return (
-                "Ctrl-C now stops at once; the trial continues from its last checkpoint on "
-                "--resume (what it did since is lost)."
-            )
-        steps = self._env_steps.get(trial.trial_id)
-        done = f"its {steps:,} env steps" if steps else "everything it has done"
-        return (
-            f"It has no checkpoint yet: stopping it now would lose {done}. Ctrl-C waits for "
-            "this iteration to end and checkpoints it; a second Ctrl-C stops at once."
-        )
-
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        if self._watching is not None:
-            self._watching.set()
         if self._previous_term is not None:
             signal.signal(signal.SIGTERM, self._previous_term)
 
@@ -201,10 +210,64 @@ class GracefulStop(ConsoleCallback):
             # Tune's handler ends its loop after the current step and restores the SIGINT
             # handler from before the run, so a third Ctrl-C raises KeyboardInterrupt.
             self._tune_handler(signal.SIGINT, None)
-            if trial_call_under_way():  # Tune's step is the trial's iteration, in this thread
-                raise StopAtOnce
         else:
             raise KeyboardInterrupt
+
+
+class StopNow(BaseException):  # noqa: N818 - a request, as KeyboardInterrupt is
+    """Raised in the main thread by :class:`StopRequests` to end the trial's iteration at once."""
+
+
+class StopRequests:
+    """Ctrl-C and SIGTERM for a trial trained by this process's own loop: the first asks the loop
+    to stop after the current iteration with a checkpoint (``requested``), the second (or the
+    first, once the watchdog found the trial stuck and it has a checkpoint) raises ``StopNow``
+    in the main thread. A watchdog thread watches the iteration meanwhile."""
+
+    def __init__(self, console: Console, watchdog_s: float | None, trial: str):
+        self.console = console
+        self.watchdog = Watchdog(watchdog_s)
+        self.trial = trial
+        self.requested = False
+        self._in_iteration = False
+
+    @contextmanager
+    def installed(self) -> Iterator[StopRequests]:
+        """The handlers and the watchdog thread, for the block; the handlers from before after."""
+        watching = threading.Event()
+        with signal_handlers_kept():
+            if threading.current_thread() is threading.main_thread():
+                for number in STOPPING:
+                    signal.signal(number, self._on_signal)
+            thread = threading.Thread(target=self._watch, args=(watching,), daemon=True)
+            thread.start()
+            try:
+                yield self
+            finally:
+                watching.set()
+
+    @contextmanager
+    def iteration(self) -> Iterator[None]:
+        """Around one iteration: the watchdog watches it."""
+        self.watchdog.started(self.trial)
+        self._in_iteration = True
+        try:
+            yield
+        finally:
+            self._in_iteration = False
+
+    def _watch(self, watching: threading.Event) -> None:
+        while not watching.wait(WATCH_PERIOD_S):
+            if self._in_iteration:
+                for line in self.watchdog.warnings({self.trial: self.trial}):
+                    self.console.print(line, highlight=False)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.requested or self.watchdog.stops_at_once:
+            self.console.print(STOPPING_NOW, highlight=False)
+            raise StopNow
+        self.requested = True
+        self.console.print(FIRST_SIGNAL.format(signal=signal.Signals(signum).name), highlight=False)
 
 
 def _trained(result: dict) -> bool:

@@ -1,7 +1,9 @@
-"""``rlplat train``: prepare the experiment on the cluster, run it through Ray Tune, summarise."""
+"""``rlplat train``: prepare the experiment on the cluster, train it (one trial in rlplat's own
+loop, a search or several seeds through Ray Tune), summarise."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -25,11 +27,17 @@ from rlplat.callbacks.tensorboard import TensorBoardWriter
 from rlplat.callbacks.timing import TrainingClock, reset_training_window, training_window
 from rlplat.callbacks.trackers import TrackerObserver, check_trackers, close_trackers
 from rlplat.callbacks.videos import TrainingVideos
-from rlplat.checkpoints import RESOLVED_EXPERIMENT, checkpoints_in, trials_in
+from rlplat.checkpoints import (
+    RESOLVED_EXPERIMENT,
+    SUMMARY,
+    checkpoints_in,
+    read_results,
+    trials_in,
+)
 from rlplat.cluster.connect import embedded, start_ray, stop_ray
 from rlplat.cluster.placement import Node, cluster_nodes, local_machine
 from rlplat.errors import RlplatError, UserError
-from rlplat.experiment.load import LoadedExperiment, load_experiment
+from rlplat.experiment.load import LoadedExperiment, load_experiment, trial_experiment
 from rlplat.experiment.schema import Experiment, TuneSpec
 from rlplat.experiment.spaces import describe
 from rlplat.export import load_exporter
@@ -45,10 +53,18 @@ from rlplat.prepare.run_spec import (
     trial_resources,
 )
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
+from rlplat.run.loop import (
+    ERROR_REPORT,
+    PARAMS_JSON,
+    TRIAL,
+    SingleTrialLoop,
+    settings_of,
+)
 from rlplat.run.options import TrainOptions
 from rlplat.run.rescore import rescore_run
 from rlplat.run.run_dir import (
     create_run_dir,
+    is_loop_run,
     record_driver,
     record_restarts,
     record_timings,
@@ -59,6 +75,7 @@ from rlplat.run.stages import first_stage, mark_next_stage_started, next_stage, 
 from rlplat.run.storage import atomic_filesystem, storage_failed
 from rlplat.run.summary import (
     RunSummary,
+    TrialOutcome,
     print_summary,
     print_timings,
     raise_if_failed,
@@ -140,6 +157,8 @@ def train(
             "Searching: " + "; ".join(describe(space) for space in run.spaces), highlight=False
         )
 
+    if in_command:
+        return _conclude(_loop(run, run_dir, console).train, run, run_dir, console, clock)
     _quiet_tune_output(exp)
     tuner = tune.Tuner(
         tune.with_resources(trainable_for(exp.algorithm, trial_env(run)), trial_resources(run)),
@@ -168,7 +187,7 @@ def train(
             progress_reporter=NoTuneTable() if in_jupyter_kernel() else None,
         ),
     )
-    return _fit(tuner, run, run_dir, console, clock, in_command=in_command)
+    return _conclude(_with_tune(tuner, run, run_dir, console), run, run_dir, console, clock)
 
 
 def resume(
@@ -185,12 +204,12 @@ def resume(
     console = console or Console()
     clock = clock or StageClock()
     run_dir = run_dir.expanduser().resolve()
-    if not (run_dir / RESOLVED_EXPERIMENT).is_file() or not tune.Tuner.can_restore(str(run_dir)):
+    if not (run_dir / RESOLVED_EXPERIMENT).is_file() or not resumable(run_dir):
         raise UserError(
             f"{run_dir} is not a run directory that can be resumed: it needs the "
-            f"{RESOLVED_EXPERIMENT} and the Tune state (tuner.pkl) that rlplat train writes when "
-            "a run starts. Give the <output_dir>/<name>/<timestamp> directory printed as 'Run "
-            "directory:'."
+            f"{RESOLVED_EXPERIMENT} and run.json that rlplat train writes when a run starts (and, "
+            "for a run on Tune, Tune's state: tuner.pkl). Give the "
+            "<output_dir>/<name>/<timestamp> directory printed as 'Run directory:'."
         )
     if not retry_errored and not trials_in(run_dir):
         raise UserError(
@@ -203,18 +222,49 @@ def resume(
     _say_note(start_ray(address, verbose, code), console)
     clock.lap("ray_start")
     run = prepare_on_cluster(loaded, console, cluster_nodes())
-    in_command = runs_in_command(run)
     clock.lap("validation")
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     record_driver(run_dir)
+    if is_loop_run(run_dir):
+        ended = _ended_trial(run_dir, retry_errored)
+        if ended is not None:
+            return _conclude(lambda: [ended], run, run_dir, console, clock)
+        loop = _loop(run, run_dir, console)
+        return _conclude(lambda: loop.train(resuming=True), run, run_dir, console, clock)
     _quiet_tune_output(run.experiment)
     tuner = _restored_tuner(run, run_dir, retry_errored)
-    return _fit(tuner, run, run_dir, console, clock, in_command=in_command)
+    return _conclude(_with_tune(tuner, run, run_dir, console), run, run_dir, console, clock)
 
 
-def _restart_lost_trials(
-    grid: Any, run: PreparedRun, run_dir: Path, console: Console, in_command: bool
-) -> Any:
+def resumable(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run ``--resume`` can continue: one trained by rlplat's own
+    loop, or one Tune can restore."""
+    return is_loop_run(run_dir) or tune.Tuner.can_restore(str(run_dir))
+
+
+def _ended_trial(run_dir: Path, retry_errored: bool) -> TrialOutcome | None:
+    """A loop run's trial as its last summary left it, when resuming has nothing to train:
+    it finished, or it failed and ``--retry-errored`` was not given."""
+    try:
+        [trial] = json.loads((run_dir / SUMMARY).read_text())["trials"]
+        status = trial["status"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no summary (a killed run) or one unread: continue the trial
+    if status == "finished" or (status == "error" and not retry_errored):
+        trial_dir = run_dir / TRIAL
+        results = read_results(trial_dir)
+        report = trial_dir / ERROR_REPORT
+        return TrialOutcome(
+            path=trial_dir,
+            status=status,
+            last_result=results[-1] if results else {},
+            experiment=trial_experiment(json.loads((trial_dir / PARAMS_JSON).read_text())),
+            error=report.read_text() if status == "error" and report.is_file() else None,
+        )
+    return None
+
+
+def _restart_lost_trials(grid: Any, run: PreparedRun, run_dir: Path, console: Console) -> Any:
     """Trials whose process or node was lost (Ray's ``RayActorError``: the actor died, or its
     node did), restarted from their last checkpoints through Tune's restore, which continues
     result.json, progress.csv and TensorBoard from the checkpoint's iteration as ``--resume``
@@ -235,13 +285,13 @@ def _restart_lost_trials(
                 highlight=False,
             )
         record_restarts(run_dir, [trial.name for trial in lost])
-        grid = _fit_once(_restored_tuner(run, run_dir, retry_errored=True), in_command)
+        grid = _fit_once(_restored_tuner(run, run_dir, retry_errored=True))
     return grid
 
 
-def _fit_once(tuner: Any, in_command: bool) -> Any:
+def _fit_once(tuner: Any) -> Any:
     """``tuner.fit()``, with the signal handlers as they were before it once it returns."""
-    with fitting(trials_in_this_process=in_command), signal_handlers_kept():
+    with fitting(), signal_handlers_kept():
         return tuner.fit()
 
 
@@ -362,7 +412,7 @@ def _then(
     )
     clock = StageClock(started=time.time())
     common = {**common, "clock": clock}
-    if stage.run_dir is not None and tune.Tuner.can_restore(str(stage.run_dir)):
+    if stage.run_dir is not None and resumable(stage.run_dir):
         return resume(stage.run_dir, retry_errored=options.retry_errored, **common), clock
     console.print(f"\nNext stage: {stage.experiment}", highlight=False)
     first_run = Path(summary.run_dir)
@@ -518,23 +568,40 @@ def tracker_status(summary: RunSummary) -> str:
     return "KILLED" if unfinished_trials(summary) else "FINISHED"
 
 
-def _fit(
-    tuner: Any,
+def _loop(run: PreparedRun, run_dir: Path, console: Console) -> SingleTrialLoop:
+    """rlplat's own loop for the run's one trial, in this process."""
+    settings = settings_of(run, stop_criteria(run.experiment))
+    observers = _observers(run, run_dir, console, search=False)
+    return SingleTrialLoop(run, run_dir, settings, observers, console)
+
+
+def _with_tune(
+    tuner: Any, run: PreparedRun, run_dir: Path, console: Console
+) -> Callable[[], list[TrialOutcome]]:
+    """Training on Tune: ``tuner.fit()``, lost trials restarted; how each trial ended."""
+
+    def fit() -> list[TrialOutcome]:
+        grid = _restart_lost_trials(_fit_once(tuner), run, run_dir, console)
+        return tune_outcomes(grid, run_dir)
+
+    return fit
+
+
+def _conclude(
+    train_trials: Callable[[], list[TrialOutcome] | TrialOutcome],
     run: PreparedRun,
     run_dir: Path,
     console: Console,
     clock: StageClock,
-    *,
-    in_command: bool,
 ) -> RunSummary:
-    """``tuner.fit()`` and what follows it; ``in_command``: the trial's algorithm runs in this
-    process (``resources.driver.process``)."""
+    """Train the trials (``train_trials``: Tune's fit, or rlplat's loop), then what follows:
+    the checkpoints pruned, the summary, re-scoring, a search's report, the export at the end."""
     started = time.monotonic()
     reset_training_window()
     status = "FAILED"
     try:
-        grid = _fit_once(tuner, in_command)
-        grid = _restart_lost_trials(grid, run, run_dir, console, in_command)
+        trained = train_trials()
+        outcomes = trained if isinstance(trained, list) else [trained]
         window = training_window()
         if window.first_iteration_started is not None:
             clock.lap("trial_start", window.first_iteration_started)
@@ -542,7 +609,6 @@ def _fit(
         else:  # no trial reported a result (all failed to start, or all had finished)
             clock.lap("trial_start")
         prune_checkpoints(run_dir, run.experiment.checkpoint.keep)
-        outcomes = tune_outcomes(grid, run_dir)
         summary = summarize(outcomes, run, run_dir, time.monotonic() - started)
         clock.lap("shutdown")  # Tune's last save and teardown
         # An unfinished run is re-scored when its resumed run ends.

@@ -125,3 +125,15 @@ def _update_run_info(run_dir: Path, change: Callable[[dict[str, Any]], None]) ->
         return
     change(info)
     write_atomic(path, json.dumps(info, indent=2) + "\n")
+
+
+def is_loop_run(run_dir: Path) -> bool:
+    """Whether ``run_dir``'s trial was trained by this loop (its run.json says the command's
+    process ran it, and it holds no Tune state to restore)."""
+    try:
+        info = json.loads((run_dir / RUN_INFO).read_text())
+    except (OSError, ValueError):
+        return False
+    cluster = info.get("cluster") if isinstance(info, dict) else None
+    process = cluster.get("trial_process") if isinstance(cluster, dict) else None
+    return process == "command" and not (run_dir / "tuner.pkl").exists()

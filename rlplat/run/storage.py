@@ -22,7 +22,7 @@ import pyarrow.fs
 
 from rlplat.checkpoints import best_and_last, describe_checkpoint
 from rlplat.errors import StorageFailed
-from rlplat.seams.tune import resume_points
+from rlplat.seams.tune import newest_state, resume_points
 from rlplat.util.atomic import AtomicFile
 from rlplat.util.disk import free_space
 
@@ -124,7 +124,16 @@ def storage_failed(run_dir: Path, reason: str) -> StorageFailed:
 
 def _resume_points(run_dir: Path) -> str:
     """Where each trial continues on --resume: the checkpoint in Tune's last saved state, which
-    is older than the newest complete checkpoint when the disk stopped Tune saving its state."""
+    is older than the newest complete checkpoint when the disk stopped Tune saving its state; a
+    run without Tune's state (rlplat's own loop) continues from the newest complete one."""
+    if newest_state(run_dir) is None:
+        return " ".join(
+            f"On resume {trial.name} continues from "
+            + (describe_checkpoint(newest) if newest else "its start (it has no checkpoint)")
+            + "."
+            for trial in sorted(t for t in run_dir.glob("trial_*") if t.is_dir())
+            for newest in [best_and_last(trial)[1]]
+        )
     points = resume_points(run_dir)
     if points is None:
         return "Tune's saved state of the run could not be read."

@@ -127,6 +127,11 @@ class ExperimentTrial(AlgorithmHooks):
 
     registered_name: str  # the algorithm's registered name (``trainable_for``)
     driver_env: EnvInfo | None = None  # what the driver's env check found (``trainable_for``)
+    # Set by rlplat's own loop (rlplat.run.loop), which runs the trainable without Tune: where
+    # the trial's files go, and the training seconds of the sessions before a resume (Tune
+    # restores those into the trainable itself).
+    trial_dir: Path | None = None
+    earlier_training_s: float = 0.0
 
     def __init__(self, config: Any = None, **kwargs: Any):
         experiment = config if isinstance(config, dict) else {}
@@ -240,7 +245,7 @@ class ExperimentTrial(AlgorithmHooks):
             result.pop("evaluation", None)
         if self._stop is not None and self._stop.time_s is not None:
             last = time.monotonic() - started
-            elapsed = training_time_s(self) + last
+            elapsed = training_time_s(self) + self.earlier_training_s + last
             if elapsed < self._stop.time_s and not self._stop.another_iteration_fits(elapsed, last):
                 result["done"] = True
                 put(result, TIME_BUDGET_ENDED, 1)
@@ -293,7 +298,8 @@ class ExperimentTrial(AlgorithmHooks):
         return exc
 
     def _write_final_checkpoint(self) -> Path:
-        path = Path(trial_storage_path(self)) / f"checkpoint_failed_{self.iteration:06d}"
+        trial_dir = self.trial_dir or Path(trial_storage_path(self))
+        path = trial_dir / f"checkpoint_failed_{self.iteration:06d}"
         self.save_to_path(str(path))
         write_atomic(path / RESOLVED_EXPERIMENT, dump_yaml(trial_experiment(self._experiment)))
         checkpoint_info_from_result(

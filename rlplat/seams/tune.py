@@ -12,34 +12,25 @@ from __future__ import annotations
 import csv
 import json
 import os
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import ray
-import torch
 from ray.air._internal import usage as air_usage
-from ray.air.execution._internal import RayActorManager
-from ray.air.execution.resources import AcquiredResources, ResourceManager, ResourceRequest
-from ray.exceptions import RayTaskError
 from ray.train._internal import storage as train_storage
-from ray.tune.execution import tune_controller
 from ray.tune.experiment.trial import _TrainingRunMetadata
 from ray.tune.logger import CSVLoggerCallback
 from ray.tune.schedulers import HyperBandForBOHB as _TuneHyperBandForBOHB
 from ray.tune.schedulers import HyperBandScheduler as _TuneHyperBandScheduler
 
 from rlplat.util.atomic import write_atomic
-from rlplat.util.generators import GeneratorStates, swapped
 
 __all__ = [
     "CSVLoggerHooks",
     "HyperBandForBOHB",
     "HyperBandScheduler",
     "RestoreHook",
-    "StopAtOnce",
     "drop_stale_decisions",
     "failed_in_this_process",
     "fitting",
@@ -48,9 +39,7 @@ __all__ = [
     "resume_points",
     "set_tune_switches",
     "training_time_s",
-    "trial_call_under_way",
     "trial_storage_path",
-    "trials_run_in_this_process",
 ]
 
 _EXPERIMENT_STATES = "experiment_state-*.json"  # TuneController.CKPT_FILE_TMPL, any session
@@ -164,11 +153,6 @@ def training_time_s(trainable: Any) -> float:
     return float(trainable._time_total)
 
 
-# Tune's trainable changes its process's working directory to the trial directory; the command's
-# own process keeps the directory the user started it in.
-_CHDIR_VARIABLE = "RAY_CHDIR_TO_TRIAL_DIR"
-
-
 def set_tune_switches() -> None:
     """Tune's legacy console output and no error for a result without the run's metric, in this
     process, unless the user chose otherwise.
@@ -184,48 +168,27 @@ def set_tune_switches() -> None:
 
 
 @contextmanager
-def fitting(*, trials_in_this_process: bool) -> Iterator[None]:
-    """Around ``Tuner.fit()``: Tune as it is, less two costs and one race.
+def fitting() -> Iterator[None]:
+    """Around ``Tuner.fit()``: Tune as it is, less one cost and one race.
 
     Tune's usage telemetry imports every tracker integration it knows (MLflow, W&B, Comet, Aim:
     about 1.4 s) only to count the run's callbacks by class name; that count is not taken.
 
-    ``trials_in_this_process``: Tune runs its trials' trainables in this process instead of one
-    Ray actor each. Everything else is Tune's own: the controller, its callbacks and loggers,
-    checkpoints, the experiment state ``--resume`` reads. Tune's actor manager builds the
-    trainable here and reserves nothing (the trial has the machine; its env runners and learners
-    are Ray actors scheduled as RLlib asks), and each "remote" call runs at once, its answer (or
-    error) handed to Tune as a ready object ref. For one trial on one machine this saves a
-    process that imports RLlib and torch again, and the placement group's round trips.
-
     The race: Tune's copy of its staging directory into the run directory now writes the
     experiment state last (:func:`_upload_state_last`).
 
-    Private names, swapped for the block: ``tune_controller.RayActorManager`` (Tune builds its
-    actor manager there, with no option for another), ``ray.air._internal.usage.tag_callbacks``
-    and ``ray.train._internal.storage._FilesystemSyncer._sync_up_command``; the stand-in actor
-    manager overrides ``RayActorManager._try_kill_actor``.
+    Private names, swapped for the block: ``ray.air._internal.usage.tag_callbacks`` and
+    ``ray.train._internal.storage._FilesystemSyncer._sync_up_command``.
     """
-    manager, tag_callbacks = tune_controller.RayActorManager, air_usage.tag_callbacks
+    tag_callbacks = air_usage.tag_callbacks
     upload = train_storage._FilesystemSyncer._sync_up_command
     air_usage.tag_callbacks = _no_usage_tags
     train_storage._FilesystemSyncer._sync_up_command = _sync_up_state_last
-    if trials_in_this_process:
-        tune_controller.RayActorManager = _InProcessActorManager
     try:
         yield
     finally:
-        _iterations_held.clear()
-        tune_controller.RayActorManager, air_usage.tag_callbacks = manager, tag_callbacks
+        air_usage.tag_callbacks = tag_callbacks
         train_storage._FilesystemSyncer._sync_up_command = upload
-
-
-def trials_run_in_this_process() -> bool:
-    """Whether the fit under way runs its trials in this process (:func:`fitting`).
-
-    Tune has no such option, so none says it: :func:`fitting` swaps the actor manager Tune's
-    controller builds (``tune_controller.RayActorManager``), and this reads the swap."""
-    return tune_controller.RayActorManager is _InProcessActorManager
 
 
 def _no_usage_tags(callbacks: Any) -> bool:
@@ -260,192 +223,6 @@ def _upload_state_last(
     )
     for state in states:
         train_storage._upload_to_fs_path(str(state), fs, f"{fs_path}/{state.name}")
-
-
-class _InProcessActorManager(RayActorManager):
-    def __init__(self, resource_manager: ResourceManager):
-        super().__init__(resource_manager=_NothingReserved())
-
-    def _try_kill_actor(self) -> bool:
-        # Tune's parent calls ray.kill, which takes only real actor handles.
-        if not self._live_actors_to_kill:
-            return False
-        tracked_actor = self._live_actors_to_kill.pop()
-        handle, _ = self._live_actors_to_ray_actors_resources[tracked_actor]
-        handle.release()
-        self._cleanup_actor_futures(tracked_actor)
-        self._actor_stop_resolved(tracked_actor)
-        return True
-
-
-class _NothingReserved(ResourceManager):
-    """Every request is ready at once: the in-process trial uses the machine as it is."""
-
-    def __init__(self) -> None:
-        self._requested: list[ResourceRequest] = []
-
-    def request_resources(self, resource_request: ResourceRequest) -> None:
-        self._requested.append(resource_request)
-
-    def cancel_resource_request(self, resource_request: ResourceRequest) -> None:
-        self._requested.remove(resource_request)
-
-    def has_resources_ready(self, resource_request: ResourceRequest) -> bool:
-        return resource_request in self._requested
-
-    def acquire_resources(self, resource_request: ResourceRequest) -> AcquiredResources | None:
-        if resource_request not in self._requested:
-            return None
-        self._requested.remove(resource_request)
-        return _InThisProcess(resource_request=resource_request)
-
-    def free_resources(self, acquired_resource: AcquiredResources) -> None:
-        pass
-
-    def clear(self) -> None:
-        self._requested = []
-
-
-class _InThisProcess(AcquiredResources):
-    def annotate_remote_entities(self, entities: list[Any]) -> list[Any]:
-        cpus = self.resource_request.head_cpus
-        return [_InProcessClass(entity, max(1, int(cpus))) for entity in entities]
-
-
-class _InProcessClass:
-    """Stands in for the Ray actor class Tune starts a trial with: ``remote()`` builds the
-    trainable here."""
-
-    def __init__(self, actor_class: Any, threads: int):
-        self._cls = actor_class.__ray_metadata__.modified_class.__ray_actor_class__
-        self._threads = threads
-
-    def remote(self, **kwargs: Any) -> _InProcessActor:
-        return _InProcessActor(self._cls, kwargs, self._threads)
-
-
-class _InProcessActor:
-    """Stands in for a trial actor's handle: ``handle.method.remote(...)`` calls the method of
-    the trainable in this process and returns its answer as a ready object ref (a failure as a
-    ref that raises, as Ray's would). As between processes, arguments and answers are copied
-    through Ray's object store, and the trainable draws from generators of its own (the
-    callbacks of this process draw too: a training video's episode, say). torch runs on as many
-    threads as the trial has CPUs, as Ray sets them for a trial actor (``OMP_NUM_THREADS``)."""
-
-    def __init__(self, cls: type, kwargs: dict[str, Any], threads: int):
-        self._instance: Any = None
-        self._start_error: ray.ObjectRef | None = None
-        self.generators = GeneratorStates.capture()
-        self.threads = threads
-        chdir = os.environ.get(_CHDIR_VARIABLE)
-        os.environ[_CHDIR_VARIABLE] = "0"
-        try:
-            with swapped(self.generators), _torch_threads(threads):
-                self._instance = cls(**_copied(kwargs))
-        except Exception as exc:  # noqa: BLE001 - Tune reports it as the trial's failure
-            self._start_error = _failure(cls.__name__, exc)
-        finally:
-            if chdir is None:
-                os.environ.pop(_CHDIR_VARIABLE)
-            else:
-                os.environ[_CHDIR_VARIABLE] = chdir
-
-    def __getattr__(self, name: str) -> _InProcessMethod:
-        if name == "__ray_ready__":
-            return _InProcessMethod(self, name, lambda: True)
-        if name == "__ray_terminate__":
-            return _InProcessMethod(self, name, self.release)
-        if self._instance is None:  # it failed to start, or was released: nothing to call
-            return _InProcessMethod(self, name, lambda *args, **kwargs: None)
-        return _InProcessMethod(self, name, getattr(self._instance, name))
-
-    def release(self) -> None:
-        self._instance = None
-
-
-class _InProcessMethod:
-    def __init__(self, actor: _InProcessActor, name: str, method: Any):
-        self._actor = actor
-        self._name = name
-        self._method = method
-
-    def remote(self, *args: Any, **kwargs: Any) -> ray.ObjectRef:
-        if self._actor._start_error is not None and self._name != "__ray_terminate__":
-            return self._actor._start_error
-        if self._name == "train" and _iterations_held:
-            return ray.ObjectRef.from_random()  # as an iteration under way; see hold_iterations
-        try:
-            args, kwargs = _copied((args, kwargs))
-            with swapped(self._actor.generators), _torch_threads(self._actor.threads):
-                _calls_under_way.append(self._name)
-                try:
-                    answer = self._method(*args, **kwargs)
-                finally:
-                    _calls_under_way.pop()
-            return ray.put(answer)
-        except StopAtOnce:
-            # Tune sees the call as still running, as a trial actor's unfinished iteration.
-            return ray.ObjectRef.from_random()
-        except Exception as exc:  # noqa: BLE001 - Tune handles it as a failed actor task
-            return _failure(self._name, exc)
-
-
-_calls_under_way: list[str] = []  # the in-process trainable's methods running now
-_iterations_held: list[bool] = []  # hold_iterations() was called in the fit under way
-
-
-def hold_iterations() -> None:
-    """From now on, an in-process trial starts no new iteration (the stop that waits for a final
-    checkpoint, :class:`rlplat.callbacks.interrupt.GracefulStop`).
-
-    After a result that asks for a checkpoint, Tune's controller schedules the save and then the
-    next ``train`` call before it hears of the save. A trial actor runs that iteration while
-    Tune stops the run, and it is abandoned; an in-process "remote" call runs at once, so the
-    stop would wait for a whole further iteration (minutes, for a slow off-policy one). Held, the
-    call is answered as an iteration under way that never ends, as after :class:`StopAtOnce`."""
-    _iterations_held.append(True)
-
-
-def trial_call_under_way() -> bool:
-    """Whether this process is inside a call of an in-process trainable (an iteration, a save).
-
-    With trials in this process (:func:`fitting`) Tune's "remote" calls of the trainable (through
-    its private ``RayActorManager._schedule_tracked_actor_task``) run in Tune's own loop; no
-    public API says that loop is inside one."""
-    return bool(_calls_under_way)
-
-
-class StopAtOnce(BaseException):
-    """Raised in the main thread (by a signal handler) to end an in-process trial's call at
-    once: Tune then stops the run as it stops one whose trial actor is mid-iteration.
-
-    A trial actor's call can be left unfinished; an in-process one cannot, and Tune has no
-    public way to abandon it. The stand-in handle of :func:`fitting` answers the call with an
-    object ref that never becomes ready (``ray.ObjectRef.from_random``), which Tune's private
-    actor manager keeps waiting on as on a running iteration."""
-
-
-@contextmanager
-def _torch_threads(threads: int) -> Iterator[None]:
-    own = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(own)
-
-
-def _copied(value: Any) -> Any:
-    return ray.get(ray.put(value))
-
-
-def _failure(function_name: str, exc: Exception) -> ray.ObjectRef:
-    """A ready ref that raises ``exc`` (as Ray's RayTaskError, with its traceback) on get."""
-    trace = "".join(traceback.format_exception(exc))
-    try:
-        return ray.put(RayTaskError(function_name, trace, exc))
-    except Exception:  # noqa: BLE001 - an exception that does not pickle: its text stays
-        return ray.put(RayTaskError(function_name, trace, RuntimeError(str(exc))))
 
 
 class RestoreHook:

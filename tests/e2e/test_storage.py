@@ -15,7 +15,8 @@ from pathlib import Path
 import pyarrow.fs
 import pytest
 
-from rlplat.checkpoints import is_complete
+from rlplat.checkpoints import is_complete, trials_in
+from rlplat.run.run_dir import is_loop_run
 from rlplat.seams.tune import resume_points
 from tests.e2e.helpers import run_cli
 from tests.helpers import iterations_logged, launch, read_until_iteration
@@ -83,6 +84,11 @@ def test_a_failed_write_leaves_the_previous_file(small_disk, tmp_path):
     assert (small_disk / "state.bin").read_bytes() == b"previous"
 
 
+def resumable_points(run_dir: Path) -> list | dict | None:
+    """What a resume would continue from: a loop run's complete checkpoints, Tune's saved ones."""
+    return trials_in(run_dir) if is_loop_run(run_dir) else resume_points(run_dir)
+
+
 TRAIN = """\
 name: disk
 algorithm: PPO
@@ -104,15 +110,21 @@ def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_ses
     """The disk fills up (or turns read-only) mid-run: exit 1 with one paragraph that names the
     OS error, the checkpoint the run continues from and the command to continue; that checkpoint
     is complete; once the disk is fixed ``--resume --retry-errored`` finishes the run with each
-    iteration logged once (shown for the full disk: the resume does not depend on the error)."""
+    iteration logged once (shown for the full disk: the resume does not depend on the error).
+    The full disk stops rlplat's own loop (the trial in the command), the read-only one a trial
+    on Tune: a disk with files open for writing (the loop's TensorBoard file) cannot be turned
+    read-only by a remount, and Tune writes them in a staging directory elsewhere."""
     # An iteration takes ~0.15 s on an idle 2-core machine: 12 finished in 2 s, before the disk
-    # failed (the wait for Tune's save below takes up to a second); 40 leave the run seconds.
-    iterations = 40
+    # failed (the wait for a checkpoint to resume from below takes up to a second); 80 leave the
+    # run seconds.
+    iterations = 80
     text = TRAIN.replace("ITERATIONS", str(iterations)).replace("OUTPUT", str(small_disk))
+    if failure == "read-only":
+        text = text.replace("resources:\n", "resources:\n  driver: {process: actor}\n")
     process = launch([str(write_yaml(text))], ray_session)
     run_dir, lines = read_until_iteration(process, 4)
     deadline = time.monotonic() + 30
-    while not resume_points(run_dir) and time.monotonic() < deadline:
+    while not resumable_points(run_dir) and time.monotonic() < deadline:
         time.sleep(0.1)  # Tune saves the checkpoint to resume from about once a second
     if failure == "full":
         ballast = fill(small_disk)

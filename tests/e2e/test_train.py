@@ -315,9 +315,16 @@ def run_layout(run_dir: Path) -> dict[str, Any]:
     return layout
 
 
+# What Tune keeps of a run of its own: its controller's state, its searcher's, its storage check.
+TUNE_STATE = re.compile(
+    r"tuner\.pkl|experiment_state-.*|basic-variant-state-.*|\.validate_storage.*"
+)
+
+
 def test_a_trial_in_the_command_writes_what_a_trial_actor_writes(tiny_run, tmp_path):
     """resources.driver.process: tiny_run's one trial ran inside this process (one trial, one
-    node); the same experiment in a Tune trial actor writes the same files with the same keys,
+    node) in rlplat's own loop, with no Tune controller and no Tune state in its run directory;
+    the same experiment in a Tune trial actor writes the same trial files with the same keys,
     the same TensorBoard tags, and (same seed) the same returns."""
     in_command = Path(tiny_run.run_dir)
     overrides = ["resources.driver.process=actor", f"output_dir={tmp_path}"]
@@ -328,7 +335,11 @@ def test_a_trial_in_the_command_writes_what_a_trial_actor_writes(tiny_run, tmp_p
         [trial_dir] = run_dir.glob("trial_*")
         processes[info["cluster"]["trial_process"]] = {r["pid"] for r in read_results(trial_dir)}
     assert processes["command"] == {os.getpid()} and os.getpid() not in processes["actor"]
-    assert run_layout(in_command) == run_layout(in_actor)
+    assert not [path for path in in_command.iterdir() if TUNE_STATE.fullmatch(path.name)]
+    assert any(TUNE_STATE.fullmatch(path.name) for path in in_actor.iterdir())
+    tune_files = {name for name in run_layout(in_actor) if TUNE_STATE.fullmatch(name)}
+    actor_layout = {k: v for k, v in run_layout(in_actor).items() if k not in tune_files}
+    assert run_layout(in_command) == actor_layout
     [command_trial], [actor_trial] = in_command.glob("trial_*"), in_actor.glob("trial_*")
     assert read_scalars(command_trial).keys() == read_scalars(actor_trial).keys()
     returns = [

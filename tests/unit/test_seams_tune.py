@@ -6,11 +6,8 @@ from __future__ import annotations
 import importlib
 import inspect
 
-import ray
-from ray.air.execution._internal import RayActorManager
 from ray.train._internal import storage
 from ray.tune import Trainable
-from ray.tune.execution import tune_controller
 from ray.tune.execution.tune_controller import TuneController
 from ray.tune.experiment.trial import _TrainingRunMetadata
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
@@ -97,17 +94,6 @@ def test_trial_storage_path():
 
 def test_fitting():
     seam = SEAM + "fitting"
-    has(seam, tune_controller, "RayActorManager")
-    holds(
-        seam,
-        "RayActorManager(" in inspect.getsource(TuneController.__init__),
-        "Tune's controller builds its actor manager from the module's RayActorManager",
-    )
-    has(seam, RayActorManager, "_try_kill_actor", params=())
-    for name in ("_live_actors_to_kill", "_live_actors_to_ray_actors_resources"):
-        has(seam, RayActorManager, name)
-    has(seam, RayActorManager, "_cleanup_actor_futures", params=("tracked_actor",))
-    has(seam, RayActorManager, "_actor_stop_resolved", params=("tracked_actor",))
     usage = importlib.import_module("ray.air._internal.usage")
     has(seam, usage, "tag_callbacks", params=("callbacks",))
     has(seam, storage, "_FilesystemSyncer")
@@ -115,16 +101,6 @@ def test_fitting():
         seam, storage._FilesystemSyncer, "_sync_up_command", params=("local_path", "uri", "exclude")
     )
     has(seam, storage, "_upload_to_fs_path", params=("local_path", "fs", "fs_path", "exclude"))
-
-    class Trainable:  # the stand-in builds the class a trial's Ray actor class was made from
-        pass
-
-    actor_class = ray.remote(Trainable)  # a class to start actors from; no Ray starts
-    holds(
-        seam,
-        actor_class.__ray_metadata__.modified_class.__ray_actor_class__ is Trainable,
-        "a Ray actor class's __ray_metadata__.modified_class.__ray_actor_class__ is its class",
-    )
 
 
 def test_set_tune_switches():
@@ -140,31 +116,6 @@ def test_set_tune_switches():
         '"TUNE_DISABLE_STRICT_METRIC_CHECKING"' in inspect.getsource(TuneController),
         "Tune's controller reads TUNE_DISABLE_STRICT_METRIC_CHECKING",
     )
-
-
-def test_trials_run_in_this_process():
-    has(SEAM + "trials_run_in_this_process", tune_controller, "RayActorManager")
-
-
-def test_trial_call_under_way():
-    seam = SEAM + "trial_call_under_way"
-    schedule = has(
-        seam,
-        RayActorManager,
-        "_schedule_tracked_actor_task",
-        params=("tracked_actor_task", "method_name", "args", "kwargs"),
-    )
-    holds(
-        seam,
-        ".remote(*args, **kwargs)" in inspect.getsource(schedule),
-        "Tune calls a trial's method as handle.<method>.remote(...)",
-    )
-
-
-def test_stop_at_once():
-    seam = SEAM + "StopAtOnce"
-    has(seam, ray.ObjectRef, "from_random")
-    has(seam, RayActorManager, "_schedule_tracked_actor_task")
 
 
 def test_restore_hook():

@@ -54,7 +54,7 @@ def test_tunes_copy_writes_its_state_after_the_logs_the_state_vouches_for(tmp_pa
             (staging / f"trial_{trial}" / log).write_text("{}\n")
     (staging / "experiment_state-2026.json").write_text('{"trial_data": []}')
     run_dir.mkdir()
-    with fitting(trials_in_this_process=False):
+    with fitting():
         syncer = _FilesystemSyncer(pyarrow.fs.PyFileSystem(Recording()), sync_period=0)
         assert syncer.sync_up(str(staging), str(run_dir))
         syncer.wait()
