@@ -62,11 +62,11 @@ def pytest_itemcollected(item):
 # the list (`_check_sharing_files`).
 SHARED_RUNS = frozenset({
     "tiny_run", "filtered_run", "seeded_cartpole", "solved_cartpole", "cartpole_export",
-    "corridor_lstm", "off_policy_runs", "spread_run", "spread_qmix_run", "mlflow_server",
+    "corridor_lstm", "off_policy_runs", "spread_run", "spread_qmix_run",
 })  # fmt: skip
 SHARING_FILES = frozenset({
     "test_api.py", "test_eval.py", "test_export.py", "test_multi_agent.py", "test_offline.py",
-    "test_qmix.py", "test_report.py", "test_resume.py", "test_search.py", "test_serve.py",
+    "test_qmix.py", "test_report.py", "test_resume.py", "test_serve.py",
     "test_storage.py", "test_train.py", "test_warm_ray.py",
 })  # fmt: skip
 
@@ -79,7 +79,9 @@ def _e2e_file(nodeid: str) -> str | None:
 
 # The end-to-end files outside SHARING_FILES that take longest, handed out first under xdist so
 # that none of them is the last test running while the other workers sit idle.
-LONGEST_OWN_FILES = ("test_learning.py", "test_cluster.py", "test_error_catalog.py")
+LONGEST_OWN_FILES = (
+    "test_learning.py", "test_search.py", "test_cluster.py", "test_error_catalog.py",
+)  # fmt: skip
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -142,11 +144,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_runtest_setup(item):
-    """The MLflow server starts with the first test of ``SHARING_FILES`` of a run that will need
-    it: it takes ~20 s to come up, meanwhile other tests run (and an xdist worker that runs
-    other tests starts none)."""
-    if _MLFLOW_USERS and not _MLFLOW and _e2e_file(item.nodeid) in SHARING_FILES:
+    """The MLflow server starts with the first test of a file whose tests will need it: it takes
+    ~20 s to come up, meanwhile that file's first tests run (and an xdist worker that runs
+    other files starts none)."""
+    if _MLFLOW_USERS and not _MLFLOW and _e2e_file(item.nodeid) in _mlflow_user_files():
         _start_mlflow_server()
+
+
+def _mlflow_user_files() -> set[str | None]:
+    return {_e2e_file(user.nodeid) for user in _MLFLOW_USERS}
 
 
 _MLFLOW: dict = {}

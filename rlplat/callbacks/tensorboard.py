@@ -9,6 +9,9 @@ loggers); result.json and progress.csv keep everything.
 from __future__ import annotations
 
 import io
+import sys
+import threading
+from types import TracebackType
 from typing import Any
 
 from PIL import Image
@@ -27,6 +30,7 @@ from rlplat.metrics import (
     finite,
     lookup,
 )
+from rlplat.util.disk import storage_reason
 
 # tag -> result path. "return_mean" is over the last N episodes (multi-agent: the team's return,
 # summed over agents; policy_return/<policy> and agent_return/<agent> split it); the
@@ -123,6 +127,37 @@ def hparam_value(value: Any) -> float | int | str | bool:
     return str(value)
 
 
+def _failed_disk_write_of_tensorboardx(error: BaseException | None, trace: Any) -> bool:
+    if error is None or storage_reason(error) is None:
+        return False
+    frames = trace if isinstance(trace, TracebackType) else None
+    while frames is not None:
+        if "tensorboardX" in frames.tb_frame.f_code.co_filename:
+            return True
+        frames = frames.tb_next
+    return False
+
+
+def _quiet_failed_disk_writes() -> None:
+    """tensorboardX writes event files from a thread of its own and flushes them once more at
+    exit; when the disk fills up or turns read-only both print a traceback beside the run's own
+    paragraph, which already names the failure. Those errors, and only those, are not printed."""
+    if getattr(threading.excepthook, "rlplat_quiet", False):
+        return
+    thread_hook, unraisable_hook = threading.excepthook, sys.unraisablehook
+
+    def thread_errors(args: Any) -> None:
+        if not _failed_disk_write_of_tensorboardx(args.exc_value, args.exc_traceback):
+            thread_hook(args)
+
+    def unraisable_errors(unraisable: Any) -> None:
+        if not _failed_disk_write_of_tensorboardx(unraisable.exc_value, unraisable.exc_traceback):
+            unraisable_hook(unraisable)
+
+    thread_errors.rlplat_quiet = True  # type: ignore[attr-defined]
+    threading.excepthook, sys.unraisablehook = thread_errors, unraisable_errors
+
+
 class TensorBoardWriter(Observer):
     """Writes ``short_scalars`` of each result into the trial directory, x = env steps.
 
@@ -136,6 +171,7 @@ class TensorBoardWriter(Observer):
         self._throughput = Throughput()
         self._last_scalars: dict[str, dict[str, float]] = {}
         self._writers: dict[str, SummaryWriter] = {}
+        _quiet_failed_disk_writes()
 
     def trial_started(self, trial: TrialView) -> None:
         if trial.name in self._writers:

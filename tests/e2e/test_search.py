@@ -188,7 +188,10 @@ def test_killed_search_resumes_with_every_trial_accounted_for(
     ray_session, mlflow_server, write_yaml, tmp_path
 ):
     """SIGKILL ``rlplat train`` once a trial has finished, then ``--resume`` the run: every
-    trial finishes once, and its MLflow and W&B runs are the same ones, each step logged once."""
+    trial finishes once, and its MLflow and W&B runs are the same ones, each step logged once.
+    Tune's saved state may hold "STOP once this save is written" for a trial whose save was in
+    flight; the resumed run must not apply it to that trial's first checkpoint (the state below
+    holds one for an unfinished trial)."""
     experiment = f"killed-search-{tmp_path.name}"
     text = (
         TINY_SEARCH.replace("OUTPUT", str(tmp_path / "out"))
@@ -223,6 +226,12 @@ def test_killed_search_resumes_with_every_trial_accounted_for(
     process.wait()
     assert process.returncode == -signal.SIGKILL, "the run was killed halfway"
     assert run_dir is not None and not (run_dir / RESULTS_CSV).exists()
+    [state_file] = run_dir.glob("experiment_state-*.json")
+    state = json.loads(state_file.read_text())
+    trials = [json.loads(trial) for trial, _ in state["trial_data"]]
+    unfinished = [trial["trial_id"] for trial in trials if trial["status"] != "TERMINATED"]
+    state["runner_data"]["_cached_trial_decisions"] = {unfinished[0]: "STOP"}
+    state_file.write_text(json.dumps(state))
 
     done = subprocess.run(
         [*command, "--resume", str(run_dir)], capture_output=True, text=True, timeout=600
