@@ -56,11 +56,24 @@ class Watchdog:
         self._env_steps: dict[str, int] = {}  # trial -> env steps sampled so far
         self._checkpointed: set[str] = set()  # trials with at least one checkpoint
         self._stalled: set[str] = set()
+        self._lock = threading.Lock()  # rlplat's loop watches from a thread of its own
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {key: value for key, value in self.__dict__.items() if key != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def started(self, trial: str) -> None:
-        self._last_report[trial] = time.monotonic()
+        with self._lock:
+            self._last_report[trial] = time.monotonic()
 
     def result(self, trial: str, result: dict) -> None:
+        with self._lock:
+            self._result(trial, result)
+
+    def _result(self, trial: str, result: dict) -> None:
         now = time.monotonic()
         started = self._last_report.get(trial, now)
         if _trained(result):
@@ -89,6 +102,10 @@ class Watchdog:
     def warnings(self, running: dict[str, str]) -> list[str]:
         """The warning for each running trial (key -> its name in print) newly found in one
         iteration for longer than its limit."""
+        with self._lock:
+            return self._warnings(running)
+
+    def _warnings(self, running: dict[str, str]) -> list[str]:
         now = time.monotonic()
         lines = []
         for trial, name in running.items():
@@ -152,6 +169,11 @@ class GracefulStop(ConsoleCallback):
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks with the run (for --resume); signal handlers do not pickle.
         return {**super().__getstate__(), "_tune_handler": None, "_previous_term": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if "watchdog" not in state:  # pickled by rlplat before the watchdog was its own class
+            self.watchdog = Watchdog(state.get("watchdog_s"))
 
     def setup(self, **info: Any) -> None:
         self._tune_handler = signal.getsignal(signal.SIGINT)
@@ -230,6 +252,12 @@ class StopRequests:
         self.trial = trial
         self.requested = False
         self._in_iteration = False
+        self._settled = False
+
+    def settle(self) -> None:
+        """The trial's outcome is known: from now on a signal stops nothing (what is left, the
+        algorithm's shutdown, ends by itself)."""
+        self._settled = True
 
     @contextmanager
     def installed(self) -> Iterator[StopRequests]:
@@ -263,6 +291,8 @@ class StopRequests:
                     self.console.print(line, highlight=False)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._settled:
+            return
         if self.requested or self.watchdog.stops_at_once:
             self.console.print(STOPPING_NOW, highlight=False)
             raise StopNow

@@ -30,7 +30,6 @@ from rlplat.metrics import (
     finite,
     lookup,
 )
-from rlplat.util.disk import storage_reason
 
 # tag -> result path. "return_mean" is over the last N episodes (multi-agent: the team's return,
 # summed over agents; policy_return/<policy> and agent_return/<agent> split it); the
@@ -127,8 +126,8 @@ def hparam_value(value: Any) -> float | int | str | bool:
     return str(value)
 
 
-def _failed_disk_write_of_tensorboardx(error: BaseException | None, trace: Any) -> bool:
-    if error is None or storage_reason(error) is None:
+def _failed_write_of_tensorboardx(error: BaseException | None, trace: Any) -> bool:
+    if not isinstance(error, OSError):
         return False
     frames = trace if isinstance(trace, TracebackType) else None
     while frames is not None:
@@ -140,18 +139,20 @@ def _failed_disk_write_of_tensorboardx(error: BaseException | None, trace: Any) 
 
 def _quiet_failed_disk_writes() -> None:
     """tensorboardX writes event files from a thread of its own and flushes them once more at
-    exit; when the disk fills up or turns read-only both print a traceback beside the run's own
-    paragraph, which already names the failure. Those errors, and only those, are not printed."""
+    exit; when the disk fills up or turns read-only both print a traceback (and the thread
+    another once its writer is closed) beside the run's own paragraph, which already names the
+    failure: the writer's flush after each result (``TensorBoardWriter.trial_result``) raises it
+    in the trial. OSErrors raised in tensorboardX's frames there are not printed."""
     if getattr(threading.excepthook, "rlplat_quiet", False):
         return
     thread_hook, unraisable_hook = threading.excepthook, sys.unraisablehook
 
     def thread_errors(args: Any) -> None:
-        if not _failed_disk_write_of_tensorboardx(args.exc_value, args.exc_traceback):
+        if not _failed_write_of_tensorboardx(args.exc_value, args.exc_traceback):
             thread_hook(args)
 
     def unraisable_errors(unraisable: Any) -> None:
-        if not _failed_disk_write_of_tensorboardx(unraisable.exc_value, unraisable.exc_traceback):
+        if not _failed_write_of_tensorboardx(unraisable.exc_value, unraisable.exc_traceback):
             unraisable_hook(unraisable)
 
     thread_errors.rlplat_quiet = True  # type: ignore[attr-defined]

@@ -773,6 +773,9 @@ def _in_command_obstacles(experiment: Experiment, spaces: list[Space]) -> list[s
     custom = experiment.resources.driver.custom
     obstacles = [
         f"it runs {trials} trials (a search or several seeds)" if trials > 1 else "",
+        "it has search spaces or seeds, whose values Tune draws"
+        if trials == 1 and (spaces or experiment.seeds)
+        else "",
         f"resources.driver.custom asks for {custom}" if custom else "",
     ]
     return [reason for reason in obstacles if reason]

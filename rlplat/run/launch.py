@@ -125,9 +125,10 @@ def train(
     clock: StageClock | None = None,
     on_run_dir: Callable[[Path], None] | None = None,
 ) -> RunSummary:
-    """Run the experiment through Ray Tune (one trial, or the search its ``tune`` section and
-    spaces declare) and summarise it. ``clock`` gets the seconds of the command's stages;
-    ``on_run_dir`` is called with the run directory once its files are written."""
+    """Train the experiment (one trial in rlplat's own loop, or on Ray Tune the search its
+    ``tune`` section and spaces declare, or its seeds) and summarise it. ``clock`` gets the
+    seconds of the command's stages; ``on_run_dir`` is called with the run directory once its
+    files are written."""
     console = console or Console()
     clock = clock or StageClock()
     code = project_code(loaded.experiment.env.user_modules)
@@ -243,25 +244,27 @@ def resumable(run_dir: Path) -> bool:
 
 
 def _ended_trial(run_dir: Path, retry_errored: bool) -> TrialOutcome | None:
-    """A loop run's trial as its last summary left it, when resuming has nothing to train:
-    it finished, or it failed and ``--retry-errored`` was not given."""
+    """A loop run's trial as it ended, when resuming has nothing to train: it finished (its last
+    summary says so), or it failed (its error.txt, which a retry removes) and
+    ``--retry-errored`` was not given."""
+    trial_dir = run_dir / TRIAL
+    report = trial_dir / ERROR_REPORT
     try:
         [trial] = json.loads((run_dir / SUMMARY).read_text())["trials"]
-        status = trial["status"]
+        finished = trial["status"] == "finished"
     except (OSError, ValueError, KeyError, TypeError):
-        return None  # no summary (a killed run) or one unread: continue the trial
-    if status == "finished" or (status == "error" and not retry_errored):
-        trial_dir = run_dir / TRIAL
-        results = read_results(trial_dir)
-        report = trial_dir / ERROR_REPORT
-        return TrialOutcome(
-            path=trial_dir,
-            status=status,
-            last_result=results[-1] if results else {},
-            experiment=trial_experiment(json.loads((trial_dir / PARAMS_JSON).read_text())),
-            error=report.read_text() if status == "error" and report.is_file() else None,
-        )
-    return None
+        finished = False  # no summary (a killed run) or one unread
+    failed = report.is_file() and not retry_errored
+    if not (finished or failed):
+        return None
+    results = read_results(trial_dir)
+    return TrialOutcome(
+        path=trial_dir,
+        status="finished" if finished else "error",
+        last_result=results[-1] if results else {},
+        experiment=trial_experiment(json.loads((trial_dir / PARAMS_JSON).read_text())),
+        error=None if finished else report.read_text(),
+    )
 
 
 def _restart_lost_trials(grid: Any, run: PreparedRun, run_dir: Path, console: Console) -> Any:
@@ -610,7 +613,7 @@ def _conclude(
             clock.lap("trial_start")
         prune_checkpoints(run_dir, run.experiment.checkpoint.keep)
         summary = summarize(outcomes, run, run_dir, time.monotonic() - started)
-        clock.lap("shutdown")  # Tune's last save and teardown
+        clock.lap("shutdown")  # the algorithm's (or Tune's) last save and teardown
         # An unfinished run is re-scored when its resumed run ends.
         if not unfinished_trials(summary) and rescore_run(run_dir, run.experiment, console):
             summary = summarize(outcomes, run, run_dir, time.monotonic() - started)

@@ -43,11 +43,12 @@ from rlplat.checkpoints import (
     read_results,
 )
 from rlplat.experiment.load import trial_experiment
-from rlplat.metrics import ITERATION, TIME_TOTAL, lookup
+from rlplat.metrics import ITERATION, TIME_TOTAL, finite, lookup
 from rlplat.prepare import PreparedRun, trial_env
 from rlplat.prepare.run_spec import trial_resources
 from rlplat.run.summary import TrialOutcome
 from rlplat.run.trainable import trainable_for
+from rlplat.util.atomic import remove_partial_files
 from rlplat.util.generators import GeneratorStates, swapped
 
 TRIAL = "trial_00000"  # the directory name Tune gives a run's first trial
@@ -101,8 +102,8 @@ def reached(result: dict[str, Any], stop: dict[str, float]) -> bool:
     if result.get("done"):
         return True
     for path, value in stop.items():
-        found = lookup(result, path)
-        if isinstance(found, (int, float)) and found >= value:
+        found = finite(lookup(result, path))
+        if found is not None and found >= value:
             return True
     return False
 
@@ -200,20 +201,24 @@ class SingleTrialLoop:
         if resuming:
             iteration, env_steps = (point.iteration, point.env_steps) if point else (0, 0)
             self._last_result = _result_at(self.trial_dir, iteration)
+            remove_partial_files(self.trial_dir)
             trim_trial_history(self.trial_dir, iteration, env_steps)
             (self.trial_dir / ERROR_REPORT).unlink(missing_ok=True)
         write_params(self.trial_dir, self.experiment)
         view = self._view(point)
         for observer in self.observers:
             observer.run_started()
-        status, error = "not finished", None
+        status, error, ended = "not finished", None, None
         algo, at_once = None, False
         with self.stops.installed():
             try:
+                if point is not None:
+                    self.stops.watchdog.checkpointed(TRIAL)
                 algo = self._build(point, earlier_s)
                 for observer in self.observers:
                     observer.trial_started(view)
                 status = self._iterate(algo, earlier_s)
+                ended = FINISHED if status == "finished" else None
             except StopNow:
                 # Left as it is, as a trial actor's unfinished call: its iteration may be stuck
                 # in an env runner, which stopping the algorithm would wait for. Its Ray actors
@@ -221,14 +226,17 @@ class SingleTrialLoop:
                 at_once = True
             except Exception as exc:  # noqa: BLE001 - the trial failed: its summary says why
                 error = "".join(traceback.format_exception(exc))
-                status = "error"
+                status, ended = "error", FAILED
+            finally:
+                self.stops.settle()  # the outcome is known: later signals wait for the end
+            if error is not None:
                 with suppress(OSError):  # a full disk: the summary still has the error
                     (self.trial_dir / ERROR_REPORT).write_text(error)
+            if ended is not None:
                 for observer in self.observers:
-                    observer.trial_ended(self._view(point), FAILED)
-            finally:
-                if algo is not None and not at_once:
-                    self._stop(algo)
+                    observer.trial_ended(self._view(None), ended)
+            if algo is not None and not at_once:
+                self._stop(algo)
         return TrialOutcome(
             path=self.trial_dir,
             status=status,
@@ -267,20 +275,20 @@ class SingleTrialLoop:
             with self.stops.iteration(), _own_streams(*self._streams):
                 result = algo.train()
             result[TIME_TOTAL] = float(result.get(TIME_TOTAL) or 0.0) + earlier_s
+            done = reached(result, settings.stop)
+            if done:
+                result["done"] = True  # as Tune marks the result that stops a trial
             self._last_result = result
             self.stops.watchdog.result(TRIAL, result)
             view = self._view(None)
             for observer in self.observers:
                 observer.trial_result(view, result)
-            done = reached(result, settings.stop)
             iteration = int(result.get(ITERATION) or 0)
             every = settings.checkpoint_every
             due = bool(every) and iteration % every == 0
             if due or self.stops.requested or (done and settings.checkpoint_at_end):
                 self._checkpoint(algo, result)
             if done:
-                for observer in self.observers:
-                    observer.trial_ended(self._view(None), FINISHED)
                 return "finished"
             if self.stops.requested:
                 return "not finished"

@@ -7,6 +7,7 @@ import csv
 import json
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -308,6 +309,7 @@ def test_runs_lists_finished_running_interrupted_and_failed_runs(ray_session, ca
     process = launch([str(path)], ray_session)
     run_dir, lines = read_until_iteration(process, 2)
     assert runs_json(capsys, out)["stopped"] == "running"
+    time.sleep(1)  # into the third iteration (a signal between two stops at once)
     process.send_signal(signal.SIGTERM)
     lines += process.stdout.readlines()
     process.wait(timeout=120)
