@@ -83,17 +83,15 @@ def settings_of(run: PreparedRun, stop: dict[str, float]) -> LoopSettings:
     )
 
 
-def resume_point_in(trial_dir: Path) -> tuple[ResumePoint, float] | None:
-    """The trial's newest complete checkpoint, and the training seconds up to it."""
+def resume_point_in(trial_dir: Path) -> tuple[ResumePoint | None, dict[str, Any]]:
+    """The trial's newest complete checkpoint (None: it has none) and the result it logged at
+    that iteration (its training seconds, its last result), from one read of result.json."""
     newest = best_and_last(trial_dir)[1]
-    if newest is None:
-        return None
-    info = CheckpointInfo.read(newest) or CheckpointInfo()
+    info = (CheckpointInfo.read(newest) if newest else None) or CheckpointInfo()
     iteration = info.iteration or 0
     rows = [row for row in read_results(trial_dir) if row.get(ITERATION) == iteration]
-    seconds = float(rows[-1].get(TIME_TOTAL) or 0.0) if rows else 0.0
-    point = ResumePoint(checkpoint=newest, iteration=iteration, env_steps=info.env_steps or 0)
-    return point, seconds
+    point = newest and ResumePoint(newest, iteration, info.env_steps or 0)
+    return point, rows[-1] if rows else {}
 
 
 def reached(result: dict[str, Any], stop: dict[str, float]) -> bool:
@@ -196,11 +194,11 @@ class SingleTrialLoop:
     def train(self, *, resuming: bool = False) -> TrialOutcome:
         """The trial from its start, or (``resuming``) from its newest complete checkpoint."""
         self.trial_dir.mkdir(parents=True, exist_ok=True)
-        found = resume_point_in(self.trial_dir) if resuming else None
-        point, earlier_s = found if found else (None, 0.0)
+        point, earlier_s = None, 0.0
         if resuming:
+            point, self._last_result = resume_point_in(self.trial_dir)
+            earlier_s = float(self._last_result.get(TIME_TOTAL) or 0.0)
             iteration, env_steps = (point.iteration, point.env_steps) if point else (0, 0)
-            self._last_result = _result_at(self.trial_dir, iteration)
             remove_partial_files(self.trial_dir)
             trim_trial_history(self.trial_dir, iteration, env_steps)
             (self.trial_dir / ERROR_REPORT).unlink(missing_ok=True)
@@ -314,11 +312,6 @@ class SingleTrialLoop:
                 algo.stop()
         except (Exception, StopNow):  # noqa: BLE001 - the trial's outcome is known already
             pass
-
-
-def _result_at(trial_dir: Path, iteration: int) -> dict[str, Any]:
-    rows = [row for row in read_results(trial_dir) if row.get(ITERATION) == iteration]
-    return rows[-1] if rows else {}
 
 
 def _remove_unused_logdir(algo: Any) -> None:
