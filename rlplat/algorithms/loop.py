@@ -12,6 +12,8 @@ from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
 )
 
+from rlplat.algorithms.shared_weights import sync_env_runners
+
 
 def sample_round(algo: Any) -> list[Any]:
     """One synchronous sampling call on every env runner; their metrics go into the
@@ -64,4 +66,4 @@ def update_and_sync(algo: Any, batches: Iterable[Any]) -> None:
         return
     reduced = group.foreach_learner(lambda learner: learner.metrics.reduce())
     algo.metrics.aggregate([result.get() for result in reduced], key=LEARNER_RESULTS)
-    algo.env_runner_group.sync_weights(from_worker_or_learner_group=group, inference_only=True)
+    sync_env_runners(algo)

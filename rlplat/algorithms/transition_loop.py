@@ -51,6 +51,7 @@ from ray.rllib.utils.metrics import (
 from rlplat.algorithms.base import FusedGradientSteps, OwnAlgorithmConfig, move_towards
 from rlplat.algorithms.loop import env_steps_sampled, sample_round
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer
+from rlplat.algorithms.shared_weights import sync_env_runners
 from rlplat.seams.rllib_algorithm import AlgorithmHooks, compiled_after, custom_learner_connector
 
 FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete)
@@ -86,9 +87,7 @@ class TransitionBatchLoop(AlgorithmHooks):
                 if not deferred:
                     self.metrics.aggregate(without_td_errors(results), key=LEARNER_RESULTS)
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
-            self.env_runner_group.sync_weights(
-                from_worker_or_learner_group=self.learner_group, inference_only=True
-            )
+            sync_env_runners(self)
         return None
 
     @cached_property

@@ -10,14 +10,13 @@ per step went to two things that do not touch the episodes:
 - The connector pipelines time each of their pieces and count episode lengths into the metrics on
   every step (16 timers per step for PPO's default pipelines). Pipelines made of RLlib's and
   rlplat's own pieces, which log no metrics of their own, run without them; a pipeline with any
-  other piece (a user's connector may log) keeps them. Their timers
+  other piece (a user's connector may log) keeps them: the runner builds such pipelines once, as
+  rlplat's quiet pipeline classes, from the same pieces. Their timers
   (``env_to_module_connector/timers/...``) then leave the results.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from ray.rllib.connectors.env_to_module import EnvToModulePipeline
@@ -26,7 +25,7 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
-from rlplat.seams.rllib_runner import RunnerHooks, class_swapped, skip_mode_switch
+from rlplat.seams.rllib_runner import RunnerHooks, skip_mode_switch
 
 # Layers that compute differently in train and eval mode (RNNs and attention only with dropout).
 MODE_DEPENDENT = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._NormBase)
@@ -56,32 +55,36 @@ def act_without_mode_switch(module: Any) -> None:
             skip_mode_switch(each)
 
 
-class _UntimedEnvToModule(EnvToModulePipeline):
+class QuietEnvToModule(EnvToModulePipeline):
+    """RLlib's env-to-module pipeline without its per-piece timers."""
+
     def __call__(self, **kwargs: Any) -> Any:
         return super().__call__(**{**kwargs, "metrics": None})
 
 
-class _UntimedModuleToEnv(ModuleToEnvPipeline):
+class QuietModuleToEnv(ModuleToEnvPipeline):
+    """RLlib's module-to-env pipeline without its per-piece timers."""
+
     def __call__(self, **kwargs: Any) -> Any:
         return super().__call__(**{**kwargs, "metrics": None})
 
 
-UNTIMED = {EnvToModulePipeline: _UntimedEnvToModule, ModuleToEnvPipeline: _UntimedModuleToEnv}
+QUIET = {EnvToModulePipeline: QuietEnvToModule, ModuleToEnvPipeline: QuietModuleToEnv}
 
 
-@contextmanager
-def untimed(pipeline: Any) -> Iterator[None]:
-    """Run ``pipeline`` without its timers while in the block, if its pieces are all quiet ones;
-    its class is restored after (checkpoints name RLlib's pipeline class)."""
-    untimed_class = UNTIMED.get(type(pipeline))
-    quiet = untimed_class is not None and all(
+def quiet(pipeline: Any) -> Any:
+    """``pipeline`` rebuilt, from the same pieces, as its quiet class where its pieces are all
+    quiet ones (see the module's docstring); else ``pipeline`` itself."""
+    quiet_class = QUIET.get(type(pipeline))
+    if quiet_class is None or not all(
         type(piece).__module__.startswith(QUIET_PIECES) for piece in pipeline.connectors
+    ):
+        return pipeline
+    return quiet_class(
+        pipeline.input_observation_space,
+        pipeline.input_action_space,
+        connectors=list(pipeline.connectors),
     )
-    if not quiet:
-        yield
-        return
-    with class_swapped(pipeline, untimed_class):
-        yield
 
 
 class LeanSampling(RunnerHooks):
@@ -89,14 +92,15 @@ class LeanSampling(RunnerHooks):
 
     module: Any
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.env_to_module = quiet(self.env_to_module)
+        self.module_to_env = quiet(self.module_to_env)
+
     def make_module(self) -> None:
         super().make_module()  # type: ignore[misc]
         if self.module is not None:
             act_without_mode_switch(self.module)
-
-    def sample_episodes(self, **kwargs: Any) -> Any:
-        with untimed(self.env_to_module), untimed(self.module_to_env):
-            return super().sample_episodes(**kwargs)
 
 
 class EpisodesToNumpyOnce(RunnerHooks):

@@ -27,6 +27,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rlplat.algorithms.registry import algorithm_record, canonical_name, get_algorithm_class
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer, transition_sampler_requested
+from rlplat.algorithms.shared_weights import share_learner_weights
 from rlplat.checkpoints import (
     REPLAY_STATE,
     RESOLVED_EXPERIMENT,
@@ -55,7 +56,6 @@ from rlplat.prepare import trial_algorithm_config
 from rlplat.rllib.episode_stats import episode_window
 from rlplat.rllib.league import SELF_PLAY_STATE
 from rlplat.rllib.self_play import self_play_driver
-from rlplat.rllib.shared_weights import share_learner_weights
 from rlplat.run.finetune import start_from_checkpoint
 from rlplat.seams.ray_internals import env_runner_actor_ids
 from rlplat.seams.rllib_algorithm import AlgorithmHooks

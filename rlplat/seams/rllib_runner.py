@@ -11,8 +11,6 @@ another loop.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -21,8 +19,6 @@ from ray.tune.registry import ENV_CREATOR, _global_registry
 __all__ = [
     "RunnerHooks",
     "skip_mode_switch",
-    "class_swapped",
-    "reclass",
     "episode_started",
     "freeze_filter",
     "mean_std_filters",
@@ -49,10 +45,18 @@ class RunnerHooks:
         """The env-to-module connector pipeline (``_env_to_module``)."""
         return self._env_to_module  # type: ignore[attr-defined]
 
+    @env_to_module.setter
+    def env_to_module(self, pipeline: Any) -> None:
+        self._env_to_module = pipeline
+
     @property
     def module_to_env(self) -> Any:
         """The module-to-env connector pipeline (``_module_to_env``)."""
         return self._module_to_env  # type: ignore[attr-defined]
+
+    @module_to_env.setter
+    def module_to_env(self, pipeline: Any) -> None:
+        self._module_to_env = pipeline
 
     @property
     def callbacks(self) -> list[Any]:
@@ -160,25 +164,6 @@ def registered_env_creator(name: str) -> Any:
     object ``_global_registry`` is private, and RLlib's public ``_get_env_creator`` helpers are
     private too."""
     return _global_registry.get(ENV_CREATOR, name)
-
-
-def reclass(obj: Any, cls: type) -> None:
-    """``obj`` becomes an instance of ``cls``, a subclass of its class that changes a
-    behaviour: RLlib builds the object (an algorithm's ``EnvRunnerGroup``, say) itself, with no
-    option to build another class."""
-    assert isinstance(obj, cls.__mro__[1])
-    obj.__class__ = cls
-
-
-@contextmanager
-def class_swapped(obj: Any, cls: type) -> Iterator[None]:
-    """``obj`` as an instance of ``cls`` (a subclass of its own class) in the block, its own
-    class again after: a behaviour RLlib's object has no switch for, for the block only."""
-    original, obj.__class__ = obj.__class__, cls
-    try:
-        yield
-    finally:
-        obj.__class__ = original
 
 
 def mean_std_filters(piece: Any) -> dict[Any, Any]:

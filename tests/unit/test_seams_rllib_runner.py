@@ -9,13 +9,11 @@ from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.env.env_runner import EnvRunner
-from ray.rllib.env.env_runner_group import EnvRunnerGroup
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.tune import registry
 
-from rlplat.seams.rllib_runner import class_swapped, reclass
 from tests.seam_canary import has, holds
 
 SEAM = "rlplat.seams.rllib_runner."
@@ -99,26 +97,3 @@ def test_mean_std_filters():
 
 def test_freeze_filter():
     has(SEAM + "freeze_filter", MeanStdFilter, "_update_stats")
-
-
-def test_reclass():
-    class Sharing(EnvRunnerGroup):
-        pass
-
-    group = EnvRunnerGroup.__new__(EnvRunnerGroup)
-    reclass(group, Sharing)
-    holds(SEAM + "reclass", type(group) is Sharing, "an EnvRunnerGroup takes a subclass")
-
-
-def test_class_swapped():
-    class Quiet(MeanStdFilter):
-        pass
-
-    piece = MeanStdFilter.__new__(MeanStdFilter)
-    with class_swapped(piece, Quiet):
-        inside = type(piece)
-    holds(
-        SEAM + "class_swapped",
-        inside is Quiet and type(piece) is MeanStdFilter,
-        "a connector piece takes a subclass for the block and its class back after",
-    )

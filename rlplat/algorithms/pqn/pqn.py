@@ -25,6 +25,7 @@ from rlplat.algorithms.base import OwnAlgorithmConfig, not_negative
 from rlplat.algorithms.loop import env_steps_sampled, sample_round
 from rlplat.algorithms.pqn.learner import PQNLearner
 from rlplat.algorithms.pqn.rl_module import PQNModule
+from rlplat.algorithms.shared_weights import sync_env_runners
 
 
 class PQNConfig(OwnAlgorithmConfig):
@@ -86,6 +87,4 @@ class PQN(Algorithm):
             shuffle_batch_per_epoch=self.config.shuffle_batch_per_epoch,
         )
         self.metrics.aggregate(results, key=LEARNER_RESULTS)
-        self.env_runner_group.sync_weights(
-            from_worker_or_learner_group=self.learner_group, inference_only=True
-        )
+        sync_env_runners(self)

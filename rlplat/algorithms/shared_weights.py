@@ -6,9 +6,11 @@ training step for DQN CartPole and SAC HalfCheetah (``benchmarks/offpolicy_cost.
 algorithm samples with its one local env runner (no remote env runners) and learns with a local
 learner, on the same device, and its learner updates only between sampling calls (the
 registration's ``synchronous_learner``), the env runner's modules are given the learner's
-parameter tensors themselves: what the learner updates is what the env runner acts with, and the
-weight sync is skipped. A module the learner does not hold (an opponent snapshot, say), or one
-replaced later, keeps RLlib's copy.
+parameter tensors themselves: what the learner updates is what the env runner acts with, and
+rlplat's training loops skip the weight sync (:func:`sync_env_runners`). A module the learner does
+not hold (an opponent snapshot, say), or one replaced later, keeps RLlib's copy. RLlib's own
+loops (PPO's, DQN's where rlplat's does not apply) still sync once per training step: the copy
+then writes each tensor onto itself.
 """
 
 from __future__ import annotations
@@ -17,11 +19,9 @@ from typing import Any
 
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
-from ray.rllib.env.env_runner_group import EnvRunnerGroup
 from torch import nn
 
 from rlplat.seams.rllib_learner import local_learner
-from rlplat.seams.rllib_runner import reclass
 
 
 def share_learner_weights(algo: Any) -> bool:
@@ -32,15 +32,34 @@ def share_learner_weights(algo: Any) -> bool:
     if group is None or learners is None or group.num_remote_workers() or not learners.is_local:
         return False
     runner = group.local_env_runner
-    if runner is None or runner.module is None or type(group) is not EnvRunnerGroup:
+    if runner is None or runner.module is None:
         return False
     pairs = _module_pairs(runner.module, local_learner(learners).module)
     if not pairs or not all(_shareable(acting, learning) for acting, learning in pairs):
         return False
     for acting, learning in pairs:
         _share(acting, learning)
-    reclass(group, _SharingEnvRunnerGroup)
     return True
+
+
+def sync_env_runners(algo: Any) -> None:
+    """The env runners get the learners' new weights, unless the one local env runner acts with
+    the learner's own tensors (:func:`share_learner_weights`)."""
+    if not _acts_with_learner_weights(algo):
+        algo.env_runner_group.sync_weights(
+            from_worker_or_learner_group=algo.learner_group, inference_only=True
+        )
+
+
+def _acts_with_learner_weights(algo: Any) -> bool:
+    group, learners = algo.env_runner_group, algo.learner_group
+    if group.num_remote_workers() or group.local_env_runner is None:
+        return False
+    learner = local_learner(learners)
+    if learner is None:
+        return False
+    pairs = _module_pairs(group.local_env_runner.module, learner.module)
+    return pairs is not None and _still_shared(pairs)
 
 
 def _module_pairs(acting: Any, learning: Any) -> list[tuple[nn.Module, nn.Module]] | None:
@@ -84,21 +103,3 @@ def _still_shared(pairs: list[tuple[nn.Module, nn.Module]]) -> bool:
             return False
     return True
 
-
-class _SharingEnvRunnerGroup(EnvRunnerGroup):
-    """RLlib's group whose weight sync from the learner group is skipped while its env runner's
-    modules hold the learner's parameters."""
-
-    def sync_weights(self, *args: Any, **kwargs: Any) -> None:
-        source = kwargs.get("from_worker_or_learner_group", args[1] if len(args) > 1 else None)
-        if source is not None and not self.num_remote_workers() and self._is_shared(source):
-            return
-        super().sync_weights(*args, **kwargs)
-
-    def _is_shared(self, source: Any) -> bool:
-        runner = self.local_env_runner
-        learner = local_learner(source)
-        if runner is None or learner is None:
-            return False
-        pairs = _module_pairs(runner.module, learner.module)
-        return pairs is not None and _still_shared(pairs)
