@@ -35,6 +35,7 @@ from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.env.env_runner import ENV_STEP_FAILURE
+from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.metrics import RLMODULE_INFERENCE_TIMER, WEIGHTS_SEQ_NO
 from ray.rllib.utils.numpy import convert_to_numpy
@@ -109,25 +110,18 @@ class _Steps:
         return len(self.times)
 
 
+ARRAY_LOOP = "rlplat's array loop"
+
+
 def array_plan(runner: Any) -> ArrayPlan | None:
     """The plan for ``runner``'s array loop, or None where RLlib's loop must sample."""
+    if array_loop_obstacle(runner) is not None:
+        return None
     module, env, config = runner.module, runner.env, runner.config
-    if module is None or env is None or not isinstance(module, TorchRLModule):
-        return None
-    if module.is_stateful() or not isinstance(env.single_observation_space, gym.spaces.Box):
-        return None
-    if not isinstance(env.single_action_space, (gym.spaces.Box, gym.spaces.Discrete)):
-        return None
-    if _per_step_callbacks(runner):
-        return None
     pieces = list(runner.env_to_module.connectors)
     observation_pieces = []
     while pieces and isinstance(pieces[0], OBSERVATION_PIECES):
         observation_pieces.append(pieces.pop(0))
-    if not _standard(pieces, STANDARD_ENV_TO_MODULE):
-        return None
-    if not _standard(runner.module_to_env.connectors, STANDARD_MODULE_TO_ENV):
-        return None
     parameter = next(module.parameters(), None)
     return ArrayPlan(
         observation_pieces=observation_pieces,
@@ -137,12 +131,48 @@ def array_plan(runner: Any) -> ArrayPlan | None:
     )
 
 
-def _standard(pieces: list[Any], names: frozenset[str]) -> bool:
-    """Whether every piece is one of RLlib's own named ``names``."""
-    return all(
-        type(piece).__name__ in names and type(piece).__module__.startswith("ray.rllib.")
-        for piece in pieces
+def array_loop_obstacle(runner: Any) -> str | None:
+    """Why ``runner``'s training samples cannot run the array loop (None: they can)."""
+    module, env = runner.module, runner.env
+    if module is None or env is None:
+        return "the env runner has no module or no env"
+    if not isinstance(module, TorchRLModule):
+        return f"the module ({type(module).__name__}) is not a torch RLModule"
+    if module.is_stateful():
+        return "the module is recurrent"
+    if not isinstance(env.single_observation_space, gym.spaces.Box):
+        return f"the observations are a {type(env.single_observation_space).__name__} space"
+    if not isinstance(env.single_action_space, (gym.spaces.Box, gym.spaces.Discrete)):
+        return f"the actions are a {type(env.single_action_space).__name__} space"
+    if _per_step_callbacks(runner):
+        return "a callback acts on every step"
+    pieces = list(runner.env_to_module.connectors)
+    while pieces and isinstance(pieces[0], OBSERVATION_PIECES):
+        pieces.pop(0)
+    others = _other_pieces(pieces, STANDARD_ENV_TO_MODULE) + _other_pieces(
+        runner.module_to_env.connectors, STANDARD_MODULE_TO_ENV
     )
+    if others:
+        return f"the connector piece {type(others[0]).__name__} is not one the loop computes"
+    return None
+
+
+def sampling_loop(runner: Any) -> str:
+    """Which loop ``runner`` samples its training steps with, and why where it is RLlib's."""
+    if not isinstance(runner, ArraySampling):
+        kind = "multi-agent" if isinstance(runner, MultiAgentEnvRunner) else "single-agent"
+        return f"RLlib's {kind} loop"
+    obstacle = array_loop_obstacle(runner)
+    return ARRAY_LOOP if obstacle is None else f"RLlib's loop: {obstacle}"
+
+
+def _other_pieces(pieces: list[Any], names: frozenset[str]) -> list[Any]:
+    """The pieces that are not RLlib's own named ``names``."""
+    return [
+        piece
+        for piece in pieces
+        if type(piece).__name__ not in names or not type(piece).__module__.startswith("ray.rllib.")
+    ]
 
 
 def _for_env(space: Any, normalize: bool, clip: bool) -> Any:

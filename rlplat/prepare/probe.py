@@ -30,6 +30,7 @@ from ray.rllib.utils import unflatten_dict
 from rlplat.algorithms.probe import update_inputs
 from rlplat.algorithms.registry import get_algorithm_class
 from rlplat.datasets.dataset import first_rows
+from rlplat.environments.array_runner import sampling_loop
 from rlplat.environments.make import EnvInfo
 from rlplat.environments.seeding import runner_seeds
 from rlplat.errors import ConfigError
@@ -51,6 +52,7 @@ class ProbeResult:
     # ``learners/<module>/...``): what the trial's results will carry too.
     metric_paths: frozenset[str] = frozenset()
     dataset_rows: int = 0  # an offline run's update: rows of its dataset, no env steps
+    sampling: str = ""  # the loop the trial's env runners sample with (``sampling_loop``)
 
     def describe(self) -> str:
         losses = ", ".join(f"{module} {value:.4g}" for module, value in self.losses.items())
@@ -90,6 +92,7 @@ def probe_training(
                 learner, **inputs, timesteps=_timesteps(episodes), num_epochs=1
             )
             runner_metrics = runner.get_metrics()
+            sampling = sampling_loop(runner)
             runner.stop()
     except ConfigError:
         raise
@@ -98,7 +101,7 @@ def probe_training(
     steps = sum(len(episode) for episode in episodes)
     paths = {f"env_runners/{p}" for p in _paths(runner_metrics)}
     paths.update(f"learners/{p}" for p in _paths(results))
-    return ProbeResult(steps, _losses(results), frozenset(paths))
+    return ProbeResult(steps, _losses(results), frozenset(paths), sampling=sampling)
 
 
 def _own_generators(seed: int | None) -> AbstractContextManager[GeneratorStates]:

@@ -112,7 +112,14 @@ class PreparedRun:
             "resource_choices": [asdict(choice) for choice in self.choices],
             "placement_strategy": plan.strategy if plan else None,
             "trial_bundles": [asdict(bundle) for bundle in plan.bundles] if plan else [],
+            "sampling_loop": self.probe.sampling if self.probe and self.probe.sampling else None,
         }
+
+    def sampling_line(self) -> str | None:
+        """The loop the trial's env runners sample with, as the probe's env runner chose it."""
+        if self.probe is None or not self.probe.sampling:
+            return None
+        return f"Sampling: {self.probe.sampling}"
 
 
 def prepare(
@@ -830,6 +837,8 @@ def print_dry_run(
     console.print(dump_yaml(run.resolved()), highlight=False, end="")
     for note in run.notes:
         console.print(f"# default: {note}", highlight=False)
+    if run.sampling_line():
+        console.print(f"# {run.sampling_line()}", highlight=False)
     stepped = "built and stepped" if loaded.experiment.env.check.any_on() else "built"
     probed = f", {run.probe.describe()}" if run.probe is not None else ""
     console.print(

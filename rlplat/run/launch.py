@@ -476,7 +476,8 @@ def prepare_on_cluster(
     refuse_if_impossible(run)
     check_trackers(run.experiment, run.locate)
     notes = [f"Default: {note}" for note in run.notes]
-    for line in [choice.describe() for choice in run.choices] + notes + [storage_note(run)]:
+    lines = [choice.describe() for choice in run.choices] + notes
+    for line in [*lines, run.sampling_line(), storage_note(run)]:
         if line:
             console.print(line, highlight=False)
     return run

@@ -36,6 +36,7 @@ def test_run_writes_checkpoints_and_run_files(tiny_run):
     info = json.loads((run_dir / RUN_INFO).read_text())
     assert info["versions"]["ray"].startswith("2.60")
     assert "torch" in info["versions"] and "gymnasium" in info["versions"]
+    assert info["cluster"]["sampling_loop"] == "rlplat's array loop"
     summary = json.loads((run_dir / SUMMARY).read_text())
     assert summary["trials"][0]["last_checkpoint"] == trial.last_checkpoint
 

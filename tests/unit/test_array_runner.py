@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-from rlplat.environments.array_runner import array_plan
+from rlplat.environments.array_runner import ARRAY_LOOP, array_plan
 from rlplat.environments.seeding import ArrayEnvRunner, SeededSingleAgentEnvRunner
 from rlplat.experiment.load import load_experiment
 from rlplat.prepare import prepare
@@ -117,3 +117,21 @@ def test_the_seam_rllib_names_the_loop_relies_on_are_there():
         "_log_env_steps",
     ):
         assert callable(getattr(SingleAgentEnvRunner, name)), name
+
+
+@pytest.mark.parametrize(
+    ("text", "loop"),
+    [
+        (CARTPOLE_FILTERED, ARRAY_LOOP),
+        (CORRIDOR_LSTM, "RLlib's loop: the module is recurrent"),
+    ],
+    ids=["filtered", "recurrent"],
+)
+def test_the_check_names_the_sampling_loop_and_run_json_keeps_it(text, loop, tmp_path):
+    """The check before Ray builds the trial's env runner and says which loop samples (and
+    why, where it is RLlib's): printed at the start, kept in run.json."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    run = prepare(load_experiment(path, []))
+    assert run.sampling_line() == f"Sampling: {loop}"
+    assert run.record()["sampling_loop"] == loop
