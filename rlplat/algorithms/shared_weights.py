@@ -96,8 +96,12 @@ def _share(acting: nn.Module, learning: nn.Module) -> None:
         setattr(acting.get_submodule(path), name, source[key])
 
 
-def _still_shared(pairs: list[tuple[nn.Module, nn.Module]]) -> bool:
+def _still_shared(pairs: list[tuple[Any, Any]]) -> bool:
+    """Every acting module holds its learning module's tensors (a random policy, which is no
+    torch module, holds none)."""
     for acting, learning in pairs:
+        if not (isinstance(acting, nn.Module) and isinstance(learning, nn.Module)):
+            return False
         source = learning.state_dict(keep_vars=True)
         if any(t is not source.get(k) for k, t in acting.state_dict(keep_vars=True).items()):
             return False

@@ -3,7 +3,6 @@ loop, a search or several seeds through Ray Tune), summarise."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -29,15 +28,13 @@ from rlplat.callbacks.trackers import TrackerObserver, check_trackers, close_tra
 from rlplat.callbacks.videos import TrainingVideos
 from rlplat.checkpoints import (
     RESOLVED_EXPERIMENT,
-    SUMMARY,
     checkpoints_in,
-    read_results,
     trials_in,
 )
 from rlplat.cluster.connect import embedded, start_ray, stop_ray
 from rlplat.cluster.placement import Node, cluster_nodes, local_machine
 from rlplat.errors import RlplatError, UserError
-from rlplat.experiment.load import LoadedExperiment, load_experiment, trial_experiment
+from rlplat.experiment.load import LoadedExperiment, load_experiment
 from rlplat.experiment.schema import Experiment, TuneSpec
 from rlplat.experiment.spaces import describe
 from rlplat.export import load_exporter
@@ -54,10 +51,8 @@ from rlplat.prepare.run_spec import (
 )
 from rlplat.prepare.search import POPULATION_SCHEDULERS, scheduler_name
 from rlplat.run.loop import (
-    ERROR_REPORT,
-    PARAMS_JSON,
-    TRIAL,
     SingleTrialLoop,
+    ended_trial,
     settings_of,
 )
 from rlplat.run.options import TrainOptions
@@ -227,7 +222,7 @@ def resume(
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     record_driver(run_dir)
     if is_loop_run(run_dir):
-        ended = _ended_trial(run_dir, retry_errored)
+        ended = ended_trial(run_dir, retry_errored)
         if ended is not None:
             return _conclude(lambda: [ended], run, run_dir, console, clock)
         loop = _loop(run, run_dir, console)
@@ -241,30 +236,6 @@ def resumable(run_dir: Path) -> bool:
     """Whether ``run_dir`` holds a run ``--resume`` can continue: one trained by rlplat's own
     loop, or one Tune can restore."""
     return is_loop_run(run_dir) or tune.Tuner.can_restore(str(run_dir))
-
-
-def _ended_trial(run_dir: Path, retry_errored: bool) -> TrialOutcome | None:
-    """A loop run's trial as it ended, when resuming has nothing to train: it finished (its last
-    summary says so), or it failed (its error.txt, which a retry removes) and
-    ``--retry-errored`` was not given."""
-    trial_dir = run_dir / TRIAL
-    report = trial_dir / ERROR_REPORT
-    try:
-        [trial] = json.loads((run_dir / SUMMARY).read_text())["trials"]
-        finished = trial["status"] == "finished"
-    except (OSError, ValueError, KeyError, TypeError):
-        finished = False  # no summary (a killed run) or one unread
-    failed = report.is_file() and not retry_errored
-    if not (finished or failed):
-        return None
-    results = read_results(trial_dir)
-    return TrialOutcome(
-        path=trial_dir,
-        status="finished" if finished else "error",
-        last_result=results[-1] if results else {},
-        experiment=trial_experiment(json.loads((trial_dir / PARAMS_JSON).read_text())),
-        error=None if finished else report.read_text(),
-    )
 
 
 def _restart_lost_trials(grid: Any, run: PreparedRun, run_dir: Path, console: Console) -> Any:

@@ -37,6 +37,7 @@ from rlplat.callbacks.interrupt import StopNow, StopRequests
 from rlplat.callbacks.observers import FAILED, FINISHED, Observer, ResumePoint, TrialView
 from rlplat.checkpoints import (
     RESULTS_JSON,
+    SUMMARY,
     CheckpointInfo,
     best_and_last,
     obsolete_checkpoints,
@@ -80,6 +81,30 @@ def settings_of(run: PreparedRun, stop: dict[str, float]) -> LoopSettings:
         score_metric=exp.score_metric(),
         mode=exp.checkpoint.mode,
         watchdog_s=exp.watchdog_s,
+    )
+
+
+def ended_trial(run_dir: Path, retry_errored: bool) -> TrialOutcome | None:
+    """A loop run's trial as it ended, when resuming has nothing to train: it finished (its last
+    summary says so), or it failed (its error.txt, which a retry removes) and
+    ``--retry-errored`` was not given."""
+    trial_dir = run_dir / TRIAL
+    report = trial_dir / ERROR_REPORT
+    try:
+        [trial] = json.loads((run_dir / SUMMARY).read_text())["trials"]
+        finished = trial["status"] == "finished"
+    except (OSError, ValueError, KeyError, TypeError):
+        finished = False  # no summary (a killed run) or one unread
+    failed = report.is_file() and not retry_errored
+    if not (finished or failed):
+        return None
+    results = read_results(trial_dir)
+    return TrialOutcome(
+        path=trial_dir,
+        status="finished" if finished else "error",
+        last_result=results[-1] if results else {},
+        experiment=trial_experiment(json.loads((trial_dir / PARAMS_JSON).read_text())),
+        error=None if finished else report.read_text(),
     )
 
 
