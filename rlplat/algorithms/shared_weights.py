@@ -15,6 +15,7 @@ then writes each tensor onto itself.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -22,6 +23,9 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from torch import nn
 
 from rlplat.seams.rllib_learner import local_learner
+
+# Env runner groups whose local env runner was given its learner's tensors.
+_SHARING: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def share_learner_weights(algo: Any) -> bool:
@@ -39,6 +43,7 @@ def share_learner_weights(algo: Any) -> bool:
         return False
     for acting, learning in pairs:
         _share(acting, learning)
+    _SHARING.add(group)
     return True
 
 
@@ -52,10 +57,10 @@ def sync_env_runners(algo: Any) -> None:
 
 
 def _acts_with_learner_weights(algo: Any) -> bool:
-    group, learners = algo.env_runner_group, algo.learner_group
-    if group.num_remote_workers() or group.local_env_runner is None:
+    group = algo.env_runner_group
+    if group not in _SHARING or group.num_remote_workers() or group.local_env_runner is None:
         return False
-    learner = local_learner(learners)
+    learner = local_learner(algo.learner_group)
     if learner is None:
         return False
     pairs = _module_pairs(group.local_env_runner.module, learner.module)
