@@ -118,10 +118,7 @@ def array_plan(runner: Any) -> ArrayPlan | None:
     if array_loop_obstacle(runner) is not None:
         return None
     module, env, config = runner.module, runner.env, runner.config
-    pieces = list(runner.env_to_module.connectors)
-    observation_pieces = []
-    while pieces and isinstance(pieces[0], OBSERVATION_PIECES):
-        observation_pieces.append(pieces.pop(0))
+    observation_pieces, _ = _split_observation_pieces(runner.env_to_module.connectors)
     parameter = next(module.parameters(), None)
     return ArrayPlan(
         observation_pieces=observation_pieces,
@@ -146,9 +143,7 @@ def array_loop_obstacle(runner: Any) -> str | None:
         return f"the actions are a {type(env.single_action_space).__name__} space"
     if _per_step_callbacks(runner):
         return "a callback acts on every step"
-    pieces = list(runner.env_to_module.connectors)
-    while pieces and isinstance(pieces[0], OBSERVATION_PIECES):
-        pieces.pop(0)
+    _, pieces = _split_observation_pieces(runner.env_to_module.connectors)
     others = _other_pieces(pieces, STANDARD_ENV_TO_MODULE) + _other_pieces(
         runner.module_to_env.connectors, STANDARD_MODULE_TO_ENV
     )
@@ -164,6 +159,14 @@ def sampling_loop(runner: Any) -> str:
         return f"RLlib's {kind} loop"
     obstacle = array_loop_obstacle(runner)
     return ARRAY_LOOP if obstacle is None else f"RLlib's loop: {obstacle}"
+
+
+def _split_observation_pieces(pieces: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The leading pieces that rewrite each newest observation, and the pieces after them."""
+    count = 0
+    while count < len(pieces) and isinstance(pieces[count], OBSERVATION_PIECES):
+        count += 1
+    return list(pieces[:count]), list(pieces[count:])
 
 
 def _other_pieces(pieces: list[Any], names: frozenset[str]) -> list[Any]:
