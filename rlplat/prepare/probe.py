@@ -77,6 +77,7 @@ def probe_training(
         return _probe_offline(experiment, algo_config, env, locate)
     config = _local(algo_config)
     stage = "building the RLModule or sampling with it"
+    runner = learner = None
     try:
         with _own_generators(algo_config.seed):
             runner = _runner_class(config)(config=config)
@@ -93,15 +94,28 @@ def probe_training(
             )
             runner_metrics = runner.get_metrics()
             sampling = sampling_loop(runner)
-            runner.stop()
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever RLlib raises is the experiment's problem
         raise _probe_error(experiment, stage, exc, locate) from None
+    finally:
+        _stop(runner, learner)
     steps = sum(len(episode) for episode in episodes)
     paths = {f"env_runners/{p}" for p in _paths(runner_metrics)}
     paths.update(f"learners/{p}" for p in _paths(results))
     return ProbeResult(steps, _losses(results), frozenset(paths), sampling=sampling)
+
+
+def _stop(runner: Any, learner: Learner | None) -> None:
+    """Stop what the probe built, also when it failed: IMPALA's and APPO's learner starts a
+    thread that polls its empty queue 10,000 times a second until ``shutdown``, which would take
+    a share of a core from the training that follows in the same process."""
+    for stop in (learner and learner.shutdown, runner and runner.stop):
+        try:
+            if stop:
+                stop()
+        except Exception:  # noqa: BLE001, S112 - a probe that failed may fail to stop: it is done
+            continue
 
 
 def _own_generators(seed: int | None) -> AbstractContextManager[GeneratorStates]:
@@ -192,6 +206,7 @@ def _probe_offline(
     inputs = experiment.offline.input  # type: ignore[union-attr] - offline runs only
     dataset = Path(inputs if isinstance(inputs, str) else inputs[0])
     stage = "building the learner"
+    learner = None
     try:
         with _own_generators(algo_config.seed):
             learner = config.build_learner(spaces={DEFAULT_MODULE_ID: spaces})
@@ -208,6 +223,8 @@ def _probe_offline(
             results = Learner.update(learner, batch=batch, timesteps=_timesteps([]), num_epochs=1)
     except Exception as exc:  # noqa: BLE001
         raise _probe_error(experiment, stage, exc, locate) from None
+    finally:
+        _stop(None, learner)
     paths = frozenset(f"learners/{p}" for p in _paths(results))
     return ProbeResult(0, _losses(results), paths, dataset_rows=len(rows["t"]))
 

@@ -32,3 +32,13 @@ def test_self_play_says_when_no_random_step_could_tell_whether_the_game_is_compe
     untold = prepare(load_experiment(selfplay, ["env.check=false"]), probe=False)
     [note] = [note for note in untold.notes if "multi_agent.self_play" in note]
     assert "did not step the env" in note and "could not be told" in note
+
+
+def test_the_probe_leaves_no_thread_to_take_cpu_from_the_training_after_it():
+    """APPO's learner polls its queue from a thread of its own (10,000 times a second) until it
+    is shut down: the probe's learner stops with the probe."""
+    import threading
+
+    before = set(threading.enumerate())
+    prepare(load_experiment(EXPERIMENTS / "cartpole_appo.yaml"))
+    assert [t.name for t in set(threading.enumerate()) - before] == []
