@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -40,23 +41,79 @@ def test_dry_run_shows_the_spaces_as_written(search_file, capsys):
 # --- real searches -----------------------------------------------------------------------------
 
 
+ITERATIONS = 5  # of each trial of the search below
+
+
 @pytest.fixture(scope="module")
-def tiny_search(ray_session, tmp_path_factory):
-    """A grid over the corridor length x 2 samples of lr: four trials of three iterations."""
-    from rich.console import Console
+def tiny_search(ray_session, mlflow_server, tmp_path_factory) -> SimpleNamespace:
+    """A grid over the corridor length x 2 samples of lr: four trials of five iterations, tracked
+    by MLflow and W&B. ``rlplat train`` is killed (SIGKILL) once a trial has finished while
+    another is mid-way, and ``--resume`` finishes the run: the tests below read what the
+    resumed search wrote. Tune's saved state may hold "STOP once this save is written" for a
+    trial whose save was in flight; the resumed run must not apply it to that trial's first
+    checkpoint (the state below holds one for an unfinished trial).
 
-    from rlplat.run.launch import train
-
+    Returns summary.json's trials as objects, the run directory, the MLflow experiment and the
+    killed run's state."""
     tmp = tmp_path_factory.mktemp("search")
+    experiment = f"killed-search-{tmp.name}"
+    text = (
+        replace(TINY_SEARCH, "iterations: 3", f"iterations: {ITERATIONS}")
+        .replace("keep: 1", "keep: 2")
+        .replace("OUTPUT", str(tmp / "out"))
+    ) + (
+        f"loggers:\n  mlflow: {{tracking_uri: '{mlflow_server}', experiment: {experiment}}}\n"
+        "  wandb: {project: rlplat-tests, mode: offline}\n"
+    )
     path = tmp / "exp.yaml"
-    path.write_text(TINY_SEARCH.replace("OUTPUT", str(tmp / "out")))
-    summary = train(load_experiment(path), console=Console(record=True, width=200))
-    return summary
+    path.write_text(text)
+    command = [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session]
+    # Tune saves which checkpoint each trial resumes from every ~10 s by default; every second
+    # here, so that the trials already running have a checkpoint to continue from.
+    process = subprocess.Popen(
+        [*command, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"},
+    )
+    run_dir = None
+    finished = 0
+    for line in process.stdout:
+        if line.startswith("Run directory:"):
+            run_dir = Path(line.split(":", 1)[1].strip())
+        if line.startswith("trial_") and line.rstrip().endswith("finished"):
+            finished += 1
+        elif finished and line.startswith("trial_"):
+            os.killpg(process.pid, signal.SIGKILL)  # a trial is done, another is mid-way
+            break
+    process.wait()
+    assert run_dir is not None
+    killed = {"code": process.returncode, "results_csv": (run_dir / RESULTS_CSV).exists()}
+    [state_file] = run_dir.glob("experiment_state-*.json")
+    state = json.loads(state_file.read_text())
+    trials = [json.loads(trial) for trial, _ in state["trial_data"]]
+    unfinished = [trial["trial_id"] for trial in trials if trial["status"] != "TERMINATED"]
+    state["runner_data"]["_cached_trial_decisions"] = {unfinished[0]: "STOP"}
+    state_file.write_text(json.dumps(state))
+
+    done = subprocess.run(
+        [*command, "--resume", str(run_dir)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return SimpleNamespace(
+        run_dir=str(run_dir),
+        trials=[SimpleNamespace(**trial) for trial in summary["trials"]],
+        mlflow=(mlflow_server, experiment),
+        killed=killed,
+    )
 
 
 def test_search_runs_every_trial_with_its_own_values(tiny_search):
     assert len(tiny_search.trials) == 4
-    assert all(t.status == "finished" and t.iterations == 3 for t in tiny_search.trials)
+    assert all(t.status == "finished" and t.iterations == ITERATIONS for t in tiny_search.trials)
     for trial in tiny_search.trials:
         checkpoint = load_experiment(Path(trial.best_checkpoint) / "experiment.yaml")
         params = json.loads((Path(trial.path) / "params.json").read_text())
@@ -184,71 +241,22 @@ def test_pbt_exploits_and_changes_the_trials_config(ray_session, write_yaml, tmp
     assert any(changed), "an exploited trial trains on with its new learning rate"
 
 
-def test_killed_search_resumes_with_every_trial_accounted_for(
-    ray_session, mlflow_server, write_yaml, tmp_path
-):
-    """SIGKILL ``rlplat train`` once a trial has finished, then ``--resume`` the run: every
-    trial finishes once, and its MLflow and W&B runs are the same ones, each step logged once.
-    Tune's saved state may hold "STOP once this save is written" for a trial whose save was in
-    flight; the resumed run must not apply it to that trial's first checkpoint (the state below
-    holds one for an unfinished trial)."""
-    experiment = f"killed-search-{tmp_path.name}"
-    text = (
-        TINY_SEARCH.replace("OUTPUT", str(tmp_path / "out"))
-        .replace("iterations: 3", "iterations: 8")
-        .replace("keep: 1", "keep: 2")
-    ) + (
-        f"loggers:\n  mlflow: {{tracking_uri: '{mlflow_server}', experiment: {experiment}}}\n"
-        "  wandb: {project: rlplat-tests, mode: offline}\n"
-    )
-    path = write_yaml(text)
-    command = [sys.executable, "-m", "rlplat.cli", "train", "--address", ray_session]
-    # Tune saves which checkpoint each trial resumes from every ~10 s by default; every second
-    # here, so that the trials already running have a checkpoint to continue from.
-    process = subprocess.Popen(
-        [*command, str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"},
-    )
-    run_dir = None
-    finished = 0
-    for line in process.stdout:
-        if line.startswith("Run directory:"):
-            run_dir = Path(line.split(":", 1)[1].strip())
-        if line.startswith("trial_") and line.rstrip().endswith("finished"):
-            finished += 1
-        elif finished and line.startswith("trial_"):
-            os.killpg(process.pid, signal.SIGKILL)  # a trial is done, another is mid-way
-            break
-    process.wait()
-    assert process.returncode == -signal.SIGKILL, "the run was killed halfway"
-    assert run_dir is not None and not (run_dir / RESULTS_CSV).exists()
-    [state_file] = run_dir.glob("experiment_state-*.json")
-    state = json.loads(state_file.read_text())
-    trials = [json.loads(trial) for trial, _ in state["trial_data"]]
-    unfinished = [trial["trial_id"] for trial in trials if trial["status"] != "TERMINATED"]
-    state["runner_data"]["_cached_trial_decisions"] = {unfinished[0]: "STOP"}
-    state_file.write_text(json.dumps(state))
-
-    done = subprocess.run(
-        [*command, "--resume", str(run_dir)], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert len(summary["trials"]) == 4
-    assert all(t["status"] == "finished" and t["iterations"] == 8 for t in summary["trials"])
+def test_killed_search_resumes_with_every_trial_accounted_for(tiny_search):
+    """The search of ``tiny_search`` was killed halfway and resumed: every trial finished once,
+    none started over, checkpoint.keep held, and its MLflow and W&B runs are the same ones,
+    each step logged once."""
+    assert tiny_search.killed == {"code": -signal.SIGKILL, "results_csv": False}
+    run_dir = Path(tiny_search.run_dir)
     with open(run_dir / RESULTS_CSV) as handle:
         assert len(list(csv.DictReader(handle))) == 4
-    for trial in summary["trials"]:
-        iterations = [r["training_iteration"] for r in read_results(Path(trial["path"]))]
+    for trial in tiny_search.trials:
+        iterations = [r["training_iteration"] for r in read_results(Path(trial.path))]
         assert iterations.count(1) == 1, "no trial started over from scratch"
-        assert iterations[-1] == 8
-        kept = list(Path(trial["path"]).glob("checkpoint_*"))
+        assert iterations[-1] == ITERATIONS
+        kept = list(Path(trial.path).glob("checkpoint_*"))
         assert len(kept) <= 3, "checkpoint.keep (2) held: the two best and the newest"
-    assert_tracked_once(mlflow_server, experiment, run_dir, summary["trials"])
+    uri, experiment = tiny_search.mlflow
+    assert_tracked_once(uri, experiment, run_dir, [vars(t) for t in tiny_search.trials])
 
 
 def assert_tracked_once(uri: str, experiment: str, run_dir: Path, trials: list[dict]) -> None:
