@@ -39,6 +39,10 @@ os.environ.setdefault("RLPLAT_RAY_IDLE_S", "30")
 # read) in a directory of this session's: two test sessions at once each find their own Ray.
 RAY_TEMP_DIR = Path(tempfile.mkdtemp(prefix="rlplat-ray-"))
 os.environ["RAY_TMPDIR"] = str(RAY_TEMP_DIR)
+# No usage statistics from the tests' Rays: Ray Data's collector (an actor per cluster, and a
+# thread polling the cluster's metrics in each process that reads a dataset) ran idle for the
+# rest of the test session once an offline test had read a dataset.
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 
 def pytest_itemcollected(item):

@@ -304,7 +304,8 @@ COMBINATIONS = {
     # with the median stopping rule: test_conditional_search_trains_each_trial_with_...
     "hyperopt + hyperband": "searcher: hyperopt\n  scheduler: hyperband",
     "bohb": "searcher: bohb",
-    "random + pb2": "scheduler: {pb2: {perturbation_interval: 1}}",
+    # One perturbation (at iteration 2 of 3): each restarts a trial in a new actor.
+    "random + pb2": "scheduler: {pb2: {perturbation_interval: 2}}",
 }
 
 

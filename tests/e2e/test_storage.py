@@ -115,9 +115,9 @@ def test_run_stopped_by_its_disk_resumes_once_fixed(failure, small_disk, ray_ses
     on Tune: a disk with files open for writing (the loop's TensorBoard file) cannot be turned
     read-only by a remount, and Tune writes them in a staging directory elsewhere."""
     # An iteration takes ~0.15 s on an idle 2-core machine: 12 finished in 2 s, before the disk
-    # failed (the wait for a checkpoint to resume from below takes up to a second); 80 leave the
-    # run seconds.
-    iterations = 80
+    # failed (the wait for a checkpoint to resume from below takes up to a second); 40 leave the
+    # run seconds (and the resume's iterations after the failure cost the test as many).
+    iterations = 40
     text = TRAIN.replace("ITERATIONS", str(iterations)).replace("OUTPUT", str(small_disk))
     if failure == "read-only":
         text = text.replace("resources:\n", "resources:\n  driver: {process: actor}\n")
