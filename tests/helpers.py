@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -387,10 +388,18 @@ def read_scalars(trial_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing uses now, from 20000-32767: below the kernel's
+    ephemeral range, where every Ray started meanwhile takes its own ports and its connections
+    their local ones (a port from there was taken before a served proxy bound it), and above
+    Ray's worker ports (10002-19999)."""
+    for port in random.SystemRandom().sample(range(20000, 32768), 200):  # not the seeded one
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32767")
 
 
 def rlplat(
