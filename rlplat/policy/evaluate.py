@@ -86,10 +86,12 @@ def evaluate(
     say: Callable[[str], None] = print,
     show_frame: Callable[[str], None] = print,
     deadline: float | None = None,
+    before_episode: Callable[[], None] | None = None,
 ) -> EvalReport:
     """Evaluate the checkpoint ``path`` designates, or the ONNX export in ``path``; ``say``
     receives progress lines. ``deadline`` (``time.monotonic()``): no episode starts after it
-    (the first always does), so the report may hold fewer than ``options.episodes``."""
+    (the first always does), so the report may hold fewer than ``options.episodes``.
+    ``before_episode`` is called before each episode: what it raises ends the evaluation."""
     check_options(options)
     run_headless(options.render)
     exported = is_export(path)
@@ -127,6 +129,8 @@ def evaluate(
         for index in range(options.episodes):
             if index and deadline is not None and time.monotonic() >= deadline:
                 break
+            if before_episode is not None:
+                before_episode()
             for observer in observers:
                 observer.before(index)
             result = run_episode(

@@ -36,7 +36,7 @@ from rlplat.experiment.schema import Experiment
 from rlplat.metrics import EVAL_SCORE, EVALUATION_SECONDS, TIME_TOTAL, finite, lookup
 from rlplat.policy.evaluate import evaluate
 from rlplat.policy.options import EvalOptions
-from rlplat.util.signals import stopped_by_signals
+from rlplat.util.signals import StopRequest, stopped_by_signals
 
 Z_95 = 1.96
 MAX_TRIALS = 10  # a bigger search keeps its training scores: re-scoring runs in the driver
@@ -75,11 +75,11 @@ def rescore_run(run_dir: Path, experiment: Experiment, console: Console) -> bool
     if budget is not None:
         console.print(budget.describe(experiment), highlight=False)
     changed = False
-    with stopped_by_signals():
+    with stopped_by_signals() as stop:
         for index, trial in enumerate(chosen):
             try:
                 share = budget.share(len(chosen) - index) if budget else None
-                changed |= _rescore_trial(trial, experiment, console, share)
+                changed |= _rescore_trial(trial, experiment, console, share, stop)
             except KeyboardInterrupt as stop:
                 name = str(stop) or "SIGINT"
                 console.print(
@@ -149,7 +149,11 @@ def _budget(trials: list[Path], experiment: Experiment) -> Budget | None:
 
 
 def _rescore_trial(
-    trial: Path, experiment: Experiment, console: Console, seconds: float | None = None
+    trial: Path,
+    experiment: Experiment,
+    console: Console,
+    seconds: float | None = None,
+    stop: StopRequest | None = None,
 ) -> bool:
     checkpoints = checkpoints_in(trial)
     episodes = experiment.checkpoint.rescore
@@ -169,7 +173,7 @@ def _rescore_trial(
             if seconds is not None:
                 left = seconds - (time.monotonic() - started)
                 deadline = time.monotonic() + left / (len(checkpoints) - index)
-            each = rescore_checkpoint(checkpoint, episodes, deadline)
+            each = rescore_checkpoint(checkpoint, episodes, deadline, stop)
             if deadline is not None and _no_better_than_training(
                 each, before[checkpoint], episodes
             ):
@@ -223,15 +227,25 @@ def _no_better_than_training(each: Rescored, before: CheckpointInfo | None, epis
     return played <= training
 
 
-def rescore_checkpoint(checkpoint: Path, episodes: int, deadline: float | None = None) -> Rescored:
+def rescore_checkpoint(
+    checkpoint: Path,
+    episodes: int,
+    deadline: float | None = None,
+    stop: StopRequest | None = None,
+) -> Rescored:
     """Play ``episodes`` greedy episodes (seeds 0.., as ``rlplat eval -n EPISODES``) with the
     checkpoint's policy, fewer where ``deadline`` (``time.monotonic()``) comes first: its info
-    with their mean as the score (not yet written); one re-scored before keeps its score."""
+    with their mean as the score (not yet written); one re-scored before keeps its score. A
+    ``stop`` that was asked raises KeyboardInterrupt before the next episode."""
     info = CheckpointInfo.read(checkpoint) or CheckpointInfo()
     if info.score_interval is not None:
         return Rescored(checkpoint, info)
     report = evaluate(
-        checkpoint, EvalOptions(episodes=episodes), say=lambda _: None, deadline=deadline
+        checkpoint,
+        EvalOptions(episodes=episodes),
+        say=lambda _: None,
+        deadline=deadline,
+        before_episode=stop.raise_if_asked if stop is not None else None,
     )
     episodes = report.episodes
     returns = report.returns
