@@ -31,6 +31,7 @@ from rlplat.policy.options import EvalOptions
 from rlplat.run.launch import train_command
 from rlplat.run.options import TrainOptions
 from rlplat.run.summary import RunSummary, TrialSummary
+from rlplat.util.frames import skip_module_search_for_frames_below
 from rlplat.util.notebook import progress_stream
 from rlplat.util.project import project_paths, use_project_paths
 from rlplat.util.timings import StageClock
@@ -173,7 +174,9 @@ def _check_types(function: str, values: dict[str, Any], kind: type) -> None:
 
 def _start(verbose: bool, path: Path) -> None:
     """What every command does first: Ray's logs and Python's warnings quiet unless
-    ``verbose``, and the user's code importable from the project of ``path``."""
+    ``verbose``, the user's code importable from the project of ``path``, and the caller's
+    frames (a notebook's cells) known to inspect (``skip_module_search_for_frames_below``)."""
+    skip_module_search_for_frames_below()
     quiet_ray_logs(verbose)
     if not verbose:  # what the command hides: Ray's warnings, RLlib re-registering its env ids
         warnings.filterwarnings("ignore", module="ray")

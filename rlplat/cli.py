@@ -41,6 +41,7 @@ from rlplat.policy.options import DatasetOptions, EvalOptions
 from rlplat.report.options import ReportOptions
 from rlplat.run.options import TrainOptions
 from rlplat.serve.options import ServeOptions
+from rlplat.util.frames import skip_module_search_for_frames_below
 from rlplat.util.options import from_values, typer_parameters
 from rlplat.util.process import FIXED_HASH_SEED
 from rlplat.util.project import project_paths, use_project_paths
@@ -471,6 +472,7 @@ def run_here(argv: list[str] | None = None) -> None:
     """The command in this process: user errors print one paragraph and exit 2; ``--debug``
     shows tracebacks."""
     global _debug
+    skip_module_search_for_frames_below()
     if argv is None:
         sys.stdout = StdoutOrStderr(sys.stdout, sys.stderr)
     _debug = False

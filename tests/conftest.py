@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rlplat.util.frames import skip_module_search_for_frames_below
 from tests.e2e.helpers import train_yaml
 from tests.helpers import (
     CORRIDOR_LSTM,
@@ -24,6 +25,9 @@ from tests.helpers import (
     free_port,
     stop_warm_rays,
 )
+
+# RLlib builds connector pieces under xdist's `exec` frames (and python -m's): see the function.
+skip_module_search_for_frames_below()
 
 TESTS = Path(__file__).resolve().parent
 KINDS = ("unit", "e2e")  # tests/unit and tests/e2e, each marked with its directory's name
