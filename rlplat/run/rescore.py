@@ -80,8 +80,8 @@ def rescore_run(run_dir: Path, experiment: Experiment, console: Console) -> bool
             try:
                 share = budget.share(len(chosen) - index) if budget else None
                 changed |= _rescore_trial(trial, experiment, console, share, stop)
-            except KeyboardInterrupt as stop:
-                name = str(stop) or "SIGINT"
+            except KeyboardInterrupt as interrupt:
+                name = str(interrupt) or "SIGINT"
                 console.print(
                     f"  {name}: re-scoring stopped; the trials re-scored keep their new scores, "
                     "the others their scores from training.",
