@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -410,17 +411,50 @@ def rlplat(
     unset: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess:
     """The installed ``rlplat`` command (``python -m rlplat.cli`` if it is not on PATH)."""
-    exe = shutil.which("rlplat") or sys.executable
-    prefix = [exe] if exe.endswith("rlplat") else [exe, "-m", "rlplat.cli"]
     environment = {k: v for k, v in os.environ.items() if k not in unset}
     return subprocess.run(
-        [*prefix, *args],
+        rlplat_command(*args),
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=cwd,
         env={**environment, **(env or {})},
     )
+
+
+def rlplat_command(*args: str) -> list[str]:
+    """The command line of ``rlplat *args``: the installed script, else ``python -m``."""
+    exe = shutil.which("rlplat") or sys.executable
+    prefix = [exe] if exe.endswith("rlplat") else [exe, "-m", "rlplat.cli"]
+    return [*prefix, *args]
+
+
+def rlplat_timed(
+    args: list[str], line: str, timeout: int = 300, unset: tuple[str, ...] = ()
+) -> tuple[subprocess.CompletedProcess, float]:
+    """``rlplat(*args)``, and the seconds from its start until it printed a line containing
+    ``line`` (the command's whole time if it never did)."""
+    environment = {k: v for k, v in os.environ.items() if k not in unset}
+    started = time.time()
+    with subprocess.Popen(
+        rlplat_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=environment,
+    ) as process:
+        stderr: list[str] = []
+        reader = threading.Thread(target=lambda: stderr.append(process.stderr.read()))
+        reader.start()
+        timer = threading.Timer(timeout, process.kill)
+        timer.start()
+        stdout, printed_at = [], None
+        for out_line in process.stdout:
+            stdout.append(out_line)
+            if printed_at is None and line in out_line:
+                printed_at = time.time() - started
+        process.wait()
+        timer.cancel()
+        reader.join()
+    proc = subprocess.CompletedProcess(process.args, process.returncode, "".join(stdout), stderr[0])
+    return proc, printed_at if printed_at is not None else time.time() - started
 
 
 def launch(args: list[str], address: str) -> subprocess.Popen:
