@@ -20,11 +20,10 @@ from rlplat.algorithms.base import (
     RandomWarmupConfig,
     TargetNetworkLearner,
     not_negative,
-    optimizer_parameters,
-    registered_optimizers,
 )
 from rlplat.algorithms.networks import ACTIVATIONS
 from rlplat.algorithms.sac import SquashedGaussian
+from rlplat.engine.learner import optimizer_parameters, registered_optimizers
 
 CRITIC, ACTOR = "critic", "actor"  # optimizer names
 

@@ -20,7 +20,6 @@ An algorithm declares what is its own and the base does the rest:
 # No ``from __future__ import annotations``: the settings' annotations are read at run time.
 import copy
 import inspect
-import logging
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, get_origin
 
@@ -28,22 +27,17 @@ import numpy as np
 import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.learner.utils import make_target_network
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
 from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch
-from ray.rllib.utils.metrics import ALL_MODULES, REPLAY_BUFFER_RESULTS
-from ray.rllib.utils.torch_utils import clip_gradients as rllib_clip_gradients
+from ray.rllib.utils.metrics import REPLAY_BUFFER_RESULTS
 from ray.rllib.utils.typing import ModuleID, ParamDict
 from torch import nn
 
 from rlplat.algorithms.loop import OwedUpdates, sample_round, update_and_sync
-from rlplat.algorithms.minibatches import EpochMinibatches
-from rlplat.seams.rllib_learner import steps_optimizers_plainly
+from rlplat.engine.learner import RlplatLearner
 from rlplat.seams.rllib_parts import ModelConfigIncludes
-
-logger = logging.getLogger(__name__)
 
 
 class OwnAlgorithmConfig(ModelConfigIncludes):
@@ -251,54 +245,7 @@ class ReplayLoopAlgorithm(Algorithm):
         raise NotImplementedError
 
 
-class FusedGradientSteps(EpochMinibatches):
-    """Learner mixin (before a ``TorchLearner``): gradients applied by ``step_if_finite`` where
-    the learner uses neither AMP nor torch LR schedulers (RLlib's ``apply_gradients`` then),
-    clipped to a global norm by :func:`clip_by_global_norm`; minibatches cut once per epoch
-    (``EpochMinibatches``)."""
-
-    def apply_gradients(self, gradients_dict: ParamDict) -> None:
-        if steps_optimizers_plainly(self):  # type: ignore[arg-type]
-            step_if_finite(self, gradients_dict)
-        else:
-            super().apply_gradients(gradients_dict)  # type: ignore[misc]
-
-    def clip_function(self) -> Callable[..., Any]:
-        return clip_gradients
-
-
-def clip_gradients(gradients: ParamDict, *, grad_clip: float, grad_clip_by: str) -> Any:
-    """RLlib's gradient clipping (``ray.rllib.utils.torch_utils.clip_gradients``), with the
-    global norm computed and applied by fused calls over all tensors (:func:`clip_by_global_norm`)
-    where RLlib makes two calls per tensor."""
-    if grad_clip_by != "global_norm":
-        return rllib_clip_gradients(gradients, grad_clip=grad_clip, grad_clip_by=grad_clip_by)
-    return clip_by_global_norm([g for g in gradients.values() if g is not None], grad_clip)
-
-
-def clip_by_global_norm(grads: list[torch.Tensor], grad_clip: float) -> torch.Tensor:
-    """Scale ``grads`` in place so that their global 2-norm is at most ``grad_clip``, as RLlib
-    does (each tensor's norm and the total with inf mapped to 1e9, the same 1e-6); the norm."""
-    if not grads:
-        return torch.tensor(0.0)
-    norms = torch.stack(torch._foreach_norm([g.detach() for g in grads]))
-    total = torch.linalg.vector_norm(norms.nan_to_num(neginf=-10e8, posinf=10e8))
-    total = total.nan_to_num(neginf=-10e8, posinf=10e8)
-    scale = torch.clamp(grad_clip / torch.clamp(total + 1e-6, min=grad_clip), max=1.0)
-    torch._foreach_mul_([g.detach() for g in grads], scale)
-    return total
-
-
-def applies_gradients_as_rllib(learner_class: type) -> bool:
-    """Whether ``learner_class`` is a torch learner with RLlib's own ``apply_gradients``."""
-    return (
-        isinstance(learner_class, type)
-        and issubclass(learner_class, TorchLearner)
-        and learner_class.apply_gradients is TorchLearner.apply_gradients
-    )
-
-
-class TargetNetworkLearner(FusedGradientSteps, TorchLearner):
+class TargetNetworkLearner(RlplatLearner):
     """A learner whose modules have target networks: it builds them, and after each optimizer
     step moves those of every module whose update is due (``target_update_due``, each
     algorithm's cadence) ``tau`` of the way towards the online ones (1.0: a copy).
@@ -348,40 +295,6 @@ class TargetNetworkLearner(FusedGradientSteps, TorchLearner):
                 move_towards(main, target, tau)
             if self.LOG_TARGET_UPDATES:
                 self.metrics.log_value((module_id, "target_updates"), 1, reduce="lifetime_sum")
-
-
-def step_if_finite(
-    learner: TorchLearner,
-    gradients: ParamDict,
-    optimizers: list[torch.optim.Optimizer] | None = None,
-) -> None:
-    """RLlib's ``apply_gradients`` without AMP or torch LR schedulers: gradients with nan or
-    inf become zeros, as RLlib's do; then every optimizer (or those given) steps. One fused norm
-    checks all gradients, where RLlib checks each tensor twice."""
-    grads = list(gradients.values())
-    if grads and not torch.isfinite(torch.stack(torch._foreach_norm(grads))).all():
-        logger.warning("Gradients contain `nan/inf` values; setting them to zero.")
-        grads = [torch.nan_to_num(grad) for grad in grads]
-    for param, grad in zip(gradients, grads, strict=True):  # a torch param is its own ref
-        param.grad = grad
-    for optimizer in registered_optimizers(learner) if optimizers is None else optimizers:
-        optimizer.step()
-
-
-def registered_optimizers(learner: TorchLearner) -> list[torch.optim.Optimizer]:
-    """Every optimizer the learner registered, as RLlib's ``apply_gradients`` steps them: each
-    of its modules' and any under ``ALL_MODULES``."""
-    return [
-        optimizer
-        for module_id in (*learner.module.keys(), ALL_MODULES)
-        for _, optimizer in learner.get_optimizers_for_module(module_id)
-    ]
-
-
-def optimizer_parameters(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
-    """The parameters ``optimizer`` updates, in the order it was given them: in a torch learner
-    also their keys in a gradient dict (``TorchLearner.get_param_ref`` is the parameter)."""
-    return [param for group in optimizer.param_groups for param in group["params"]]
 
 
 @torch.no_grad()

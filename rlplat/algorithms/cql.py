@@ -14,10 +14,11 @@ from ray.rllib.utils.metrics import (
 )
 
 from rlplat.algorithms.sac import TemperatureState
+from rlplat.engine.learner import RlplatLearner
 
 
-class CQLLearner(TemperatureState, CQLTorchLearner):
-    """RLlib's CQL torch learner with ``TemperatureState``."""
+class CQLLearner(TemperatureState, RlplatLearner, CQLTorchLearner):
+    """RLlib's CQL torch learner with ``TemperatureState``, on rlplat's learner."""
 
 
 class CQLConfig(RLlibCQLConfig):

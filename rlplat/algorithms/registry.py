@@ -101,6 +101,10 @@ class AlgorithmRecord:
     # Explores epsilon-greedily, which an exported graph's outputs cannot do: its export acts
     # greedily only (no ``explore``).
     epsilon_greedy: bool = False
+    # ``module.path:Class`` of the learner an algorithm RLlib ships trains with (RLlib's torch
+    # learner on rlplat's ``RlplatLearner``); None: its config's default (rlplat's algorithms
+    # name their own).
+    learner: str | None = None
     # Training settings rlplat passes unless the experiment sets them.
     training_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     # Settings for one machine that a single-agent experiment gets where it leaves them out
@@ -293,9 +297,11 @@ _PPO_DEFAULTS = tuple(
     ),
 )
 _MASKED_PPO = "rlplat.rllib.modules:MaskedPPOModule"
+_LEARNERS = "rlplat.algorithms.rllib_learners"  # RLlib's learners on rlplat's
 
 register_algorithm(
     "PPO",
+    learner=f"{_LEARNERS}:PPOLearner",
     masked_module=_MASKED_PPO,
     simba=True,
     random_policies=True,
@@ -310,8 +316,8 @@ register_algorithm(
     view="central",
     synchronous_learner=True,
 )
-register_algorithm("APPO", on_policy_rewards=True)
-register_algorithm("IMPALA", on_policy_rewards=True)
+register_algorithm("APPO", learner=f"{_LEARNERS}:APPOLearner", on_policy_rewards=True)
+register_algorithm("IMPALA", learner=f"{_LEARNERS}:IMPALALearner", on_policy_rewards=True)
 register_algorithm(
     "DQN",
     "rlplat.algorithms.transition_loop:DQN",
@@ -331,9 +337,14 @@ register_algorithm(
     synchronous_learner=True,
     machine_defaults=_SAC_DEFAULTS,
 )
-register_algorithm("DreamerV3", replay_memory=_REPLAY_BUFFER, networks="own")
-register_algorithm("BC", offline=True)
-register_algorithm("MARWIL", offline=True)
+register_algorithm(
+    "DreamerV3",
+    learner="rlplat.algorithms.dreamerv3:DreamerV3Learner",
+    replay_memory=_REPLAY_BUFFER,
+    networks="own",
+)
+register_algorithm("BC", learner=f"{_LEARNERS}:MARWILLearner", offline=True)
+register_algorithm("MARWIL", learner=f"{_LEARNERS}:MARWILLearner", offline=True)
 # CQLConfig's own default lr fails CQLConfig.validate(), which takes the three rates only.
 register_algorithm(
     "CQL",
@@ -345,6 +356,7 @@ register_algorithm(
 )
 register_algorithm(
     "IQL",
+    learner=f"{_LEARNERS}:IQLLearner",
     offline=True,
     discrete_alternative="BC or MARWIL",
     own_rates="actor_lr, critic_lr and value_lr",

@@ -63,11 +63,10 @@ from ray.rllib.utils.typing import ModuleID, ParamDict
 from rlplat.algorithms.base import (
     RandomWarmupConfig,
     WithoutModeSwitch,
-    optimizer_parameters,
-    registered_optimizers,
-    step_if_finite,
 )
+from rlplat.algorithms.networks import SimbaCatalog
 from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
+from rlplat.engine.learner import optimizer_parameters, registered_optimizers, step_if_finite
 from rlplat.seams.rllib_learner import SACLossHook, sac_pending_losses, wants_component
 from rlplat.seams.rllib_parts import CatalogHooks, check_model_config, squash
 
@@ -119,6 +118,10 @@ class PaperCriticSACCatalog(CatalogHooks, SACCatalog):
         settings["input_dims"] = [int(obs_config.input_dims[0]) + action_size]
         self.qf_encoder_config = ObsActionMLPEncoderConfig(**settings)
         return self.qf_encoder_config.build(framework=framework)
+
+
+class SimbaSACCatalog(SimbaCatalog, PaperCriticSACCatalog):
+    """``PaperCriticSACCatalog`` whose encoders are SimBa's with ``model_config.simba``."""
 
 
 class SACModule(WithoutModeSwitch, DefaultSACTorchRLModule):

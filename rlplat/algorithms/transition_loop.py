@@ -48,10 +48,11 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-from rlplat.algorithms.base import FusedGradientSteps, OwnAlgorithmConfig, move_towards
+from rlplat.algorithms.base import OwnAlgorithmConfig, move_towards
 from rlplat.algorithms.loop import env_steps_sampled, sample_round
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer
 from rlplat.algorithms.shared_weights import sync_env_runners
+from rlplat.engine.learner import RlplatLearner
 from rlplat.seams.rllib_algorithm import AlgorithmHooks, compiled_after, custom_learner_connector
 
 FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete)
@@ -200,8 +201,8 @@ class TransitionReplayConfig(OwnAlgorithmConfig):
         return pipeline
 
 
-class InPlaceTargetUpdates(FusedGradientSteps):
-    """Mixin before an RLlib DQN-family torch learner (DQN, SAC): ``FusedGradientSteps``, and
+class InPlaceTargetUpdates(RlplatLearner):
+    """Before an RLlib DQN-family torch learner (DQN, SAC): ``RlplatLearner``, and
     target networks moved in place (``move_towards``) at DQNLearner's cadence, every
     ``target_network_update_freq`` env steps, with its counters. RLlib's own update rebuilds and
     loads a state dict per network: 0.8 ms of a SAC HalfCheetah update."""

@@ -9,7 +9,7 @@ near unit scale whatever the env's reward scale.
 rlplat applies it in the learner connector pipeline only, as the batch's reward column: the env
 runners' episodes keep the env's rewards, so episode returns, evaluation and checkpoint scores
 are in the env's units. The statistics and each unfinished episode's running return are the
-piece's state, saved in the learner's checkpoint state (``rlplat.rllib.learner_state``). Each
+piece's state, saved in the learner's checkpoint state (``rlplat.engine.learner``). Each
 learner keeps its own (with several learners, the first one's is saved), and where IMPALA or
 APPO run the learner pipeline in aggregator actors (``num_aggregator_actors_per_learner``) the
 statistics live there and are not saved.

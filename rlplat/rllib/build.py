@@ -25,13 +25,8 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.registry import register_env
 
-from rlplat.algorithms import policy_change
-from rlplat.algorithms.base import (
-    FusedGradientSteps,
-    OwnAlgorithmConfig,
-    applies_gradients_as_rllib,
-)
-from rlplat.algorithms.networks import SIMBA, SimbaCatalog, SimbaSettings
+from rlplat.algorithms.base import OwnAlgorithmConfig
+from rlplat.algorithms.networks import SIMBA, SimbaSettings
 from rlplat.algorithms.registry import (
     algorithm_record,
     get_algorithm_class,
@@ -53,18 +48,17 @@ from rlplat.experiment.sb3_names import sb3_hint
 from rlplat.experiment.schema import OWN_FAULT_TOLERANCE, Experiment, MultiAgentSpec, entry_parts
 from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
-from rlplat.rllib.learner_state import LearnerConnectorState
 from rlplat.rllib.modules import (
     LOG_STD_INIT,
     SCALED_FRAMES_MODULES,
+    SIMBA_CATALOGS,
     InitialLogStdPPOModule,
     UniformRandomModule,
     default_catalog,
 )
 from rlplat.rllib.multi_agent import PolicyMapping, check_multi_agent
-from rlplat.rllib.optimizers import ConfiguredOptimizer, check_optimizer
+from rlplat.rllib.optimizers import check_optimizer
 from rlplat.rllib.self_play import self_play_calls
-from rlplat.util.classes import mixed
 from rlplat.util.imports import import_object
 
 # An offline run's data pipeline runs in the trial's placement group (see
@@ -330,7 +324,7 @@ def check_rllib_sections(exp: Experiment, config_cls: type, locate: Callable[[st
                 raise ConfigError(problem, location=locate(path), key=path)
     defaults = config_cls()
     if isinstance(defaults.optimizer, dict):  # RLlib's old-stack key, rlplat's on the new one
-        learner_class = exp.training.get("learner_class") or defaults.get_default_learner_class()
+        learner_class = exp.training.get("learner_class") or learner_class_for(exp.algorithm)
         check_optimizer(exp.training.get("optimizer"), exp.algorithm, learner_class, locate)
 
 
@@ -492,7 +486,7 @@ def build_algorithm_config(
     if exp.offline is not None:
         calls["offline_data"]["input_"] = [str(data_path(Path(p))) for p in exp.offline.inputs()]
         _offline_data_defaults(calls["offline_data"])
-    _learner_class_calls(calls, config)
+    _learner_class_calls(calls, exp.algorithm)
     for key, value in algorithm_record(exp.algorithm).training_defaults.items():
         calls["training"].setdefault(key, value)
     for path, (section, keyword) in RESOURCE_KEYS.items():
@@ -588,7 +582,7 @@ def _simba_networks(
     locate: Callable[[str], str],
 ) -> None:
     """``rl_module.model_config.simba``: SimBa's residual encoders, checked here; RLlib's modules
-    get them from their catalog (``SimbaCatalog`` mixed in); rlplat's own modules read the
+    get them from their catalog (``SIMBA_CATALOGS``); rlplat's own modules read the
     setting."""
     model_config = calls["rl_module"].get("model_config") or {}
     if SIMBA not in model_config:
@@ -636,7 +630,7 @@ def _simba_networks(
     catalog = spec.catalog_class or default_catalog(spec.module_class)
     if catalog is not None:
         calls["rl_module"]["rl_module_spec"] = RLModuleSpec(
-            module_class=spec.module_class, catalog_class=mixed(catalog, SimbaCatalog)
+            module_class=spec.module_class, catalog_class=SIMBA_CATALOGS[catalog]
         )
 
 
@@ -671,27 +665,20 @@ def _scaled_frames_module(
     calls["rl_module"]["rl_module_spec"] = RLModuleSpec(module_class=scaled)
 
 
-def _learner_class_calls(calls: dict[str, dict[str, Any]], config: AlgorithmConfig) -> None:
-    """The run's learner class: the registered one (else RLlib's) with rlplat's learner mixins in
-    front, composed once: ``FusedGradientSteps`` for a learner with RLlib's own
-    ``apply_gradients`` (one fused norm checks the gradients for nan/inf instead of two calls per
-    parameter tensor: about 0.25 ms of a 3 ms PPO minibatch update of a 256x256 network, the same
-    update), ``ConfiguredOptimizer`` for ``training.optimizer: {type: ...}`` on a learner with
-    RLlib's one optimizer per module, ``LearnerConnectorState`` when learner connector pieces
-    keep state in checkpoints."""
-    base = calls["training"].get("learner_class") or config.get_default_learner_class()
-    mixins: list[type] = []
-    if applies_gradients_as_rllib(base) and not config.torch_skip_nan_gradients:
-        mixins.append(FusedGradientSteps)
-    optimizer = calls["training"].get("optimizer")
-    if isinstance(optimizer, dict) and optimizer.get("type") and isinstance(config.optimizer, dict):
-        mixins.append(ConfiguredOptimizer)
-    if "learner_connector" in calls["learners"]:
-        mixins.append(LearnerConnectorState)
-    if policy_change.applies(base):
-        mixins.append(policy_change.PolicyChangeStats)
-    if mixins:
-        calls["training"]["learner_class"] = mixed(base, *mixins)
+def _learner_class_calls(calls: dict[str, dict[str, Any]], algorithm: str) -> None:
+    """An algorithm RLlib ships trains with the learner its record names (RLlib's on rlplat's
+    ``RlplatLearner``); rlplat's own configs give theirs."""
+    if algorithm_record(algorithm).learner and not calls["training"].get("learner_class"):
+        calls["training"]["learner_class"] = learner_class_for(algorithm)
+
+
+def learner_class_for(algorithm: str) -> type:
+    """The learner ``algorithm`` trains with: the one its record names (RLlib's learner on
+    rlplat's ``RlplatLearner``), else its config's default (rlplat's own algorithms)."""
+    record = algorithm_record(algorithm)
+    if record.learner:
+        return import_object(record.learner)
+    return get_algorithm_class(algorithm).get_default_config().get_default_learner_class()
 
 
 def _call_builders(

@@ -32,6 +32,8 @@ from ray.rllib.core.models.torch.primitives import TorchCNN
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
+from rlplat.algorithms.networks import SimbaCatalog
+from rlplat.algorithms.sac import PaperCriticSACCatalog, SimbaSACCatalog
 from rlplat.environments.pettingzoo import ACTION_MASK
 
 
@@ -99,6 +101,17 @@ SCALED_FRAMES_MODULES: dict[type, type] = {
 # RLlib's default modules that build from a catalog they pick themselves when their spec names
 # none -> that catalog.
 DEFAULT_CATALOGS: dict[type, type] = {DefaultPPOTorchRLModule: PPOCatalog}
+
+
+class SimbaPPOCatalog(SimbaCatalog, PPOCatalog):
+    """RLlib's PPO catalog whose encoders are SimBa's with ``model_config.simba``."""
+
+
+# The catalogs of the RLlib modules that take SimBa's encoders -> the same with them.
+SIMBA_CATALOGS: dict[type, type] = {
+    PPOCatalog: SimbaPPOCatalog,
+    PaperCriticSACCatalog: SimbaSACCatalog,
+}
 
 
 def default_catalog(module_class: type) -> type | None:

@@ -5,38 +5,21 @@ RLlib's new stack gives each module of PPO, APPO, IMPALA, DQN, BC and MARWIL one
 on its old stack. rlplat gives that key a meaning on the new one:
 ``optimizer: {type: sgd, lr: 0.01, momentum: 0.9}`` builds ``torch.optim.SGD(params,
 momentum=0.9)`` at learning rate 0.01 (``lr`` left out: ``training.lr``, schedules included).
-Each other key is an argument of the torch optimizer. Algorithms that set up their own
+Each other key is an argument of the torch optimizer (rlplat's learner builds it:
+``rlplat.engine.learner``). Algorithms that set up their own
 optimizers (SAC, CQL, IQL, TD3 with actor and critic rates; QMIX with ``optimizer: adam |
 rmsprop``) are refused with the key to use instead.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
-import torch
-from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.utils.typing import ModuleID
-
 from rlplat.algorithms.registry import algorithm_record, algorithm_records
+from rlplat.engine.learner import sets_up_own_optimizers
+from rlplat.engine.optimizers import OPTIMIZERS, optimizer_arguments
 from rlplat.errors import ConfigError, not_among
-
-OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
-    "adam": torch.optim.Adam,
-    "adamw": torch.optim.AdamW,
-    "radam": torch.optim.RAdam,
-    "sgd": torch.optim.SGD,
-    "rmsprop": torch.optim.RMSprop,
-}
-
-
-def optimizer_arguments(kind: str) -> list[str]:
-    """The settings ``optimizer: {type: kind, ...}`` accepts besides ``type`` and ``lr``."""
-    params = inspect.signature(OPTIMIZERS[kind].__init__).parameters
-    return [p for p in params if p not in ("self", "params", "lr", "foreach", "fused")]
 
 
 def check_optimizer(
@@ -70,8 +53,7 @@ def check_optimizer(
                 location=locate(f"{key}.{name}"),
                 key=f"{key}.{name}",
             )
-    own = learner_class.configure_optimizers_for_module
-    if own is not TorchLearner.configure_optimizers_for_module:
+    if sets_up_own_optimizers(learner_class):
         rates = algorithm_record(algorithm).own_rates or "its own learning-rate keys"
         one_optimizer = [r.name for r in algorithm_records() if r.rllib and not r.own_rates]
         raise ConfigError(
@@ -82,23 +64,3 @@ def check_optimizer(
             key=key,
         )
 
-
-class ConfiguredOptimizer:
-    """Learner mixin: each module's optimizer as ``training.optimizer`` gives it."""
-
-    def configure_optimizers_for_module(
-        self, module_id: ModuleID, config: AlgorithmConfig = None
-    ) -> None:
-        spec = dict(config.optimizer or {})
-        if "type" not in spec:
-            super().configure_optimizers_for_module(module_id, config)  # type: ignore[misc]
-            return
-        kind = spec.pop("type")
-        lr = spec.pop("lr", config.lr)
-        params = self.get_parameters(self.module[module_id])  # type: ignore[attr-defined]
-        self.register_optimizer(  # type: ignore[attr-defined]
-            module_id=module_id,
-            optimizer=OPTIMIZERS[kind](params, **spec),
-            params=params,
-            lr_or_lr_schedule=lr,
-        )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from rlplat.rllib.learner_state import LEARNER_CONNECTOR
+from rlplat.engine.learner import LEARNER_CONNECTOR
 from tests.e2e.helpers import train_yaml
 from tests.helpers import EXPERIMENTS, assert_shipped_file_validates, rlplat
 

@@ -126,7 +126,7 @@ def test_non_finite_gradients_become_zeros_and_every_optimizer_steps():
 
     import torch
 
-    from rlplat.algorithms.base import step_if_finite
+    from rlplat.engine.learner import step_if_finite
 
     first, second = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(3))
     sgd = {"a": torch.optim.SGD([first], lr=1.0), "b": torch.optim.SGD([second], lr=1.0)}
@@ -154,9 +154,9 @@ def test_fused_global_norm_clipping_scales_gradients_as_rllibs_does(clip):
     import torch
     from ray.rllib.utils.torch_utils import clip_gradients as rllib_clip
 
-    from rlplat.algorithms.base import FusedGradientSteps
+    from rlplat.engine.learner import RlplatLearner
 
-    ours = FusedGradientSteps.clip_function(None)  # what RLlib's update clips with
+    ours = RlplatLearner.clip_function(None)  # what RLlib's update clips with
     generator = torch.Generator().manual_seed(0)
     random = [torch.randn(*shape, generator=generator) for shape in [(64, 17), (64,), (6, 64)]]
     for grads in (random, [torch.full((3,), float("inf")), torch.ones(2)]):
@@ -173,18 +173,30 @@ def test_fused_global_norm_clipping_scales_gradients_as_rllibs_does(clip):
             torch.testing.assert_close(norm, min(before, torch.tensor(clip)), rtol=1e-5, atol=0)
 
 
+def test_every_algorithm_trains_with_rlplats_learner_written_in_a_file():
+    """Each algorithm's learner is a class of a module's own (no class composed at run time)
+    on ``RlplatLearner``: one fused gradient check and clip, minibatches cut once per epoch."""
+    import importlib
+
+    from rlplat.algorithms.registry import algorithm_names
+    from rlplat.engine.learner import RlplatLearner
+    from rlplat.rllib.build import learner_class_for
+
+    for name in algorithm_names():
+        learner = learner_class_for(name)
+        assert issubclass(learner, RlplatLearner), (name, learner.__mro__)
+        module = importlib.import_module(learner.__module__)
+        assert getattr(module, learner.__qualname__, None) is learner, (name, learner)
+
+
 @pytest.mark.parametrize("algorithm", ["PPO", "APPO"])
-def test_learners_with_rllibs_gradient_step_check_gradients_with_one_fused_norm(
-    algorithm, write_yaml
-):
-    """RLlib's learners check each gradient tensor twice per update; rlplat's build gives them
-    ``FusedGradientSteps`` (one norm over all of them, the same update)."""
-    from rlplat.algorithms.base import FusedGradientSteps
+def test_the_built_config_names_the_algorithms_learner(algorithm, write_yaml):
     from rlplat.experiment.load import load_experiment
     from rlplat.prepare import prepare
+    from rlplat.rllib.build import learner_class_for
 
     path = write_yaml(
         f"name: fused\nalgorithm: {algorithm}\nenv: {{id: CartPole-v1}}\nstop: {{iterations: 1}}\n"
     )
     config = prepare(load_experiment(path), step_env=False).algo_config
-    assert issubclass(config.learner_class, FusedGradientSteps)
+    assert config.learner_class is learner_class_for(algorithm)

@@ -8,7 +8,7 @@ import torch
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.minibatch_utils import MiniBatchCyclicIterator
 
-from rlplat.algorithms.minibatches import epoch_minibatches
+from rlplat.engine.minibatches import epoch_minibatches
 
 
 def train_batch(rows: dict[str, int]) -> MultiAgentBatch:

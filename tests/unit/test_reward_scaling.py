@@ -8,11 +8,11 @@ import pytest
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
+from rlplat.engine.learner import LEARNER_CONNECTOR
 from rlplat.environments.reward_scaling import RewardScaling
 from rlplat.errors import ConfigError
 from rlplat.experiment.load import load_experiment
 from rlplat.prepare import prepare
-from rlplat.rllib.learner_state import LEARNER_CONNECTOR
 from tests.helpers import TINY_PPO, replace
 
 

@@ -27,7 +27,7 @@ from rlplat.algorithms.sac import PaperCriticSACCatalog, SACConfig, SACModule
 from rlplat.algorithms.td3 import TD3Config
 from rlplat.experiment.load import load_experiment
 from rlplat.prepare import prepare
-from rlplat.util.classes import mixed
+from rlplat.rllib.modules import SIMBA_CATALOGS
 from tests.helpers import EXPERIMENTS
 
 OBS = gym.spaces.Box(-1.0, 1.0, (5,), np.float32)
@@ -63,9 +63,10 @@ def _blocks(module: torch.nn.Module) -> list[ResidualBlock]:
 
 
 def catalog_module(config_class: type, module_class: type, catalog_class: type) -> Any:
-    """An RLlib module built from ``mixed(catalog_class, SimbaCatalog)`` with the setting."""
+    """An RLlib module built from ``catalog_class``'s SimBa catalog, with the setting."""
     config = config_class().environment(observation_space=OBS, action_space=BOX)
-    catalog = mixed(catalog_class, SimbaCatalog)
+    catalog = SIMBA_CATALOGS[catalog_class]
+    assert issubclass(catalog, (SimbaCatalog, catalog_class))
     spec = RLModuleSpec(module_class=module_class, catalog_class=catalog)
     config.rl_module(model_config=SIMBA, rl_module_spec=spec)
     return config.get_rl_module_spec(spaces={"default_policy": (OBS, BOX)}).build()

@@ -22,23 +22,22 @@ import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from rlplat.algorithms.actor_critic import squashed_sample
-from rlplat.algorithms.base import (
-    FusedGradientSteps,
+from rlplat.algorithms.crossq.rl_module import CrossQModule
+from rlplat.engine.learner import (
+    RlplatLearner,
     optimizer_parameters,
     registered_optimizers,
     step_if_finite,
 )
-from rlplat.algorithms.crossq.rl_module import CrossQModule
 
 CRITIC, ACTOR, ALPHA = "critic", "actor", "alpha"  # optimizer names
 
 
-class CrossQLearner(FusedGradientSteps, TorchLearner):
+class CrossQLearner(RlplatLearner):
     """Three Adam optimizers per module: ``critic`` (both critics) and ``actor`` with
     ``adam_beta1``, ``alpha`` (the log temperature) with Adam's default betas."""
 

@@ -3,14 +3,14 @@ advantages are computed (the value targets and the value loss use the centralise
 
 from __future__ import annotations
 
-from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
 
 from rlplat.algorithms.mappo.connectors import CriticStateToBatch
+from rlplat.algorithms.rllib_learners import PPOLearner
 from rlplat.seams.rllib_learner import learner_connector
 
 
-class MAPPOLearner(PPOTorchLearner):
+class MAPPOLearner(PPOLearner):
     def build(self) -> None:
         super().build()
         pipeline = learner_connector(self)

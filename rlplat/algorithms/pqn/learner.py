@@ -20,16 +20,15 @@ from ray.rllib.connectors.learner import (
     GeneralAdvantageEstimation,
 )
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.typing import ModuleID
 
-from rlplat.algorithms.base import FusedGradientSteps
 from rlplat.algorithms.pqn.rl_module import Q_VALUES
+from rlplat.engine.learner import RlplatLearner
 from rlplat.seams.rllib_learner import learner_connector
 
 
-class PQNLearner(FusedGradientSteps, TorchLearner):
+class PQNLearner(RlplatLearner):
     def build(self) -> None:
         super().build()
         pipeline = learner_connector(self)

@@ -1,0 +1,7 @@
+"""rlplat's fast paths, reached through the interfaces RLlib publishes for them.
+
+``learner``: the torch learner every algorithm rlplat registers trains with (minibatches cut once
+per epoch, one fused gradient clip and finiteness check, trained-steps counters once per update,
+``training.optimizer``, the learner connector's state in checkpoints); ``minibatches``: its
+minibatch cutting; ``optimizers``: the torch optimizers ``training.optimizer`` names.
+"""
