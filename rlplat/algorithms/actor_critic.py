@@ -24,6 +24,7 @@ from rlplat.algorithms.base import (
 from rlplat.algorithms.networks import ACTIVATIONS
 from rlplat.algorithms.sac import SquashedGaussian
 from rlplat.engine.learner import optimizer_parameters, registered_optimizers
+from rlplat.engine.optimizers import adam
 
 CRITIC, ACTOR = "critic", "actor"  # optimizer names
 
@@ -214,7 +215,7 @@ class ActorCriticLearner(TargetNetworkLearner):
             self.register_optimizer(
                 module_id=module_id,
                 optimizer_name=name,
-                optimizer=torch.optim.Adam(params, foreach=True),
+                optimizer=adam(params),
                 params=params,
                 lr_or_lr_schedule=lr,
             )

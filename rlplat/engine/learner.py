@@ -12,7 +12,7 @@ from it beside the RLlib learner whose loss it computes, in a class written in a
   update of a 256x256 network, the same update), where RLlib's step would do no more than step
   the optimizers (no AMP, no torch LR schedulers, no ``torch_skip_nan_gradients``);
 - each module's optimizer as ``training.optimizer: {type: ...}`` gives it (RLlib reads that key
-  only on its old stack);
+  only on its old stack), RLlib's one Adam otherwise, fused (``rlplat.engine.optimizers``);
 - the learner connector pipeline's state (a ``reward_scaling`` piece's running statistics) in the
   learner's checkpoint state, which RLlib leaves out, so ``--resume`` carries it on.
 """
@@ -32,7 +32,7 @@ from ray.rllib.utils.torch_utils import clip_gradients as rllib_clip_gradients
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from rlplat.engine.minibatches import EpochMinibatches
-from rlplat.engine.optimizers import OPTIMIZERS
+from rlplat.engine.optimizers import build_optimizer
 from rlplat.seams.rllib_learner import learner_connector, steps_optimizers_plainly, wants_component
 
 logger = logging.getLogger(__name__)
@@ -56,16 +56,16 @@ class RlplatLearner(EpochMinibatches, TorchLearner):
     def configure_optimizers_for_module(
         self, module_id: ModuleID, config: AlgorithmConfig = None
     ) -> None:
-        spec = dict(config.optimizer or {}) if isinstance(config.optimizer, dict) else {}
-        if "type" not in spec or sets_up_own_optimizers(type(self)):
+        if sets_up_own_optimizers(type(self)):
             super().configure_optimizers_for_module(module_id, config)
             return
-        kind = spec.pop("type")
+        spec = dict(config.optimizer or {}) if isinstance(config.optimizer, dict) else {}
+        kind = spec.pop("type", "adam")  # RLlib's: one Adam per module
         lr = spec.pop("lr", config.lr)
         params = self.get_parameters(self.module[module_id])
         self.register_optimizer(
             module_id=module_id,
-            optimizer=OPTIMIZERS[kind](params, **spec),
+            optimizer=build_optimizer(kind, params, **spec),
             params=params,
             lr_or_lr_schedule=lr,
         )

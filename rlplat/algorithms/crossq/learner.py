@@ -33,6 +33,7 @@ from rlplat.engine.learner import (
     registered_optimizers,
     step_if_finite,
 )
+from rlplat.engine.optimizers import adam
 
 CRITIC, ACTOR, ALPHA = "critic", "actor", "alpha"  # optimizer names
 
@@ -61,7 +62,7 @@ class CrossQLearner(RlplatLearner):
             self.register_optimizer(
                 module_id=module_id,
                 optimizer_name=name,
-                optimizer=torch.optim.Adam(params, betas=optimizer_betas, foreach=True),
+                optimizer=adam(params, betas=optimizer_betas),
                 params=params,
                 lr_or_lr_schedule=lr,
             )
