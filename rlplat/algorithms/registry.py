@@ -105,6 +105,9 @@ class AlgorithmRecord:
     # learner on rlplat's ``RlplatLearner``); None: its config's default (rlplat's algorithms
     # name their own).
     learner: str | None = None
+    # The per-module learner metrics that are its Q-value estimates (the training-health rule
+    # q_divergence reads the largest of them); empty: it logs none.
+    q_metrics: tuple[str, ...] = ()
     # Training settings rlplat passes unless the experiment sets them.
     training_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     # Settings for one machine that a single-agent experiment gets where it leaves them out
@@ -183,6 +186,15 @@ def default_settings(name: str) -> dict[str, Any]:
         return {}
     defaults = algorithm.get_default_config().to_dict()
     return {**defaults, **algorithm_record(canonical_name(name)).training_defaults}
+
+
+def q_metrics_of(name: str) -> tuple[str, ...]:
+    """The learner metrics ``name``'s learner logs as Q-value estimates (none for a name no
+    longer registered)."""
+    try:
+        return algorithm_record(canonical_name(name)).q_metrics
+    except UserError:
+        return ()
 
 
 def is_team_algorithm(name: str) -> bool:
@@ -297,6 +309,7 @@ _PPO_DEFAULTS = tuple(
     ),
 )
 _MASKED_PPO = "rlplat.rllib.modules:MaskedPPOModule"
+_QF_ESTIMATES = ("qf_max", "qf_min", "qf_mean")  # RLlib's DQN and SAC learners log them
 _LEARNERS = "rlplat.algorithms.rllib_learners"  # RLlib's learners on rlplat's
 
 register_algorithm(
@@ -327,6 +340,7 @@ register_algorithm(
     box_alternative="SAC or TD3 (PPO acts in both)",
     synchronous_learner=True,
     machine_defaults=_DQN_DEFAULTS,
+    q_metrics=_QF_ESTIMATES,
 )
 register_algorithm(
     "SAC",
@@ -336,6 +350,7 @@ register_algorithm(
     replay_memory=_REPLAY_BUFFER,
     synchronous_learner=True,
     machine_defaults=_SAC_DEFAULTS,
+    q_metrics=_QF_ESTIMATES,
 )
 register_algorithm(
     "DreamerV3",
@@ -353,6 +368,7 @@ register_algorithm(
     discrete_alternative="BC or MARWIL",
     own_rates=_SAC_RATES,
     training_defaults=MappingProxyType({"lr": None}),
+    q_metrics=_QF_ESTIMATES,
 )
 register_algorithm(
     "IQL",
@@ -369,6 +385,7 @@ register_algorithm(
     actions="Discrete",
     replay_memory=_OWN_REPLAY_MEMORY,
     synchronous_learner=True,
+    q_metrics=("q_taken_mean",),
 )
 register_algorithm(
     "TD3",
@@ -380,6 +397,7 @@ register_algorithm(
     replay_memory=_REPLAY_BUFFER,
     synchronous_learner=True,
     machine_defaults=_replay_loop_defaults("SB3's TD3"),
+    q_metrics=("q_mean",),
 )
 register_algorithm(
     "DDPG",
@@ -390,6 +408,7 @@ register_algorithm(
     own_rates=_ACTOR_CRITIC_RATES,
     replay_memory=_REPLAY_BUFFER,
     synchronous_learner=True,
+    q_metrics=("q_mean",),
 )
 register_algorithm(
     "CrossQ",
@@ -410,6 +429,7 @@ register_algorithm(
             cpu_only=True,
         ),
     ),
+    q_metrics=("qf_mean",),
 )
 register_algorithm(
     "PQN",
@@ -419,6 +439,7 @@ register_algorithm(
     actions="Discrete",
     box_alternative="SAC, TD3 or CrossQ (PPO acts in both)",
     synchronous_learner=True,
+    q_metrics=("q_mean",),
 )
 register_algorithm(
     "MASAC",
@@ -429,6 +450,7 @@ register_algorithm(
     random_policies=True,
     own_rates=_SAC_RATES,
     replay_memory=_OWN_REPLAY_MEMORY,
+    q_metrics=("q_mean",),
 )
 register_algorithm(
     "MADDPG",
@@ -439,4 +461,5 @@ register_algorithm(
     random_policies=True,
     own_rates=_ACTOR_CRITIC_RATES,
     replay_memory=_OWN_REPLAY_MEMORY,
+    q_metrics=("q_mean",),
 )

@@ -46,7 +46,7 @@ class TrialHealth:
         if not self.trace.readings and isinstance(config, Mapping):
             # The algorithm's whole config, as the trial ran it, over the defaults given.
             self.settings = replace(self.settings, config={**self.settings.config, **config})
-        self.trace.add(Reading.of(row))
+        self.trace.add(Reading.of(row, self.settings.q_metrics))
         fired = {finding.rule for finding in self.findings}
         new = []
         for rule in RULES:

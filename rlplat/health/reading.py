@@ -26,7 +26,7 @@ ENTROPY = "entropy"
 APPROX_KL = "approx_kl"
 CLIP_FRACTION = "clip_fraction"
 EXPLAINED_VARIANCE = "vf_explained_var"
-Q_ESTIMATES = ("qf_max", "qf_min", "qf_mean", "q_mean", "q_taken_mean")
+# The Q-value estimates are each algorithm's own names (its registration's ``q_metrics``).
 ALL_MODULES = "__all_modules__"
 
 
@@ -53,7 +53,8 @@ class Reading:
     actions_at_bounds: float | None  # fraction of Box action components at their bounds
 
     @classmethod
-    def of(cls, row: Mapping[str, Any]) -> Reading:
+    def of(cls, row: Mapping[str, Any], q_metrics: tuple[str, ...] = ()) -> Reading:
+        """``row``'s numbers; ``q_metrics``: the learner metrics that estimate Q-values."""
         modules = {
             name: stats
             for name, stats in (row.get("learners") or {}).items()
@@ -76,7 +77,7 @@ class Reading:
             kl=_mean(modules, APPROX_KL),
             clip_fraction=_mean(modules, CLIP_FRACTION),
             explained_variance=_mean(modules, EXPLAINED_VARIANCE),
-            q_abs_max=_q_abs_max(modules),
+            q_abs_max=_q_abs_max(modules, q_metrics),
             truncated_fraction=_ratio(health.get(EPISODES_TRUNCATED), ended),
             obs_abs_mean=_ratio(health.get(OBS_ABS_SUM), ended),
             actions_at_bounds=_ratio(health.get(ACTIONS_AT_BOUNDS), components),
@@ -88,9 +89,9 @@ def _mean(modules: Mapping[str, Mapping[str, Any]], key: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _q_abs_max(modules: Mapping[str, Mapping[str, Any]]) -> float | None:
+def _q_abs_max(modules: Mapping[str, Mapping[str, Any]], names: tuple[str, ...]) -> float | None:
     """The largest |Q| logged; inf when one is logged but not finite (a diverged critic)."""
-    found = [stats[key] for stats in modules.values() for key in Q_ESTIMATES if key in stats]
+    found = [stats[key] for stats in modules.values() for key in names if key in stats]
     if not found:
         return None
     values = [finite(value) for value in found]
@@ -116,9 +117,15 @@ class Settings:
     config: Mapping[str, Any] = field(default_factory=dict)  # RLlib's config, defaults included
     connectors: tuple[str, ...] = ()
     off: frozenset[str] = frozenset()  # diagnoses.off
+    q_metrics: tuple[str, ...] = ()  # the algorithm's learner metrics that estimate Q-values
 
     @classmethod
-    def of(cls, experiment: Mapping[str, Any], config: Mapping[str, Any] | None) -> Settings:
+    def of(
+        cls,
+        experiment: Mapping[str, Any],
+        config: Mapping[str, Any] | None,
+        q_metrics: tuple[str, ...] = (),
+    ) -> Settings:
         names = []
         for entry in experiment.get("connectors") or []:
             names += list(entry) if isinstance(entry, Mapping) else [str(entry)]
@@ -128,6 +135,7 @@ class Settings:
             config=config or {},
             connectors=tuple(names),
             off=frozenset((experiment.get("diagnoses") or {}).get("off") or ()),
+            q_metrics=q_metrics,
         )
 
     def value(self, key: str) -> Any:

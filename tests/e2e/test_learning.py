@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlplat.algorithms.registry import algorithm_names
+from rlplat.algorithms.registry import algorithm_names, algorithm_record
 from rlplat.metrics import lookup
 from tests.e2e.helpers import eval_json
 from tests.helpers import read_results, write_dataset
@@ -46,8 +46,9 @@ def test_the_algorithm_learns_its_identity_task(algorithm, ray_session, tmp_path
     summary = train(load_experiment(path), console=Console(quiet=True))
     [trial] = summary.trials
     assert trial.error is None, trial.error
+    rows = read_results(Path(trial.path))
+    _assert_q_metrics_logged(algorithm, rows)
     if task.loss:
-        rows = read_results(Path(trial.path))
         losses = [lookup(row, task.loss) for row in rows if lookup(row, task.loss) is not None]
         assert losses[-1] < losses[0] / 2, f"{algorithm}'s {task.loss} did not halve: {losses}"
         return
@@ -57,6 +58,21 @@ def test_the_algorithm_learns_its_identity_task(algorithm, ray_session, tmp_path
         f"{algorithm} did not learn its identity task: greedy return {mean:.2f} per agent over "
         f"{EPISODES} episodes, learned is >= {task.solved_above:.2f}, random {task.random:.2f}"
     )
+
+
+def _assert_q_metrics_logged(algorithm: str, rows: list[dict]) -> None:
+    """The Q-value estimates the algorithm declares (what the doctor's q_divergence reads) are
+    among its learner's metrics once it has trained."""
+    declared = algorithm_record(algorithm).q_metrics
+    logged = {
+        key
+        for row in rows
+        for module, stats in (row.get("learners") or {}).items()
+        if module != "__all_modules__" and isinstance(stats, dict)
+        for key in stats
+    }
+    missing = [name for name in declared if name not in logged]
+    assert not missing, f"{algorithm} declares Q metrics it never logged: {missing}"
 
 
 def _per_agent(episode: dict) -> float:
