@@ -113,7 +113,16 @@ class PreparedRun:
             "placement_strategy": plan.strategy if plan else None,
             "trial_bundles": [asdict(bundle) for bundle in plan.bundles] if plan else [],
             "sampling_loop": self.probe.sampling if self.probe and self.probe.sampling else None,
+            "learner_class": self.learner_class(),
         }
+
+    def learner_class(self) -> str:
+        """``module:Class`` of the learner the trials train with (the one the check built)."""
+        learner = self.algo_config.learner_class
+        return f"{learner.__module__}:{learner.__qualname__}"
+
+    def learner_line(self) -> str:
+        return f"Learning: {self.learner_class()}"
 
     def sampling_line(self) -> str | None:
         """The loop the trial's env runners sample with, as the probe's env runner chose it."""
@@ -837,8 +846,9 @@ def print_dry_run(
     console.print(dump_yaml(run.resolved()), highlight=False, end="")
     for note in run.notes:
         console.print(f"# default: {note}", highlight=False)
-    if run.sampling_line():
-        console.print(f"# {run.sampling_line()}", highlight=False)
+    for line in (run.sampling_line(), run.learner_line()):
+        if line:
+            console.print(f"# {line}", highlight=False)
     stepped = "built and stepped" if loaded.experiment.env.check.any_on() else "built"
     probed = f", {run.probe.describe()}" if run.probe is not None else ""
     console.print(

@@ -448,7 +448,7 @@ def prepare_on_cluster(
     check_trackers(run.experiment, run.locate)
     notes = [f"Default: {note}" for note in run.notes]
     lines = [choice.describe() for choice in run.choices] + notes
-    for line in [*lines, run.sampling_line(), storage_note(run)]:
+    for line in [*lines, run.sampling_line(), run.learner_line(), storage_note(run)]:
         if line:
             console.print(line, highlight=False)
     return run

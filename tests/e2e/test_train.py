@@ -37,6 +37,7 @@ def test_run_writes_checkpoints_and_run_files(tiny_run):
     assert info["versions"]["ray"].startswith("2.60")
     assert "torch" in info["versions"] and "gymnasium" in info["versions"]
     assert info["cluster"]["sampling_loop"] == "rlplat's array loop"
+    assert info["cluster"]["learner_class"] == "rlplat.algorithms.rllib_learners:PPOLearner"
     summary = json.loads((run_dir / SUMMARY).read_text())
     assert summary["trials"][0]["last_checkpoint"] == trial.last_checkpoint
 

@@ -135,3 +135,6 @@ def test_the_check_names_the_sampling_loop_and_run_json_keeps_it(text, loop, tmp
     run = prepare(load_experiment(path, []))
     assert run.sampling_line() == f"Sampling: {loop}"
     assert run.record()["sampling_loop"] == loop
+    # and the learner it trains with, a class in a file
+    assert run.learner_line() == "Learning: rlplat.algorithms.rllib_learners:PPOLearner"
+    assert run.record()["learner_class"] == "rlplat.algorithms.rllib_learners:PPOLearner"
