@@ -6,7 +6,7 @@ and write a checkpoint, then ends the run through Tune's handler (which saves th
 ``--resume`` continues from those checkpoints). A second signal calls Tune's handler right away.
 SIGTERM (what Kubernetes and batch schedulers send before killing) counts as a first Ctrl-C.
 A single trial run by rlplat's own loop (``rlplat.run.loop``) keeps the same promises with
-``StopRequests``.
+``LoopStopSignals``.
 
 The ``Watchdog`` looks for a trial that stopped reporting: when a running trial's iteration
 has taken longer than ``watchdog_s`` (default: 10x its slowest training iteration so far, at
@@ -237,10 +237,10 @@ class GracefulStop(ConsoleCallback):
 
 
 class StopNow(BaseException):  # noqa: N818 - a request, as KeyboardInterrupt is
-    """Raised in the main thread by :class:`StopRequests` to end the trial's iteration at once."""
+    """Raised in the main thread by :class:`LoopStopSignals` to end the iteration at once."""
 
 
-class StopRequests:
+class LoopStopSignals:
     """Ctrl-C and SIGTERM for a trial trained by this process's own loop: the first asks the loop
     to stop after the current iteration with a checkpoint (``requested``), the second (or the
     first, once the watchdog found the trial stuck and it has a checkpoint) raises ``StopNow``
@@ -260,7 +260,7 @@ class StopRequests:
         self._settled = True
 
     @contextmanager
-    def installed(self) -> Iterator[StopRequests]:
+    def installed(self) -> Iterator[LoopStopSignals]:
         """The handlers and the watchdog thread, for the block; the handlers from before after."""
         watching = threading.Event()
         with signal_handlers_kept():

@@ -8,7 +8,7 @@ TensorBoard files, ``checkpoint_NNNNNN``), so every reader of runs reads it the 
 nothing of Tune's own state: ``--resume`` continues from the trial's newest complete checkpoint.
 
 Signals: the first Ctrl-C or SIGTERM ends the run after the current iteration with a checkpoint;
-a second one stops at once (``rlplat.callbacks.interrupt.StopRequests``).
+a second one stops at once (``rlplat.callbacks.interrupt.LoopStopSignals``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from rich.console import Console
 
 from rlplat.callbacks.checkpoints import complete_checkpoint
 from rlplat.callbacks.history import PROGRESS_CSV, trim_trial_history, widen_progress
-from rlplat.callbacks.interrupt import StopNow, StopRequests
+from rlplat.callbacks.interrupt import LoopStopSignals, StopNow
 from rlplat.callbacks.observers import FAILED, FINISHED, Observer, ResumePoint, TrialView
 from rlplat.checkpoints import (
     RESULTS_JSON,
@@ -213,7 +213,7 @@ class SingleTrialLoop:
         self.trial_dir = run_dir / TRIAL
         self.experiment: dict[str, Any] = run.search.param_space
         self.observers = [TrialLog(self.trial_dir), *observers]
-        self.stops = StopRequests(console, settings.watchdog_s, TRIAL)
+        self.stops = LoopStopSignals(console, settings.watchdog_s, TRIAL)
         self._last_result: dict[str, Any] = {}
 
     def train(self, *, resuming: bool = False) -> TrialOutcome:
