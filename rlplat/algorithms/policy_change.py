@@ -32,6 +32,8 @@ class PolicyChangeStats:
         loss = super().compute_loss_for_module(  # type: ignore[misc]
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
+        if not self.in_final_minibatch:  # type: ignore[attr-defined]
+            return loss  # logged with window=1: only the update's last minibatch is reported
         with torch.no_grad():
             module = self.module[module_id].unwrapped()  # type: ignore[attr-defined]
             dist = module.get_train_action_dist_cls().from_logits(

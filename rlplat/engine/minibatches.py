@@ -78,10 +78,17 @@ class EpochMinibatches(LearnerHooks):
             training_data = TrainingData(batch=batch)
             return super().minibatch_iterator(**{**arguments, "training_data": training_data})
         return self._counted(
-            epoch_minibatches(
+            marked_epoch_minibatches(
                 batch, num_epochs, minibatch_size, shuffle_batch_per_epoch and num_epochs > 1
             )
         )
+
+    @property
+    def in_final_minibatch(self) -> bool:
+        """Whether the minibatch being learned from is the update's last (True where RLlib's
+        iterator cuts them: it does not say). A statistic logged with ``window=1`` is reported
+        from the last minibatch only, so it need be computed there only."""
+        return self.__dict__.get("_final_minibatch", True)
 
     def log_steps_trained(self, batch: MultiAgentBatch) -> None:
         counts = self.__dict__.get("_trained_counts")
@@ -90,14 +97,19 @@ class EpochMinibatches(LearnerHooks):
         else:
             counts.add(batch)
 
-    def _counted(self, minibatches: Iterator[MultiAgentBatch]) -> Iterator[MultiAgentBatch]:
+    def _counted(
+        self, minibatches: Iterator[tuple[MultiAgentBatch, bool]]
+    ) -> Iterator[MultiAgentBatch]:
         """``minibatches``, their trained-steps counters summed while RLlib's update loop logs
         them, and logged once it has asked for the next minibatch after the last."""
         counts = self.__dict__["_trained_counts"] = _TrainedCounts()
         try:
-            yield from minibatches
+            for minibatch, final in minibatches:
+                self.__dict__["_final_minibatch"] = final
+                yield minibatch
         finally:
             self.__dict__.pop("_trained_counts", None)
+            self.__dict__.pop("_final_minibatch", None)
         counts.log(self.metrics, self.weights_seq_no)  # type: ignore[attr-defined]
 
 
@@ -141,6 +153,14 @@ def epoch_minibatches(
     """RLlib's cyclic minibatches of ``batch`` (``MiniBatchCyclicIterator``): each module's rows
     in order, wrapping around the batch's end, and after each full pass the rows shuffled by one
     ``np.random.permutation`` (applied to every column at once)."""
+    for minibatch, _ in marked_epoch_minibatches(batch, num_epochs, minibatch_size, shuffle):
+        yield minibatch
+
+
+def marked_epoch_minibatches(
+    batch: MultiAgentBatch, num_epochs: int, minibatch_size: int, shuffle: bool
+) -> Iterator[tuple[MultiAgentBatch, bool]]:
+    """``epoch_minibatches``, each with whether it is the last."""
     columns = {module_id: dict(rows) for module_id, rows in batch.policy_batches.items()}
     starts = dict.fromkeys(columns, 0)
     epochs = dict.fromkeys(columns, 0)
@@ -160,7 +180,7 @@ def epoch_minibatches(
                 pieces.append(_rows(data, start, start + wanted))
             minibatch[module_id] = SampleBatch(_joined(pieces))
             starts[module_id] = start + wanted
-        yield MultiAgentBatch(minibatch, len(batch))
+        yield MultiAgentBatch(minibatch, len(batch)), min(epochs.values()) >= num_epochs
 
 
 def _shuffled(data: dict[str, Any], permutation: np.ndarray) -> dict[str, Any]:

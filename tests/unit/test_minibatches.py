@@ -8,7 +8,7 @@ import torch
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.minibatch_utils import MiniBatchCyclicIterator
 
-from rlplat.engine.minibatches import epoch_minibatches
+from rlplat.engine.minibatches import epoch_minibatches, marked_epoch_minibatches
 
 
 def train_batch(rows: dict[str, int]) -> MultiAgentBatch:
@@ -51,6 +51,12 @@ def test_epoch_minibatches_are_rllibs_cyclic_minibatches(rows, minibatch_size, e
     np.random.seed(7)
     ours = list(epoch_minibatches(train_batch(rows), epochs, minibatch_size, shuffle))
     assert len(ours) == len(theirs) > 0
+    # Only the last is marked last (a statistic logged with window=1 is computed there only).
+    marks = [
+        last
+        for _, last in marked_epoch_minibatches(train_batch(rows), epochs, minibatch_size, shuffle)
+    ]
+    assert marks == [False] * (len(theirs) - 1) + [True]
     for mine, their in zip(ours, theirs, strict=True):
         assert mine.env_steps() == their.env_steps()
         assert set(mine.policy_batches) == set(their.policy_batches)
