@@ -67,6 +67,7 @@ from rlplat.algorithms.base import (
 from rlplat.algorithms.networks import SimbaCatalog
 from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
 from rlplat.engine.learner import optimizer_parameters, registered_optimizers, step_if_finite
+from rlplat.engine.optimizers import adam
 from rlplat.seams.rllib_learner import SACLossHook, sac_pending_losses, wants_component
 from rlplat.seams.rllib_parts import CatalogHooks, check_model_config, squash
 
@@ -197,6 +198,34 @@ class SACLearner(TemperatureState, InPlaceTargetUpdates, SACLossHook):
     def build(self) -> None:
         super().build()
         self._actor_inputs: dict[ModuleID, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+    def configure_optimizers_for_module(
+        self, module_id: ModuleID, config: RLlibSACConfig = None
+    ) -> None:
+        """RLlib's SAC optimizers (critic, twin critic, actor, temperature: Adam with eps 1e-7,
+        each at its learning rate), fused (``rlplat.engine.optimizers.adam``)."""
+        module = self.module[module_id]
+        groups = [("qf", [module.qf_encoder, module.qf], config.critic_lr)]
+        if config.twin_q:
+            groups.append(("qf_twin", [module.qf_twin_encoder, module.qf_twin], config.critic_lr))
+        groups.append(("policy", [module.pi_encoder, module.pi], config.actor_lr))
+        for name, networks, lr in groups:
+            params = [p for network in networks for p in self.get_parameters(network)]
+            self.register_optimizer(
+                module_id=module_id,
+                optimizer_name=name,
+                optimizer=adam(params, eps=1e-7),
+                params=params,
+                lr_or_lr_schedule=lr,
+            )
+        temperature = self.curr_log_alpha[module_id]
+        self.register_optimizer(
+            module_id=module_id,
+            optimizer_name="alpha",
+            optimizer=adam([temperature], eps=1e-7),
+            params=[temperature],
+            lr_or_lr_schedule=config.alpha_lr,
+        )
 
     def continuous_loss(
         self, *, module_id: ModuleID, config: RLlibSACConfig, batch: dict, fwd_out: dict
