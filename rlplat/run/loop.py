@@ -281,9 +281,9 @@ class SingleTrialLoop:
     def _build(self, point: ResumePoint | None, earlier_s: float) -> Any:
         threads = max(1, int(trial_resources(self.run).head_cpus))
         self._streams = (GeneratorStates.capture(), threads)
-        cls = trainable_for(self.run.experiment.algorithm, trial_env(self.run))
+        cls = trainable_for(self.run.experiment.algorithm)
         with _own_streams(*self._streams):
-            algo = cls(config=self.experiment)
+            algo = cls(config=self.experiment, driver_env=trial_env(self.run))
             algo.trial_dir = self.trial_dir
             algo.earlier_training_s = earlier_s
             _remove_unused_logdir(algo)

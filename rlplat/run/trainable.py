@@ -126,15 +126,18 @@ class ExperimentTrial(AlgorithmHooks):
     the replay memory (``checkpoint.replay_buffer``)."""
 
     registered_name: str  # the algorithm's registered name (``trainable_for``)
-    driver_env: EnvInfo | None = None  # what the driver's env check found (``trainable_for``)
+    # What the driver's env check found: given to the constructor by rlplat's own loop, carried
+    # by the run's class (``trainable_for``) to Tune's trial actors, which construct it bare.
+    driver_env: EnvInfo | None = None
     # Set by rlplat's own loop (rlplat.run.loop), which runs the trainable without Tune: where
     # the trial's files go, and the training seconds of the sessions before a resume (Tune
     # restores those into the trainable itself).
     trial_dir: Path | None = None
     earlier_training_s: float = 0.0
 
-    def __init__(self, config: Any = None, **kwargs: Any):
+    def __init__(self, config: Any = None, *, driver_env: EnvInfo | None = None, **kwargs: Any):
         experiment = config if isinstance(config, dict) else {}
+        env = driver_env if driver_env is not None else self.driver_env
         self._experiment = experiment
         self._checkpoint_spec = CheckpointSpec.model_validate(experiment.get("checkpoint", {}))
         stop = experiment.get("stop")
@@ -146,7 +149,7 @@ class ExperimentTrial(AlgorithmHooks):
         if experiment.get("offline"):
             keep_ray_data_in_the_trial()
         with stderr_without(RAY_RESTART_ARGUMENTS_WARNING):
-            super().__init__(config=algorithm_config(config, self.driver_env), **kwargs)
+            super().__init__(config=algorithm_config(config, env), **kwargs)
         self._self_play = self_play_driver(experiment)
         init = experiment.get("init") or {}
         if init.get("checkpoint"):
@@ -340,7 +343,8 @@ def trainable_for(algorithm: str, env: EnvInfo | None = None) -> type:
     """The trainable class for a registered algorithm name (``experiment.algorithm``); with
     ``env`` (``prepare.trial_env``), one whose trials build their RLlib config from it instead
     of building the env again. That class is the run's own: pickled with its env (by value)
-    wherever Tune starts a trial."""
+    wherever Tune starts a trial (Tune constructs a trainable from its config alone; rlplat's own
+    loop passes ``driver_env`` to the constructor instead)."""
     cls = globals().get(algorithm + SUFFIX) or __getattr__(algorithm + SUFFIX)
     if env is None:
         return cls
