@@ -43,7 +43,7 @@ from rlplat.run.options import TrainOptions
 from rlplat.serve.options import ServeOptions
 from rlplat.util.frames import skip_module_search_for_frames_below
 from rlplat.util.options import from_values, typer_parameters
-from rlplat.util.process import FIXED_HASH_SEED
+from rlplat.util.process import FIXED_HASH_SEED, exit_code_of, exit_without_teardown
 from rlplat.util.project import project_paths, use_project_paths
 from rlplat.util.streams import StdoutOrStderr, stdout_to_stderr
 from rlplat.util.timings import StageClock
@@ -453,6 +453,11 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> None:
         if code is not None:
             sys.exit(code)
         fix_hash_seed()
+        try:
+            run_here()
+        except SystemExit as exc:
+            exit_without_teardown(exit_code_of(exc))
+        exit_without_teardown(0)
     run_here(argv)
 
 

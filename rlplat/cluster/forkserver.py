@@ -21,7 +21,6 @@ Ray does, or at ``rlplat ray stop``; ``RLPLAT_WARM_IMPORTS=0`` turns it off.
 
 from __future__ import annotations
 
-import atexit
 import gc
 import hashlib
 import importlib
@@ -34,7 +33,6 @@ import struct
 import subprocess
 import sys
 import sysconfig
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,7 +43,14 @@ from typing import Any
 from rlplat.cluster import warm
 from rlplat.errors import UserError
 from rlplat.util.atomic import write_atomic
-from rlplat.util.process import FIXED_HASH_SEED, started_at, this_process, wait_or_kill
+from rlplat.util.process import (
+    FIXED_HASH_SEED,
+    exit_code_of,
+    finish_exit,
+    started_at,
+    this_process,
+    wait_or_kill,
+)
 
 SWITCH = "RLPLAT_WARM_IMPORTS"
 SOCKET = "forkserver.sock"
@@ -388,7 +393,7 @@ class Command:
             imports.import_object(self.entry)()
             code = 0
         except SystemExit as exc:
-            code = _exit_code(exc)
+            code = exit_code_of(exc)
         except KeyboardInterrupt:
             code = 128 + signal.SIGINT
         except BaseException:  # noqa: BLE001 - printed as Python prints it, exit code 1
@@ -421,25 +426,10 @@ def _apply_process_settings(settings: dict[str, Any]) -> None:
         pass  # a lower nice than the server's needs privileges: it keeps the server's
 
 
-def _exit_code(exc: SystemExit) -> int:
-    """The exit code Python gives ``SystemExit`` (a message is printed, with code 1)."""
-    if exc.code is None or isinstance(exc.code, int):
-        return exc.code or 0
-    print(exc.code, file=sys.stderr)
-    return 1
-
-
 def _end(code: int, connection: socket.socket, watcher: int) -> None:
-    """End this child as Python ends a process (other threads joined, ``atexit`` functions run,
-    streams flushed), less the teardown of every module, which takes ~0.5-2 s after torch and
-    Ray have loaded and does nothing a command needs; then tell the command its exit code."""
-    threading._shutdown()  # what Python's own exit does first: thread atexits, threads joined
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+    """End this child as Python ends a process, less the teardown of every module
+    (:func:`finish_exit`); then tell the command its exit code."""
+    finish_exit()
     _send_signal(watcher, signal.SIGKILL)  # the command ends on the word below: not a death
     try:
         connection.send(json.dumps({"exit": code}).encode())
