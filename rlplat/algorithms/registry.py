@@ -105,6 +105,9 @@ class AlgorithmRecord:
     # learner on rlplat's ``RlplatLearner``); None: its config's default (rlplat's algorithms
     # name their own).
     learner: str | None = None
+    # ``module.path:Class`` of the class its trials run (``rlplat.run.trainable.ExperimentTrial``
+    # before its algorithm class); None: the one of its name in ``rlplat.run.trials``.
+    trial: str | None = None
     # The per-module learner metrics that are its Q-value estimates (the training-health rule
     # q_divergence reads the largest of them); empty: it logs none.
     q_metrics: tuple[str, ...] = ()

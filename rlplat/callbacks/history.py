@@ -27,6 +27,7 @@ from tensorboardX.record_writer import RecordWriter
 from rlplat.callbacks.observers import resume_point
 from rlplat.checkpoints import RESULTS_JSON
 from rlplat.metrics import ITERATION
+from rlplat.prepare.run_spec import DRIVER_ENV
 from rlplat.seams.tune import CSVLoggerHooks, RestoreHook
 from rlplat.util.atomic import write_atomic
 
@@ -135,7 +136,16 @@ class _TrimWhatIsRestored(RestoreHook):
             self.TRIMS[file_name](Path(trial.local_path, file_name), restored_point(trial)[0])
 
 
-class TrimmingJsonLogger(_TrimWhatIsRestored, JsonLoggerCallback):
+class ExperimentJsonLogger(JsonLoggerCallback):
+    """Tune's result.json logger, whose ``params.json`` (the trial's experiment, which ``rlplat
+    report`` and ``runs`` read) leaves out the driver's env that the trial's config carries to
+    its actor (``rlplat.prepare.run_spec.trial_config``)."""
+
+    def update_config(self, trial: Any, config: dict[str, Any]) -> None:
+        super().update_config(trial, {k: v for k, v in config.items() if k != DRIVER_ENV})
+
+
+class TrimmingJsonLogger(_TrimWhatIsRestored, ExperimentJsonLogger):
     """Tune's result.json logger, trimming a restarted trial's file first."""
 
 

@@ -711,18 +711,24 @@ def _resolved(
     return substitute(resolved, {s.path: s.to_yaml() for s in spaces})
 
 
-def trial_algorithm_config(config: dict[str, Any], env: EnvInfo | None = None) -> AlgorithmConfig:
+# The key of a trial's config that holds the driver's env (``trial_config``); Tune's "__" keys
+# are no part of the experiment (``trial_experiment`` leaves them out).
+DRIVER_ENV = "__driver_env__"
+
+
+def trial_algorithm_config(config: dict[str, Any]) -> AlgorithmConfig:
     """The RLlib config for one trial's experiment (Tune's ``config``: the resolved experiment
     with concrete values where the file had search spaces), built in the trial's own process.
 
-    ``env`` is what the driver's env check found (``PreparedRun.env``); it holds for every trial
-    whose parameters leave ``env`` alone. With it the config is built from the experiment
-    alone: the settings that follow from the trial's parameters, then RLlib's config; no env is
-    built, reset or checked, nothing is probed and no dataset or checkpoint is read. Without it
-    (``trial_env`` says when) the trial builds its env, unstepped, through the driver's stages.
+    Where the config carries what the driver's env check found (``trial_config`` puts it there
+    for every trial whose parameters leave ``env`` alone), the config is built from the
+    experiment alone: the settings that follow from the trial's parameters, then RLlib's config;
+    no env is built, reset or checked, nothing is probed and no dataset or checkpoint is read.
+    Without it the trial builds its env, unstepped, through the driver's stages.
     """
     data = trial_experiment(config)
     loaded = experiment_from_data(data, Locator(f"trial experiment ({data.get('name')})"))
+    env = config.get(DRIVER_ENV)
     if env is None:
         return prepare(loaded, step_env=False).algo_config
     draft = _Draft(loaded, loaded.locate, loaded.experiment, None, env=env)
@@ -743,6 +749,16 @@ def trial_env(run: PreparedRun) -> EnvInfo | None:
     return run.env
 
 
+def trial_config(run: PreparedRun) -> dict[str, Any]:
+    """What every trial is constructed with, by Tune (its ``param_space``) or by rlplat's loop:
+    the experiment with its search spaces, and the driver's env where all trials share it
+    (``trial_env``). Tune builds a trial actor from its config alone, so the env travels there,
+    pickled with the config, and no trial builds or checks it again."""
+    env = trial_env(run)
+    space = run.search.param_space
+    return space if env is None else {**space, DRIVER_ENV: env}
+
+
 # Search spaces under these keys can change a trial's resource request: each trial's is then
 # built from its own config instead of taken from the prepared run.
 RESOURCE_SECTIONS = ("algorithm", "resources", "evaluation", "offline", "offline_data", "learners")
@@ -753,8 +769,7 @@ def trial_resources(run: PreparedRun) -> Any:
     data pipeline), or, where a search space can change it, a function of the trial's config."""
     algo_cls = get_algorithm_class(run.experiment.algorithm)
     if any(space.path[0] in RESOURCE_SECTIONS for space in run.spaces):
-        env = trial_env(run)
-        return lambda config: resource_request(trial_algorithm_config(config, env), algo_cls)
+        return lambda config: resource_request(trial_algorithm_config(config), algo_cls)
     return resource_request(run.algo_config, algo_cls)
 
 

@@ -12,12 +12,17 @@ from typing import Any
 
 from ray import tune
 from ray.exceptions import RayActorError
-from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+from ray.tune.logger import CSVLoggerCallback
 from rich.console import Console
 
 from rlplat.callbacks.checkpoints import checkpoint_recorder, prune_checkpoints
 from rlplat.callbacks.health import TrainingDoctor
-from rlplat.callbacks.history import TrimHistoryOnRestart, TrimmingCSVLogger, TrimmingJsonLogger
+from rlplat.callbacks.history import (
+    ExperimentJsonLogger,
+    TrimHistoryOnRestart,
+    TrimmingCSVLogger,
+    TrimmingJsonLogger,
+)
 from rlplat.callbacks.interrupt import GracefulStop
 from rlplat.callbacks.observers import Observer, TuneObservers
 from rlplat.callbacks.progress import NoTuneTable, ProgressPrinter
@@ -39,7 +44,7 @@ from rlplat.experiment.schema import Experiment, TuneSpec
 from rlplat.experiment.spaces import describe
 from rlplat.export import load_exporter
 from rlplat.metrics import metric_path
-from rlplat.prepare import PreparedRun, prepare, trial_env
+from rlplat.prepare import PreparedRun, prepare, trial_config
 from rlplat.prepare.run_spec import (
     print_dry_run,
     print_plan,
@@ -78,7 +83,7 @@ from rlplat.run.summary import (
     summarize,
     unfinished_trials,
 )
-from rlplat.run.trainable import trainable_for
+from rlplat.run.trials import trainable_for
 from rlplat.run.tune_results import tune_outcomes
 from rlplat.seams.ray_internals import kv_put
 from rlplat.seams.tune import drop_stale_decisions, fitting, set_tune_switches
@@ -157,8 +162,8 @@ def train(
         return _conclude(_loop(run, run_dir, console).train, run, run_dir, console, clock)
     _quiet_tune_output(exp)
     tuner = tune.Tuner(
-        tune.with_resources(trainable_for(exp.algorithm, trial_env(run)), trial_resources(run)),
-        param_space=run.search.param_space,
+        tune.with_resources(trainable_for(exp.algorithm), trial_resources(run)),
+        param_space=trial_config(run),
         tune_config=tune.TuneConfig(
             metric=metric_path(tune_spec.metric),
             mode=tune_spec.mode,
@@ -282,7 +287,7 @@ def _restored_tuner(run: PreparedRun, run_dir: Path, retry_errored: bool) -> Any
     return tune.Tuner.restore(
         str(run_dir),
         trainable=tune.with_resources(
-            trainable_for(run.experiment.algorithm, trial_env(run)), trial_resources(run)
+            trainable_for(run.experiment.algorithm), trial_resources(run)
         ),
         resume_unfinished=True,
         resume_errored=retry_errored,
@@ -461,7 +466,7 @@ def _callbacks(run: PreparedRun, run_dir: Path, console: Console) -> list:
     # Trimming a restarted trial's history comes before the loggers reopen its files; the
     # loggers trim again what they copy back. Population-based trials are never trimmed.
     if population:
-        callbacks: list = [JsonLoggerCallback(), CSVLoggerCallback()]
+        callbacks: list = [ExperimentJsonLogger(), CSVLoggerCallback()]
     else:
         callbacks = [TrimHistoryOnRestart(), TrimmingJsonLogger(), TrimmingCSVLogger()]
     callbacks += [

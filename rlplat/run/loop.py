@@ -45,10 +45,10 @@ from rlplat.checkpoints import (
 )
 from rlplat.experiment.load import trial_experiment
 from rlplat.metrics import ITERATION, TIME_TOTAL, finite, lookup
-from rlplat.prepare import PreparedRun, trial_env
+from rlplat.prepare import PreparedRun, trial_config
 from rlplat.prepare.run_spec import trial_resources
 from rlplat.run.summary import TrialOutcome
-from rlplat.run.trainable import trainable_for
+from rlplat.run.trials import trainable_for
 from rlplat.util.atomic import remove_partial_files
 from rlplat.util.generators import GeneratorStates, swapped
 
@@ -283,7 +283,7 @@ class SingleTrialLoop:
         self._streams = (GeneratorStates.capture(), threads)
         cls = trainable_for(self.run.experiment.algorithm)
         with _own_streams(*self._streams):
-            algo = cls(config=self.experiment, driver_env=trial_env(self.run))
+            algo = cls(config=trial_config(self.run))
             algo.trial_dir = self.trial_dir
             algo.earlier_training_s = earlier_s
             _remove_unused_logdir(algo)

@@ -1,12 +1,12 @@
-"""The Tune trainable: an RLlib algorithm built from the experiment Tune resolved for the trial.
+"""What a trial adds to its RLlib algorithm: ``ExperimentTrial``, an algorithm built from the
+experiment Tune (or rlplat's loop) resolved for the trial.
 
 Tune hands each trial its ``config``: here, the experiment itself (as in ``experiment.yaml``) with
 concrete values where the file had search spaces. The trainable validates and builds the RLlib
 config from it exactly as ``rlplat train`` does for a file, so a searched env kwarg, seed or
-per-policy override takes effect like any other key, and PBT's mutated configs too.
-
-``trainable_for("PPO")`` is the class ``rlplat.run.trainable.PPOTrial``; the module creates these
-classes on first access, so they unpickle by name in every Ray worker.
+per-policy override takes effect like any other key, and PBT's mutated configs too. Each
+algorithm's trial class (``PPOTrial``: ``ExperimentTrial`` and ``PPO``) is written in
+``rlplat.run.trials``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ray.rllib.core import COMPONENT_ENV_TO_MODULE_CONNECTOR, COMPONENT_MODULE_T
 from ray.util.annotations import RayDeprecationWarning
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from rlplat.algorithms.registry import algorithm_record, canonical_name, get_algorithm_class
+from rlplat.algorithms.registry import algorithm_record
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer, transition_sampler_requested
 from rlplat.algorithms.shared_weights import share_learner_weights
 from rlplat.checkpoints import (
@@ -36,7 +36,6 @@ from rlplat.checkpoints import (
 )
 from rlplat.cluster.connect import env_runner_restarts
 from rlplat.environments.guard import take_reported_failure
-from rlplat.environments.make import EnvInfo
 from rlplat.errors import EnvKeepsFailing, RlplatError
 from rlplat.experiment.load import trial_experiment
 from rlplat.experiment.schema import CheckpointSpec, StopSpec, score_metric
@@ -63,7 +62,6 @@ from rlplat.seams.tune import training_time_s, trial_storage_path
 from rlplat.util.atomic import write_atomic
 from rlplat.util.streams import stderr_without
 
-SUFFIX = "Trial"
 CONNECTOR_COMPONENTS = [COMPONENT_ENV_TO_MODULE_CONNECTOR, COMPONENT_MODULE_TO_ENV_CONNECTOR]
 
 
@@ -74,12 +72,11 @@ RAY_RESTART_ARGUMENTS_WARNING = re.compile(
 )
 
 
-def algorithm_config(config: Any, env: EnvInfo | None = None) -> Any:
-    """The RLlib ``AlgorithmConfig`` for a trial's experiment dict (anything else unchanged),
-    built from the driver's ``env`` where given."""
+def algorithm_config(config: Any) -> Any:
+    """The RLlib ``AlgorithmConfig`` for a trial's experiment dict (anything else unchanged)."""
     if not (isinstance(config, dict) and "algorithm" in config and "env" in config):
         return config
-    return trial_algorithm_config(config, env)
+    return trial_algorithm_config(config)
 
 
 WINDOW_STATE = "rlplat_episode_window"
@@ -125,19 +122,15 @@ class ExperimentTrial(AlgorithmHooks):
     and adds what RLlib's new-stack checkpoints leave out: rlplat's episode-return window and
     the replay memory (``checkpoint.replay_buffer``)."""
 
-    registered_name: str  # the algorithm's registered name (``trainable_for``)
-    # What the driver's env check found: given to the constructor by rlplat's own loop, carried
-    # by the run's class (``trainable_for``) to Tune's trial actors, which construct it bare.
-    driver_env: EnvInfo | None = None
+    registered_name: str  # the algorithm's registered name, given by each trial class
     # Set by rlplat's own loop (rlplat.run.loop), which runs the trainable without Tune: where
     # the trial's files go, and the training seconds of the sessions before a resume (Tune
     # restores those into the trainable itself).
     trial_dir: Path | None = None
     earlier_training_s: float = 0.0
 
-    def __init__(self, config: Any = None, *, driver_env: EnvInfo | None = None, **kwargs: Any):
+    def __init__(self, config: Any = None, **kwargs: Any):
         experiment = config if isinstance(config, dict) else {}
-        env = driver_env if driver_env is not None else self.driver_env
         self._experiment = experiment
         self._checkpoint_spec = CheckpointSpec.model_validate(experiment.get("checkpoint", {}))
         stop = experiment.get("stop")
@@ -149,7 +142,7 @@ class ExperimentTrial(AlgorithmHooks):
         if experiment.get("offline"):
             keep_ray_data_in_the_trial()
         with stderr_without(RAY_RESTART_ARGUMENTS_WARNING):
-            super().__init__(config=algorithm_config(config, env), **kwargs)
+            super().__init__(config=algorithm_config(config), **kwargs)
         self._self_play = self_play_driver(experiment)
         init = experiment.get("init") or {}
         if init.get("checkpoint"):
@@ -337,27 +330,3 @@ def put(result: dict[str, Any], path: str, value: Any) -> None:
     """Set ``section/key`` in a nested result dict."""
     section, key = path.split("/")
     result.setdefault(section, {})[key] = value
-
-
-def trainable_for(algorithm: str, env: EnvInfo | None = None) -> type:
-    """The trainable class for a registered algorithm name (``experiment.algorithm``); with
-    ``env`` (``prepare.trial_env``), one whose trials build their RLlib config from it instead
-    of building the env again. That class is the run's own: pickled with its env (by value)
-    wherever Tune starts a trial (Tune constructs a trainable from its config alone; rlplat's own
-    loop passes ``driver_env`` to the constructor instead)."""
-    cls = globals().get(algorithm + SUFFIX) or __getattr__(algorithm + SUFFIX)
-    if env is None:
-        return cls
-    qualname = f"{cls.__qualname__}.for_this_run"  # not found by name: pickled by value
-    return type(cls.__name__, (cls,), {"__qualname__": qualname, "driver_env": env})
-
-
-def __getattr__(name: str) -> type:
-    if not name.endswith(SUFFIX):
-        raise AttributeError(name)
-    registered = canonical_name(name.removesuffix(SUFFIX))
-    algo_cls = get_algorithm_class(registered)
-    attributes = {"__module__": __name__, "__qualname__": name, "registered_name": registered}
-    cls = type(name, (ExperimentTrial, algo_cls), attributes)
-    globals()[name] = cls
-    return cls

@@ -66,7 +66,7 @@ def test_the_env_runner_acts_with_the_learners_weights(ray_session, runners, sha
     """DQN learning in its own process: with no remote env runner, the env runner's module holds
     the learner's parameters themselves (no copy after each training step); with one, RLlib's
     copy. Either way, after every training step the acting weights are the learned ones."""
-    from rlplat.run.trainable import trainable_for
+    from rlplat.run.trials import trainable_for
 
     overrides = [
         "training.num_steps_sampled_before_learning_starts=64",

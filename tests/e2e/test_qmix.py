@@ -38,7 +38,7 @@ def test_env_runner_acts_with_the_learners_own_parameters(ray_session, tmp_path)
 
     from rlplat.experiment.load import load_experiment
     from rlplat.prepare import prepare
-    from rlplat.run.trainable import trainable_for
+    from rlplat.run.trials import trainable_for
 
     overrides = [
         "training.batch_episodes=4",

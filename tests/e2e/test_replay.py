@@ -11,7 +11,7 @@ def test_a_trial_that_asks_for_the_transition_sampler_replays_with_it(ray_sessio
     learns with it."""
     from rlplat.experiment.load import load_experiment
     from rlplat.prepare import prepare
-    from rlplat.run.trainable import trainable_for
+    from rlplat.run.trials import trainable_for
 
     loaded = load_experiment(
         EXPERIMENTS / "cartpole_dqn.yaml",

@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from rlplat.checkpoints import RESOLVED_EXPERIMENT, RUN_INFO, SUMMARY, CheckpointInfo
+from rlplat.errors import UserError
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
 from tests.helpers import EXPERIMENTS, read_results, read_scalars
@@ -264,7 +265,7 @@ def test_greedy_evaluation_normalises_with_the_training_statistics(ray_session, 
     the evaluation runner starts from the training filter's statistics (a 1,024-step iteration),
     not from a filter of its own that saw one evaluation episode."""
     from rlplat.prepare import prepare
-    from rlplat.run.trainable import trainable_for
+    from rlplat.run.trials import trainable_for
 
     loaded = load_experiment(
         tiny_ppo,
@@ -349,3 +350,32 @@ def test_a_trial_in_the_command_writes_what_a_trial_actor_writes(tiny_run, tmp_p
         for trial_dir in (command_trial, actor_trial)
     ]
     assert returns[0] == returns[1]
+
+
+def test_every_algorithm_runs_a_trial_class_written_in_a_file():
+    """The class a trial runs is written in a file (pickled by name to Tune's trial actors, no
+    class made at run time): its algorithm's class with ``ExperimentTrial`` before it. A
+    registration without one is told how to write it."""
+    import importlib
+
+    from rlplat.algorithms.registry import (
+        algorithm_names,
+        get_algorithm_class,
+        register_algorithm,
+        unregister_algorithm,
+    )
+    from rlplat.run.trainable import ExperimentTrial
+    from rlplat.run.trials import trainable_for
+
+    for name in algorithm_names():
+        trial = trainable_for(name.lower())
+        assert trial.__bases__ == (ExperimentTrial, get_algorithm_class(name)), name
+        assert trial.registered_name == name
+        module = importlib.import_module(trial.__module__)
+        assert getattr(module, trial.__qualname__, None) is trial, (name, trial)
+    register_algorithm("TinyQ", "ray.rllib.algorithms.dqn:DQN")
+    try:
+        with pytest.raises(UserError, match=r"trial='module.path:TinyQTrial'"):
+            trainable_for("TinyQ")
+    finally:
+        unregister_algorithm("TinyQ")

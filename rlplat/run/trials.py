@@ -1,0 +1,133 @@
+"""The class each trial runs: its algorithm's class with ``ExperimentTrial`` before it.
+
+Written out, one per algorithm ``algorithm:`` accepts, so that Tune's trial actors and every Ray
+worker unpickle them by name and a reader finds the class that ran in a file. An algorithm
+registered elsewhere names its own (``register_algorithm(..., trial="module.path:Class")``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from ray.rllib.algorithms.appo import APPO
+from ray.rllib.algorithms.bc import BC
+from ray.rllib.algorithms.impala import IMPALA
+from ray.rllib.algorithms.iql import IQL
+from ray.rllib.algorithms.marwil import MARWIL
+from ray.rllib.algorithms.ppo import PPO
+
+from rlplat.algorithms.cql import CQL
+from rlplat.algorithms.crossq import CrossQ
+from rlplat.algorithms.maddpg import MADDPG
+from rlplat.algorithms.mappo import MAPPO
+from rlplat.algorithms.masac import MASAC
+from rlplat.algorithms.pqn import PQN
+from rlplat.algorithms.qmix import QMIX
+from rlplat.algorithms.registry import algorithm_record, canonical_name
+from rlplat.algorithms.sac import SAC
+from rlplat.algorithms.td3 import DDPG, TD3
+from rlplat.algorithms.transition_loop import DQN
+from rlplat.errors import UserError
+from rlplat.run.trainable import ExperimentTrial
+from rlplat.util.imports import import_object
+
+with warnings.catch_warnings():
+    # RLlib's DreamerV3 module builds and steps a debugging env of RLlib's on import, whose
+    # Gymnasium warnings concern no run.
+    warnings.simplefilter("ignore", UserWarning)
+    from ray.rllib.algorithms.dreamerv3 import DreamerV3
+
+
+class APPOTrial(ExperimentTrial, APPO):
+    registered_name = "APPO"
+
+
+class BCTrial(ExperimentTrial, BC):
+    registered_name = "BC"
+
+
+class CQLTrial(ExperimentTrial, CQL):
+    registered_name = "CQL"
+
+
+class CrossQTrial(ExperimentTrial, CrossQ):
+    registered_name = "CrossQ"
+
+
+class DDPGTrial(ExperimentTrial, DDPG):
+    registered_name = "DDPG"
+
+
+class DQNTrial(ExperimentTrial, DQN):
+    registered_name = "DQN"
+
+
+class DreamerV3Trial(ExperimentTrial, DreamerV3):
+    registered_name = "DreamerV3"
+
+
+class IMPALATrial(ExperimentTrial, IMPALA):
+    registered_name = "IMPALA"
+
+
+class IQLTrial(ExperimentTrial, IQL):
+    registered_name = "IQL"
+
+
+class MADDPGTrial(ExperimentTrial, MADDPG):
+    registered_name = "MADDPG"
+
+
+class MAPPOTrial(ExperimentTrial, MAPPO):
+    registered_name = "MAPPO"
+
+
+class MARWILTrial(ExperimentTrial, MARWIL):
+    registered_name = "MARWIL"
+
+
+class MASACTrial(ExperimentTrial, MASAC):
+    registered_name = "MASAC"
+
+
+class PPOTrial(ExperimentTrial, PPO):
+    registered_name = "PPO"
+
+
+class PQNTrial(ExperimentTrial, PQN):
+    registered_name = "PQN"
+
+
+class QMIXTrial(ExperimentTrial, QMIX):
+    registered_name = "QMIX"
+
+
+class SACTrial(ExperimentTrial, SAC):
+    registered_name = "SAC"
+
+
+class TD3Trial(ExperimentTrial, TD3):
+    registered_name = "TD3"
+
+
+TRIALS: dict[str, type[ExperimentTrial]] = {
+    cls.registered_name: cls
+    for cls in ExperimentTrial.__subclasses__()
+    if cls.__module__ == __name__
+}
+
+
+def trainable_for(algorithm: str) -> type[ExperimentTrial]:
+    """The class a trial of ``algorithm`` (its registered name, any case) runs."""
+    name = canonical_name(algorithm)
+    path = algorithm_record(name).trial
+    if path is not None:
+        return import_object(path)
+    if name not in TRIALS:
+        raise UserError(
+            f"algorithm {name!r} has no trial class: write one, "
+            f"`class {name}Trial(ExperimentTrial, {name})` with `registered_name = {name!r}` "
+            "(rlplat.run.trainable.ExperimentTrial), and name it in its registration: "
+            f"register_algorithm({name!r}, ..., trial='module.path:{name}Trial')."
+        )
+    return TRIALS[name]
