@@ -32,7 +32,7 @@ def measure(overrides: list[str]) -> dict[str, float | list[float]]:
     from rlplat.algorithms.loop import update_and_sync
     from rlplat.experiment.load import load_experiment
     from rlplat.prepare import prepare
-    from rlplat.run.trainable import trainable_for
+    from rlplat.run.trials import trainable_for
 
     start = f"training.num_steps_sampled_before_learning_starts={LEARNING_STARTS}"
     run = prepare(load_experiment(REPO / EXPERIMENT, [*overrides, start]), step_env=False)

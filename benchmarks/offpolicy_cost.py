@@ -155,7 +155,7 @@ def measure_rlplat(task: Task, updates: int, profiled: int) -> dict[str, Any]:
 
     from rlplat.experiment.load import load_experiment
     from rlplat.prepare import prepare
-    from rlplat.run.trainable import trainable_for
+    from rlplat.run.trials import trainable_for
 
     overrides = [*task.overrides, f"training.{task.learning_starts_key}={LEARNING_STARTS}"]
     run = prepare(load_experiment(REPO / task.experiment, overrides), step_env=False)

@@ -13,12 +13,13 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-from rlplat.algorithms.sac import TemperatureState
+from rlplat.algorithms.sac import FusedSACOptimizers, TemperatureState
 from rlplat.engine.learner import RlplatLearner
 
 
-class CQLLearner(TemperatureState, RlplatLearner, CQLTorchLearner):
-    """RLlib's CQL torch learner with ``TemperatureState``, on rlplat's learner."""
+class CQLLearner(TemperatureState, FusedSACOptimizers, RlplatLearner, CQLTorchLearner):
+    """RLlib's CQL torch learner with ``TemperatureState`` and SAC's optimizers fused, on
+    rlplat's learner."""
 
 
 class CQLConfig(RLlibCQLConfig):
@@ -26,6 +27,9 @@ class CQLConfig(RLlibCQLConfig):
 
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or CQL)
+        # RLlib's CQLConfig keeps AlgorithmConfig's lr, which its validate() refuses: CQL
+        # learns at its three rates (actor_lr, critic_lr, alpha_lr) only.
+        self.lr = None
 
     def get_default_learner_class(self) -> type:
         return CQLLearner

@@ -19,9 +19,7 @@ agent's observation and action at the same step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ray.rllib.algorithms.registry import ALGORITHMS
@@ -111,8 +109,6 @@ class AlgorithmRecord:
     # The per-module learner metrics that are its Q-value estimates (the training-health rule
     # q_divergence reads the largest of them); empty: it logs none.
     q_metrics: tuple[str, ...] = ()
-    # Training settings rlplat passes unless the experiment sets them.
-    training_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     # Settings for one machine that a single-agent experiment gets where it leaves them out
     # (RLlib's own defaults are made for many env runners on a cluster); the run's
     # experiment.yaml names each under ``defaults``.
@@ -181,14 +177,13 @@ def get_algorithm_class(name: str) -> type[Algorithm]:
 
 
 def default_settings(name: str) -> dict[str, Any]:
-    """The settings an experiment of ``name`` gets where it leaves them out: RLlib's config
-    defaults under rlplat's ``training_defaults`` (empty for a name no longer registered)."""
+    """The settings an experiment of ``name`` gets where it leaves them out: its config class's
+    defaults (empty for a name no longer registered)."""
     try:
         algorithm = get_algorithm_class(name)
     except UserError:
         return {}
-    defaults = algorithm.get_default_config().to_dict()
-    return {**defaults, **algorithm_record(canonical_name(name)).training_defaults}
+    return algorithm.get_default_config().to_dict()
 
 
 def q_metrics_of(name: str) -> tuple[str, ...]:
@@ -363,14 +358,12 @@ register_algorithm(
 )
 register_algorithm("BC", learner=f"{_LEARNERS}:MARWILLearner", offline=True)
 register_algorithm("MARWIL", learner=f"{_LEARNERS}:MARWILLearner", offline=True)
-# CQLConfig's own default lr fails CQLConfig.validate(), which takes the three rates only.
 register_algorithm(
     "CQL",
     "rlplat.algorithms.cql:CQL",
     offline=True,
     discrete_alternative="BC or MARWIL",
     own_rates=_SAC_RATES,
-    training_defaults=MappingProxyType({"lr": None}),
     q_metrics=_QF_ESTIMATES,
 )
 register_algorithm(

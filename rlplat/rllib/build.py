@@ -487,8 +487,6 @@ def build_algorithm_config(
         calls["offline_data"]["input_"] = [str(data_path(Path(p))) for p in exp.offline.inputs()]
         _offline_data_defaults(calls["offline_data"])
     _learner_class_calls(calls, exp.algorithm)
-    for key, value in algorithm_record(exp.algorithm).training_defaults.items():
-        calls["training"].setdefault(key, value)
     for path, (section, keyword) in RESOURCE_KEYS.items():
         value = resource_value(exp, path)
         if value not in (None, {}):
