@@ -208,8 +208,11 @@ def transition_batch(
         columns["obs"].append(observations.data[observations.lookback + t])
         columns["new_obs"].append(observations.data[observations.lookback + end])
         columns["actions"].append(actions.data[actions.lookback + t])
-        summed = np.asarray(rewards.data[rewards.lookback + t : rewards.lookback + end])
-        columns["rewards"].append(powers[: end - t] @ summed)
+        if end - t == 1:  # one reward: no discounting to do (the same float)
+            columns["rewards"].append(rewards.data[rewards.lookback + t])
+        else:
+            summed = np.asarray(rewards.data[rewards.lookback + t : rewards.lookback + end])
+            columns["rewards"].append(powers[: end - t] @ summed)
         columns["terminateds"].append(reaches_end and episode.is_terminated)
         columns["truncateds"].append(reaches_end and episode.is_truncated)
         columns["n_step"].append(end - t)
