@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -466,6 +467,26 @@ def launch(args: list[str], address: str) -> subprocess.Popen:
         text=True,
         start_new_session=True,
     )
+
+
+def rest_of_output(process: subprocess.Popen, timeout_s: float) -> str:
+    """The command's remaining output once it has ended; if it has not within ``timeout_s``, a
+    failure that shows its output and the state of every rlplat process (where a hang is)."""
+    try:
+        return process.communicate(timeout=timeout_s)[0]
+    except subprocess.TimeoutExpired:
+        table = subprocess.run(
+            ["ps", "-eo", "pid,ppid,pgid,stat,wchan:24,etime,args"],
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()
+        processes = "\n".join([table[0], *(line for line in table[1:] if "rlplat" in line)])
+        os.killpg(process.pid, signal.SIGKILL)
+        output = process.communicate()[0]
+        raise AssertionError(
+            f"the command had not ended {timeout_s} s later; its processes then:\n{processes}\n"
+            f"its output:\n{output[-4000:]}"
+        ) from None
 
 
 def read_until_iteration(process: subprocess.Popen, iteration: int) -> tuple[Path, list[str]]:

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
-from tests.helpers import TINY_PPO, launch, read_until_iteration, replace
+from tests.helpers import TINY_PPO, launch, read_until_iteration, replace, rest_of_output
 
 
 def test_an_env_failing_only_in_remote_env_runners_stops_the_trial_with_its_error(
@@ -65,6 +65,6 @@ def test_a_stuck_iteration_gets_a_watchdog_warning_and_ctrl_c_stops_at_once(
     waited = re.search(r"has been in one iteration for (\d+) s", "".join(lines))
     assert waited and 3 <= int(waited.group(1)) <= 10, "".join(lines)  # it looks every 0.25 s
     os.killpg(process.pid, signal.SIGINT)
-    output = process.communicate(timeout=90)[0]
+    output = rest_of_output(process, 90)
     assert process.returncode == 130, output[-3000:]
     assert "Stopping now" in output and "None" not in output

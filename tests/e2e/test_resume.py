@@ -29,6 +29,7 @@ from tests.helpers import (
     launch,
     read_until_iteration,
     read_until_resumable,
+    rest_of_output,
 )
 
 EXPERIMENTS = {
@@ -187,7 +188,7 @@ def test_second_ctrl_c_stops_at_once(ray_session, write_yaml, tmp_path):
     os.killpg(process.pid, signal.SIGINT)
     time.sleep(0.3)
     os.killpg(process.pid, signal.SIGINT)
-    output = process.communicate(timeout=60)[0]
+    output = rest_of_output(process, 60)
     assert process.returncode == 130, output[-3000:]
     assert "Stopping now" in output
 
@@ -211,7 +212,7 @@ def test_ctrl_c_during_rescoring_stops_it_and_the_command_ends(ray_session, writ
     time.sleep(1.0)
     os.killpg(process.pid, signal.SIGINT)
     started = time.monotonic()
-    output = "".join(lines) + process.communicate(timeout=60)[0]
+    output = "".join(lines) + rest_of_output(process, 60)
     assert time.monotonic() - started < 20, "re-scoring went on"
     assert process.returncode == 0, output[-3000:]
     assert "SIGINT: re-scoring stopped" in output, output[-3000:]
