@@ -476,7 +476,7 @@ def rest_of_output(process: subprocess.Popen, timeout_s: float) -> str:
         return process.communicate(timeout=timeout_s)[0]
     except subprocess.TimeoutExpired:
         table = subprocess.run(
-            ["ps", "-eo", "pid,ppid,pgid,stat,wchan:24,etime,args"],
+            ["ps", "-ww", "-eo", "pid,ppid,pgid,stat,wchan:24,etime,args"],
             capture_output=True,
             text=True,
         ).stdout.splitlines()

@@ -46,14 +46,17 @@ def test_an_env_failing_only_in_remote_env_runners_stops_the_trial_with_its_erro
 def test_a_stuck_iteration_gets_a_watchdog_warning_and_ctrl_c_stops_at_once(
     ray_session, write_yaml, tmp_path
 ):
-    """The env deadlocks in the third iteration: after watchdog_s the terminal says so, and a
+    """The env deadlocks in the second iteration: after watchdog_s the terminal says so, and a
     single Ctrl-C then ends the run (exit 130) instead of waiting for an iteration that never
-    ends."""
+    ends. One env of 256 steps an iteration hangs at its 300th step, so the watchdog's first
+    word after iteration 1 is about the stuck iteration (on a loaded machine a slow iteration
+    before it could have drawn the word, and the Ctrl-C then waited for the stuck one)."""
     text = replace(
         TINY_PPO,
         "  id: CartPole-v1\n",
-        "  factory: envs.flaky:FlakyCartPole\n  kwargs: {hang_at_step: 600}\n",
+        "  factory: envs.flaky:FlakyCartPole\n  kwargs: {hang_at_step: 300}\n",
     )
+    text = replace(text, "env_runners: {count: 0}", "env_runners: {count: 0, envs: 1}")
     text = replace(text, "iterations: 3", "iterations: 100") + "watchdog_s: 3\n"
     text += "evaluation: {evaluation_interval: null}\n"  # greedy episodes would hang too
     process = launch([str(write_yaml(text.replace("OUTPUT", str(tmp_path / "out"))))], ray_session)
