@@ -56,7 +56,7 @@ SWITCH = "RLPLAT_WARM_IMPORTS"
 SOCKET = "forkserver.sock"
 RECORD = "forkserver.json"
 LOG = "forkserver.log"
-PROTOCOL = 3
+PROTOCOL = 4
 MESSAGE_BYTES = 1 << 20
 CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -256,8 +256,11 @@ def _run_in_server(where: Path, argv: list[str], entry: str, environment: dict[s
 
 @contextmanager
 def _forwarding_signals(pid: int) -> Iterator[None]:
-    """While the command runs in ``pid``: the signals this process gets go to it (those this
-    process ignores stay ignored, as the command would ignore them), and Ctrl-Z stops both."""
+    """While the command runs in ``pid``: the signals this process gets go to it, and Ctrl-Z
+    stops both. Every one is forwarded, those this process ignores too: the child ignores what
+    this process ignored as it started (:func:`_process_settings`), and answers the rest, or a
+    Ctrl-C its training loop catches whatever it inherited, as the command would in its own
+    process."""
 
     def forward(number: int, _frame: Any) -> None:
         _send_signal(pid, number)
@@ -269,11 +272,9 @@ def _forwarding_signals(pid: int) -> Iterator[None]:
         signal.signal(signal.SIGTSTP, suspend)
         _send_signal(pid, signal.SIGCONT)
 
-    handlers = {number: forward for number in FORWARDED} | {signal.SIGTSTP: suspend}
-    previous = {}
-    for number, handler in handlers.items():
-        if signal.getsignal(number) is not signal.SIG_IGN:
-            previous[number] = signal.signal(number, handler)
+    previous = {number: signal.signal(number, forward) for number in FORWARDED}
+    if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:
+        previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, suspend)
     try:
         yield
     finally:
@@ -404,17 +405,25 @@ class Command:
 
 def _process_settings() -> dict[str, Any]:
     """What a process inherits besides its environment and a command may have set for itself
-    (``taskset``, ``nice``, ``umask``): the child takes the command's, not the server's."""
+    (``taskset``, ``nice``, ``umask``, the signals a shell's ``&`` or ``nohup`` ignores, a
+    blocked signal): the child takes the command's, not the server's, which are those of
+    whichever command started the server."""
     mask = os.umask(0o022)
     os.umask(mask)
     return {
         "umask": mask,
         "cpus": sorted(os.sched_getaffinity(0)),
         "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "ignored": [int(n) for n in FORWARDED if signal.getsignal(n) is signal.SIG_IGN],
+        "blocked": sorted(int(n) for n in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
     }
 
 
 def _apply_process_settings(settings: dict[str, Any]) -> None:
+    for number in FORWARDED:  # as Python starts: Ctrl-C raises KeyboardInterrupt unless ignored
+        default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
+        signal.signal(number, signal.SIG_IGN if number in settings["ignored"] else default)
+    signal.pthread_sigmask(signal.SIG_SETMASK, settings["blocked"])
     os.umask(settings["umask"])
     try:
         os.sched_setaffinity(0, settings["cpus"])
@@ -529,10 +538,7 @@ def serve(where: Path, idle_s: float) -> Command | None:
             os.close(wake_read)
             os.close(wake_write)
             signal.set_wakeup_fd(-1)
-            for number in (signal.SIGCHLD, signal.SIGTERM):
-                signal.signal(number, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the command's own: Command.run
             command.server_path0 = own_path0
             return command
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

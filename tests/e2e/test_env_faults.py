@@ -44,7 +44,7 @@ def test_an_env_failing_only_in_remote_env_runners_stops_the_trial_with_its_erro
 
 
 def test_a_stuck_iteration_gets_a_watchdog_warning_and_ctrl_c_stops_at_once(
-    ray_session, write_yaml, tmp_path, monkeypatch
+    ray_session, write_yaml, tmp_path
 ):
     """The env deadlocks in the second iteration: after watchdog_s the terminal says so, and a
     single Ctrl-C then ends the run (exit 130) instead of waiting for an iteration that never
@@ -59,9 +59,6 @@ def test_a_stuck_iteration_gets_a_watchdog_warning_and_ctrl_c_stops_at_once(
     text = replace(text, "env_runners: {count: 0}", "env_runners: {count: 0, envs: 1}")
     text = replace(text, "iterations: 3", "iterations: 100") + "watchdog_s: 3\n"
     text += "evaluation: {evaluation_interval: null}\n"  # greedy episodes would hang too
-    # In the command's own process: served by a warm interpreter (which an earlier test may
-    # have left running), the stuck command did not stop on Ctrl-C in CI; a known, open bug.
-    monkeypatch.setenv("RLPLAT_WARM_IMPORTS", "0")
     process = launch([str(write_yaml(text.replace("OUTPUT", str(tmp_path / "out"))))], ray_session)
     _, lines = read_until_iteration(process, 1)
     for line in process.stdout:

@@ -56,6 +56,10 @@ def _descendants(pid: int) -> dict[int, str]:
         found.update(more)
 
 
+def _ignoring_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _two_runs_at_once(path: Path, warm_dir: Path) -> tuple[list[str], dict[int, str]]:
     """Both commands' output, and the warm Ray's processes (its keeper and Ray's own)."""
     first, second = _train(path, warm_dir), _train(path, warm_dir)
@@ -177,13 +181,16 @@ def test_commands_run_in_the_warm_interpreter_as_in_their_own_process(
 
         path.write_text(path.read_text().replace("iterations: 3", "iterations: 1000"))
         # Ctrl-C and kill -9 of the command; kill -9 of the process that runs it (the kernel's
-        # out-of-memory killer), which must end the command, never start the run again.
+        # out-of-memory killer), which must end the command, never start the run again. The
+        # Ctrl-C goes to a command started with SIGINT ignored (as a script's `&` starts it):
+        # its training loop answers it in its own process, so it must here too.
         cases = ((signal.SIGINT, 130, False), (signal.SIGKILL, -signal.SIGKILL, False),
                  (signal.SIGKILL, -signal.SIGKILL, True))  # fmt: skip
         for stop, code, of_driver in cases:
             process = subprocess.Popen(
                 [sys.executable, "-m", "rlplat.cli", "train", str(path)], env=env,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                preexec_fn=_ignoring_ctrl_c if stop == signal.SIGINT else None,
             )  # fmt: skip
             run_dir, _ = read_until_iteration(process, 1)
             driver = _driver_pid(run_dir)
