@@ -257,10 +257,10 @@ def _run_in_server(where: Path, argv: list[str], entry: str, environment: dict[s
 @contextmanager
 def _forwarding_signals(pid: int) -> Iterator[None]:
     """While the command runs in ``pid``: the signals this process gets go to it, and Ctrl-Z
-    stops both. Every one is forwarded, those this process ignores too: the child ignores what
-    this process ignored as it started (:func:`_process_settings`), and answers the rest, or a
-    Ctrl-C its training loop catches whatever it inherited, as the command would in its own
-    process."""
+    stops both. Signals this process ignores are forwarded too: the child starts with this
+    process's dispositions (:func:`_process_settings`), so it ignores or answers each one as
+    the command would in its own process (whose training loop answers Ctrl-C even where it
+    started ignored)."""
 
     def forward(number: int, _frame: Any) -> None:
         _send_signal(pid, number)
