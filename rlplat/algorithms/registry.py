@@ -225,7 +225,7 @@ _OWN_REPLAY_MEMORY = "replay_memory"  # rlplat.algorithms.base.ReplayLoopAlgorit
 _TRANSITIONS = MachineDefault(
     "training.replay_buffer_config.type",
     "TransitionEpisodeReplayBuffer",
-    "rlplat's transition sampler of RLlib's episode buffer: the same samples, drawn faster",
+    "rlplat's transition replay: n-step transitions drawn from arrays, without episode copies",
 )
 _DQN_DEFAULTS = (
     _TRANSITIONS,

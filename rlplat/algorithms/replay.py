@@ -15,8 +15,9 @@ exponent of the bootstrap's discount) is the number of rewards it summed. Extra 
 (``include_extra_model_outputs``) are those of step ``t``; RLlib's sampler returns the
 episode's first step's for every item.
 
-``sample_batch`` draws a whole train batch at once, straight into arrays (no episode per item), for
-learners that read only the transition columns (``rlplat.algorithms.transition_loop``).
+Runs whose learners read only the transition columns keep their steps in
+``rlplat.algorithms.transition_memory.TransitionMemory`` instead, which reads the same values
+from arrays.
 
 Select it with ``training.replay_buffer_config.type: TransitionEpisodeReplayBuffer`` (single-agent
 DQN and SAC); sequence sampling (``batch_length_T``, stateful modules) and random n-step ranges
@@ -43,26 +44,8 @@ def transition_sampler_requested(replay_buffer_config: dict[str, Any] | None) ->
     return (replay_buffer_config or {}).get("type") == TRANSITION_SAMPLER
 
 
-BATCH_COLUMNS = ("obs", "new_obs", "actions", "rewards", "terminateds", "truncateds", "n_step")
-
-
 class TransitionEpisodeReplayBuffer(EpisodeReplayHooks):
     """``EpisodeReplayBuffer`` whose n-step samples are read transition by transition."""
-
-    def sample_batch(self, num_items: int, n_step: int, gamma: float) -> dict[str, np.ndarray]:
-        """``num_items`` uniformly drawn n-step transitions as the learner's train batch columns
-        (float observations as float32), read straight from the stored episodes' arrays."""
-        index = self.step_index
-        drawn = [index[i] for i in self.rng.integers(len(index), size=num_items)]
-        evicted = self.get_num_episodes_evicted()
-        items = [(self.episodes[episode_idx - evicted], t) for episode_idx, t in drawn]
-        batch = transition_batch(items, n_step, gamma)
-        batch["weights"] = np.ones(num_items, dtype=np.float32)  # uniform replay
-        distinct_steps = len(set(drawn))
-        episodes = len({episode_idx for episode_idx, _ in drawn})
-        mean_n_step = float(batch["n_step"].mean())
-        self._record_sample(num_items, episodes, distinct_steps, mean_n_step)
-        return batch
 
     def draw_episodes(
         self,
@@ -190,34 +173,3 @@ def transition(
         np.ones((1 + lookback,)), lookback=lookback
     )
     return item
-
-
-def transition_batch(
-    items: list[tuple[SingleAgentEpisode, int]], n_step: int, gamma: float
-) -> dict[str, np.ndarray]:
-    """The n-step transitions from step ``t`` of each ``(episode, t)`` as train batch columns,
-    with the values ``transition`` gives one by one (float observations and rewards as float32;
-    most sampled episodes are read once, so a plain loop beats per-episode array indexing)."""
-    powers = gamma ** np.arange(n_step)
-    columns: dict[str, list[Any]] = {key: [] for key in BATCH_COLUMNS}
-    for episode, t in items:
-        observations, actions, rewards = episode.observations, episode.actions, episode.rewards
-        length = len(episode)
-        end = min(t + n_step, length)
-        reaches_end = end == length
-        columns["obs"].append(observations.data[observations.lookback + t])
-        columns["new_obs"].append(observations.data[observations.lookback + end])
-        columns["actions"].append(actions.data[actions.lookback + t])
-        if end - t == 1:  # one reward: no discounting to do (the same float)
-            columns["rewards"].append(rewards.data[rewards.lookback + t])
-        else:
-            summed = np.asarray(rewards.data[rewards.lookback + t : rewards.lookback + end])
-            columns["rewards"].append(powers[: end - t] @ summed)
-        columns["terminateds"].append(reaches_end and episode.is_terminated)
-        columns["truncateds"].append(reaches_end and episode.is_truncated)
-        columns["n_step"].append(end - t)
-    batch = {key: np.asarray(values) for key, values in columns.items()}
-    for key in ("obs", "new_obs", "actions", "rewards"):
-        if batch[key].dtype.kind == "f":
-            batch[key] = batch[key].astype(np.float32)
-    return batch

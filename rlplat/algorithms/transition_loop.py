@@ -3,13 +3,15 @@
 RLlib's loop samples each update's batch as one small episode per transition and sends those
 through the learner connector pipeline, which reads them back item by item: on HalfCheetah with
 batch 256 that took 10 ms of sampling and 4 ms of connectors, as long as the update itself. Where
-the learner needs only the transition columns, ``TransitionBatchLoop`` asks the buffer for the
-columns as arrays (``TransitionEpisodeReplayBuffer.sample_batch``) and hands the learner a ready
-batch; the learner sees the same columns, the updates and target updates keep RLlib's cadence.
+the learner needs only the transition columns, ``TransitionBatchLoop`` keeps the sampled steps in
+rlplat's array memory (``TransitionMemory``, no episode copies) and draws each update's columns
+from it as arrays; the learner sees the same columns, the updates and target updates keep
+RLlib's cadence.
 
 It applies to single-agent runs with rlplat's transition sampler, stateless modules, flat Box or
 Discrete spaces and no learner connector pieces of the experiment's own (frame stacking, for one);
-anything else (prioritized replay, sequences, multi-agent) runs RLlib's loop unchanged.
+anything else (prioritized replay, sequences, multi-agent) runs RLlib's loop unchanged, with
+``TransitionEpisodeReplayBuffer`` where the experiment asked for the transition sampler.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from rlplat.algorithms.base import OwnAlgorithmConfig, move_towards
 from rlplat.algorithms.loop import env_steps_sampled, sample_round
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer
 from rlplat.algorithms.shared_weights import sync_env_runners
+from rlplat.algorithms.transition_memory import TransitionMemory
 from rlplat.engine.learner import RlplatLearner
 from rlplat.seams.rllib_algorithm import AlgorithmHooks, compiled_after, custom_learner_connector
 
@@ -60,6 +63,12 @@ FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete)
 
 class TransitionBatchLoop(AlgorithmHooks):
     """Mixin before an RLlib DQN-family algorithm: its ``training_step`` with array batches."""
+
+    def setup(self, config: Any) -> None:
+        super().setup(config)
+        if self.replays_transition_batches:  # the same capacity as the buffer it replaces
+            capacity = self.local_replay_buffer.capacity
+            self.local_replay_buffer = TransitionMemory(capacity, self.config.seed)
 
     def training_step(self) -> None:
         if not self.replays_transition_batches:
@@ -113,7 +122,7 @@ class TransitionBatchLoop(AlgorithmHooks):
             reduced = self.learner_group.foreach_learner(lambda learner: learner.metrics.reduce())
             results = [result.get() for result in reduced]
             self.metrics.aggregate(without_td_errors(results), key=LEARNER_RESULTS)
-        self.metrics.aggregate([self.local_replay_buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS)
+        self.metrics.log_dict(self.local_replay_buffer.stats(), key=REPLAY_BUFFER_RESULTS, window=1)
 
     def replayed_batch(self) -> MultiAgentBatch:
         """One learner update's batch, drawn from the replay buffer as arrays."""
@@ -127,8 +136,9 @@ class TransitionBatchLoop(AlgorithmHooks):
 
     @cached_property
     def replays_transition_batches(self) -> bool:
-        """Whether this run's learner batches can come straight from the buffer (decided once:
-        the buffer, spaces and modules are fixed when the algorithm is built)."""
+        """Whether this run's learner batches come straight from a ``TransitionMemory``
+        (decided once, in ``setup``, which builds that memory: the spaces and modules are
+        known only once the algorithm's env runners are built)."""
         config = self.config
         spaces = (self.spaces or {}).get(DEFAULT_MODULE_ID, ())
         return (

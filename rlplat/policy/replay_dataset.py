@@ -16,6 +16,7 @@ from rlplat.checkpoints import ALGORITHM_STATE, REPLAY_STATE, find_checkpoint
 from rlplat.datasets.dataset import (
     DatasetInfo,
     DatasetWriter,
+    Step,
     actions_normalized,
     check_recordable,
     episode_steps,
@@ -42,24 +43,30 @@ def export_replay(path: Path, out: Path, *, best: bool = False) -> DatasetWriter
             "and a dataset holds what the env returned. Nothing was written."
         )
     memory = _replay_state(picked.path)
-    try:
-        episodes = [SingleAgentEpisode.from_state(state) for state in memory.get("episodes", [])]
-    except (KeyError, TypeError, AttributeError):
-        raise UserError(
-            f"{picked.path} holds a multi-agent replay memory, and {_SINGLE_AGENT} "
-            "Nothing was written."
-        ) from None
-    if not episodes:
+    if "rows" in memory:  # rlplat's TransitionMemory
+        episodes, spaces = _memory_episodes(memory)
+    else:  # RLlib's episode buffer
+        try:
+            stored = [SingleAgentEpisode.from_state(state) for state in memory.get("episodes", [])]
+        except (KeyError, TypeError, AttributeError):
+            raise UserError(
+                f"{picked.path} holds a multi-agent replay memory, and {_SINGLE_AGENT} "
+                "Nothing was written."
+            ) from None
+        episodes = [(e.id_, episode_steps(e), e.t_started == 0) for e in stored]
+        spaces = (stored[0].observation_space, stored[0].action_space) if stored else None
+    if not episodes or spaces is None:
         raise UserError(
             f"the replay memory in {picked.path} is empty: the run stopped before it sampled. "
             "Nothing was written."
         )
-    check_recordable(episodes[0].observation_space, episodes[0].action_space)
+    observation_space, action_space = spaces
+    check_recordable(observation_space, action_space)
     info = DatasetInfo(
         env=experiment.model_dump(mode="json")["env"],
-        observation_space=gym_space_to_dict(episodes[0].observation_space),
-        action_space=gym_space_to_dict(episodes[0].action_space),
-        actions_normalized=actions_normalized(experiment, episodes[0].action_space),
+        observation_space=gym_space_to_dict(observation_space),
+        action_space=gym_space_to_dict(action_space),
+        actions_normalized=actions_normalized(experiment, action_space),
         source={
             "kind": "replay",
             "checkpoint": str(picked.path),
@@ -68,10 +75,35 @@ def export_replay(path: Path, out: Path, *, best: bool = False) -> DatasetWriter
         },
     )
     writer = DatasetWriter(out, info)
-    for episode in episodes:
-        writer.add_episode(episode.id_, episode_steps(episode), from_reset=episode.t_started == 0)
+    for episode_id, steps, from_reset in episodes:
+        writer.add_episode(episode_id, steps, from_reset=from_reset)
     writer.write()
     return writer
+
+
+def _memory_episodes(state: dict[str, Any]) -> tuple[list[tuple[str, list[Step], bool]], Any]:
+    """The episodes a ``TransitionMemory``'s state holds, as (id, steps, whether they start at
+    the reset), and its (observation, action) spaces."""
+    from rlplat.algorithms.transition_memory import TransitionMemory  # noqa: PLC0415
+
+    memory = TransitionMemory(state["capacity"])
+    memory.set_state(state)
+    rows = memory.rows
+    episodes = []
+    for episode_id, first, chain in memory.episodes():
+        steps = [
+            Step(
+                obs=rows["obs"][row],
+                action=rows["actions"][row],
+                reward=float(rows["rewards"][row]),
+                next_obs=rows["new_obs"][row],
+                terminated=bool(rows["terminated"][row]),
+                truncated=bool(rows["ends"][row] and not rows["terminated"][row]),
+            )
+            for row in chain
+        ]
+        episodes.append((episode_id, steps, first == 0))
+    return episodes, memory.spaces
 
 
 _SINGLE_AGENT = (

@@ -155,7 +155,9 @@ class ExperimentTrial(AlgorithmHooks):
 
     def create_replay_buffer(self, config: Any) -> Any | None:
         """RLlib's replay buffer, or rlplat's transition sampler where the experiment asks for
-        it (the RLlib config names RLlib's EpisodeReplayBuffer: see rlplat.algorithms.replay)."""
+        it (the RLlib config names RLlib's EpisodeReplayBuffer: see rlplat.algorithms.replay;
+        a run that replays transition batches swaps it for its ``TransitionMemory`` in
+        ``TransitionBatchLoop.setup``)."""
         training = self._experiment.get("training") or {}
         buffer = config.get("replay_buffer_config")
         if not transition_sampler_requested(training.get("replay_buffer_config")):

@@ -8,7 +8,7 @@ import pytest
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
-from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer, transition, transition_batch
+from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer
 
 GAMMA = 0.9
 
@@ -93,32 +93,3 @@ def test_transition_sampler_draws_rllibs_items_and_ends_n_step_returns_at_episod
             near_end += 1
     assert near_end > 0, "the sample covers transitions within n steps of an episode's end"
     assert any(item.is_truncated for item in ours), "and the end of a truncated episode"
-
-
-@pytest.mark.parametrize("n_step", [1, 3])
-def test_batch_columns_hold_the_item_samplers_transition_for_every_step(n_step):
-    for episode in cartpole_episodes(6):
-        steps = range(len(episode))
-        columns = transition_batch([(episode, t) for t in steps], n_step, GAMMA)
-        for t in steps:
-            item = transition(episode, t, n_step, GAMMA, 0, False)
-            np.testing.assert_array_equal(columns["obs"][t], item.get_observations(0))
-            np.testing.assert_array_equal(columns["new_obs"][t], item.get_observations(-1))
-            assert columns["actions"][t] == item.get_actions(0)
-            assert np.isclose(columns["rewards"][t], item.get_rewards(0), rtol=1e-6)
-            assert columns["terminateds"][t] == item.is_terminated
-            assert columns["truncateds"][t] == item.is_truncated
-            assert columns["n_step"][t] == item.extra_model_outputs["n_step"][0]
-
-
-def test_sample_batch_is_a_float32_train_batch_drawn_reproducibly():
-    episodes = cartpole_episodes(12)
-    first = filled(TransitionEpisodeReplayBuffer, episodes).sample_batch(64, 3, GAMMA)
-    again = filled(TransitionEpisodeReplayBuffer, episodes).sample_batch(64, 3, GAMMA)
-    assert {len(column) for column in first.values()} == {64}
-    assert first["obs"].dtype == first["rewards"].dtype == np.float32
-    np.testing.assert_array_equal(first["weights"], np.ones(64))
-    for key in first:
-        np.testing.assert_array_equal(first[key], again[key])
-    stored = {tuple(obs) for episode in episodes for obs in episode.get_observations()}
-    assert all(tuple(obs) in stored for obs in first["obs"])
