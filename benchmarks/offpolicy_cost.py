@@ -7,9 +7,9 @@ For each task, one side after the other in this process (never both at once): rl
 experiment's algorithm as a trial does (``trainable_for``), SB3 builds its model with the same
 network sizes, batch size, update ratio and learning start. Each side runs past the learning
 start, then ``--updates`` updates with their env steps (the whole loop: acting, env stepping,
-replay, updates, weight sync) are timed. torch uses the trial's CPUs as threads on both sides
-(``resources.driver.cpus``, 1 unless the experiment says otherwise; a Ray worker gets
-``OMP_NUM_THREADS`` from its CPUs).
+replay, updates, weight sync; no evaluation on either side) are timed. torch uses the trial's
+CPUs as threads on both sides (``resources.driver.cpus``, 1 unless the experiment says
+otherwise; a Ray worker gets ``OMP_NUM_THREADS`` from its CPUs).
 
 Then ``--profiled`` updates of each side run under cProfile on replayed batches, split into replay
 sampling, batch to tensors, backward, optimizer step, target update and the rest (forward passes,
@@ -34,6 +34,10 @@ from harness import REPO, invocation, load_results, machine, results_file, save_
 
 RESULTS = results_file("offpolicy_cost.json")
 LEARNING_STARTS = 1000  # both sides, so the warm-up is short; learning cost does not depend on it
+# SB3's loop plays no evaluation episodes; rlplat's plays 5 greedy ones at every checkpoint's
+# iteration by default (on HalfCheetah 5,000 env steps of acting per 1,000 trained ones), which
+# the timed loop would otherwise include.
+NO_EVALUATION = "evaluation.evaluation_interval=null"
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,11 @@ def measure_rlplat(task: Task, updates: int, profiled: int) -> dict[str, Any]:
     from rlplat.prepare import prepare
     from rlplat.run.trials import trainable_for
 
-    overrides = [*task.overrides, f"training.{task.learning_starts_key}={LEARNING_STARTS}"]
+    overrides = [
+        *task.overrides,
+        f"training.{task.learning_starts_key}={LEARNING_STARTS}",
+        NO_EVALUATION,
+    ]
     run = prepare(load_experiment(REPO / task.experiment, overrides), step_env=False)
     threads = max(1, int(run.algo_config.num_cpus_for_main_process))
     torch.set_num_threads(threads)
