@@ -79,17 +79,23 @@ def episode_return_steps(trial_dir: Path) -> list[int]:
     ]
 
 
-@pytest.mark.parametrize("algorithm", ["PPO", "DQN"])
-def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, capsys, tmp_path):
+@pytest.mark.parametrize(
+    ("algorithm", "driver"), [("PPO", "auto"), ("DQN", "auto"), ("PPO", "actor")]
+)
+def test_sigkilled_run_resumes_exactly(
+    algorithm, driver, ray_session, write_yaml, capsys, tmp_path
+):
     """SIGKILL mid-run: ``rlplat runs`` calls it interrupted; ``--resume``: the same final counts
-    as an uninterrupted run, one curve. The single trial trains in rlplat's own loop, which
-    keeps no Tune state: it resumes from its newest complete checkpoint (a killed run on Tune:
-    test_search.py::test_killed_search_resumes_with_every_trial_accounted_for)."""
+    as an uninterrupted run, one curve. On both paths a single trial can take: rlplat's own loop
+    in the command's process, which keeps no Tune state and resumes from its newest complete
+    checkpoint, and a trial actor under Tune (``resources.driver.process: actor``), resumed from
+    Tune's saved state (a killed search: test_search.py::test_killed_search_resumes_with_every_
+    trial_accounted_for)."""
     # PPO's iterations take ~0.1 s: enough of them that the kill lands mid-run.
     iterations, kill_at = {"PPO": (24, 12), "DQN": (12, 8)}[algorithm]
     text = (EXPERIMENTS[algorithm] + COMMON).replace("iterations: 12", f"iterations: {iterations}")
     path = write_yaml(text.replace("OUTPUT", str(tmp_path / "out")), name="killed.yaml")
-    process = launch([str(path)], ray_session)
+    process = launch([str(path), f"resources.driver.process={driver}"], ray_session)
     killed: dict[str, Path] = {}
 
     def kill_mid_run() -> None:
@@ -116,7 +122,8 @@ def test_sigkilled_run_resumes_exactly(algorithm, ray_session, write_yaml, capsy
             break
         time.sleep(0.2)
     assert status == {name: "interrupted"}
-    assert not list(run_dir.glob("experiment_state-*.json")), "the loop keeps no Tune state"
+    tune_state = list(run_dir.glob("experiment_state-*.json"))
+    assert bool(tune_state) == (driver == "actor"), "only a run on Tune keeps Tune's state"
 
     resumed = resume(run_dir, ray_session)
     assert runs_json(capsys, tmp_path / "out") == {name: "finished"}
