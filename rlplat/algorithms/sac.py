@@ -145,6 +145,35 @@ class SACModule(WithoutModeSwitch, DefaultSACTorchRLModule):
             logp = dist.logp(actions)
         return out | {Columns.ACTIONS: actions, Columns.ACTION_LOGP: logp}
 
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """For Box actions, what ``SACLearner``'s losses read: both critics at the batch's
+        actions and the policy's distribution inputs (with gradients), and without gradients the
+        log-probability of an action resampled from the policy (the temperature's loss) and the
+        target critics' value of a next action drawn from it. RLlib's also evaluates the critics
+        at the resampled actions, for an actor loss that ``SACLearner`` computes after stepping
+        the critics, and tracks gradients through the next-state policy and targets."""
+        if not isinstance(self.action_space, gym.spaces.Box):
+            return super()._forward_train(batch, **kwargs)
+        obs, next_obs = batch[Columns.OBS], batch[Columns.NEXT_OBS]
+        taken = {Columns.OBS: obs, Columns.ACTIONS: batch[Columns.ACTIONS]}
+        out = {QF_PREDS: self._qf_forward_train_helper(taken, self.qf_encoder, self.qf)}
+        if self.twin_q:
+            out[QF_TWIN_PREDS] = self._qf_forward_train_helper(
+                taken, self.qf_twin_encoder, self.qf_twin
+            )
+        inputs = self.pi(self.pi_encoder({Columns.OBS: obs})[ENCODER_OUT])
+        out[Columns.ACTION_DIST_INPUTS] = inputs
+        dist_class = self.get_train_action_dist_cls()
+        with torch.no_grad():
+            _, out["logp_resampled"] = dist_class.from_logits(inputs.detach()).sample_and_logp()
+            next_inputs = self.pi(self.pi_encoder({Columns.OBS: next_obs})[ENCODER_OUT])
+            next_actions, out["logp_next_resampled"] = dist_class.from_logits(
+                next_inputs
+            ).sample_and_logp()
+            next_batch = {Columns.OBS: next_obs, Columns.ACTIONS: next_actions}
+            out[QF_TARGET_NEXT] = self.forward_target(next_batch)
+        return out
+
     def uniform_actions(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` actions drawn uniformly (Box: in the squashed range [-1, 1] that
         ``normalize_actions`` scales to the bounds) and their log-density."""
@@ -279,9 +308,6 @@ class SACLearner(TemperatureState, FusedSACOptimizers, InPlaceTargetUpdates, SAC
                 "log_alpha_value": log_alpha.detach()[0],
                 "target_entropy": self.target_entropy[module_id],
                 LOGPS_KEY: logp.detach().mean(),
-                QF_MEAN_KEY: fwd_out["q_curr"].detach().mean(),
-                QF_MAX_KEY: fwd_out["q_curr"].detach().max(),
-                QF_MIN_KEY: fwd_out["q_curr"].detach().min(),
                 TD_ERROR_MEAN_KEY: td_error.mean(),
             },
             key=module_id,
@@ -319,7 +345,17 @@ class SACLearner(TemperatureState, FusedSACOptimizers, InPlaceTargetUpdates, SAC
         actions, logp = dist.rsample_and_logp()
         q = module.compute_q_values({Columns.OBS: obs, Columns.ACTIONS: actions})
         loss = (alpha * logp - q).mean()
-        self.metrics.log_value((module_id, POLICY_LOSS_KEY), loss.detach(), window=1)
+        value = q.detach()  # the critics' value of the policy's actions, as RLlib's q_curr
+        self.metrics.log_dict(
+            {
+                POLICY_LOSS_KEY: loss.detach(),
+                QF_MEAN_KEY: value.mean(),
+                QF_MAX_KEY: value.max(),
+                QF_MIN_KEY: value.min(),
+            },
+            key=module_id,
+            window=1,
+        )
         return loss
 
     def _optimizers(
