@@ -156,11 +156,9 @@ class SACModule(WithoutModeSwitch, DefaultSACTorchRLModule):
             return super()._forward_train(batch, **kwargs)
         obs, next_obs = batch[Columns.OBS], batch[Columns.NEXT_OBS]
         taken = {Columns.OBS: obs, Columns.ACTIONS: batch[Columns.ACTIONS]}
-        out = {QF_PREDS: self._qf_forward_train_helper(taken, self.qf_encoder, self.qf)}
+        out = {QF_PREDS: critic_value(self.qf_encoder, self.qf, taken)}
         if self.twin_q:
-            out[QF_TWIN_PREDS] = self._qf_forward_train_helper(
-                taken, self.qf_twin_encoder, self.qf_twin
-            )
+            out[QF_TWIN_PREDS] = critic_value(self.qf_twin_encoder, self.qf_twin, taken)
         inputs = self.pi(self.pi_encoder({Columns.OBS: obs})[ENCODER_OUT])
         out[Columns.ACTION_DIST_INPUTS] = inputs
         dist_class = self.get_train_action_dist_cls()
@@ -184,6 +182,12 @@ class SACModule(WithoutModeSwitch, DefaultSACTorchRLModule):
         shape = space.shape
         actions = torch.rand((n, *shape)) * 2.0 - 1.0
         return actions, torch.full((n,), -math.log(2.0) * math.prod(shape))
+
+
+def critic_value(encoder: Encoder, head: torch.nn.Module, batch: dict[str, Any]) -> torch.Tensor:
+    """Q(s, a) of a Box-action critic, one value per row (what RLlib's SAC module computes in
+    its private ``_qf_forward_train_helper``)."""
+    return head(encoder(batch)[ENCODER_OUT]).squeeze(-1)
 
 
 TEMPERATURE_STATE = "rlplat_log_alpha"
