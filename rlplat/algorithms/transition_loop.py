@@ -20,10 +20,13 @@ from functools import cached_property
 from typing import Any
 
 import gymnasium as gym
+import torch
 from ray.rllib.algorithms.dqn.dqn import DQN as RLlibDQN
 from ray.rllib.algorithms.dqn.dqn import DQNConfig as RLlibDQNConfig
 from ray.rllib.algorithms.dqn.dqn import calculate_rr_weights
+from ray.rllib.algorithms.dqn.dqn_learner import QF_PREDS
 from ray.rllib.algorithms.dqn.dqn_learner import DQNLearner as RLlibDQNLearner
+from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
 from ray.rllib.connectors.common.add_observations_from_episodes_to_batch import (
     AddObservationsFromEpisodesToBatch,
@@ -32,7 +35,9 @@ from ray.rllib.connectors.learner.add_next_observations_from_episodes_to_train_b
     AddNextObservationsFromEpisodesToTrainBatch,
 )
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_SAMPLING_TIMER,
@@ -50,7 +55,7 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-from rlplat.algorithms.base import OwnAlgorithmConfig, move_towards
+from rlplat.algorithms.base import OwnAlgorithmConfig, WithoutModeSwitch, move_towards
 from rlplat.algorithms.loop import env_steps_sampled, sample_round
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer
 from rlplat.algorithms.shared_weights import sync_env_runners
@@ -239,11 +244,36 @@ class DQNLearner(InPlaceTargetUpdates, DQNTorchLearner):
     """RLlib's DQN torch learner with ``InPlaceTargetUpdates``."""
 
 
+class DQNModule(WithoutModeSwitch, DefaultDQNTorchRLModule):
+    """RLlib's default DQN module, epsilon-greedy with plain tensor operations: RLlib's builds a
+    Categorical distribution per call to take the argmax and draws each random action by
+    ``multinomial``, a third of a CartPole sampling call (docs/performance.md). The same
+    actions' distribution: with probability epsilon (its schedule at ``t``) a uniformly drawn
+    action, else the greedy one. Q-values with a masked action (-inf) or a recurrent network
+    take RLlib's way, which draws among the actions left."""
+
+    @torch.no_grad()
+    def _forward_exploration(self, batch: dict[str, Any], t: int, **kwargs: Any) -> dict:
+        q_outs = self.compute_q_values(batch)
+        q_values = q_outs[QF_PREDS]
+        if Columns.STATE_OUT in q_outs or not torch.isfinite(q_values).all():
+            return super()._forward_exploration(batch, t)
+        self.epsilon_schedule.update(t)
+        epsilon = self.epsilon_schedule.get_current_value()
+        rows, actions = q_values.shape
+        greedy = q_values.argmax(dim=-1)
+        uniform = torch.randint(actions, (rows,))
+        return {Columns.ACTIONS: torch.where(torch.rand(rows) < epsilon, uniform, greedy)}
+
+
 class DQNConfig(RLlibDQNConfig):
-    """RLlib's ``DQNConfig``, whose torch learner is ``DQNLearner``."""
+    """RLlib's ``DQNConfig``, whose torch learner is ``DQNLearner`` and module ``DQNModule``."""
 
     def get_default_learner_class(self) -> type:
         return DQNLearner
+
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        return RLModuleSpec(module_class=DQNModule, model_config=self.model_config)
 
 
 class DQN(TransitionBatchLoop, RLlibDQN):

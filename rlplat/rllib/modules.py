@@ -24,7 +24,6 @@ import torch
 from ray.rllib.algorithms.appo.torch.default_appo_torch_rl_module import (
     DefaultAPPOTorchRLModule,
 )
-from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
 from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.core.columns import Columns
@@ -34,6 +33,7 @@ from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from rlplat.algorithms.networks import SimbaCatalog
 from rlplat.algorithms.sac import PaperCriticSACCatalog, SimbaSACCatalog
+from rlplat.algorithms.transition_loop import DQNModule
 from rlplat.environments.pettingzoo import ACTION_MASK
 
 
@@ -86,7 +86,7 @@ class ScaledFramesAPPOModule(ScaledFrames, DefaultAPPOTorchRLModule):
     """APPO's default module on uint8 frames."""
 
 
-class ScaledFramesDQNModule(ScaledFrames, DefaultDQNTorchRLModule):
+class ScaledFramesDQNModule(ScaledFrames, DQNModule):
     """DQN's default module on uint8 frames."""
 
 
@@ -94,7 +94,7 @@ class ScaledFramesDQNModule(ScaledFrames, DefaultDQNTorchRLModule):
 SCALED_FRAMES_MODULES: dict[type, type] = {
     DefaultPPOTorchRLModule: ScaledFramesPPOModule,
     DefaultAPPOTorchRLModule: ScaledFramesAPPOModule,
-    DefaultDQNTorchRLModule: ScaledFramesDQNModule,
+    DQNModule: ScaledFramesDQNModule,
 }
 
 
