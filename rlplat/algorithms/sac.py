@@ -163,7 +163,7 @@ class SACModule(WithoutModeSwitch, DefaultSACTorchRLModule):
         out[Columns.ACTION_DIST_INPUTS] = inputs
         dist_class = self.get_train_action_dist_cls()
         with torch.no_grad():
-            _, out["logp_resampled"] = dist_class.from_logits(inputs.detach()).sample_and_logp()
+            _, out["logp_resampled"] = dist_class.from_logits(inputs).sample_and_logp()
             next_inputs = self.pi(self.pi_encoder({Columns.OBS: next_obs})[ENCODER_OUT])
             next_actions, out["logp_next_resampled"] = dist_class.from_logits(
                 next_inputs

@@ -10,7 +10,7 @@ with a few array operations.
 
 An n-step transition is read from the row's episode, row by row: every row keeps the row of its
 episode's next step (an episode's chunks arrive interleaved with other envs' chunks). The values
-are those of ``rlplat.algorithms.replay.transition_batch``: the rewards of up to ``n`` steps summed
+are those of ``rlplat.algorithms.replay.transition``: the rewards of up to ``n`` steps summed
 with their discounts, stopping at the episode's end or at the newest stored step, the observation
 after the last of them, terminated only where those steps end a terminated episode, and
 ``n_step`` the number of rewards summed.
@@ -170,13 +170,9 @@ class TransitionMemory(ReplayMemory):
     def episodes(self) -> Iterator[tuple[str, int, list[int]]]:
         """Each stored episode (or its stored part) as (episode id, its first stored step's
         number in the episode, its rows in step order), oldest first."""
-        if not self.size:
-            return
         columns = self.rows
-        oldest = self.next if self.size == self.capacity else 0
-        order = (oldest + np.arange(self.size)) % self.capacity
         seen: set[int] = set()
-        for row in order.tolist():
+        for row in self._oldest_first().tolist():
             number = int(columns["episode"][row])
             if number in seen:
                 continue
@@ -186,11 +182,15 @@ class TransitionMemory(ReplayMemory):
                 chain.append(row)
             yield self.episode_ids[number], int(columns["t"][chain[0]]), chain
 
+    def _oldest_first(self) -> np.ndarray:
+        """The stored rows in the order they were written."""
+        oldest = self.next if self.size == self.capacity else 0
+        return (oldest + np.arange(self.size)) % self.capacity
+
     def contents(self) -> dict[str, Any]:
         """The rows oldest first (``following`` renumbered to match), the unfinished episodes,
         the counters and the spaces."""
-        oldest = self.next if self.size == self.capacity else 0
-        order = (oldest + np.arange(self.size)) % self.capacity
+        order = self._oldest_first()
         position = np.full(self.capacity, NO_ROW, np.int64)
         position[order] = np.arange(self.size)
         rows = {key: value[order] for key, value in self.rows.items()}
