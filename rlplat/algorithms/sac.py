@@ -47,6 +47,7 @@ from ray.rllib.algorithms.sac.sac_learner import (
     TD_ERROR_MEAN_KEY,
 )
 from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import (
     TorchDeterministic,
@@ -57,7 +58,7 @@ from ray.rllib.core.models.base import ENCODER_OUT, Encoder
 from ray.rllib.core.models.configs import MLPEncoderConfig
 from ray.rllib.core.models.torch.encoder import TorchMLPEncoder
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
+from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from rlplat.algorithms.base import (
@@ -66,9 +67,9 @@ from rlplat.algorithms.base import (
 )
 from rlplat.algorithms.networks import SimbaCatalog
 from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
-from rlplat.engine.learner import optimizer_parameters, registered_optimizers, step_if_finite
+from rlplat.engine.learner import optimizer_parameters, step_if_finite
 from rlplat.engine.optimizers import adam
-from rlplat.seams.rllib_learner import SACLossHook, sac_pending_losses, wants_component
+from rlplat.seams.rllib_learner import wants_component
 from rlplat.seams.rllib_parts import CatalogHooks, check_model_config, squash
 
 
@@ -257,14 +258,28 @@ class FusedSACOptimizers:
         )
 
 
-class SACLearner(TemperatureState, FusedSACOptimizers, InPlaceTargetUpdates, SACLossHook):
+class SACLearner(TemperatureState, FusedSACOptimizers, InPlaceTargetUpdates, SACTorchLearner):
     """RLlib's SAC torch learner with ``InPlaceTargetUpdates``, ``TemperatureState`` and, for
     Box actions, the paper's squared-error critic loss and update order (critics, then actor
-    and temperature)."""
+    and temperature). Discrete-action modules keep RLlib's losses and gradients."""
 
     def build(self) -> None:
         super().build()
         self._actor_inputs: dict[ModuleID, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        # A Box-action module's losses of this update, by (module, optimizer name + "_loss"),
+        # until ``compute_gradients`` differentiates them.
+        self._box_losses: dict[tuple[ModuleID, str], torch.Tensor] = {}
+
+    def compute_loss_for_module(
+        self, *, module_id: ModuleID, config: RLlibSACConfig, batch: dict, fwd_out: dict
+    ) -> torch.Tensor:
+        if not isinstance(self.module[module_id].unwrapped().action_space, gym.spaces.Box):
+            return super().compute_loss_for_module(
+                module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+            )
+        return self.continuous_loss(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
 
     def continuous_loss(
         self, *, module_id: ModuleID, config: RLlibSACConfig, batch: dict, fwd_out: dict
@@ -293,9 +308,8 @@ class SACLearner(TemperatureState, FusedSACOptimizers, InPlaceTargetUpdates, SAC
             td_error = 0.5 * (td_error + (q_twin.detach() - target).abs())
         entropy_gap = logp.detach() + self.target_entropy[module_id]
         losses["alpha_loss"] = -(log_alpha * entropy_gap).mean()
-        pending = sac_pending_losses(self)
         for name, loss in losses.items():
-            pending[(module_id, name)] = loss
+            self._box_losses[(module_id, name)] = loss
         self._actor_inputs[module_id] = (
             batch[Columns.OBS],
             fwd_out[Columns.ACTION_DIST_INPUTS],
@@ -323,21 +337,23 @@ class SACLearner(TemperatureState, FusedSACOptimizers, InPlaceTargetUpdates, SAC
         self, loss_per_module: dict[ModuleID, torch.Tensor], **kwargs: Any
     ) -> ParamDict:
         """Each optimizer's gradient of its own loss. For a Box-action module the critics step
-        here, and the actor's gradient is of its loss under the stepped critics."""
-        for optimizer in registered_optimizers(self):
-            optimizer.zero_grad(set_to_none=True)
-        grads: ParamDict = {}
-        for module_id in set(loss_per_module) - {ALL_MODULES}:
-            if module_id not in self._actor_inputs:  # discrete actions: RLlib's losses
-                grads.update(self._own_gradients(module_id))
-                continue
+        here, and the actor's gradient is of its loss under the stepped critics; the other
+        modules' gradients are RLlib's."""
+        box_modules = set(loss_per_module) & set(self._actor_inputs)
+        grads: ParamDict = super().compute_gradients(
+            {key: loss for key, loss in loss_per_module.items() if key not in box_modules},
+            **kwargs,
+        )
+        for module_id in box_modules:
+            for _, optimizer in self.get_optimizers_for_module(module_id):
+                optimizer.zero_grad(set_to_none=True)
             critics = self.postprocess_gradients(self._own_gradients(module_id, CRITIC_OPTIMIZERS))
             step_if_finite(self, critics, self._optimizers(module_id, CRITIC_OPTIMIZERS))
             for param in critics:  # a torch param is its own ref
                 param.grad = None
-            sac_pending_losses(self)[(module_id, POLICY_LOSS_KEY)] = self._actor_loss(module_id)
+            self._box_losses[(module_id, POLICY_LOSS_KEY)] = self._actor_loss(module_id)
             grads.update(self._own_gradients(module_id, ACTOR_OPTIMIZERS))
-        assert not sac_pending_losses(self)
+        assert not self._box_losses
         return grads
 
     def _actor_loss(self, module_id: ModuleID) -> torch.Tensor:
@@ -367,16 +383,14 @@ class SACLearner(TemperatureState, FusedSACOptimizers, InPlaceTargetUpdates, SAC
     ) -> list[torch.optim.Optimizer]:
         return [opt for name, opt in self.get_optimizers_for_module(module_id) if name in names]
 
-    def _own_gradients(
-        self, module_id: ModuleID, names: tuple[str, ...] | None = None
-    ) -> ParamDict:
-        """The gradient of each of the module's optimizers' losses (``_temp_losses``, consumed)
-        with respect to that optimizer's parameters only; ``names`` limits the optimizers."""
+    def _own_gradients(self, module_id: ModuleID, names: tuple[str, ...]) -> ParamDict:
+        """The gradient of the losses of the module's optimizers ``names`` (consumed), each
+        with respect to that optimizer's parameters only."""
         grads: ParamDict = {}
         for name, optimizer in self.get_optimizers_for_module(module_id):
-            if names is not None and name not in names:
+            if name not in names:
                 continue
-            loss = sac_pending_losses(self).pop((module_id, f"{name}_loss"))
+            loss = self._box_losses.pop((module_id, f"{name}_loss"))
             params = optimizer_parameters(optimizer)
             values = torch.autograd.grad(loss, params, retain_graph=True)
             grads.update(zip(params, values, strict=True))

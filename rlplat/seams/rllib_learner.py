@@ -1,10 +1,9 @@
 """RLlib learners' private state that rlplat's learners read or write.
 
 rlplat's learners replace parts of RLlib's gradient step (one fused finiteness check for all
-gradients, per-optimizer losses, an actor step under freshly stepped critics) and save more state
-in their checkpoints. RLlib's ``Learner`` keeps some of what those steps need (the optimizers'
-gradient scalers and learning-rate schedules, SAC's pending losses, the learner connector) in
-private attributes and has no public getter for them; these functions are the only places that
+gradients) and save more state in their checkpoints. RLlib's ``Learner`` keeps some of what those
+steps need (the optimizers' gradient scalers and learning-rate schedules, the learner connector)
+in private attributes and has no public getter for them; these functions are the only places that
 name them. (Parameters and optimizers come from the public ``get_optimizers_for_module`` and
 each torch optimizer's ``param_groups``.)
 """
@@ -13,17 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core.learner.learner import Learner
 
 __all__ = [
     "LearnerHooks",
-    "SACLossHook",
     "learner_connector",
     "local_learner",
     "reapply_learning_rates",
-    "sac_pending_losses",
     "steps_optimizers_plainly",
     "wants_component",
 ]
@@ -62,35 +57,6 @@ def local_learner(learner_group: Any) -> Learner | None:
     or for anything else). ``LearnerGroup._learner`` is private; the public ``foreach_learner``
     copies results."""
     return getattr(learner_group, "_learner", None)
-
-
-def sac_pending_losses(learner: SACTorchLearner) -> dict[tuple[Any, str], torch.Tensor]:
-    """The losses RLlib's SAC learner computed this update and has not yet differentiated, by
-    (module id, optimizer name + "_loss"): its ``compute_gradients`` consumes them.
-    ``SACTorchLearner._temp_losses`` is private; rlplat's SAC learner fills and consumes it in the
-    same order for its Box-action loss and leaves RLlib's discrete loss to fill it as RLlib does."""
-    return learner._temp_losses
-
-
-class SACLossHook(SACTorchLearner):
-    """RLlib's torch SAC learner whose loss for Box actions is ``continuous_loss``: RLlib picks
-    the per-action-space loss in the private ``_compute_loss_for_module_continuous``, with no
-    public hook for a different loss."""
-
-    def _compute_loss_for_module_continuous(
-        self, *, module_id: Any, config: Any, batch: dict, fwd_out: dict
-    ) -> torch.Tensor:
-        return self.continuous_loss(
-            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
-        )
-
-    def continuous_loss(
-        self, *, module_id: Any, config: Any, batch: dict, fwd_out: dict
-    ) -> torch.Tensor:
-        """The loss of a Box-action module: RLlib's unless a subclass says otherwise."""
-        return super()._compute_loss_for_module_continuous(
-            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
-        )
 
 
 class LearnerHooks:

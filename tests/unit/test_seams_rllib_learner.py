@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 
 import torch
-from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.learner_group import LearnerGroup
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
@@ -68,26 +67,6 @@ def test_reapply_learning_rates():
 
 def test_local_learner():
     has(SEAM + "local_learner", LearnerGroup, "_learner")
-
-
-def test_sac_pending_losses():
-    seam = SEAM + "sac_pending_losses"
-    has(seam, SACTorchLearner, "_temp_losses")
-    source = inspect.getsource(SACTorchLearner.compute_gradients)
-    holds(seam, "_temp_losses" in source, "SAC's compute_gradients consumes _temp_losses")
-
-
-def test_sac_loss_hook():
-    seam = SEAM + "SACLossHook"
-    params = ("module_id", "config", "batch", "fwd_out")
-    has(seam, SACTorchLearner, "_compute_loss_for_module_continuous", params=params)
-    holds(
-        seam,
-        "self._compute_loss_for_module_continuous("
-        in inspect.getsource(SACTorchLearner.compute_loss_for_module),
-        "SAC's compute_loss_for_module takes Box actions' loss from "
-        "_compute_loss_for_module_continuous",
-    )
 
 
 def test_learner_hooks():
