@@ -362,3 +362,9 @@ def not_negative(config: AlgorithmConfig, names: Iterable[str]) -> list[str]:
         for name in names
         if getattr(config, name) < 0
     ]
+
+
+def pieces_within(pipeline: Any, names: frozenset[str]) -> bool:
+    """Whether every piece of a connector pipeline is of a class named in ``names``: no piece
+    that the experiment's ``connectors:`` or a config's custom connector added."""
+    return {type(piece).__name__ for piece in pipeline.connectors} <= names

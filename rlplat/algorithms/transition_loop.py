@@ -55,15 +55,33 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-from rlplat.algorithms.base import OwnAlgorithmConfig, WithoutModeSwitch, move_towards
+from rlplat.algorithms.base import (
+    OwnAlgorithmConfig,
+    WithoutModeSwitch,
+    move_towards,
+    pieces_within,
+)
 from rlplat.algorithms.loop import env_steps_sampled, sample_round
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer
 from rlplat.algorithms.shared_weights import sync_env_runners
 from rlplat.algorithms.transition_memory import TransitionMemory
 from rlplat.engine.learner import RlplatLearner
-from rlplat.seams.rllib_algorithm import AlgorithmHooks, compiled_after, custom_learner_connector
+from rlplat.seams.rllib_algorithm import AlgorithmHooks, compiled_after
 
 FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete)
+# RLlib's learner pieces for a feed-forward module: what a ``TransitionMemory`` batch holds. A
+# learner pipeline with any other piece (frame stacking, reward scaling) keeps RLlib's loop.
+TRANSITION_PIECES = frozenset(
+    {
+        "AddObservationsFromEpisodesToBatch",
+        "AddNextObservationsFromEpisodesToTrainBatch",
+        "AddColumnsFromEpisodesToTrainBatch",
+        "AddTimeDimToBatchAndZeroPad",
+        "AddStatesFromEpisodesToBatch",
+        "BatchIndividualItems",
+        "NumpyToTensor",
+    }
+)
 
 
 class TransitionBatchLoop(AlgorithmHooks):
@@ -150,11 +168,21 @@ class TransitionBatchLoop(AlgorithmHooks):
             type(self.local_replay_buffer) is TransitionEpisodeReplayBuffer
             and isinstance(config.n_step, int)
             and not config.is_multi_agent
-            and not getattr(self, "_module_is_stateful", False)
-            and custom_learner_connector(config) is None
             and len(spaces) == 2
             and all(isinstance(space, FLAT_SPACES) for space in spaces)
+            and pieces_within(config.build_learner_connector(*spaces), TRANSITION_PIECES)
+            and not self._acts_statefully()
         )
+
+    def _acts_statefully(self) -> bool:
+        """Whether the env runners' module keeps a state between steps (an LSTM's)."""
+        if self.env_runner is not None:
+            return self.env_runner.module.is_stateful()
+        return self.env_runner_group.foreach_env_runner(
+            lambda runner: runner.module.is_stateful(),
+            remote_worker_ids=[1],
+            local_env_runner=False,
+        )[0]
 
 
 def without_td_errors(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,8 +4,8 @@ training loops use.
 rlplat's transition replay (DQN, SAC, TD3, CrossQ) draws n-step transitions straight from
 RLlib's ``EpisodeReplayBuffer`` and gathers an iteration's metrics once; its trainable builds
 its own replay buffer. RLlib keeps the buffer's index of stored steps, its sampler and its
-metrics, the algorithm's iteration step, its replay buffer's construction and the custom
-connectors a config was given in private names, with no public hook.
+metrics, the algorithm's iteration step and its replay buffer's construction in private names,
+with no public hook.
 """
 
 from __future__ import annotations
@@ -14,15 +14,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
 __all__ = [
     "AlgorithmHooks",
     "EpisodeReplayHooks",
     "compiled_after",
-    "custom_learner_connector",
-    "custom_module_to_env_connector",
 ]
 
 
@@ -65,19 +62,6 @@ def compiled_after(metrics: Any, before: Callable[[], None]) -> Iterator[None]:
         yield
     finally:
         del metrics.compile
-
-
-def custom_learner_connector(config: AlgorithmConfig) -> Any:
-    """The learner connector the config was given (``learners(learner_connector=...)``), None
-    for RLlib's default pipeline only (``AlgorithmConfig._learner_connector``, private)."""
-    return config._learner_connector
-
-
-def custom_module_to_env_connector(config: AlgorithmConfig) -> Any:
-    """The module-to-env connector the config was given
-    (``env_runners(module_to_env_connector=...)``), None for RLlib's defaults only
-    (``AlgorithmConfig._module_to_env_connector``, private)."""
-    return config._module_to_env_connector
 
 
 class EpisodeReplayHooks(EpisodeReplayBuffer):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import inspect
 
 from ray.rllib.algorithms.algorithm import Algorithm
-from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
@@ -36,14 +35,6 @@ def test_compiled_after():
         seen == ["before"] and "compile" not in vars(metrics),
         "the hook runs before compile, and the logger's own compile is back after",
     )
-
-
-def test_custom_learner_connector():
-    has(SEAM + "custom_learner_connector", AlgorithmConfig, "_learner_connector")
-
-
-def test_custom_module_to_env_connector():
-    has(SEAM + "custom_module_to_env_connector", AlgorithmConfig, "_module_to_env_connector")
 
 
 def test_episode_replay_hooks():

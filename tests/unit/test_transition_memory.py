@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
+from rlplat.algorithms.base import pieces_within
 from rlplat.algorithms.replay import transition
+from rlplat.algorithms.transition_loop import TRANSITION_PIECES, DQNConfig
 from rlplat.algorithms.transition_memory import TransitionMemory
+from rlplat.environments.reward_scaling import RewardScaling
 from tests.unit.test_replay import GAMMA, cartpole_episodes
 
 
@@ -114,3 +118,15 @@ def test_sample_batch_is_a_float32_train_batch_drawn_reproducibly():
     for key in first:
         np.testing.assert_array_equal(first[key], again[key])
     assert memory.stats()["num_env_steps_sampled_lifetime"] == 64
+
+
+def test_a_learner_pipeline_with_other_pieces_keeps_rllibs_replay():
+    """Only RLlib's feed-forward learner pieces (what a memory batch holds) replay from the
+    memory: a pipeline with another learner piece (here rlplat's reward scaling) keeps RLlib's
+    loop."""
+    env = gym.make("CartPole-v1")
+    spaces = (env.observation_space, env.action_space)
+    config = DQNConfig().environment("CartPole-v1")
+    assert pieces_within(config.build_learner_connector(*spaces), TRANSITION_PIECES)
+    scaled = config.copy().learners(learner_connector=lambda *_: RewardScaling())
+    assert not pieces_within(scaled.build_learner_connector(*spaces), TRANSITION_PIECES)

@@ -28,7 +28,7 @@ from ray.rllib.connectors.env_to_module import (
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-from rlplat.algorithms.base import OwnAlgorithmConfig, ReplayLoopAlgorithm
+from rlplat.algorithms.base import OwnAlgorithmConfig, ReplayLoopAlgorithm, pieces_within
 from rlplat.algorithms.qmix.connectors import TeamActionsToEnv, TeamObservationsToModule
 from rlplat.algorithms.qmix.env_runner import EpisodeEnvRunner
 from rlplat.algorithms.qmix.episode_store import EpisodeStore
@@ -40,9 +40,20 @@ from rlplat.environments.team import (
     GlobalState,
     TeamReward,
 )
-from rlplat.seams.rllib_algorithm import custom_module_to_env_connector
 
 Mixer = Literal["qmix", "vdn", "none"]
+# RLlib's default module-to-env pieces: a pipeline of these only has no custom piece to keep.
+RLLIB_MODULE_TO_ENV = frozenset(
+    {
+        "GetActions",
+        "ListifyDataForVectorEnv",
+        "ModuleToAgentUnmapping",
+        "NormalizeAndClipActions",
+        "RemoveSingleTsTimeRankFromBatch",
+        "TensorToNumpy",
+        "UnBatchToIndividualItems",
+    }
+)
 
 
 class QMIXConfig(OwnAlgorithmConfig):
@@ -154,8 +165,8 @@ class QMIXConfig(OwnAlgorithmConfig):
     def build_module_to_env_connector(self, env: Any = None, spaces: Any = None) -> ConnectorV2:
         """One team piece instead of RLlib's defaults, unless custom pieces were configured."""
         pipeline = super().build_module_to_env_connector(env, spaces)
-        if self.add_default_connectors_to_module_to_env_pipeline and (
-            custom_module_to_env_connector(self) is None
+        if self.add_default_connectors_to_module_to_env_pipeline and pieces_within(
+            pipeline, RLLIB_MODULE_TO_ENV
         ):
             for piece in list(pipeline.connectors):
                 pipeline.remove(type(piece))
