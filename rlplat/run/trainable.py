@@ -22,6 +22,7 @@ import numpy as np
 import ray
 from ray.data import DataContext
 from ray.rllib.core import COMPONENT_ENV_TO_MODULE_CONNECTOR, COMPONENT_MODULE_TO_ENV_CONNECTOR
+from ray.tune.result import TIME_TOTAL_S
 from ray.util.annotations import RayDeprecationWarning
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -58,7 +59,7 @@ from rlplat.rllib.self_play import self_play_driver
 from rlplat.run.finetune import start_from_checkpoint
 from rlplat.seams.ray_internals import env_runner_actor_ids
 from rlplat.seams.rllib_algorithm import AlgorithmHooks
-from rlplat.seams.tune import training_time_s, trial_storage_path
+from rlplat.seams.tune import trial_storage_path
 from rlplat.util.atomic import write_atomic
 from rlplat.util.streams import stderr_without
 
@@ -243,7 +244,7 @@ class ExperimentTrial(AlgorithmHooks):
             result.pop("evaluation", None)
         if self._stop is not None and self._stop.time_s is not None:
             last = time.monotonic() - started
-            elapsed = training_time_s(self) + self.earlier_training_s + last
+            elapsed = self.training_time_s() + self.earlier_training_s + last
             if elapsed < self._stop.time_s and not self._stop.another_iteration_fits(elapsed, last):
                 result["done"] = True
                 put(result, TIME_BUDGET_ENDED, 1)
@@ -283,6 +284,11 @@ class ExperimentTrial(AlgorithmHooks):
             message = take_reported_failure(actor_id)
             if message is not None:
                 raise EnvKeepsFailing(message)
+
+    def training_time_s(self) -> float:
+        """Seconds this trial spent in its finished iterations: the ``time_total_s`` Tune's
+        ``Trainable`` gives its next result (a resumed trial's earlier sessions included)."""
+        return float(self.get_auto_filled_metrics()[TIME_TOTAL_S])
 
     def _stopped_by(self, exc: Exception) -> Exception:
         """Write a final checkpoint of the weights trained so far (a failed iteration changed

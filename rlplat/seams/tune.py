@@ -38,7 +38,6 @@ __all__ = [
     "newest_state",
     "resume_points",
     "set_tune_switches",
-    "training_time_s",
     "trial_storage_path",
 ]
 
@@ -144,13 +143,6 @@ def trial_storage_path(trainable: Any) -> str:
     (``Trainable._storage.trial_fs_path``; the public ``trial_dir`` is the trial's local
     staging directory, which is not where its checkpoints end up)."""
     return trainable._storage.trial_fs_path
-
-
-def training_time_s(trainable: Any) -> float:
-    """Seconds a Tune trainable spent in its finished iterations (the ``time_total_s`` of its
-    last result, a resumed trial's earlier sessions included): ``Trainable._time_total``, which
-    has no public getter."""
-    return float(trainable._time_total)
 
 
 def set_tune_switches() -> None:

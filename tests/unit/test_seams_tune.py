@@ -82,10 +82,6 @@ def test_hyper_band_for_bohb():
     has(seam, HyperBandForBOHB, "on_trial_remove", params=("tune_controller", "trial"))
 
 
-def test_training_time_s():
-    has(SEAM + "training_time_s", Trainable, "_time_total")
-
-
 def test_trial_storage_path():
     seam = SEAM + "trial_storage_path"
     has(seam, Trainable, "_storage")
