@@ -22,8 +22,6 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from torch import nn
 
-from rlplat.seams.rllib_learner import local_learner
-
 # Env runner groups whose local env runner was given its learner's tensors.
 _SHARING: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -38,7 +36,7 @@ def share_learner_weights(algo: Any) -> bool:
     runner = group.local_env_runner
     if runner is None or runner.module is None:
         return False
-    pairs = _module_pairs(runner.module, local_learner(learners).module)
+    pairs = _module_pairs(runner.module, _local_learner(learners).module)
     if not pairs or not all(_shareable(acting, learning) for acting, learning in pairs):
         return False
     for acting, learning in pairs:
@@ -60,11 +58,20 @@ def _acts_with_learner_weights(algo: Any) -> bool:
     group = algo.env_runner_group
     if group not in _SHARING or group.num_remote_workers() or group.local_env_runner is None:
         return False
-    learner = local_learner(algo.learner_group)
+    learner = _local_learner(algo.learner_group)
     if learner is None:
         return False
     pairs = _module_pairs(group.local_env_runner.module, learner.module)
     return pairs is not None and _still_shared(pairs)
+
+
+def _local_learner(learner_group: Any) -> Any:
+    """The learner a local ``LearnerGroup`` holds in this process (None for remote learners):
+    its public ``foreach_learner`` calls the function on that learner itself, no copy."""
+    if not learner_group.is_local:
+        return None
+    [outcome] = learner_group.foreach_learner(lambda learner: learner)
+    return outcome.get()
 
 
 def _module_pairs(acting: Any, learning: Any) -> list[tuple[nn.Module, nn.Module]] | None:

@@ -17,7 +17,6 @@ from ray.rllib.core.learner.learner import Learner
 __all__ = [
     "LearnerHooks",
     "learner_connector",
-    "local_learner",
     "reapply_learning_rates",
     "steps_optimizers_plainly",
     "wants_component",
@@ -50,13 +49,6 @@ def reapply_learning_rates(learner: Learner) -> None:
     ``Learner._optimizer_lr_schedules`` and sets a rate with the private ``_set_optimizer_lr``."""
     for optimizer, schedule in learner._optimizer_lr_schedules.items():
         learner._set_optimizer_lr(optimizer, schedule.get_current_value())
-
-
-def local_learner(learner_group: Any) -> Learner | None:
-    """The learner a local ``LearnerGroup`` holds in this process (None for remote learners,
-    or for anything else). ``LearnerGroup._learner`` is private; the public ``foreach_learner``
-    copies results."""
-    return getattr(learner_group, "_learner", None)
 
 
 class LearnerHooks:

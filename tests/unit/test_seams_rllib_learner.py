@@ -6,7 +6,6 @@ import inspect
 
 import torch
 from ray.rllib.core.learner.learner import Learner
-from ray.rllib.core.learner.learner_group import LearnerGroup
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
 from tests.seam_canary import has, holds
@@ -63,10 +62,6 @@ def test_reapply_learning_rates():
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
     set_lr(optimizer, 0.5)
     holds(seam, optimizer.param_groups[0]["lr"] == 0.5, "_set_optimizer_lr sets a torch lr")
-
-
-def test_local_learner():
-    has(SEAM + "local_learner", LearnerGroup, "_learner")
 
 
 def test_learner_hooks():
