@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from rlplat.checkpoints import LEARNER, RL_MODULE
+from rlplat.engine.learner import registered_optimizers
 from rlplat.errors import UserError
-from rlplat.seams.rllib_learner import reapply_learning_rates
 
 KEY = "init.checkpoint"
 
@@ -22,6 +22,9 @@ def start_from_checkpoint(algo: Any, checkpoint: str, optimizer: bool) -> None:
     """Load the checkpoint's weights (and optimizer state) into a freshly built algorithm; the
     env runners get the weights too."""
     component = LEARNER if optimizer else RL_MODULE
+    # A restored torch optimizer carries the old run's learning rates: this run's are those its
+    # freshly built optimizers hold, set back after the restore.
+    rates = next(iter(algo.learner_group.foreach_learner(learning_rates))).get()
     try:
         algo.restore_from_path(str(Path(checkpoint) / component), component=component)
     except RuntimeError as exc:  # torch: size mismatch for ...
@@ -30,8 +33,19 @@ def start_from_checkpoint(algo: Any, checkpoint: str, optimizer: bool) -> None:
             f"sizes (rl_module.model_config) and spaces must be the same. {_first_line(exc)}"
         ) from None
     if optimizer:
-        # A restored torch optimizer carries the old run's learning rate: set this run's back.
-        algo.learner_group.foreach_learner(reapply_learning_rates)
+        algo.learner_group.foreach_learner(set_learning_rates, rates=rates)
+
+
+def learning_rates(learner: Any) -> list[list[float]]:
+    """Each of the learner's optimizers' learning rate, by parameter group."""
+    return [[group["lr"] for group in opt.param_groups] for opt in registered_optimizers(learner)]
+
+
+def set_learning_rates(learner: Any, rates: list[list[float]]) -> None:
+    """Give the learner's optimizers the learning rates ``learning_rates`` read."""
+    for optimizer, groups in zip(registered_optimizers(learner), rates, strict=True):
+        for group, lr in zip(optimizer.param_groups, groups, strict=True):
+            group["lr"] = lr
 
 
 def _first_line(exc: BaseException) -> str:

@@ -17,7 +17,6 @@ from ray.rllib.core.learner.learner import Learner
 __all__ = [
     "LearnerHooks",
     "learner_connector",
-    "reapply_learning_rates",
     "steps_optimizers_plainly",
     "wants_component",
 ]
@@ -41,14 +40,6 @@ def learner_connector(learner: Learner) -> Any:
     """The learner's connector pipeline (None without one): what a learner adds pieces to in
     ``build`` and saves in checkpoints. ``Learner._learner_connector`` has no public getter."""
     return learner._learner_connector
-
-
-def reapply_learning_rates(learner: Learner) -> None:
-    """Set each optimizer's learning rate to the value its schedule gives now (a restored torch
-    optimizer carries the old run's). RLlib keeps the schedules in
-    ``Learner._optimizer_lr_schedules`` and sets a rate with the private ``_set_optimizer_lr``."""
-    for optimizer, schedule in learner._optimizer_lr_schedules.items():
-        learner._set_optimizer_lr(optimizer, schedule.get_current_value())
 
 
 class LearnerHooks:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 
-import torch
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
@@ -53,15 +52,6 @@ def test_learner_connector():
         in inspect.getsource(Learner.build),
         "Learner.build keeps the config's learner connector pipeline in _learner_connector",
     )
-
-
-def test_reapply_learning_rates():
-    seam = SEAM + "reapply_learning_rates"
-    has(seam, Learner, "_optimizer_lr_schedules")
-    set_lr = has(seam, TorchLearner, "_set_optimizer_lr", params=("optimizer", "lr"))
-    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
-    set_lr(optimizer, 0.5)
-    holds(seam, optimizer.param_groups[0]["lr"] == 0.5, "_set_optimizer_lr sets a torch lr")
 
 
 def test_learner_hooks():
