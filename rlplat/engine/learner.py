@@ -9,8 +9,9 @@ from it beside the RLlib learner whose loss it computes, in a class written in a
   per update (``EpochMinibatches``, ``rlplat.engine.minibatches``);
 - gradients clipped to a global norm by fused calls over all tensors, and checked for nan/inf by
   one fused norm (RLlib makes two calls per tensor for each: about 0.25 ms of a 3 ms PPO minibatch
-  update of a 256x256 network, the same update), where RLlib's step would do no more than step
-  the optimizers (no AMP, no torch LR schedulers, no ``torch_skip_nan_gradients``);
+  update of a 256x256 network, the same update), unless the experiment asks for
+  ``torch_skip_nan_gradients`` (RLlib's AMP scalers and torch LR schedulers, which its step also
+  serves, are settings of RLlib's ``experimental()`` section, which an experiment does not have);
 - each module's optimizer as ``training.optimizer: {type: ...}`` gives it (RLlib reads that key
   only on its old stack), RLlib's one Adam otherwise, fused (``rlplat.engine.optimizers``);
 - the learner connector pipeline's state (a ``reward_scaling`` piece's running statistics) in the
@@ -33,7 +34,7 @@ from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from rlplat.engine.minibatches import EpochMinibatches
 from rlplat.engine.optimizers import build_optimizer
-from rlplat.seams.rllib_learner import learner_connector, steps_optimizers_plainly, wants_component
+from rlplat.seams.rllib_learner import learner_connector, wants_component
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,9 @@ class RlplatLearner(EpochMinibatches, TorchLearner):
     derives from: ``class PPOLearner(RlplatLearner, PPOTorchLearner)``."""
 
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
-        if steps_optimizers_plainly(self) and not self.config.torch_skip_nan_gradients:
+        # RLlib's AMP gradient scalers and torch LR schedulers, which its apply_gradients also
+        # serves, come from the config's ``experimental()`` section: an experiment has none.
+        if not self.config.torch_skip_nan_gradients:
             step_if_finite(self, gradients_dict)
         else:
             super().apply_gradients(gradients_dict)

@@ -1,9 +1,8 @@
 """RLlib learners' private state that rlplat's learners read or write.
 
-rlplat's learners replace parts of RLlib's gradient step (one fused finiteness check for all
-gradients) and save more state in their checkpoints. RLlib's ``Learner`` keeps some of what those
-steps need (the optimizers' gradient scalers and learning-rate schedules, the learner connector)
-in private attributes and has no public getter for them; these functions are the only places that
+rlplat's learners save more state in their checkpoints (their learner connector's) and cut and
+count their minibatches themselves. RLlib's ``Learner`` keeps what those need in private
+attributes and steps, with no public getter or hook; these functions are the only places that
 name them. (Parameters and optimizers come from the public ``get_optimizers_for_module`` and
 each torch optimizer's ``param_groups``.)
 """
@@ -17,16 +16,8 @@ from ray.rllib.core.learner.learner import Learner
 __all__ = [
     "LearnerHooks",
     "learner_connector",
-    "steps_optimizers_plainly",
     "wants_component",
 ]
-
-
-def steps_optimizers_plainly(learner: Learner) -> bool:
-    """Whether RLlib's torch ``apply_gradients`` would do no more than step the optimizers: no
-    AMP gradient scalers (``_grad_scalers``), no torch LR schedulers (``_lr_scheduler_classes``).
-    Both are private to ``TorchLearner``, set from the config in its constructor."""
-    return learner._grad_scalers is None and learner._lr_scheduler_classes is None
 
 
 def wants_component(learner: Learner, name: str, components: Any, not_components: Any) -> bool:

@@ -12,23 +12,6 @@ from tests.seam_canary import has, holds
 SEAM = "rlplat.seams.rllib_learner."
 
 
-def test_steps_optimizers_plainly():
-    seam = SEAM + "steps_optimizers_plainly"
-    has(seam, TorchLearner, "_grad_scalers")
-    has(seam, TorchLearner, "_lr_scheduler_classes")
-    source = inspect.getsource(TorchLearner.apply_gradients)
-    holds(
-        seam,
-        "self._lr_scheduler_classes" in source,
-        "TorchLearner.apply_gradients steps torch LR schedulers where _lr_scheduler_classes says",
-    )
-    holds(
-        seam,
-        "self._grad_scalers" in inspect.getsource(TorchLearner.compute_gradients),
-        "TorchLearner.compute_gradients scales losses where _grad_scalers says",
-    )
-
-
 def test_wants_component():
     seam = SEAM + "wants_component"
     params = ("name", "components", "not_components")
