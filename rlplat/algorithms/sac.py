@@ -70,7 +70,7 @@ from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBa
 from rlplat.engine.learner import optimizer_parameters, step_if_finite
 from rlplat.engine.optimizers import adam
 from rlplat.seams.rllib_learner import wants_component
-from rlplat.seams.rllib_parts import CatalogHooks, check_model_config, squash
+from rlplat.seams.rllib_parts import CatalogHooks
 
 
 class ObsActionMLPEncoder(TorchMLPEncoder):
@@ -87,7 +87,8 @@ class ObsActionMLPEncoderConfig(MLPEncoderConfig):
     """``MLPEncoderConfig`` whose input is the observation and the action side by side."""
 
     def build(self, framework: str = "torch") -> Encoder:
-        check_model_config(self, framework)
+        # Its settings are the experiment's model_config, checked before Ray starts
+        # (rlplat.rllib.build.check_model_config), and the catalog's input dimensions.
         return ObsActionMLPEncoder(self)
 
 
@@ -98,7 +99,8 @@ class SquashedGaussian(TorchSquashedGaussian):
     ``rlplat eval``, checkpoint scores, exports) played a bang-bang copy of the policy."""
 
     def to_deterministic(self) -> TorchDeterministic:
-        return TorchDeterministic(loc=squash(self, self.loc))
+        squashed = self.low + (torch.tanh(self.loc) + 1.0) / 2.0 * (self.high - self.low)
+        return TorchDeterministic(loc=torch.clamp(squashed, self.low, self.high))
 
 
 class PaperCriticSACCatalog(CatalogHooks, SACCatalog):

@@ -1,5 +1,5 @@
-"""RLlib's catalogs, model configs, distributions and algorithm configs: the private hooks
-rlplat's own networks and settings go through.
+"""RLlib's catalogs and algorithm configs: the private hooks rlplat's own networks and settings
+go through.
 
 RLlib builds a module's networks in its ``Catalog`` and adds an algorithm's settings to the
 module's ``model_config`` in its ``AlgorithmConfig``; the steps rlplat changes there (SimBa's
@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.models.configs import ModelConfig
 
 __all__ = [
     "CatalogHooks",
     "ModelConfigIncludes",
-    "check_model_config",
-    "squash",
 ]
 
 
@@ -57,18 +54,6 @@ class CatalogHooks:
     def model_config_dict(self) -> dict:
         """The module's model config (RLlib's ``_model_config_dict``)."""
         return self._model_config_dict  # type: ignore[attr-defined]
-
-
-def check_model_config(config: ModelConfig, framework: str) -> None:
-    """RLlib's checks of a model config before it builds (``ModelConfig._validate``, which every
-    RLlib config's ``build`` calls first; private)."""
-    config._validate(framework)
-
-
-def squash(distribution: Any, values: torch.Tensor) -> torch.Tensor:
-    """``values`` squashed into the action bounds as RLlib's tanh-squashed Gaussian squashes its
-    samples (``TorchSquashedGaussian._squash``, private)."""
-    return distribution._squash(values)
 
 
 class ModelConfigIncludes(AlgorithmConfig):

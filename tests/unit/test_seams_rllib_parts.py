@@ -7,13 +7,11 @@ import inspect
 from typing import Any
 
 import gymnasium as gym
-import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-from ray.rllib.core.distribution.torch.torch_distribution import TorchSquashedGaussian
 from ray.rllib.core.models.catalog import Catalog
 from ray.rllib.core.models.configs import MLPEncoderConfig
 
-from rlplat.seams.rllib_parts import CatalogHooks, ModelConfigIncludes, check_model_config, squash
+from rlplat.seams.rllib_parts import CatalogHooks, ModelConfigIncludes
 from tests.seam_canary import has, holds
 
 SEAM = "rlplat.seams.rllib_parts."
@@ -47,26 +45,6 @@ def test_catalog_hooks():
         settings["fcnet_hiddens"] == [5] and "fcnet_activation" in settings,
         "the catalog's model config is the module's over RLlib's defaults",
     )
-
-
-def test_check_model_config():
-    seam = SEAM + "check_model_config"
-    has(seam, MLPEncoderConfig, "_validate", params=("framework",))
-    check_model_config(MLPEncoderConfig(input_dims=[2], hidden_layer_dims=[4]), "torch")
-    try:
-        check_model_config(MLPEncoderConfig(input_dims=[2, 3], hidden_layer_dims=[4]), "torch")
-        refused = False
-    except ValueError:
-        refused = True
-    holds(seam, refused, "an MLP encoder config over 2-D inputs fails RLlib's checks")
-
-
-def test_squash():
-    seam = SEAM + "squash"
-    has(seam, TorchSquashedGaussian, "_squash", params=("sample",))
-    dist = TorchSquashedGaussian(loc=torch.zeros(2), scale=torch.ones(2), low=-2.0, high=2.0)
-    squashed = squash(dist, torch.tensor([0.0, 100.0])).tolist()
-    holds(seam, squashed == [0.0, 2.0], "tanh squashes 0 to the middle and 100 to the bound")
 
 
 def test_model_config_includes():
