@@ -47,6 +47,10 @@ os.environ["RAY_TMPDIR"] = str(RAY_TEMP_DIR)
 # thread polling the cluster's metrics in each process that reads a dataset) ran idle for the
 # rest of the test session once an offline test had read a dataset.
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+# Serve's controller kills a proxy that is not ready within 5 s of a check (three times over):
+# on two cores busy with other workers' trainings a starting proxy took longer, and every test
+# of tests/e2e/test_serve.py errored at its fixture's serve.start (CI of 315fc1a's parent).
+os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "30")
 
 
 def pytest_itemcollected(item):
