@@ -29,6 +29,47 @@ def sample_round(algo: Any) -> list[Any]:
     return episodes
 
 
+def sample_without_metrics(algo: Any) -> list[Any]:
+    """One sampling call on every env runner, like ``sample_round``, but the runners keep their
+    metrics until ``gather_runner_metrics``: a runner's reduce and the algorithm's aggregation of
+    it cost about 1 ms a call (a quarter of a CartPole DQN call of 16 env steps). The env steps
+    sampled are logged at once, since the iteration's stop condition reads them."""
+    group = algo.env_runner_group
+    if group.num_remote_workers() <= 0:
+        chunks = [group.local_env_runner.sample()]
+    else:
+        chunks = group.foreach_env_runner(
+            lambda runner: runner.sample(),
+            local_env_runner=False,
+            timeout_seconds=algo.config.sample_timeout_s,
+        )
+    episodes = [episode for chunk in chunks for episode in chunk]
+    algo.metrics.log_value(
+        (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME),
+        sum(episode.env_steps() for episode in episodes),
+        reduce="lifetime_sum",
+        with_throughput=True,
+    )
+    return episodes
+
+
+def gather_runner_metrics(algo: Any) -> None:
+    """The env runners' metrics since the last gathering, into the algorithm's (their sampled
+    env steps were logged by ``sample_without_metrics`` already)."""
+    group = algo.env_runner_group
+    if group.num_remote_workers() <= 0:
+        metrics = [group.local_env_runner.get_metrics()]
+    else:
+        metrics = group.foreach_env_runner(
+            lambda runner: runner.get_metrics(),
+            local_env_runner=False,
+            timeout_seconds=algo.config.sample_timeout_s,
+        )
+    for each in metrics:
+        each.pop(NUM_ENV_STEPS_SAMPLED_LIFETIME, None)
+    algo.metrics.aggregate(metrics, key=ENV_RUNNER_RESULTS)
+
+
 def env_steps_sampled(algo: Any) -> int:
     """Env steps the algorithm has sampled in its lifetime."""
     return int(algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0))

@@ -61,7 +61,12 @@ from rlplat.algorithms.base import (
     move_towards,
     pieces_within,
 )
-from rlplat.algorithms.loop import env_steps_sampled, sample_round
+from rlplat.algorithms.loop import (
+    env_steps_sampled,
+    gather_runner_metrics,
+    sample_round,
+    sample_without_metrics,
+)
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer
 from rlplat.algorithms.shared_weights import sync_env_runners
 from rlplat.algorithms.transition_memory import TransitionMemory
@@ -99,7 +104,10 @@ class TransitionBatchLoop(AlgorithmHooks):
         store_weight, updates = calculate_rr_weights(self.config)
         for _ in range(store_weight):
             with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-                episodes = sample_round(self)
+                if self.defers_runner_metrics:
+                    episodes = sample_without_metrics(self)
+                else:
+                    episodes = sample_round(self)
             with self.metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
                 self.local_replay_buffer.add(episodes)
         env_steps = env_steps_sampled(self)
@@ -124,6 +132,13 @@ class TransitionBatchLoop(AlgorithmHooks):
         return None
 
     @cached_property
+    def defers_runner_metrics(self) -> bool:
+        """Whether the env runners' metrics are gathered once per iteration rather than after
+        every sampling call: not where the iteration counts agent steps, which it would read
+        from those metrics after each training step."""
+        return self.config.count_steps_by == "env_steps"
+
+    @cached_property
     def defers_learner_metrics(self) -> bool:
         """Whether the learners' metrics are reduced once per iteration (after its last
         training step) rather than after every update: a reduce and an aggregation cost about
@@ -133,14 +148,17 @@ class TransitionBatchLoop(AlgorithmHooks):
 
     def run_training_iteration(self) -> Any:
         """RLlib's iteration, with the metrics gathered once for all its training steps just
-        before RLlib compiles them into the result: the learners' (where deferred) and the replay
-        buffer's (its reduce costs more than an update of DQN's CartPole network)."""
+        before RLlib compiles them into the result: the env runners', the learners' (where
+        deferred) and the replay buffer's (its reduce costs more than an update of DQN's CartPole
+        network)."""
         if not self.replays_transition_batches:
             return super().run_training_iteration()
         with compiled_after(self.metrics, self._gather_iteration_metrics):
             return super().run_training_iteration()
 
     def _gather_iteration_metrics(self) -> None:
+        if self.defers_runner_metrics:
+            gather_runner_metrics(self)
         if self.defers_learner_metrics:
             reduced = self.learner_group.foreach_learner(lambda learner: learner.metrics.reduce())
             results = [result.get() for result in reduced]
