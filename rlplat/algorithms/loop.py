@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     LEARNER_RESULTS,
@@ -18,15 +17,7 @@ from rlplat.algorithms.shared_weights import sync_env_runners
 def sample_round(algo: Any) -> list[Any]:
     """One synchronous sampling call on every env runner; their metrics go into the
     algorithm's. Returns the episode chunks."""
-    episodes, runner_metrics = synchronous_parallel_sample(
-        worker_set=algo.env_runner_group,
-        concat=True,
-        sample_timeout_s=algo.config.sample_timeout_s,
-        _uses_new_env_runners=True,
-        _return_metrics=True,
-    )
-    algo.metrics.aggregate(runner_metrics, key=ENV_RUNNER_RESULTS)
-    return episodes
+    return _sample(algo, with_metrics=True)
 
 
 def sample_without_metrics(algo: Any) -> list[Any]:
@@ -34,37 +25,48 @@ def sample_without_metrics(algo: Any) -> list[Any]:
     metrics until ``gather_runner_metrics``: a runner's reduce and the algorithm's aggregation of
     it cost about 1 ms a call (a quarter of a CartPole DQN call of 16 env steps). The env steps
     sampled are logged at once, since the iteration's stop condition reads them."""
-    group = algo.env_runner_group
-    if group.num_remote_workers() <= 0:
-        chunks = [group.local_env_runner.sample()]
-    else:
-        chunks = group.foreach_env_runner(
-            lambda runner: runner.sample(),
-            local_env_runner=False,
-            timeout_seconds=algo.config.sample_timeout_s,
-        )
-    episodes = [episode for chunk in chunks for episode in chunk]
+    return _sample(algo, with_metrics=False)
+
+
+def gather_runner_metrics(algo: Any) -> None:
+    """The env runners' metrics since the last gathering, into the algorithm's (their sampled
+    env steps were logged by ``sample_without_metrics`` already)."""
+    _aggregate(algo, _on_runners(algo, lambda runner: runner.get_metrics()))
+
+
+def _sample(algo: Any, with_metrics: bool) -> list[Any]:
+    """Every env runner's episode chunks of one ``sample`` call (and its metrics, in the same
+    call); the env steps sampled logged into the algorithm's metrics."""
+
+    def call(runner: Any) -> tuple[list[Any], Any]:
+        return runner.sample(), runner.get_metrics() if with_metrics else None
+
+    results = _on_runners(algo, call)
+    episodes = [episode for chunk, _ in results for episode in chunk]
     algo.metrics.log_value(
         (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME),
         sum(episode.env_steps() for episode in episodes),
         reduce="lifetime_sum",
         with_throughput=True,
     )
+    if with_metrics:
+        _aggregate(algo, [metrics for _, metrics in results])
     return episodes
 
 
-def gather_runner_metrics(algo: Any) -> None:
-    """The env runners' metrics since the last gathering, into the algorithm's (their sampled
-    env steps were logged by ``sample_without_metrics`` already)."""
+def _on_runners(algo: Any, function: Any) -> list[Any]:
+    """``function`` of the one local env runner, or of every remote one (those that answer)."""
     group = algo.env_runner_group
     if group.num_remote_workers() <= 0:
-        metrics = [group.local_env_runner.get_metrics()]
-    else:
-        metrics = group.foreach_env_runner(
-            lambda runner: runner.get_metrics(),
-            local_env_runner=False,
-            timeout_seconds=algo.config.sample_timeout_s,
-        )
+        return [function(group.local_env_runner)]
+    return group.foreach_env_runner(
+        function, local_env_runner=False, timeout_seconds=algo.config.sample_timeout_s
+    )
+
+
+def _aggregate(algo: Any, metrics: list[Any]) -> None:
+    """Env runners' reduced metrics into the algorithm's, less the env steps sampled (logged at
+    each sampling call)."""
     for each in metrics:
         each.pop(NUM_ENV_STEPS_SAMPLED_LIFETIME, None)
     algo.metrics.aggregate(metrics, key=ENV_RUNNER_RESULTS)
