@@ -9,7 +9,8 @@ A private name is one that starts with a single ``_``. Outside the seam package 
 - name, in a mixin meant for Ray classes (a class without a Ray base), a private attribute of
   ``self`` that rlplat never defines (it can only be the Ray class's);
 - name a private attribute that some Ray module defines on any other object
-  (``runner._seed``, ``internal_kv._internal_kv_get``), unless rlplat defines that name itself.
+  (``runner._seed``, ``internal_kv._internal_kv_get``), unless rlplat defines that name itself;
+- pass a private keyword argument that some Ray function takes (``_no_metrics_reduce=``).
 
 Exempt: RLlib's documented override points that start with ``_`` (an RLModule's forward passes).
 Run ``python -m tests.seams_rule`` to list what breaks the rule.
@@ -209,6 +210,9 @@ def touches() -> list[Touch]:
                     found.append(Touch(relative, node.lineno, node.attr, "uses Ray's"))
                 elif node.attr in ray_names and node.attr not in own:
                     found.append(Touch(relative, node.lineno, node.attr, "uses Ray's"))
+            if isinstance(node, ast.keyword) and node.arg and _private(node.arg):
+                if node.arg in ray_names and node.arg not in own:  # update(_no_metrics_reduce=)
+                    found.append(Touch(relative, node.value.lineno, node.arg, "passes Ray's"))
     return sorted(set(found), key=lambda t: (t.path, t.line, t.name))
 
 

@@ -12,6 +12,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rlplat.algorithms.shared_weights import sync_env_runners
+from rlplat.seams.rllib_learner import update_keeping_metrics
 
 
 def sample_round(algo: Any) -> list[Any]:
@@ -99,10 +100,8 @@ def update_and_sync(algo: Any, batches: Iterable[Any]) -> None:
     group = algo.learner_group
     updated = False
     for batch in batches:
-        group.update(
-            batch=batch,
-            timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
-            _no_metrics_reduce=True,
+        update_keeping_metrics(
+            group, batch=batch, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps}
         )
         updated = True
     if not updated:

@@ -72,6 +72,7 @@ from rlplat.algorithms.shared_weights import sync_env_runners
 from rlplat.algorithms.transition_memory import TransitionMemory
 from rlplat.engine.learner import RlplatLearner
 from rlplat.seams.rllib_algorithm import AlgorithmHooks, compiled_after
+from rlplat.seams.rllib_learner import update_keeping_metrics
 
 FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete)
 # RLlib's learner pieces for a feed-forward module: what a ``TransitionMemory`` batch holds. A
@@ -122,10 +123,10 @@ class TransitionBatchLoop(AlgorithmHooks):
             with self.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
                 batch = self.replayed_batch()
             with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-                results = self.learner_group.update(
-                    batch=batch, timesteps=timesteps, _no_metrics_reduce=deferred
-                )
-                if not deferred:
+                if deferred:
+                    update_keeping_metrics(self.learner_group, batch=batch, timesteps=timesteps)
+                else:
+                    results = self.learner_group.update(batch=batch, timesteps=timesteps)
                     self.metrics.aggregate(without_td_errors(results), key=LEARNER_RESULTS)
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
             sync_env_runners(self)

@@ -16,8 +16,16 @@ from ray.rllib.core.learner.learner import Learner
 __all__ = [
     "LearnerHooks",
     "learner_connector",
+    "update_keeping_metrics",
     "wants_component",
 ]
+
+
+def update_keeping_metrics(learner_group: Any, **update: Any) -> Any:
+    """One ``LearnerGroup.update`` whose learners keep this update's metrics unreduced (to be
+    reduced once after several updates: a reduce costs about as much as a small network's
+    update). RLlib's ``update`` takes that as the private keyword ``_no_metrics_reduce``."""
+    return learner_group.update(**update, _no_metrics_reduce=True)
 
 
 def wants_component(learner: Learner, name: str, components: Any, not_components: Any) -> bool:

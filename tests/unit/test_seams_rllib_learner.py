@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.learner_group import LearnerGroup
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
 from tests.seam_canary import has, holds
@@ -24,6 +25,12 @@ def test_wants_component():
         and not check(None, "extra", None, ["extra"]),
         "a component is wanted unless components leaves it out or not_components names it",
     )
+
+
+def test_update_keeping_metrics():
+    seam = SEAM + "update_keeping_metrics"
+    for owner in (LearnerGroup, Learner):
+        has(seam, owner, "update", params=("batch", "timesteps", "_no_metrics_reduce"))
 
 
 def test_learner_connector():
