@@ -29,8 +29,9 @@ def test_wants_component():
 
 def test_update_keeping_metrics():
     seam = SEAM + "update_keeping_metrics"
-    for owner in (LearnerGroup, Learner):
-        has(seam, owner, "update", params=("batch", "timesteps", "_no_metrics_reduce"))
+    has(seam, Learner, "update", params=("batch", "timesteps", "_no_metrics_reduce"))
+    # The group hands its update's other keywords to each learner's update.
+    has(seam, LearnerGroup, "update", params=("batch", "timesteps", "kwargs"))
 
 
 def test_learner_connector():
