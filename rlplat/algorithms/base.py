@@ -37,6 +37,7 @@ from torch import nn
 
 from rlplat.algorithms.loop import OwedUpdates, sample_round, update_and_sync
 from rlplat.engine.learner import RlplatLearner
+from rlplat.environments.array_runner import other_pieces
 from rlplat.seams.rllib_parts import ModelConfigIncludes
 
 
@@ -365,6 +366,6 @@ def not_negative(config: AlgorithmConfig, names: Iterable[str]) -> list[str]:
 
 
 def pieces_within(pipeline: Any, names: frozenset[str]) -> bool:
-    """Whether every piece of a connector pipeline is of a class named in ``names``: no piece
-    that the experiment's ``connectors:`` or a config's custom connector added."""
-    return {type(piece).__name__ for piece in pipeline.connectors} <= names
+    """Whether every piece of a connector pipeline is one of RLlib's classes named in ``names``:
+    no piece that the experiment's ``connectors:`` or a config's custom connector added."""
+    return not other_pieces(pipeline.connectors, names)

@@ -1,4 +1,5 @@
-"""Pieces of the training loops of rlplat's own algorithms (QMIX, MADDPG)."""
+"""Pieces of the training loops rlplat owns (QMIX, MADDPG, PQN and the transition loop of DQN,
+SAC, TD3 and CrossQ)."""
 
 from __future__ import annotations
 

@@ -144,7 +144,7 @@ def array_loop_obstacle(runner: Any) -> str | None:
     if _per_step_callbacks(runner):
         return "a callback acts on every step"
     _, pieces = _split_observation_pieces(runner.env_to_module.connectors)
-    others = _other_pieces(pieces, STANDARD_ENV_TO_MODULE) + _other_pieces(
+    others = other_pieces(pieces, STANDARD_ENV_TO_MODULE) + other_pieces(
         runner.module_to_env.connectors, STANDARD_MODULE_TO_ENV
     )
     if others:
@@ -169,7 +169,7 @@ def _split_observation_pieces(pieces: list[Any]) -> tuple[list[Any], list[Any]]:
     return list(pieces[:count]), list(pieces[count:])
 
 
-def _other_pieces(pieces: list[Any], names: frozenset[str]) -> list[Any]:
+def other_pieces(pieces: list[Any], names: frozenset[str]) -> list[Any]:
     """The pieces that are not RLlib's own named ``names``."""
     return [
         piece

@@ -24,7 +24,8 @@ def start_from_checkpoint(algo: Any, checkpoint: str, optimizer: bool) -> None:
     component = LEARNER if optimizer else RL_MODULE
     # A restored torch optimizer carries the old run's learning rates: this run's are those its
     # freshly built optimizers hold, set back after the restore.
-    rates = next(iter(algo.learner_group.foreach_learner(learning_rates))).get()
+    if optimizer:
+        rates = next(iter(algo.learner_group.foreach_learner(learning_rates))).get()
     try:
         algo.restore_from_path(str(Path(checkpoint) / component), component=component)
     except RuntimeError as exc:  # torch: size mismatch for ...
