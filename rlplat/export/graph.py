@@ -26,14 +26,13 @@ from ray.rllib.algorithms.dqn.default_dqn_rl_module import QF_PREDS
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.torch.heads import TorchFreeLogStdMLPHead
 from ray.rllib.models.torch.torch_distributions import TorchCategorical
-from ray.rllib.utils.filter import SMALL_NUMBER
+from ray.rllib.utils.filter import SMALL_NUMBER, RunningStat
 from torch import nn
 from torch.nn import functional as F
 
 from rlplat.environments.kinds import ACTION_MASK, masked_observation_key
 from rlplat.errors import UserError
 from rlplat.runtime import ActionSpec, StatePart, StateSpec
-from rlplat.seams.rllib_runner import mean_std_filters
 
 # Pieces that only move data around (batch, time rank, tensors, agents <-> modules).
 STRUCTURAL_ENV_TO_MODULE = {
@@ -219,13 +218,14 @@ def observation_steps(env_to_module: Any, agent: Any) -> tuple[list[nn.Module], 
 
 
 def _frozen_filter(piece: Any, agent: Any) -> Normalize:
-    filters = mean_std_filters(piece)
+    """The ``MeanStdFilter`` piece's normalisation for ``agent``, from its public state."""
+    filters = piece.get_state()
     if agent not in filters:
         raise Unsupported(
             f"the mean_std_filter has no statistics for agent {agent!r} (it keeps them per "
             "agent, so a policy shared by several agents has no single normalisation)"
         )
-    obs_filter = filters[agent]
+    state = filters[agent]
     space = piece.input_observation_space
     if agent is not None:
         space = space[agent]
@@ -234,15 +234,15 @@ def _frozen_filter(piece: Any, agent: Any) -> Normalize:
             f"a mean_std_filter on {space.dtype} observations cannot be exported: RLlib casts "
             "the normalised values back to that type"
         )
-    stats = obs_filter.running_stats
-    if not hasattr(stats, "mean"):
+    if not isinstance(state["shape"], np.ndarray):
         raise Unsupported("a mean_std_filter over Dict or Tuple observations cannot be exported")
+    (stats,) = (RunningStat.from_state(each) for each in state["running_stats"])
     return Normalize(
         np.asarray(stats.mean, np.float64),
         np.asarray(stats.std, np.float64),
-        bool(obs_filter.demean),
-        bool(obs_filter.destd),
-        obs_filter.clip,
+        bool(state["de_mean_to_zero"]),
+        bool(state["de_std_to_one"]),
+        state["clip_by_value"],
     )
 
 

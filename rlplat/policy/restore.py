@@ -21,6 +21,7 @@ from typing import Any
 import ray
 import torch
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
+from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter
 from ray.rllib.core import (
     COMPONENT_ENV_RUNNER,
     COMPONENT_ENV_TO_MODULE_CONNECTOR,
@@ -39,7 +40,6 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from rlplat.checkpoints import RLLIB_MARKER
 from rlplat.errors import UserError, did_you_mean
 from rlplat.rllib.modules import UniformRandomModule
-from rlplat.seams.rllib_runner import freeze_filter
 
 MODULES_DIR = Path(COMPONENT_LEARNER_GROUP, COMPONENT_LEARNER, COMPONENT_RL_MODULE)
 
@@ -255,9 +255,17 @@ def _make_random(module: Any, policies: list[str], checkpoint: Path) -> None:
 
 def _freeze_statistics(pipeline: ConnectorPipelineV2) -> None:
     """Observation filters keep the statistics the checkpoint holds: playing a policy must not
-    change it (each evaluated episode would otherwise see a slightly different policy)."""
-    for piece in pipeline.connectors:
-        freeze_filter(piece)
+    change it (each evaluated episode would otherwise see a slightly different policy). A
+    ``MeanStdFilter`` takes ``update_stats`` only when built, so each is replaced by its copy
+    built with ``update_stats=False`` and given the same state."""
+    for index, piece in enumerate(pipeline.connectors):
+        if isinstance(piece, MeanStdFilter):
+            args, kwargs = piece.get_ctor_args_and_kwargs()
+            frozen = type(piece)(*args, **{**kwargs, "update_stats": False})
+            frozen.input_action_space = piece.input_action_space
+            frozen.input_observation_space = piece.input_observation_space
+            frozen.set_state(piece.get_state())
+            pipeline.connectors[index] = frozen
 
 
 def _restore(kind: Any, checkpoint: Path, path: Path, what: str) -> Any:

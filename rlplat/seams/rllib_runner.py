@@ -20,8 +20,6 @@ __all__ = [
     "RunnerHooks",
     "skip_mode_switch",
     "episode_started",
-    "freeze_filter",
-    "mean_std_filters",
     "registered_env_creator",
     "set_reset_seed",
     "stamp_episode_step",
@@ -164,17 +162,3 @@ def registered_env_creator(name: str) -> Any:
     object ``_global_registry`` is private, and RLlib's public ``_get_env_creator`` helpers are
     private too."""
     return _global_registry.get(ENV_CREATOR, name)
-
-
-def mean_std_filters(piece: Any) -> dict[Any, Any]:
-    """A ``MeanStdFilter`` connector piece's running filters by agent (``_filters``; None
-    before its first observation is empty): what an export freezes into the graph."""
-    return piece._filters or {}
-
-
-def freeze_filter(piece: Any) -> None:
-    """A ``MeanStdFilter`` connector piece keeps its statistics as they are: it is built with
-    ``update_stats`` and has no setter for it (``_update_stats``). Other pieces are left as
-    they are."""
-    if hasattr(piece, "_update_stats"):
-        piece._update_stats = False

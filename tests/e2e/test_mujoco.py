@@ -71,3 +71,25 @@ def test_the_policy_exports_with_a_passing_certificate(tiny_halfcheetah):
     assert export is not None and export.get("passed"), export
     parity = json.loads((Path(export["directory"]) / "parity.json").read_text())
     assert parity["agreement"] == 1.0 and parity["compared_actions"] > 0
+
+
+def test_playing_the_checkpoint_leaves_its_observation_statistics(tiny_halfcheetah):
+    """A restored policy normalises with the statistics its checkpoint holds, however long it
+    plays: its mean_std_filter stops counting observations."""
+    import gymnasium as gym
+
+    from rlplat.policy.restore import Policy
+
+    policy = Policy.from_checkpoint(Path(tiny_halfcheetah.trials[0].last_checkpoint))
+    [saved] = policy.env_to_module.get_state()["MeanStdFilter"].values()
+    env = gym.make("HalfCheetah-v5")
+    actor = policy.actor()
+    observation, info = env.reset(seed=0)
+    actor.reset(env, observation, info, seed=0)
+    for _ in range(5):
+        action = actor.act(observation, explore=False)
+        observation, reward, terminated, truncated, info = env.step(action)
+        actor.observe(observation, reward, terminated, truncated, info)
+    [played] = policy.env_to_module.get_state()["MeanStdFilter"].values()
+    assert saved["running_stats"][0]["num_pushes"] > 0
+    assert played["running_stats"] == saved["running_stats"]

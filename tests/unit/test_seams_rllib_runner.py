@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 
-from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.env.env_runner import EnvRunner
@@ -89,11 +88,3 @@ def test_registered_env_creator():
     seam = SEAM + "registered_env_creator"
     has(seam, registry, "_global_registry")
     has(seam, registry._global_registry, "get", params=("category", "key"))
-
-
-def test_mean_std_filters():
-    has(SEAM + "mean_std_filters", MeanStdFilter, "_filters")
-
-
-def test_freeze_filter():
-    has(SEAM + "freeze_filter", MeanStdFilter, "_update_stats")
