@@ -67,9 +67,8 @@ from rlplat.algorithms.base import (
 )
 from rlplat.algorithms.networks import SimbaCatalog
 from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
-from rlplat.engine.learner import optimizer_parameters, step_if_finite
+from rlplat.engine.learner import optimizer_parameters, state_requested, step_if_finite
 from rlplat.engine.optimizers import adam
-from rlplat.seams.rllib_learner import wants_component
 from rlplat.seams.rllib_parts import CatalogHooks
 
 
@@ -211,7 +210,7 @@ class TemperatureState:
         state = super().get_state(  # type: ignore[misc]
             components, not_components=not_components, **kwargs
         )
-        if wants_component(self, TEMPERATURE_STATE, components, not_components):  # type: ignore[arg-type]
+        if state_requested(TEMPERATURE_STATE, components, not_components):
             state[TEMPERATURE_STATE] = {
                 module_id: log_alpha.detach().cpu().tolist()
                 for module_id, log_alpha in self.curr_log_alpha.items()

@@ -29,12 +29,13 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.utils import force_list
 from ray.rllib.utils.torch_utils import clip_gradients as rllib_clip_gradients
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from rlplat.engine.minibatches import EpochMinibatches
 from rlplat.engine.optimizers import build_optimizer
-from rlplat.seams.rllib_learner import learner_connector, wants_component
+from rlplat.seams.rllib_learner import learner_connector
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class RlplatLearner(EpochMinibatches, TorchLearner):
     ) -> Any:
         state = super().get_state(components, not_components=not_components, **kwargs)
         pipeline = learner_connector(self)
-        wanted = wants_component(self, LEARNER_CONNECTOR, components, not_components)
+        wanted = state_requested(LEARNER_CONNECTOR, components, not_components)
         if wanted and pipeline is not None:
             state[LEARNER_CONNECTOR] = pipeline.get_state()
         return state
@@ -88,6 +89,16 @@ class RlplatLearner(EpochMinibatches, TorchLearner):
         pipeline = learner_connector(self)
         if LEARNER_CONNECTOR in state and pipeline is not None:
             pipeline.set_state(state[LEARNER_CONNECTOR])
+
+
+def state_requested(name: str, components: Any, not_components: Any) -> bool:
+    """Whether ``get_state(components, not_components=not_components)`` asks for the state
+    component ``name`` that a learner adds to RLlib's: with no ``components`` every one is
+    asked for, else those named or with a part named (``"name/..."``); ``not_components``
+    leaves out those it names. RLlib's own components are picked the same way."""
+    wanted = force_list(components)
+    asked = components is None or name in wanted or any(c.startswith(f"{name}/") for c in wanted)
+    return asked and name not in force_list(not_components)
 
 
 def sets_up_own_optimizers(learner_class: type) -> bool:

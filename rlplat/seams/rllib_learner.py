@@ -17,7 +17,6 @@ __all__ = [
     "LearnerHooks",
     "learner_connector",
     "update_keeping_metrics",
-    "wants_component",
 ]
 
 
@@ -26,13 +25,6 @@ def update_keeping_metrics(learner_group: Any, **update: Any) -> Any:
     reduced once after several updates: a reduce costs about as much as a small network's
     update). RLlib's ``update`` takes that as the private keyword ``_no_metrics_reduce``."""
     return learner_group.update(**update, _no_metrics_reduce=True)
-
-
-def wants_component(learner: Learner, name: str, components: Any, not_components: Any) -> bool:
-    """Whether a ``get_state(components, not_components)`` call asks for the state component
-    ``name``: RLlib's own rule (``Checkpointable._check_component``), so that rlplat's extra
-    learner state is included and left out exactly as RLlib's own components are."""
-    return learner._check_component(name, components, not_components)
 
 
 def learner_connector(learner: Learner) -> Any:

@@ -102,6 +102,9 @@ def test_the_learner_keeps_the_statistics_in_its_checkpoint_state(tmp_path):
     state = learner.get_state()
     assert state[LEARNER_CONNECTOR]["RewardScaling"]["count"] == 2
     assert LEARNER_CONNECTOR not in learner.get_state(components="rl_module")
+    only = learner.get_state(components=f"{LEARNER_CONNECTOR}/RewardScaling")
+    assert LEARNER_CONNECTOR in only and "rl_module" not in only
+    assert LEARNER_CONNECTOR not in learner.get_state(not_components=LEARNER_CONNECTOR)
     fresh = _learner(run)
     fresh.set_state(state)
     [restored] = [p for p in fresh._learner_connector.connectors if isinstance(p, RewardScaling)]

@@ -13,20 +13,6 @@ from tests.seam_canary import has, holds
 SEAM = "rlplat.seams.rllib_learner."
 
 
-def test_wants_component():
-    seam = SEAM + "wants_component"
-    params = ("name", "components", "not_components")
-    check = has(seam, Learner, "_check_component", params=params)
-    holds(
-        seam,
-        check(None, "extra", None, None)
-        and check(None, "extra", ["extra"], None)
-        and not check(None, "extra", ["learner"], None)
-        and not check(None, "extra", None, ["extra"]),
-        "a component is wanted unless components leaves it out or not_components names it",
-    )
-
-
 def test_update_keeping_metrics():
     seam = SEAM + "update_keeping_metrics"
     has(seam, Learner, "update", params=("batch", "timesteps", "_no_metrics_reduce"))

@@ -17,7 +17,7 @@ from ray.rllib.utils.typing import ModuleID
 
 from rlplat.algorithms.base import TargetNetworkLearner
 from rlplat.algorithms.qmix.rl_module import Q_TOTAL, Q_VALUES, masked_argmax
-from rlplat.seams.rllib_learner import wants_component
+from rlplat.engine.learner import state_requested
 
 
 def lambda_returns(
@@ -93,7 +93,7 @@ class QMIXTorchLearner(TargetNetworkLearner):
         self, components: Any = None, *, not_components: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
-        if wants_component(self, LEARNER_COUNTERS, components, not_components):
+        if state_requested(LEARNER_COUNTERS, components, not_components):
             state[LEARNER_COUNTERS] = {
                 "updates": dict(self._updates),
                 "reward_stats": {m: s.get_state() for m, s in self._reward_stats.items()},
