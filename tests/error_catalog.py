@@ -292,6 +292,24 @@ CASES = [
         + ["rl_module.model_config.use_lstm=true", "connectors=[mean_std_filter]"],
     ),
     Case(
+        "memory type misspelt",
+        ["train", "exp.yaml", "rl_module.model_config.memory={type: attn}"],
+    ),
+    Case(
+        "attention memory over 0 steps",
+        ["train", "exp.yaml", "rl_module.model_config.memory={type: attention, steps: 0}"],
+    ),
+    Case(
+        "memory beside an LSTM",
+        ["train", "exp.yaml", "rl_module.model_config.memory={type: gru}"]
+        + ["rl_module.model_config.use_lstm=true"],
+    ),
+    Case(
+        "memory for an algorithm without it",
+        ["train", "exp.yaml", "algorithm=DQN", "training={}"]
+        + ["rl_module.model_config.memory={type: gru}"],
+    ),
+    Case(
         "activation misspelt",
         ["train", "exp.yaml", "rl_module.model_config.fcnet_activation=sigmoidd"],
     ),

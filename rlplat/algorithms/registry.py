@@ -87,6 +87,9 @@ class AlgorithmRecord:
     synchronous_learner: bool = False
     # Its single-agent modules take SimBa's residual encoders (``rl_module.model_config.simba``).
     simba: bool = False
+    # Its single-agent modules take rlplat's GRU and attention memories
+    # (``rl_module.model_config.memory``) beside RLlib's LSTM.
+    memory: bool = False
     # Its networks: RLlib's default ones, built by RLlib's catalog from the keys of RLlib's
     # DefaultModelConfig under ``rl_module.model_config``; or its own, sized by training settings
     # (under ``rl_module.model_config`` they read only ``simba`` where it takes SimBa's).
@@ -315,6 +318,7 @@ register_algorithm(
     learner=f"{_LEARNERS}:PPOLearner",
     masked_module=_MASKED_PPO,
     simba=True,
+    memory=True,
     random_policies=True,
     on_policy_rewards=True,
     initial_log_std=True,
@@ -327,8 +331,12 @@ register_algorithm(
     view="central",
     synchronous_learner=True,
 )
-register_algorithm("APPO", learner=f"{_LEARNERS}:APPOLearner", on_policy_rewards=True)
-register_algorithm("IMPALA", learner=f"{_LEARNERS}:IMPALALearner", on_policy_rewards=True)
+register_algorithm(
+    "APPO", learner=f"{_LEARNERS}:APPOLearner", on_policy_rewards=True, memory=True
+)
+register_algorithm(
+    "IMPALA", learner=f"{_LEARNERS}:IMPALALearner", on_policy_rewards=True, memory=True
+)
 register_algorithm(
     "DQN",
     "rlplat.algorithms.transition_loop:DQN",

@@ -112,10 +112,11 @@ of RLlib's `DefaultModelConfig` (type- and range-checked: `max_seq_len`, `lstm_c
 sizes positive), for rlplat's own networks (TD3, DDPG, CrossQ, PQN, QMIX, MASAC, MADDPG; also
 DreamerV3's) only `simba` where the algorithm takes SimBa's encoders: their sizes are training
 settings. A training setting given there (`actor_hiddens`, DQN's `dueling`) is refused with its
-`training.` key, since the learner reads it from there. Two keys are rlplat's own:
+`training.` key, since the learner reads it from there. Three keys are rlplat's own:
 `rl_module.model_config.log_std_init` starts single-agent PPO's free (state-independent) log std
 at that value (with `free_log_std: true`; RLlib starts it at 0, RL Zoo's tuned MuJoCo settings at
--2), and `simba` (docs/simba.md).
+-2), `simba` (docs/simba.md), and `memory`, a GRU or attention memory for PPO, APPO and IMPALA
+beside RLlib's LSTM (docs/memory.md).
 
 ## Seeds
 

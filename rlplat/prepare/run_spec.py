@@ -23,6 +23,7 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from rich.console import Console
 from rich.table import Table
 
+from rlplat.algorithms.memory import MEMORY
 from rlplat.algorithms.registry import (
     algorithm_record,
     canonical_name,
@@ -322,20 +323,21 @@ def _machine_defaults(draft: _Draft) -> None:
 
 
 def _sequence_length(draft: _Draft) -> None:
-    """An LSTM without ``max_seq_len`` (RLlib refuses to build it) trains on sequences of RLlib's
-    default length, written into the experiment and said in a note."""
+    """A memory (RLlib's LSTM, rlplat's GRU or attention) without ``max_seq_len`` trains on
+    sequences of RLlib's default length, written into the experiment and said in a note."""
     experiment = draft.experiment
     model_config = experiment.rl_module.get("model_config") or {}
     if not isinstance(model_config, dict):
         return
-    if model_config.get("use_lstm") is not True or "max_seq_len" in model_config:
+    remembers = model_config.get("use_lstm") is True or MEMORY in model_config
+    if not remembers or "max_seq_len" in model_config:
         return
     length = DefaultModelConfig.max_seq_len
     rl_module = {**experiment.rl_module, "model_config": {**model_config, "max_seq_len": length}}
     draft.experiment = experiment.model_copy(update={"rl_module": rl_module})
     draft.notes.append(
-        f"rl_module.model_config.max_seq_len: {length} (the LSTM trains on sequences of this "
-        "many steps: RLlib's DefaultModelConfig default; set it to choose)"
+        f"rl_module.model_config.max_seq_len: {length} (the memory trains on sequences of "
+        "this many steps: RLlib's DefaultModelConfig default; set it to choose)"
     )
 
 

@@ -26,6 +26,7 @@ from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.registry import register_env
 
 from rlplat.algorithms.base import OwnAlgorithmConfig
+from rlplat.algorithms.memory import ATTENTION, ATTENTION_ONLY, MEMORY, MEMORY_TYPES, MemorySettings
 from rlplat.algorithms.networks import SIMBA, SimbaSettings
 from rlplat.algorithms.registry import (
     algorithm_record,
@@ -50,6 +51,7 @@ from rlplat.rllib.env_creator import env_creator_for, rllib_env_name
 from rlplat.rllib.episode_stats import WindowedEpisodeStats
 from rlplat.rllib.modules import (
     LOG_STD_INIT,
+    MEMORY_CATALOGS,
     SCALED_FRAMES_MODULES,
     SIMBA_CATALOGS,
     InitialLogStdPPOModule,
@@ -332,6 +334,8 @@ def model_config_keys(algorithm: str) -> list[str]:
     """The keys under ``rl_module.model_config`` that ``algorithm``'s networks read."""
     record = algorithm_record(algorithm)
     keys = {SIMBA} if record.simba else set()
+    if record.memory:
+        keys.add(MEMORY)
     if record.initial_log_std:
         keys.add(LOG_STD_INIT)
     if record.networks == "catalog":
@@ -429,7 +433,12 @@ def check_model_config(
             if problem:
                 raise ConfigError(problem, location=locate(path), key=path)
             continue
-        if key in from_training:
+        if key == MEMORY:
+            message = (
+                f"{MEMORY} (rlplat's GRU and attention memories) applies to "
+                f"{', '.join(names_where('memory'))}, not {exp.algorithm}."
+            )
+        elif key in from_training:
             message = (
                 f"{key} is a training setting of {exp.algorithm}: set training.{key}. Its "
                 "networks get it from there, and so does its learner; here it would change the "
@@ -480,6 +489,7 @@ def build_algorithm_config(
     _initial_log_std(exp, env, calls, locate)
     _scaled_frames_module(exp, env, config, calls, locate)
     _simba_networks(exp, env, config, calls, locate)
+    _memory_networks(exp, env, config, calls, locate)
     if env.multi_agent and not team:
         _multi_agent_calls(exp, env, config, calls, locate)
     _transition_replay(calls, env.multi_agent and not team, locate)
@@ -630,6 +640,82 @@ def _simba_networks(
         calls["rl_module"]["rl_module_spec"] = RLModuleSpec(
             module_class=spec.module_class, catalog_class=SIMBA_CATALOGS[catalog]
         )
+
+
+MAX_MEMORY_SETTING = {"size": MAX_LSTM_CELLS, "steps": 2**12, "heads": 64, "layers": 16}
+
+
+def _memory_networks(
+    exp: Experiment,
+    env: EnvInfo,
+    config: AlgorithmConfig,
+    calls: dict[str, dict[str, Any]],
+    locate: Callable[[str], str],
+) -> None:
+    """``rl_module.model_config.memory``: rlplat's GRU or attention memory
+    (``rlplat.algorithms.memory``), checked here; RLlib's PPO modules get it from their catalog
+    (``MEMORY_CATALOGS``)."""
+    model_config = calls["rl_module"].get("model_config") or {}
+    if MEMORY not in model_config:
+        return
+    key = f"rl_module.model_config.{MEMORY}"
+
+    def refuse(message: str) -> None:
+        raise ConfigError(message, location=locate(key), key=key)
+
+    value = model_config[MEMORY]
+    example = "{type: gru, size: 64} or {type: attention, size: 64, steps: 16}"
+    if not isinstance(value, dict) or "type" not in value:
+        refuse(f"{MEMORY} is a mapping such as {example}, got {value!r}.")
+    kind = value["type"]
+    if kind not in MEMORY_TYPES:
+        refuse(
+            f"{MEMORY}.type is one of {', '.join(MEMORY_TYPES)} (RLlib's LSTM is use_lstm: "
+            f"true), got {kind!r}." + did_you_mean(str(kind), list(MEMORY_TYPES))
+        )
+    allowed = [f.name for f in fields(MemorySettings) if f.name != "type"]
+    for name, setting in value.items():
+        if name == "type":
+            continue
+        if name not in allowed:
+            refuse(f"{MEMORY} has no setting {name!r}." + not_among(name, allowed))
+        if kind != ATTENTION and name in ATTENTION_ONLY:
+            refuse(
+                f"{MEMORY}.{name} is a setting of the attention memory; a {kind} memory takes "
+                "only size (and max_seq_len, the length of its training sequences)."
+            )
+        most = MAX_MEMORY_SETTING[name]
+        if isinstance(setting, bool) or not isinstance(setting, int) or not 0 < setting <= most:
+            refuse(f"{MEMORY}.{name} is a whole number from 1 to {most:,}, got {setting!r}.")
+    settings = MemorySettings(**value)
+    if kind == ATTENTION and settings.size % settings.heads:
+        refuse(
+            f"{MEMORY}.size ({settings.size}) is split evenly among the attention's heads "
+            f"({settings.heads}): choose a size that {settings.heads} divides."
+        )
+    if model_config.get("use_lstm"):
+        refuse(
+            f"{MEMORY} replaces RLlib's LSTM (use_lstm): a module has one memory. Choose "
+            f"one: remove use_lstm, or remove {MEMORY}."
+        )
+    if SIMBA in model_config:
+        refuse(f"{MEMORY} and {SIMBA} are both encoders of the observation: choose one.")
+    if env.multi_agent:
+        refuse(
+            f"{MEMORY} applies to single-agent runs so far; a multi-agent run can use RLlib's "
+            "LSTM (use_lstm: true)."
+        )
+    spec = calls["rl_module"].get("rl_module_spec") or config.get_default_rl_module_spec()
+    catalog = spec.catalog_class or default_catalog(spec.module_class)
+    if catalog not in MEMORY_CATALOGS:
+        refuse(
+            f"{MEMORY} needs RLlib's PPO catalog to build the module's encoder; this run's "
+            f"module ({spec.module_class.__name__}) builds from "
+            f"{getattr(catalog, '__name__', 'no catalog')}."
+        )
+    calls["rl_module"]["rl_module_spec"] = RLModuleSpec(
+        module_class=spec.module_class, catalog_class=MEMORY_CATALOGS[catalog]
+    )
 
 
 def _single_agent_images(env: EnvInfo) -> bool:

@@ -31,6 +31,7 @@ from ray.rllib.core.models.torch.primitives import TorchCNN
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
+from rlplat.algorithms.memory import MemoryCatalog
 from rlplat.algorithms.networks import SimbaCatalog
 from rlplat.algorithms.sac import PaperCriticSACCatalog, SimbaSACCatalog
 from rlplat.algorithms.transition_loop import DQNModule
@@ -112,6 +113,15 @@ SIMBA_CATALOGS: dict[type, type] = {
     PPOCatalog: SimbaPPOCatalog,
     PaperCriticSACCatalog: SimbaSACCatalog,
 }
+
+
+class MemoryPPOCatalog(MemoryCatalog, PPOCatalog):
+    """RLlib's PPO catalog whose encoder is a GRU or attention memory with
+    ``model_config.memory``."""
+
+
+# The catalogs of the RLlib modules that take rlplat's memories -> the same with them.
+MEMORY_CATALOGS: dict[type, type] = {PPOCatalog: MemoryPPOCatalog}
 
 
 def default_catalog(module_class: type) -> type | None:
