@@ -2,7 +2,8 @@
 trained with ``rlplat train <file> --seeds 3``, then compared with ``rlplat report``.
 
     python benchmarks/reports.py [--only qmix cartpole pendulum spread connect_four mappo_spread
-                                        mappo_spread_ids mappo_lbf mappo_lbf_updates lstm_novel]
+                                        mappo_spread_ids mappo_lbf mappo_lbf_updates lstm_novel
+                                        memory_novel]
                                  [--runs DIR]
 
 One training command at a time. The CartPole and Pendulum runs, whose training seconds to the
@@ -12,7 +13,8 @@ of a training alone on the machine. A finished run of the same command already u
 to benchmarks/results/reports/<group>/ (report.json, report.md, the figures), and its
 curves.png and final.png are copied to docs/img/<group>-curves.png and docs/img/<group>-final.png.
 The ``mappo_*`` groups train MAPPO beside shared PPO with the same settings, to the same env steps;
-``lstm_novel`` the LSTM of ``cartpole_novel_lstm.yaml`` beside the same file without it.
+``lstm_novel`` the LSTM of ``cartpole_novel_lstm.yaml`` beside the same file without it,
+``memory_novel`` the same file with the GRU and the attention memory instead.
 """
 
 from __future__ import annotations
@@ -71,6 +73,20 @@ GROUPS: dict[str, tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {
         [
             ("experiments/cartpole_novel_lstm.yaml", (f"rl_module.model_config.use_lstm={lstm}",))
             for lstm in ("true", "false")
+        ],
+        ["--eval-episodes", "100"],
+    ),
+    # The same file with rlplat's GRU and attention memories in place of the LSTM (64 wide).
+    "memory_novel": (
+        [
+            (
+                "experiments/cartpole_novel_lstm.yaml",
+                (
+                    "rl_module.model_config.use_lstm=false",
+                    f"rl_module.model_config.memory={memory}",
+                ),
+            )
+            for memory in ("{type: gru, size: 64}", "{type: attention, size: 64, steps: 16}")
         ],
         ["--eval-episodes", "100"],
     ),
