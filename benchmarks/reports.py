@@ -76,7 +76,8 @@ GROUPS: dict[str, tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {
         ],
         ["--eval-episodes", "100"],
     ),
-    # The same file with rlplat's GRU and attention memories in place of the LSTM (64 wide).
+    # The same file with rlplat's GRU and attention memories in place of the LSTM (64 wide), and
+    # with its LSTM, trained again beside them.
     "memory_novel": (
         [
             (
@@ -87,7 +88,8 @@ GROUPS: dict[str, tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {
                 ),
             )
             for memory in ("{type: gru, size: 64}", "{type: attention, size: 64, steps: 16}")
-        ],
+        ]
+        + [("experiments/cartpole_novel_lstm.yaml", ("rl_module.model_config.use_lstm=true",))],
         ["--eval-episodes", "100"],
     ),
     # lbf_mappo.yaml updated on 500 env steps (10 envs x one 50-step episode) instead of 4,000:
