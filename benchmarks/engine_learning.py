@@ -18,11 +18,11 @@ benchmarks/results/engine_learning.json under the label, with the commit that ma
 from __future__ import annotations
 
 import argparse
-import subprocess
 import tempfile
 from pathlib import Path
 
 from harness import (
+    commit,
     invocation,
     load_results,
     machine,
@@ -33,7 +33,6 @@ from harness import (
 )
 
 RESULTS = results_file("engine_learning.json")
-REPO = Path(__file__).resolve().parents[1]
 # task -> (shipped experiment, env-step budget): the five, HalfCheetah at 200k env steps.
 TASKS = {
     "cartpole_ppo": ("experiments/cartpole_ppo.yaml", 300_000),
@@ -44,13 +43,6 @@ TASKS = {
 }
 SEEDS = 3
 EPISODES = 20
-
-
-def commit() -> str:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-    )
-    return done.stdout.strip()
 
 
 def main() -> None:

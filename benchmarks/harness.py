@@ -333,6 +333,14 @@ def machine() -> str:
     return f"{platform.node()} ({platform.processor() or platform.machine()})"
 
 
+def commit() -> str:
+    """The checkout's commit (short), for results files."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
 def invocation() -> str:
     """The benchmark's command line as it was typed, for its results file."""
     return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])

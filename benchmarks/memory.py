@@ -16,11 +16,11 @@ benchmarks/results/memory.json with the commit that made them.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import tempfile
 from pathlib import Path
 
 from harness import (
+    commit,
     invocation,
     load_results,
     machine,
@@ -31,7 +31,6 @@ from harness import (
 )
 
 RESULTS = results_file("memory.json")
-REPO = Path(__file__).resolve().parents[1]
 EXPERIMENT = "experiments/recall_attention.yaml"
 BUDGET = 30_000
 SEEDS = 3
@@ -44,13 +43,6 @@ MEMORIES = {
     "gru": f"{{memory: {{type: gru, size: 32}}, {COMMON}}}",
     "attention": f"{{memory: {{type: attention, size: 32, steps: 16}}, {COMMON}}}",
 }
-
-
-def commit() -> str:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-    )
-    return done.stdout.strip()
 
 
 def main() -> None:

@@ -634,12 +634,7 @@ def _simba_networks(
             f"SimBa normalises observations by their running statistics: add "
             f"'connectors: [mean_std_filter]' beside {key}."
         )
-    spec = calls["rl_module"].get("rl_module_spec") or config.get_default_rl_module_spec()
-    catalog = spec.catalog_class or default_catalog(spec.module_class)
-    if catalog is not None:
-        calls["rl_module"]["rl_module_spec"] = RLModuleSpec(
-            module_class=spec.module_class, catalog_class=SIMBA_CATALOGS[catalog]
-        )
+    _use_catalogs(calls, config, SIMBA_CATALOGS)
 
 
 MAX_MEMORY_SETTING = {"size": MAX_LSTM_CELLS, "steps": 2**12, "heads": 64, "layers": 16}
@@ -705,17 +700,27 @@ def _memory_networks(
             f"{MEMORY} applies to single-agent runs so far; a multi-agent run can use RLlib's "
             "LSTM (use_lstm: true)."
         )
-    spec = calls["rl_module"].get("rl_module_spec") or config.get_default_rl_module_spec()
-    catalog = spec.catalog_class or default_catalog(spec.module_class)
+    module_class, catalog = _use_catalogs(calls, config, MEMORY_CATALOGS)
     if catalog not in MEMORY_CATALOGS:
         refuse(
             f"{MEMORY} needs RLlib's PPO catalog to build the module's encoder; this run's "
-            f"module ({spec.module_class.__name__}) builds from "
+            f"module ({module_class.__name__}) builds from "
             f"{getattr(catalog, '__name__', 'no catalog')}."
         )
-    calls["rl_module"]["rl_module_spec"] = RLModuleSpec(
-        module_class=spec.module_class, catalog_class=MEMORY_CATALOGS[catalog]
-    )
+
+
+def _use_catalogs(
+    calls: dict[str, dict[str, Any]], config: AlgorithmConfig, catalogs: dict[type, type]
+) -> tuple[type, type | None]:
+    """The run's module builds from its catalog's counterpart in ``catalogs`` (SimBa's, the
+    memories'), where it has one; the module class and the catalog it built from before."""
+    spec = calls["rl_module"].get("rl_module_spec") or config.get_default_rl_module_spec()
+    catalog = spec.catalog_class or default_catalog(spec.module_class)
+    if catalog in catalogs:
+        calls["rl_module"]["rl_module_spec"] = RLModuleSpec(
+            module_class=spec.module_class, catalog_class=catalogs[catalog]
+        )
+    return spec.module_class, catalog
 
 
 def _single_agent_images(env: EnvInfo) -> bool:

@@ -9,25 +9,21 @@ import dataclasses
 import gymnasium as gym
 import pytest
 import torch
-from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
-from rlplat.algorithms.memory import MEMORY, MemoryCatalog
+from rlplat.algorithms.memory import MEMORY
+from rlplat.rllib.modules import MemoryPPOCatalog
 
 OBSERVATIONS = gym.spaces.Box(-1.0, 1.0, (3,))
-
-
-class Catalog(MemoryCatalog, PPOCatalog):
-    pass
 
 
 def _encoder(**settings):
     torch.manual_seed(0)
     model_config = {**dataclasses.asdict(DefaultModelConfig()), "fcnet_hiddens": [8]}
     model_config[MEMORY] = {"type": "attention", "size": 8, "heads": 2, **settings}
-    config = Catalog.encoder_config_for(OBSERVATIONS, model_config)
+    config = MemoryPPOCatalog.encoder_config_for(OBSERVATIONS, model_config)
     return config.build(framework="torch").eval()
 
 
