@@ -90,6 +90,9 @@ class AlgorithmRecord:
     # Its single-agent modules take rlplat's GRU and attention memories
     # (``rl_module.model_config.memory``) beside RLlib's LSTM.
     memory: bool = False
+    # Its single-agent runs take Random Network Distillation (``exploration.rnd``): PPO's
+    # module and learner with RND's (``rlplat.algorithms.rnd``).
+    rnd: bool = False
     # Its networks: RLlib's default ones, built by RLlib's catalog from the keys of RLlib's
     # DefaultModelConfig under ``rl_module.model_config``; or its own, sized by training settings
     # (under ``rl_module.model_config`` they read only ``simba`` where it takes SimBa's).
@@ -319,6 +322,7 @@ register_algorithm(
     masked_module=_MASKED_PPO,
     simba=True,
     memory=True,
+    rnd=True,
     random_policies=True,
     on_policy_rewards=True,
     initial_log_std=True,

@@ -584,6 +584,46 @@ class ExportSpec(Section):
         return at_end
 
 
+class RndSpec(Section):
+    """Random Network Distillation (Burda et al. 2019): an exploration bonus for observations
+    a predictor has not yet learned to embed as a fixed random network does (docs/exploration.md).
+    Defaults: CleanRL's ppo_rnd_envpool.py."""
+
+    coeff: float = Field(1.0, gt=0, description="Weight of the intrinsic advantages.")
+    extrinsic_coeff: float = Field(
+        2.0, ge=0, description="Weight of the extrinsic (the env's) advantages."
+    )
+    gamma: float = Field(
+        0.99,
+        gt=0,
+        lt=1,
+        description="Discount of the intrinsic return (the env's is training.gamma); the "
+        "intrinsic return does not end with an episode.",
+    )
+    update_proportion: float = Field(
+        0.25, gt=0, le=1, description="Share of each minibatch's rows the predictor trains on."
+    )
+    hiddens: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
+        default_factory=lambda: [128, 128],
+        max_length=8,
+        description="Hidden layer sizes of the target network (the predictor has one more).",
+    )
+    embedding_size: int = Field(
+        64, ge=1, le=4096, description="Size of the embedding the predictor learns to match."
+    )
+    observation_clip: float = Field(
+        5.0, gt=0, description="Normalised observations are clipped to [-clip, clip]."
+    )
+
+
+class ExplorationSpec(Section):
+    """Exploration bonuses added to the env's rewards while training (PPO)."""
+
+    rnd: RndSpec | None = Field(
+        None, description="Random Network Distillation (absent: no bonus)."
+    )
+
+
 class AlwaysWritten(Section):
     """A logger every run has; listing it changes nothing (it takes no options)."""
 
@@ -959,6 +999,7 @@ class Experiment(Section):
         "PPO, APPO, IMPALA; gamma defaults to training.gamma). Their state is saved in "
         "checkpoints.",
     )
+    exploration: ExplorationSpec = Field(default_factory=ExplorationSpec)
     video: VideoSpec = Field(default_factory=VideoSpec)
     diagnoses: DiagnosesSpec = Field(default_factory=DiagnosesSpec)
     loggers: LoggersSpec = Field(default_factory=LoggersSpec)

@@ -35,6 +35,7 @@ from rlplat.algorithms.registry import (
     names_where,
 )
 from rlplat.algorithms.replay import TRANSITION_SAMPLER, transition_sampler_requested
+from rlplat.algorithms.rnd import RND, RndPPOLearner, RndPPOModule, RndSettings
 from rlplat.datasets.dataset import data_path
 from rlplat.environments.backends import backend_for
 from rlplat.environments.connectors import ConnectorFactory
@@ -490,6 +491,7 @@ def build_algorithm_config(
     _scaled_frames_module(exp, env, config, calls, locate)
     _simba_networks(exp, env, config, calls, locate)
     _memory_networks(exp, env, config, calls, locate)
+    _exploration_bonus(exp, env, config, calls, locate)
     if env.multi_agent and not team:
         _multi_agent_calls(exp, env, config, calls, locate)
     _transition_replay(calls, env.multi_agent and not team, locate)
@@ -707,6 +709,60 @@ def _memory_networks(
             f"module ({module_class.__name__}) builds from "
             f"{getattr(catalog, '__name__', 'no catalog')}."
         )
+
+
+def _exploration_bonus(
+    exp: Experiment,
+    env: EnvInfo,
+    config: AlgorithmConfig,
+    calls: dict[str, dict[str, Any]],
+    locate: Callable[[str], str],
+) -> None:
+    """``exploration.rnd``: PPO's module and learner with Random Network Distillation
+    (``rlplat.algorithms.rnd``), its settings in the module's model config."""
+    spec = exp.exploration.rnd
+    if spec is None:
+        return
+    key = "exploration.rnd"
+
+    def refuse(message: str) -> None:
+        raise ConfigError(message, location=locate(key), key=key)
+
+    if not algorithm_record(exp.algorithm).rnd:
+        refuse(
+            f"{key} (Random Network Distillation) trains with "
+            f"{' or '.join(names_where('rnd'))}, not {exp.algorithm}: its intrinsic value head "
+            "and second GAE are written into PPO's learner (APPO's and IMPALA's V-trace "
+            "corrects off-policy rows inside the loss, where RND's rewards would need a "
+            "second correction)."
+        )
+    if env.multi_agent:
+        refuse(f"{key} applies to single-agent runs so far; this env is multi-agent.")
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+        refuse(
+            f"{key}'s networks read flat vector observations (a 1-D Box); this env observes "
+            f"{space}. Flatten them in a wrapper (e.g. gymnasium.wrappers.FlattenObservation); "
+            "images would need RND's convolutional networks, which rlplat does not have yet."
+        )
+    model_config = calls["rl_module"].get("model_config") or {}
+    if model_config.get("use_lstm") or MEMORY in model_config:
+        refuse(
+            f"{key} trains feed-forward modules; remove use_lstm or memory from "
+            "rl_module.model_config, or train without RND."
+        )
+    if calls["training"].get("learner_class"):
+        refuse(
+            f"{key} trains with rlplat's RND learner; training.learner_class names another. "
+            "Remove one of them."
+        )
+    spec_before = calls["rl_module"].get("rl_module_spec") or config.get_default_rl_module_spec()
+    calls["rl_module"]["rl_module_spec"] = RLModuleSpec(
+        module_class=RndPPOModule, catalog_class=spec_before.catalog_class
+    )
+    settings = RndSettings(**{**spec.model_dump(), "hiddens": tuple(spec.hiddens)})
+    calls["rl_module"]["model_config"] = {**model_config, RND: settings.as_model_config()}
+    calls["training"]["learner_class"] = RndPPOLearner
 
 
 def _use_catalogs(

@@ -1,0 +1,82 @@
+"""Issue 103's exploration table: PPO with and without Random Network Distillation on Deep Sea
+(envs/deep_sea.py, bsuite's exploration task) over its size, 3 seeds each at equal env steps.
+
+    python benchmarks/exploration.py [--sizes 10 20 30] [--variants ppo rnd rnd_cleanrl] [--out DIR]
+
+Each cell: ``rlplat train experiments/deep_sea_rnd.yaml --seeds 3 tune.max_concurrent=1
+stop.env_steps=100000 env.kwargs.size=<n> <variant>`` (one trial at a time; a run found
+unfinished under ``--out`` is continued with ``--resume``), then ``rlplat report <run>
+--eval-episodes 5``: the IQM and mean of the seeds' greedy returns at the end (the env is
+deterministic: about 0.99 found the reward, 0 did not). Variants: ``ppo`` the file's PPO without
+RND; ``rnd`` the file as shipped; ``rnd_cleanrl`` RND with the PPO settings of CleanRL's
+ppo_rnd_envpool.py that carry over (lr 1e-4, gamma 0.999, clip 0.1, entropy 0.001; its RND
+settings are exploration.rnd's defaults). Results go to benchmarks/results/exploration.json
+with the commit that made them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from harness import (
+    commit,
+    invocation,
+    load_results,
+    machine,
+    report_row,
+    results_file,
+    save_results,
+    train_seeds,
+)
+
+RESULTS = results_file("exploration.json")
+EXPERIMENT = "experiments/deep_sea_rnd.yaml"
+BUDGET = 100_000
+SEEDS = 3
+EPISODES = 5
+VARIANTS = {
+    "ppo": ("exploration={}",),
+    "rnd": (),
+    "rnd_cleanrl": (
+        "training.lr=0.0001",
+        "training.gamma=0.999",
+        "training.clip_param=0.1",
+        "training.entropy_coeff=0.001",
+    ),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[10, 20, 30])
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument(
+        "--out", type=Path, default=Path(tempfile.gettempdir()) / "rlplat-exploration"
+    )
+    args = parser.parse_args()
+    results = load_results(RESULTS)
+    for size in args.sizes:
+        for variant in args.variants:
+            overrides = (f"env.kwargs.size={size}", *VARIANTS[variant])
+            out = args.out / f"size_{size}" / variant
+            run_dir, seeds = train_seeds(EXPERIMENT, SEEDS, BUDGET, out / "train", *overrides)
+            row = report_row([str(run_dir)], out / "report", EPISODES)
+            results.setdefault(f"size_{size}", {})[variant] = {
+                **row,
+                "solved": sum((score or 0.0) > 0.5 for score in row["final_scores"]),
+                "train_command": f"rlplat train {EXPERIMENT} --seeds {SEEDS} "
+                f"tune.max_concurrent=1 stop.env_steps={BUDGET} "
+                + " ".join(f"'{o}'" for o in overrides),
+                "seeds": seeds,
+                "commit": commit(),
+                "machine": machine(),
+                "invocation": invocation(),
+            }
+            save_results(RESULTS, results)
+            print(f"size {size} {variant}: IQM {row['iqm']} over {row['final_scores']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
