@@ -11,7 +11,8 @@ deterministic: about 0.99 found the reward, 0 did not). Variants: ``ppo`` the fi
 RND; ``rnd`` the file as shipped; ``rnd_cleanrl`` RND with the PPO settings of CleanRL's
 ppo_rnd_envpool.py that carry over (lr 1e-4, gamma 0.999, clip 0.1, entropy 0.001; its RND
 settings are exploration.rnd's defaults). Results go to benchmarks/results/exploration.json
-with the commit that made them.
+with the commit that made them, and for each seed the env steps at which its training return
+(the mean of its recent exploring episodes) first passed 0.5: when it had found the path.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from harness import (
     results_file,
     save_results,
     train_seeds,
+    trial_results,
 )
 
 RESULTS = results_file("exploration.json")
@@ -46,6 +48,19 @@ VARIANTS = {
         "training.entropy_coeff=0.001",
     ),
 }
+
+
+def found_at(run_dir: Path) -> list[int | None]:
+    """Per trial, the env steps of its first result whose training return passed 0.5."""
+    found = []
+    for trial in sorted(run_dir.glob("trial_*")):
+        steps = [
+            int(row["num_env_steps_sampled_lifetime"])
+            for row in trial_results(trial)
+            if (row.get("env_runners", {}).get("episode_return_mean") or 0.0) > 0.5
+        ]
+        found.append(steps[0] if steps else None)
+    return found
 
 
 def main() -> None:
@@ -66,6 +81,7 @@ def main() -> None:
             results.setdefault(f"size_{size}", {})[variant] = {
                 **row,
                 "solved": sum((score or 0.0) > 0.5 for score in row["final_scores"]),
+                "found_at_env_steps": found_at(run_dir),
                 "train_command": f"rlplat train {EXPERIMENT} --seeds {SEEDS} "
                 f"tune.max_concurrent=1 stop.env_steps={BUDGET} "
                 + " ".join(f"'{o}'" for o in overrides),

@@ -310,6 +310,22 @@ CASES = [
         + ["rl_module.model_config.memory={type: gru}"],
     ),
     Case(
+        "RND setting misspelt",
+        ["train", "exp.yaml", "exploration.rnd={coef: 0.5}"],
+    ),
+    Case(
+        "RND for an algorithm without it",
+        ["train", "exp.yaml", "algorithm=DQN", "training={}", "exploration.rnd={}"],
+    ),
+    Case(
+        "RND on a multi-agent run",
+        ["train", "exp.yaml", "env={pettingzoo: mpe2.simple_spread_v3}", "exploration.rnd={}"],
+    ),
+    Case(
+        "RND beside an LSTM",
+        ["train", "exp.yaml", "rl_module.model_config.use_lstm=true", "exploration.rnd={}"],
+    ),
+    Case(
         "activation misspelt",
         ["train", "exp.yaml", "rl_module.model_config.fcnet_activation=sigmoidd"],
     ),

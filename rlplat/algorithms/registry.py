@@ -201,6 +201,14 @@ def q_metrics_of(name: str) -> tuple[str, ...]:
         return ()
 
 
+def takes_rnd(name: str) -> bool:
+    """Whether ``name`` trains with Random Network Distillation (``exploration.rnd``)."""
+    try:
+        return algorithm_record(canonical_name(name)).rnd
+    except UserError:
+        return False
+
+
 def is_team_algorithm(name: str) -> bool:
     """Whether ``name`` (a canonical name) learns over a multi-agent env seen as one team."""
     return algorithm_record(name).view == "team"

@@ -7,9 +7,10 @@ ones are not, so the prediction error is an exploration bonus. As the paper and 
 ``ppo_rnd_envpool.py`` do it:
 
 - the networks read observations normalised by a running mean and standard deviation and
-  clipped to [-clip, clip]; the intrinsic reward of a transition is half the squared error of
-  the predictor on the observation it reaches, divided by a running standard deviation of the
-  discounted intrinsic return (so its scale does not drift as the predictor improves);
+  clipped to [-clip, clip]; the intrinsic reward of a transition is the predictor's squared
+  error on the observation it reaches, divided by a running standard deviation of the
+  discounted intrinsic return (so its scale does not drift as the predictor improves, and a
+  constant factor on the error, such as CleanRL's 1/2, changes nothing);
 - a second value head (on the critic's encoder) estimates the intrinsic return, with its own
   discount, and treats it as non-episodic: an episode's end does not end the intrinsic return
   (its last observation's intrinsic value bootstraps it), so the agent is not taught that ending
@@ -175,7 +176,7 @@ class RndAdvantages(ConnectorV2):
     def __call__(self, *, rl_module: Any, batch: dict, episodes: list, **kwargs: Any) -> dict:
         chunks = list(self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False))
         for module_id, rows in batch.items():
-            module = rl_module[module_id]
+            module = rl_module[module_id].unwrapped()  # a data-parallel learner wraps it
             settings = RndSettings.of(module.model_config)
             lengths = [len(e) for e in chunks if e.module_id in (None, module_id)]
             with torch.no_grad():

@@ -25,6 +25,7 @@ COLUMNS = (
     "replay memory (attribute)",
     "learning rates",
     "acts with the learner's weights",
+    "options",
 )
 HEADER = "| " + " | ".join(COLUMNS) + " |"
 
@@ -52,6 +53,16 @@ def _source(record: AlgorithmRecord) -> str:
     return f"rlplat (`{record.import_path}`)"
 
 
+def _options(record: AlgorithmRecord) -> str:
+    """The optional parts it takes: SimBa's encoder, rlplat's memories, RND."""
+    options = [
+        ("`model_config.simba`", record.simba),
+        ("`model_config.memory`", record.memory),
+        ("`exploration.rnd`", record.rnd),
+    ]
+    return ", ".join(name for name, taken in options if taken)
+
+
 def _row(record: AlgorithmRecord) -> str:
     cells = [
         f"`{record.name}`",
@@ -64,6 +75,7 @@ def _row(record: AlgorithmRecord) -> str:
         f"`{record.replay_memory}`" if record.replay_memory else "",
         record.own_rates or "`lr`",
         "yes" if record.synchronous_learner else "",
+        _options(record),
     ]
     return "| " + " | ".join(cells) + " |"
 
@@ -94,7 +106,10 @@ RLlib config, checkpoints, export). RLlib algorithms not listed here are accepte
 defaults of the record: sampling their env, any action space, no replay memory kept in
 checkpoints. "Acts with the learner's weights": where its env runner and learner share a process
 (no remote env runners, one local learner on the env runner's device), the env runner's modules
-hold the learner's parameters instead of a copy made after every training step.
+hold the learner's parameters instead of a copy made after every training step. "Options": the
+optional parts it takes, SimBa's residual encoder (`rl_module.model_config.simba`, single-agent
+runs), the GRU and attention memories (`rl_module.model_config.memory`, docs/memory.md) and
+Random Network Distillation (`exploration.rnd`, docs/exploration.md).
 
 {HEADER}
 {"|---" * len(COLUMNS)}|

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from rlplat.algorithms.registry import default_settings, q_metrics_of
+from rlplat.algorithms.registry import default_settings, q_metrics_of, takes_rnd
 from rlplat.callbacks.observers import KeepsConsole, Observer, TrialView
 from rlplat.callbacks.tensorboard import TensorBoardWriter
 from rlplat.health import Finding, Settings, TrialHealth
@@ -23,9 +23,9 @@ DIAGNOSIS_TAG = "diagnoses"
 
 def trial_settings(experiment: Mapping[str, Any]) -> Settings:
     """A trial's settings as the rules name them: its experiment over its algorithm's defaults,
-    and the metrics its algorithm declares as Q-value estimates."""
+    the metrics its algorithm declares as Q-value estimates, and whether it takes RND."""
     name = str(experiment.get("algorithm", ""))
-    return Settings.of(experiment, default_settings(name), q_metrics_of(name))
+    return Settings.of(experiment, default_settings(name), q_metrics_of(name), takes_rnd(name))
 
 
 def replay(rows: Iterable[Mapping[str, Any]], experiment: Mapping[str, Any]) -> TrialHealth:

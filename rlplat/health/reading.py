@@ -118,6 +118,7 @@ class Settings:
     connectors: tuple[str, ...] = ()
     off: frozenset[str] = frozenset()  # diagnoses.off
     q_metrics: tuple[str, ...] = ()  # the algorithm's learner metrics that estimate Q-values
+    rnd_available: bool = False  # the algorithm takes exploration.rnd and the run has none
 
     @classmethod
     def of(
@@ -125,6 +126,7 @@ class Settings:
         experiment: Mapping[str, Any],
         config: Mapping[str, Any] | None,
         q_metrics: tuple[str, ...] = (),
+        takes_rnd: bool = False,
     ) -> Settings:
         names = []
         for entry in experiment.get("connectors") or []:
@@ -136,6 +138,7 @@ class Settings:
             connectors=tuple(names),
             off=frozenset((experiment.get("diagnoses") or {}).get("off") or ()),
             q_metrics=q_metrics,
+            rnd_available=takes_rnd and not (experiment.get("exploration") or {}).get("rnd"),
         )
 
     def value(self, key: str) -> Any:

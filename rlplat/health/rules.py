@@ -96,6 +96,8 @@ def no_reward(trace: Trace, settings: Settings) -> str | None:
         return None
     fix = _fix(settings, "entropy_coeff", "epsilon", "initial_alpha")
     more = f"raise the exploration ({fix})" if fix else "raise the exploration"
+    if settings.rnd_available:
+        more += ", add an exploration bonus (exploration: {rnd: {}}, docs/exploration.md)"
     return (
         f"no episode earned a non-zero reward in the first {episodes:,.0f} episodes "
         f"({steps(trace.last.env_steps)} env steps): the exploration does not reach the reward; "

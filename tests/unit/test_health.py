@@ -46,6 +46,7 @@ def test_runs_that_learned_get_no_diagnosis(name):
     [
         ("sick_ppo_lr_too_high", "kl_divergence", "lower training.lr (now 1.0)"),
         ("sick_ppo_sparse_no_entropy", "no_reward", "training.entropy_coeff (now 0.0)"),
+        ("sick_ppo_sparse_no_entropy", "no_reward", "exploration: {rnd: {}}"),
         ("sick_ppo_reward_1e4", "reward_scale", "connectors: [reward_scaling]"),
         ("sick_ppo_leaky_env", "throughput_drop", "env steps per second fell"),
         ("sick_ppo_observations_1e3", "large_observations", "connectors: [mean_std_filter]"),

@@ -27,6 +27,16 @@ def _number_type(annotation: typing.Any) -> type | None:
     return None
 
 
+def _item_bounds(annotation: typing.Any) -> Iterator[typing.Any]:
+    """The bounds of each item of a list of constrained numbers (``list[Annotated[int, ...]]``)."""
+    for arg in typing.get_args(annotation):
+        if typing.get_origin(arg) is typing.Annotated:
+            for extra in typing.get_args(arg)[1:]:
+                for bound in getattr(extra, "metadata", [extra]):
+                    if isinstance(bound, Ge | Gt | Le | Lt):
+                        yield bound
+
+
 def _sections(annotation: typing.Any) -> list[type[BaseModel]]:
     args = typing.get_args(annotation) or (annotation,)
     return [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
@@ -39,7 +49,7 @@ def _numbers(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, ty
         kind = _number_type(field.annotation)
         if kind is not None:
             bounds = [m for m in field.metadata if isinstance(m, Ge | Gt | Le | Lt)]
-            yield path, kind, bounds
+            yield path, kind, bounds + list(_item_bounds(field.annotation))
         for section in _sections(field.annotation):
             yield from _numbers(section, path + ".")
 
