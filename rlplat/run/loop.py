@@ -294,6 +294,10 @@ class SingleTrialLoop:
     def _iterate(self, algo: Any, earlier_s: float) -> str:
         """Train until the run ends; its status."""
         settings = self.settings
+        if reached(self._last_result, settings.stop):
+            # Resumed from the checkpoint of the result that ended it (the command was killed
+            # before its summary was written): nothing is left to train.
+            return "finished"
         while True:
             with self.stops.iteration(), _own_streams(*self._streams):
                 result = algo.train()

@@ -325,3 +325,21 @@ def test_resume_of_a_run_that_wrote_no_checkpoint_says_so(tmp_path):
         launch_resume(run_dir)
     assert f"rlplat train {run_dir / 'experiment.yaml'}" in str(raised.value)
 
+
+
+def test_resume_after_a_kill_between_the_last_checkpoint_and_the_summary_trains_no_more(
+    ray_session, tmp_path
+):
+    """Killed after the trial's last (stopping) checkpoint but before the run's summary was
+    written: --resume trained one iteration past the stop condition; now it finishes at once."""
+    path = tmp_path / "exp.yaml"
+    text = TINY_PPO.replace("OUTPUT", str(tmp_path / "out"))
+    path.write_text(text.replace("iterations: 3", "env_steps: 500"))
+    summary = train(load_experiment(path), console=Console(quiet=True))
+    trial_dir = Path(summary.trials[0].path)
+    logged = iterations_logged(trial_dir)
+    run_dir = Path(summary.run_dir)
+    (run_dir / "summary.json").unlink()
+    resumed = launch_resume(run_dir, console=Console(quiet=True))
+    assert resumed.trials[0].status == "finished"
+    assert iterations_logged(trial_dir) == logged
