@@ -136,9 +136,12 @@ class TransitionMemory(ReplayMemory):
     def sample_batch(self, num_items: int, n_step: int, gamma: float) -> dict[str, np.ndarray]:
         """``num_items`` uniformly drawn n-step transitions as the learner's train batch columns
         (float observations and rewards as float32)."""
-        rows = self.rng.integers(self.size, size=num_items)
+        return self.transitions(self.draw_rows(num_items), n_step, gamma)
+
+    def draw_rows(self, num_items: int) -> np.ndarray:
+        """``num_items`` stored rows drawn uniformly, counted as sampled."""
         self.sampled_steps += num_items
-        return self.transitions(rows, n_step, gamma)
+        return self.rng.integers(self.size, size=num_items)
 
     def transitions(self, rows: np.ndarray, n_step: int, gamma: float) -> dict[str, np.ndarray]:
         """The n-step transitions from the steps at ``rows`` (see the module's docstring)."""
