@@ -31,12 +31,16 @@ ENV_CRASHES = "env_runners/num_env_step_failures"
 REPLAY_STEPS = "replay/env_steps_stored"
 RESTORED_REPLAY_STEPS = "replay/env_steps_restored"
 
+# Goal envs: the share of the last N finished episodes whose last info said is_success.
+SUCCESS_RATE = "window/success_rate"
+
 # ``window/...`` is the mean over the last N finished episodes (see rlplat.rllib.episode_stats);
 # RLlib's ``env_runners/...`` values cover only the episodes finished in the latest iteration.
 METRIC_ALIASES: dict[str, str] = {
     "episode_return_mean": RETURN_MEAN,
     "episode_len_mean": "window/episode_len_mean",
     "game_score_mean": "window/game_score_mean",
+    "success_rate": SUCCESS_RATE,
     "iteration_episode_return_mean": "env_runners/episode_return_mean",
     "iteration_episode_return_min": "env_runners/episode_return_min",
     "iteration_episode_return_max": "env_runners/episode_return_max",

@@ -326,6 +326,23 @@ CASES = [
         ["train", "exp.yaml", "rl_module.model_config.use_lstm=true", "exploration.rnd={}"],
     ),
     Case(
+        "hindsight relabelling on an env without goals",
+        ["train", "exp.yaml", "algorithm=DQN", "training={}", "replay.her={}"],
+    ),
+    Case(
+        "hindsight relabelling for an algorithm without a transition memory",
+        ["train", "exp.yaml", "replay.her={}"],
+    ),
+    Case(
+        "hindsight relabelling of n-step transitions",
+        ["train", "exp.yaml", "algorithm=DQN", "training={n_step: 3}"]
+        + ["env={factory: 'envs.bit_flip:BitFlip', kwargs: {bits: 4}}", "replay.her={}"],
+    ),
+    Case(
+        "hindsight strategy misspelt",
+        ["train", "exp.yaml", "algorithm=DQN", "training={}", "replay.her={strategy: futur}"],
+    ),
+    Case(
         "activation misspelt",
         ["train", "exp.yaml", "rl_module.model_config.fcnet_activation=sigmoidd"],
     ),

@@ -13,28 +13,19 @@ Goals are those of steps already stored, so a transition of an episode still run
 goal from the steps it has so far, and the relabelled ``info`` passed to the env is empty (the
 envs of Gymnasium-Robotics read none).
 
-The observation the networks see is the goal env's Dict flattened by ``FlatObservation``
-(``rlplat.environments.observations``): its parts in the space's key order. ``GoalLayout`` says
-where the achieved and the desired goal sit in it.
+The observation the networks see is the goal env's Dict flattened by ``FlatObservation``;
+``rlplat.environments.goals.GoalLayout`` says where the achieved and the desired goal sit in it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal
 
-import gymnasium as gym
 import numpy as np
 
 from rlplat.algorithms.transition_memory import NO_ROW, TransitionMemory
-from rlplat.environments.observations import numeric_part
-
-GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
-STRATEGIES = ("future", "final")
-
-
-class GoalEnv(Protocol):
-    def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: Any) -> Any: ...
+from rlplat.environments.goals import GoalFunctions, GoalLayout
 
 
 @dataclass(frozen=True)
@@ -50,40 +41,6 @@ class HindsightSettings:
         return self.goals_per_transition / (self.goals_per_transition + 1)
 
 
-@dataclass(frozen=True)
-class GoalLayout:
-    """The columns of the achieved and the desired goal in the flattened observation."""
-
-    achieved: slice
-    desired: slice
-
-    @classmethod
-    def of(cls, space: gym.Space) -> GoalLayout:
-        """The layout of a goal env's Dict observation space flattened as ``FlatObservation``
-        flattens it; ValueError, saying what is missing, for any other space."""
-        if not isinstance(space, gym.spaces.Dict):
-            raise ValueError(f"a goal env observes a Dict of {', '.join(GOAL_KEYS)}, not {space}")
-        missing = [key for key in GOAL_KEYS if key not in space.spaces]
-        if missing:
-            raise ValueError(
-                f"a goal env's Dict observation has {', '.join(GOAL_KEYS)}; this one has no "
-                f"{', '.join(missing)} (it has {', '.join(space.spaces)})"
-            )
-        numeric = numeric_part(space)
-        slices, start = {}, 0
-        for key, part in numeric.spaces.items():
-            size = gym.spaces.flatdim(part)
-            slices[key] = slice(start, start + size)
-            start += size
-        achieved, desired = slices["achieved_goal"], slices["desired_goal"]
-        if achieved.stop - achieved.start != desired.stop - desired.start:
-            raise ValueError(
-                f"a goal env's achieved_goal and desired_goal have the same size; here "
-                f"{space['achieved_goal']} and {space['desired_goal']}"
-            )
-        return cls(achieved, desired)
-
-
 class HindsightMemory(TransitionMemory):
     """``TransitionMemory`` whose drawn batches are relabelled with hindsight goals (see the
     module's docstring). One-step transitions only: an n-step sum would need each of its
@@ -95,10 +52,10 @@ class HindsightMemory(TransitionMemory):
         seed: int | None,
         settings: HindsightSettings,
         layout: GoalLayout,
-        env: GoalEnv,
+        goal: GoalFunctions,
     ):
         super().__init__(capacity, seed)
-        self.settings, self.layout, self.env = settings, layout, env
+        self.settings, self.layout, self.goal = settings, layout, goal
         self.relabelled_steps = 0
 
     def stats(self) -> dict[str, int]:
@@ -150,9 +107,9 @@ class HindsightMemory(TransitionMemory):
             batch[column][which] = observations
         achieved = batch["new_obs"][which][:, layout.achieved]
         infos = [{} for _ in range(len(goals))]
-        rewards = np.asarray(self.env.compute_reward(achieved, goals, infos), np.float32)
+        rewards = np.asarray(self.goal.compute_reward(achieved, goals, infos), np.float32)
         batch["rewards"][which] = rewards.reshape(-1)
-        terminate = getattr(self.env, "compute_terminated", None)
+        terminate = self.goal.compute_terminated
         if terminate is not None:
             ended = batch["terminateds"][which] | batch["truncateds"][which]
             terminated = np.asarray(terminate(achieved, goals, infos), bool).reshape(-1)

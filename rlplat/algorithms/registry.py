@@ -93,6 +93,9 @@ class AlgorithmRecord:
     # Its single-agent runs take Random Network Distillation (``exploration.rnd``): PPO's
     # module and learner with RND's (``rlplat.algorithms.rnd``).
     rnd: bool = False
+    # It replays one-step transitions from rlplat's transition memory, which hindsight
+    # relabelling (``replay.her``) draws from (``rlplat.algorithms.hindsight``).
+    hindsight: bool = False
     # Its networks: RLlib's default ones, built by RLlib's catalog from the keys of RLlib's
     # DefaultModelConfig under ``rl_module.model_config``; or its own, sized by training settings
     # (under ``rl_module.model_config`` they read only ``simba`` where it takes SimBa's).
@@ -352,6 +355,7 @@ register_algorithm(
 register_algorithm(
     "DQN",
     "rlplat.algorithms.transition_loop:DQN",
+    hindsight=True,
     replay_memory=_REPLAY_BUFFER,
     export_acting="q_values",
     epsilon_greedy=True,
@@ -363,6 +367,7 @@ register_algorithm(
 register_algorithm(
     "SAC",
     "rlplat.algorithms.sac:SAC",
+    hindsight=True,
     simba=True,
     own_rates=_SAC_RATES,
     replay_memory=_REPLAY_BUFFER,
@@ -406,6 +411,7 @@ register_algorithm(
 register_algorithm(
     "TD3",
     "rlplat.algorithms.td3:TD3",
+    hindsight=True,
     networks="own",
     simba=True,
     discrete_alternative="SAC or DQN",
@@ -418,6 +424,7 @@ register_algorithm(
 register_algorithm(
     "DDPG",
     "rlplat.algorithms.td3:DDPG",
+    hindsight=True,
     networks="own",
     simba=True,
     discrete_alternative="SAC or DQN",
@@ -429,6 +436,7 @@ register_algorithm(
 register_algorithm(
     "CrossQ",
     "rlplat.algorithms.crossq:CrossQ",
+    hindsight=True,
     networks="own",
     simba=True,
     discrete_alternative="SAC or DQN",

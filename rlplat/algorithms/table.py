@@ -54,11 +54,12 @@ def _source(record: AlgorithmRecord) -> str:
 
 
 def _options(record: AlgorithmRecord) -> str:
-    """The optional parts it takes: SimBa's encoder, rlplat's memories, RND."""
+    """The optional parts it takes: SimBa's encoder, rlplat's memories, RND, hindsight goals."""
     options = [
         ("`model_config.simba`", record.simba),
         ("`model_config.memory`", record.memory),
         ("`exploration.rnd`", record.rnd),
+        ("`replay.her`", record.hindsight),
     ]
     return ", ".join(name for name, taken in options if taken)
 
@@ -109,7 +110,8 @@ checkpoints. "Acts with the learner's weights": where its env runner and learner
 hold the learner's parameters instead of a copy made after every training step. "Options": the
 optional parts it takes, SimBa's residual encoder (`rl_module.model_config.simba`, single-agent
 runs), the GRU and attention memories (`rl_module.model_config.memory`, docs/memory.md) and
-Random Network Distillation (`exploration.rnd`, docs/exploration.md).
+Random Network Distillation (`exploration.rnd`, docs/exploration.md) and hindsight relabelling for
+goal envs (`replay.her`, docs/hindsight.md).
 
 {HEADER}
 {"|---" * len(COLUMNS)}|

@@ -97,7 +97,12 @@ class TransitionBatchLoop(AlgorithmHooks):
         super().setup(config)
         if self.replays_transition_batches:  # the same capacity as the buffer it replaces
             capacity = self.local_replay_buffer.capacity
-            self.local_replay_buffer = TransitionMemory(capacity, self.config.seed)
+            self.local_replay_buffer = self.make_transition_memory(capacity)
+
+    def make_transition_memory(self, capacity: int) -> TransitionMemory:
+        """The memory this run's batches come from (a trial of an experiment with hindsight
+        relabelling makes rlplat's ``HindsightMemory`` instead)."""
+        return TransitionMemory(capacity, self.config.seed)
 
     def training_step(self) -> None:
         if not self.replays_transition_batches:

@@ -22,6 +22,7 @@ from rlplat.environments.contract import (
     EnvRaised,
     check_contract,
 )
+from rlplat.environments.goals import GoalLayout, goal_parts
 from rlplat.environments.gymma import make_gymma
 from rlplat.environments.kinds import is_multi_agent, is_pettingzoo
 from rlplat.environments.opengl import opengl_failure
@@ -141,6 +142,10 @@ class EnvInfo:
     # when the check is off).
     random_rewards: tuple[dict[str, float], ...] = ()
     check_notes: tuple[str, ...] = ()  # what the check accepted or warned about, one line each
+    # A goal env (rlplat.environments.goals): where its goals sit in the flat observation;
+    # None, with the reason, for any other env.
+    goals: GoalLayout | None = None
+    goal_problem: str = ""
 
     @property
     def watch_with(self) -> str | None:
@@ -186,11 +191,14 @@ def check_env(
     agents = getattr(env, "possible_agents", None)
     modes = tuple(render_modes(env))
     if agents is None:
+        goals, goal_problem = goal_parts(env)
         return EnvInfo(
             env.observation_space,
             env.action_space,
             render_modes=modes,
             check_notes=(*report.notes, *package_problems()),
+            goals=goals,
+            goal_problem=goal_problem,
         )
     return EnvInfo(
         env.observation_space,

@@ -391,6 +391,13 @@ class StopSpec(Section):
         description="Target mean game score over the last finished games, for envs that report "
         "a game's end in its last step's info (the atari preset, whose game spans its lives).",
     )
+    success_rate: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Target share of the last finished episodes whose last step's info said "
+        "is_success (goal envs).",
+    )
     env_steps: Count | None = Field(
         None, gt=0, le=MAX_ENV_STEPS, description="Environment steps sampled."
     )
@@ -419,7 +426,7 @@ class StopSpec(Section):
         if all(v is None for v in self.model_dump().values()):
             raise ValueError(
                 "give at least one stop condition: episode_return_mean, game_score_mean, "
-                "env_steps, iterations or time_s (otherwise the run never ends)"
+                "success_rate, env_steps, iterations or time_s (otherwise the run never ends)"
             )
         return self
 
@@ -582,6 +589,31 @@ class ExportSpec(Section):
                 "pip install 'rlplat[export]' (or pip install -e '.[export]' in a checkout)"
             )
         return at_end
+
+
+class HerSpec(Section):
+    """Hindsight experience replay (Andrychowicz et al. 2017) for goal envs: replayed
+    transitions also learn from goals their episode reached (docs/hindsight.md)."""
+
+    strategy: Literal["future", "final"] = Field(
+        "future",
+        description="Which reached goal a relabelled transition takes: one its episode reached "
+        "at that step or later (future), or at its last stored step (final).",
+    )
+    goals_per_transition: int = Field(
+        4,
+        ge=0,
+        le=64,
+        description="Relabelled transitions per real one in a batch, on average (k: a share "
+        "k / (k + 1) of each batch is relabelled).",
+    )
+
+
+class ReplaySpec(Section):
+    """How replayed transitions are drawn (off-policy algorithms on rlplat's transition
+    memory)."""
+
+    her: HerSpec | None = Field(None, description="Hindsight relabelling (absent: none).")
 
 
 class RndSpec(Section):
@@ -1000,6 +1032,7 @@ class Experiment(Section):
         "checkpoints.",
     )
     exploration: ExplorationSpec = Field(default_factory=ExplorationSpec)
+    replay: ReplaySpec = Field(default_factory=ReplaySpec)
     video: VideoSpec = Field(default_factory=VideoSpec)
     diagnoses: DiagnosesSpec = Field(default_factory=DiagnosesSpec)
     loggers: LoggersSpec = Field(default_factory=LoggersSpec)

@@ -74,6 +74,8 @@ class EvalReport:
     # Multi-agent: the return of each agent, and of each policy (summed over its agents).
     agent_returns: dict[str, Stats] = field(default_factory=dict)
     policy_returns: dict[str, Stats] = field(default_factory=dict)
+    # Goal envs: the share of episodes whose last info said is_success (None: it says nothing).
+    success_rate: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,7 +171,14 @@ def evaluate(
         random=list(options.random),
         dataset=dataset,
         head_to_head=games.games.to_json() | {"summary": games.games.summary()} if games else None,
+        success_rate=success_rate(results),
     )
+
+
+def success_rate(results: list[EpisodeResult]) -> float | None:
+    """The share of the episodes that said they succeeded (None where none said either way)."""
+    said = [result.success for result in results if result.success is not None]
+    return sum(said) / len(said) if said else None
 
 
 class EpisodeObserver:
@@ -314,6 +323,7 @@ def _episode_record(result: EpisodeResult) -> dict[str, Any]:
         "length": result.length,
         "truncated": result.truncated,
         **({"agent_returns": result.agent_returns} if result.agent_returns else {}),
+        **({"success": result.success} if result.success is not None else {}),
     }
 
 
@@ -559,6 +569,11 @@ def print_report(report: EvalReport, console: Any) -> None:
         table.add_row(f"agent {name}", *(f"{v:.2f}" for v in asdict(stats).values()))
     table.add_row("length", *(f"{v:.1f}" for v in asdict(report.lengths).values()))
     console.print(table)
+    if report.success_rate is not None:
+        console.print(
+            f"Success: {report.success_rate:.0%} of the episodes (is_success in their last info).",
+            highlight=False,
+        )
     reported = report.reported or {}
     if reported.get("episode_return_mean") is not None:
         steps, episodes = ("env steps", "exploring")

@@ -57,6 +57,8 @@ class EpisodeResult:
     agent_returns: dict[str, float] = field(default_factory=dict)
     frames: list[Any] = field(default_factory=list, repr=False)
     returns_before: list[float] = field(default_factory=list, repr=False)
+    # Goal envs: whether its last step's info said is_success (None: the env does not say).
+    success: bool | None = None
 
 
 Watch = Callable[[Any, Any], None]  # (observation, env action) at every step
@@ -105,6 +107,8 @@ def run_episode(
                 result.agent_returns[agent] = result.agent_returns.get(agent, 0.0) + value
             truncated = bool(truncated) or cut
             ended, was_cut = bool(terminated), truncated
+            if "is_success" in info:
+                result.success = bool(info["is_success"])
         for each in (actor, *shadows):
             each.observe(observation, reward, terminated, truncated, info)
         done = bool(ended) or bool(was_cut)

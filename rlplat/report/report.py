@@ -35,6 +35,7 @@ from rlplat.metrics import (
     METRIC_ALIASES,
     POLICY_RETURNS,
     RETURN_MEAN,
+    SUCCESS_RATE,
     TIME_TOTAL,
     WINDOW_SCORE,
     lookup,
@@ -366,11 +367,12 @@ def _check_metric_and_envs(
 
 def _check_checkpoints(experiments: list[Experiment], metric: str, options: ReportOptions) -> None:
     path = metric_path(metric)
-    if path != RETURN_MEAN and not path.startswith(MEMBER_PATHS):
+    if path not in (RETURN_MEAN, SUCCESS_RATE) and not path.startswith(MEMBER_PATHS):
         raise UserError(
-            f"--score eval plays episodes and measures returns; {metric!r} is not a return "
-            "(episode_return_mean, policy_return_mean/<policy> or agent_return_mean/<agent>). "
-            "Use --score training to report the run's own value of it."
+            f"--score eval plays episodes and measures returns or successes; {metric!r} is "
+            "neither (episode_return_mean, policy_return_mean/<policy>, "
+            "agent_return_mean/<agent> or success_rate). Use --score training to report the "
+            "run's own value of it."
         )
     missing = [
         str(seed.trial.path)
@@ -391,6 +393,14 @@ def _episode_scores(report: EvalReport, path: str) -> tuple[float, list[float]]:
     """The evaluation's mean score for the metric and each episode's (team, policy or agent)."""
     if path == RETURN_MEAN:
         return report.returns.mean, [episode["return"] for episode in report.per_episode]
+    if path == SUCCESS_RATE:
+        if report.success_rate is None:
+            raise UserError(
+                f"the episodes of {report.checkpoint} say nothing of success (no is_success in "
+                "their last info): success_rate is for goal envs."
+            )
+        said = [float(episode["success"]) for episode in report.per_episode]
+        return report.success_rate, said
     group, _, member = path.removeprefix("window/").partition("/")
     table = report.policy_returns if group == "policy_return_mean" else report.agent_returns
     if member not in table:

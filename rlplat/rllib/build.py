@@ -492,6 +492,7 @@ def build_algorithm_config(
     _simba_networks(exp, env, config, calls, locate)
     _memory_networks(exp, env, config, calls, locate)
     _exploration_bonus(exp, env, config, calls, locate)
+    _hindsight_replay(exp, env, config, calls, locate)
     if env.multi_agent and not team:
         _multi_agent_calls(exp, env, config, calls, locate)
     _transition_replay(calls, env.multi_agent and not team, locate)
@@ -763,6 +764,60 @@ def _exploration_bonus(
     settings = RndSettings(**{**spec.model_dump(), "hiddens": tuple(spec.hiddens)})
     calls["rl_module"]["model_config"] = {**model_config, RND: settings.as_model_config()}
     calls["training"]["learner_class"] = RndPPOLearner
+
+
+def _hindsight_replay(
+    exp: Experiment,
+    env: EnvInfo,
+    config: AlgorithmConfig,
+    calls: dict[str, dict[str, Any]],
+    locate: Callable[[str], str],
+) -> None:
+    """``replay.her``: the run's transitions are drawn from rlplat's ``HindsightMemory``, which
+    each trial makes (``rlplat.run.trainable``); here, everything that memory needs."""
+    if exp.replay.her is None:
+        return
+    key = "replay.her"
+
+    def refuse(message: str, where: str = key) -> None:
+        raise ConfigError(message, location=locate(where), key=where)
+
+    if not algorithm_record(exp.algorithm).hindsight:
+        refuse(
+            f"{key} relabels the transitions of rlplat's transition memory, which "
+            f"{', '.join(names_where('hindsight'))} replay from; {exp.algorithm} does not."
+        )
+    if exp.connectors:
+        refuse(
+            f"{key} puts the env's goals into stored observations; connectors "
+            f"({', '.join(entry_parts(c)[0] for c in exp.connectors)}) change what is stored. "
+            "Train without them (a goal env's observations are usually small and bounded).",
+            "connectors",
+        )
+    if env.goals is None:
+        refuse(
+            f"{key} relabels goals with the env's own compute_reward; {exp.env.label!r} is no "
+            f"goal env: {env.goal_problem}. A goal env observes a Dict of observation, "
+            "achieved_goal and desired_goal and has compute_reward(achieved_goal, desired_goal, "
+            "info), as Gymnasium-Robotics' envs do."
+        )
+    buffer = exp.training.get("replay_buffer_config") or {}
+    if not transition_sampler_requested(buffer):
+        refuse(
+            f"{key} draws from rlplat's transition memory: training.replay_buffer_config.type "
+            f"is {TRANSITION_SAMPLER} (the default), not {buffer.get('type')!r}.",
+            "training.replay_buffer_config.type",
+        )
+    n_step = calls["training"].get("n_step", config.n_step)
+    if n_step != 1:
+        refuse(
+            f"{key} replays one-step transitions: an n-step return would need each of its "
+            f"rewards recomputed for the new goal. Set training.n_step to 1 (it is {n_step!r}).",
+            "training.n_step",
+        )
+    model_config = calls["rl_module"].get("model_config") or {}
+    if model_config.get("use_lstm") or MEMORY in model_config:
+        refuse(f"{key} replays single transitions; remove the module's memory (use_lstm, memory).")
 
 
 def _use_catalogs(

@@ -10,6 +10,10 @@ their window is over the evaluation episodes. ``window/episodes_before_learning`
 window's episodes that were played before the first gradient update (a replay warm-up's random
 actions, or PPO's first, untrained batch): a window score with any of them is no trained policy's.
 
+Goal envs that say in an episode's last info whether it succeeded (``is_success``, as
+Gymnasium-Robotics' do) also get ``env_runners/success_rate`` and ``window/success_rate``: the share
+of the iteration's, and of the window's, finished episodes that did.
+
 Envs that report a game's end in the step's info (``game_score``, ``game_length``: the Atari
 preset's ``GameScore``, where an episode is one life) also get ``window/game_score_mean`` and
 ``window/game_length_mean`` over the last N finished games, and ``window/num_games``.
@@ -43,6 +47,7 @@ WINDOW_KEY = "window"
 BEFORE_LEARNING = "episodes_before_learning"
 TRAINED_LIFETIME = "learners/__all_modules__/num_env_steps_trained_lifetime"
 WINDOWED = ("episode_return_mean", "episode_len_mean")
+SUCCESS_RATE = "success_rate"  # goal envs: is_success in an episode's last info
 # Multi-agent runs: RLlib's per-policy and per-agent means -> rlplat's windowed names.
 RLLIB_AGENT_RETURNS = "agent_episode_returns_mean"
 NUM_GAMES = "num_games"
@@ -85,7 +90,7 @@ def _entries(saved: list) -> deque[tuple[int, dict[str, float], bool]]:
 
 def iteration_means(runners: dict[str, Any]) -> dict[str, float]:
     """The means of one iteration's finished episodes, flat: ``policy_return_mean/<id>``..."""
-    means = {key: finite(runners.get(key)) for key in WINDOWED}
+    means = {key: finite(runners.get(key)) for key in (*WINDOWED, SUCCESS_RATE)}
     for rllib_key, name in PER_GROUP.items():
         for member, value in (runners.get(rllib_key) or {}).items():
             means[f"{name}/{member}"] = finite(value)
@@ -174,6 +179,8 @@ class WindowedEpisodeStats(RLlibCallback):
         log_episode_health(episode, env_runner, metrics_logger)
         window = _runner_window(env_runner.config)
         last = episode.get_infos(-1) or {}
+        if "is_success" in last:
+            metrics_logger.log_value(SUCCESS_RATE, float(bool(last["is_success"])), window=window)
         if GAME_SCORE in last:
             metrics_logger.log_value(NUM_GAMES, 1, reduce="sum")
             for info_key, name in GAME_MEANS.items():

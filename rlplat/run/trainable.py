@@ -26,6 +26,7 @@ from ray.tune.result import TIME_TOTAL_S
 from ray.util.annotations import RayDeprecationWarning
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from rlplat.algorithms.hindsight import HindsightMemory, HindsightSettings
 from rlplat.algorithms.registry import algorithm_record
 from rlplat.algorithms.replay import TransitionEpisodeReplayBuffer, transition_sampler_requested
 from rlplat.algorithms.shared_weights import share_learner_weights
@@ -36,10 +37,11 @@ from rlplat.checkpoints import (
     checkpoint_info_from_result,
 )
 from rlplat.cluster.connect import env_runner_restarts
+from rlplat.environments.goals import GoalFunctions, goal_parts
 from rlplat.environments.guard import take_reported_failure
 from rlplat.errors import EnvKeepsFailing, RlplatError
 from rlplat.experiment.load import trial_experiment
-from rlplat.experiment.schema import CheckpointSpec, StopSpec, score_metric
+from rlplat.experiment.schema import CheckpointSpec, Experiment, StopSpec, score_metric
 from rlplat.experiment.yaml_io import dump_yaml
 from rlplat.metrics import (
     ENV_STEPS,
@@ -53,6 +55,7 @@ from rlplat.metrics import (
     lookup,
 )
 from rlplat.prepare import trial_algorithm_config
+from rlplat.rllib.env_creator import env_creator_for
 from rlplat.rllib.episode_stats import episode_window
 from rlplat.rllib.league import SELF_PLAY_STATE
 from rlplat.rllib.self_play import self_play_driver
@@ -90,6 +93,11 @@ def replay_memory(algo: Any) -> Any | None:
     if algo.config.is_offline or attribute is None:
         return None
     return getattr(algo, attribute, None)
+
+
+def _hindsight(experiment: dict[str, Any]) -> dict[str, Any] | None:
+    """The experiment's ``replay.her`` settings (None: no hindsight relabelling)."""
+    return (experiment.get("replay") or {}).get("her")
 
 
 def _seeded(buffer: Any, seed: int | None) -> Any:
@@ -153,6 +161,11 @@ class ExperimentTrial(AlgorithmHooks):
             self._self_play.start(self)
         if algorithm_record(self.registered_name).synchronous_learner:
             share_learner_weights(self)
+        if _hindsight(experiment) and not isinstance(replay_memory(self), HindsightMemory):
+            raise RlplatError(  # the checks before Ray refuse what would get here
+                "replay.her: this run does not replay from rlplat's transition memory, so its "
+                "transitions cannot be relabelled."
+            )
 
     def create_replay_buffer(self, config: Any) -> Any | None:
         """RLlib's replay buffer, or rlplat's transition sampler where the experiment asks for
@@ -168,6 +181,21 @@ class ExperimentTrial(AlgorithmHooks):
         settings = {k: v for k, v in buffer.items() if k != "type"}
         settings["metrics_num_episodes_for_smoothing"] = config.metrics_num_episodes_for_smoothing
         return _seeded(TransitionEpisodeReplayBuffer(**settings), config.seed)
+
+    def make_transition_memory(self, capacity: int) -> Any:
+        """The transition memory of an algorithm on rlplat's transition loop: with
+        ``replay.her``, a ``HindsightMemory`` over a goal env of the trial's own (its
+        ``compute_reward`` relabels)."""
+        her = _hindsight(self._experiment)
+        if her is None:
+            return super().make_transition_memory(capacity)
+        experiment = Experiment.model_validate(trial_experiment(self._experiment))
+        env = env_creator_for(experiment)({})
+        layout, problem = goal_parts(env)
+        if layout is None:
+            raise RlplatError(f"replay.her: {experiment.env.label!r} is no goal env: {problem}.")
+        settings = HindsightSettings(**her)
+        return HindsightMemory(capacity, self.config.seed, settings, layout, GoalFunctions.of(env))
 
     def get_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         state = super().get_state(*args, **kwargs)

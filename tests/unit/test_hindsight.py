@@ -11,7 +11,8 @@ import pytest
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from envs.bit_flip import BitFlip
-from rlplat.algorithms.hindsight import GoalLayout, HindsightMemory, HindsightSettings
+from rlplat.algorithms.hindsight import HindsightMemory, HindsightSettings
+from rlplat.environments.goals import GoalFunctions, GoalLayout, goal_parts
 from rlplat.environments.observations import FlatObservation
 
 BITS = 6
@@ -41,7 +42,7 @@ def _memory(strategy: str = "future", goals: int = 4) -> tuple[HindsightMemory, 
     env = BitFlip(BITS)
     layout = GoalLayout.of(env.observation_space)
     settings = HindsightSettings(strategy=strategy, goals_per_transition=goals)
-    memory = HindsightMemory(10_000, 0, settings, layout, env)
+    memory = HindsightMemory(10_000, 0, settings, layout, GoalFunctions.of(env))
     memory.add(_episodes(60))
     return memory, env
 
@@ -54,6 +55,13 @@ def test_the_layout_finds_the_goals_where_flattening_puts_them():
     raw = env._obs()
     np.testing.assert_array_equal(obs[layout.achieved], raw["achieved_goal"])
     np.testing.assert_array_equal(obs[layout.desired], raw["desired_goal"])
+
+
+def test_an_env_as_training_builds_it_shows_its_goals_or_why_not():
+    layout, problem = goal_parts(FlatObservation(BitFlip(BITS)))
+    assert layout == GoalLayout.of(BitFlip(BITS).observation_space) and problem == ""
+    layout, problem = goal_parts(gym.make("CartPole-v1"))
+    assert layout is None and "not a Dict of observation, achieved_goal, desired_goal" in problem
 
 
 def test_a_space_without_goals_is_refused_naming_what_is_missing():
