@@ -236,13 +236,19 @@ def read_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 
 
-def report_row(run_dirs: Sequence[str], out: Path, episodes: int) -> dict[str, Any]:
+def report_row(
+    run_dirs: Sequence[str], out: Path, episodes: int, *options: str
+) -> dict[str, Any]:
     """``rlplat report`` of runs of one experiment: its IQM and mean over seeds, each seed's
-    score (its last checkpoint's greedy return over ``episodes``)."""
-    done = rlplat("report", *run_dirs, "--out", str(out), "--eval-episodes", str(episodes))
+    score (its last checkpoint's greedy return over ``episodes``, or what ``options`` such as
+    ``--metric success_rate`` ask for)."""
+    done = rlplat(
+        "report", *run_dirs, "--out", str(out), "--eval-episodes", str(episodes), *options
+    )
     [experiment] = read_json(out / "report.json")["experiments"]
     return {
-        "command": f"rlplat report {' '.join(run_dirs)} --eval-episodes {episodes}",
+        "command": f"rlplat report {' '.join(run_dirs)} --eval-episodes {episodes}"
+        + "".join(f" {option}" for option in options),
         "report_dir": str(out),
         "iqm": experiment["aggregates"]["iqm"],
         "mean": experiment["aggregates"]["mean"],
