@@ -210,7 +210,7 @@ def test_report_refuses_bad_input_and_writes_nothing(seeded_cartpole, spread_run
     assert "Did you mean 'episode_return_mean'?" in refused(
         run_dir, "--metric", "episode_retrun_mean"
     )
-    assert "is not a return" in refused(run_dir, "--metric", "episode_len_mean")
+    assert "measures returns or successes" in refused(run_dir, "--metric", "episode_len_mean")
     assert "--x 'steps' is not one of env_steps, time_s" in refused(run_dir, "--x", "steps")
     assert "no experiment is labelled 'cartpole'" in refused(run_dir, "--label", "cartpole=PPO")
     assert "is not WIDTHxHEIGHT" in refused(run_dir, "--size", "big")
