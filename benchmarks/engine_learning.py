@@ -22,13 +22,12 @@ import tempfile
 from pathlib import Path
 
 from harness import (
-    commit,
-    invocation,
     load_results,
-    machine,
+    provenance,
     report_row,
     results_file,
     save_results,
+    train_command,
     train_seeds,
 )
 
@@ -60,12 +59,9 @@ def main() -> None:
         row = report_row([str(run_dir)], out / "report", EPISODES)
         side[task] = {
             **row,
-            "train_command": f"rlplat train {experiment} --seeds {SEEDS} "
-            f"tune.max_concurrent=1 stop.env_steps={budget}",
+            "train_command": train_command(experiment, SEEDS, budget),
             "seeds": seeds,
-            "commit": commit(),
-            "machine": machine(),
-            "invocation": invocation(),
+            **provenance(),
         }
         save_results(RESULTS, results)
         print(f"{args.label} {task}: IQM {row['iqm']} over {row['final_scores']}", flush=True)

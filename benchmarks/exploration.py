@@ -22,13 +22,12 @@ import tempfile
 from pathlib import Path
 
 from harness import (
-    commit,
-    invocation,
     load_results,
-    machine,
+    provenance,
     report_row,
     results_file,
     save_results,
+    train_command,
     train_seeds,
     trial_results,
 )
@@ -82,13 +81,9 @@ def main() -> None:
                 **row,
                 "solved": sum((score or 0.0) > 0.5 for score in row["final_scores"]),
                 "found_at_env_steps": found_at(run_dir),
-                "train_command": f"rlplat train {EXPERIMENT} --seeds {SEEDS} "
-                f"tune.max_concurrent=1 stop.env_steps={BUDGET} "
-                + " ".join(f"'{o}'" for o in overrides),
+                "train_command": train_command(EXPERIMENT, SEEDS, BUDGET, *overrides),
                 "seeds": seeds,
-                "commit": commit(),
-                "machine": machine(),
-                "invocation": invocation(),
+                **provenance(),
             }
             save_results(RESULTS, results)
             print(f"size {size} {variant}: IQM {row['iqm']} over {row['final_scores']}", flush=True)

@@ -230,6 +230,18 @@ def train_seeds(
     return run_dir, rows
 
 
+def train_command(experiment: str, seeds: int, budget: int, *overrides: str) -> str:
+    """The ``rlplat train`` command ``train_seeds`` runs, as a benchmark's results record it."""
+    return f"rlplat train {experiment} --seeds {seeds} tune.max_concurrent=1 " + " ".join(
+        [f"stop.env_steps={budget}", *(f"'{o}'" for o in overrides)]
+    )
+
+
+def provenance() -> dict[str, str]:
+    """Where a result was made: the commit, the machine and the benchmark's command line."""
+    return {"commit": commit(), "machine": machine(), "invocation": invocation()}
+
+
 def read_yaml(path: Path) -> Any:
     import yaml
 

@@ -28,14 +28,13 @@ from typing import Any
 
 from harness import (
     REPO,
-    commit,
-    invocation,
     load_results,
-    machine,
     peer_row,
+    provenance,
     report_row,
     results_file,
     save_results,
+    train_command,
     train_seeds,
 )
 
@@ -181,12 +180,10 @@ def main() -> None:
                 )
                 cell[side] = {
                     **row,
-                    "train_command": f"rlplat train {EXPERIMENT} --seeds {SEEDS} "
-                    f"tune.max_concurrent=1 stop.env_steps={BUDGET} "
-                    + " ".join(f"'{o}'" for o in overrides),
+                    "train_command": train_command(EXPERIMENT, SEEDS, BUDGET, *overrides),
                     "seeds": seeds,
                 }
-            cell[side].update(commit=commit(), machine=machine(), invocation=invocation())
+            cell[side].update(provenance())
             save_results(RESULTS, results)
             print(f"bits {bits} {side}: {cell[side]['final_scores']}", flush=True)
 

@@ -20,13 +20,12 @@ import tempfile
 from pathlib import Path
 
 from harness import (
-    commit,
-    invocation,
     load_results,
-    machine,
+    provenance,
     report_row,
     results_file,
     save_results,
+    train_command,
     train_seeds,
 )
 
@@ -61,13 +60,9 @@ def main() -> None:
             results.setdefault(f"delay_{delay}", {})[memory] = {
                 **row,
                 "paid_steps": LENGTH - delay,
-                "train_command": f"rlplat train {EXPERIMENT} --seeds {SEEDS} "
-                f"tune.max_concurrent=1 stop.env_steps={BUDGET} "
-                + " ".join(f"'{o}'" for o in overrides),
+                "train_command": train_command(EXPERIMENT, SEEDS, BUDGET, *overrides),
                 "seeds": seeds,
-                "commit": commit(),
-                "machine": machine(),
-                "invocation": invocation(),
+                **provenance(),
             }
             save_results(RESULTS, results)
             print(
