@@ -1,9 +1,10 @@
-"""Issue 103's hindsight table: DQN on bit flipping (envs/bit_flip.py, the HER paper's task)
-with and without hindsight relabelling, beside Stable-Baselines3's DQN with its
-``HerReplayBuffer``, 3 seeds each at equal env steps.
+"""Issue 103's hindsight tables, 3 seeds a side at equal env steps: DQN on bit flipping
+(envs/bit_flip.py, the HER paper's task) with and without hindsight relabelling, beside
+Stable-Baselines3's DQN with its ``HerReplayBuffer``; and Gymnasium-Robotics' FetchReach.
 
-    pip install -e ".[bench]"
+    pip install -e ".[bench,robotics]"
     python benchmarks/hindsight.py [--bits 15] [--sides her plain sb3_her] [--out DIR]
+    python benchmarks/hindsight.py --task fetch_reach [--sides crossq_her sac_her sb3_sac_her]
 
 rlplat: ``rlplat train experiments/bit_flip_her.yaml --seeds 3 tune.max_concurrent=1
 stop.env_steps=100000 stop.success_rate=null env.kwargs.bits=<n>`` (``replay={}`` for the
@@ -13,16 +14,23 @@ SB3 (one process per seed, ``--sb3 BITS SEED``): DQN with the file's settings wh
 (4 envs, [256, 256], lr 1e-3, gamma 0.98, batch 128 every 16 env steps, a target update every
 500 env steps, epsilon from 1 to 0.05 over 20k env steps, learning from 1,000, ``future`` goals,
 4 per transition; SB3's DQN is not double-Q), then 50 greedy episodes on the same seeds. The
-env is rlplat's ``BitFlip`` on both sides. Results go to benchmarks/results/hindsight.json.
+env is rlplat's ``BitFlip`` on both sides.
+
+FetchReach-v4 at 20k env steps: rlplat's CrossQ and SAC with ``replay.her`` on RL Zoo's SAC
+settings for FetchReach (benchmarks/fetch_reach_{crossq,sac}_her.yaml), scored as above; SB3's
+SAC + ``HerReplayBuffer`` with RL Zoo's settings and its ``VecNormalize`` (``--sb3-fetch 1 STEPS
+SEED``; ``--sb3-fetch 0 ...`` without it). Results go to benchmarks/results/hindsight.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +52,11 @@ BUDGET = 100_000
 SEEDS = 3
 EPISODES = 50
 SIDES = {"her": (), "plain": ("replay={}",)}
+FETCH_BUDGET = 20_000
+FETCH_SIDES = {
+    "crossq_her": "benchmarks/fetch_reach_crossq_her.yaml",
+    "sac_her": "benchmarks/fetch_reach_sac_her.yaml",
+}
 
 
 def sb3_bit_flip(bits: int, seed: int) -> dict[str, Any]:
@@ -94,8 +107,8 @@ def sb3_bit_flip(bits: int, seed: int) -> dict[str, Any]:
 def sb3_fetch_reach(normalize: int, seed: int, steps: int) -> dict[str, Any]:
     """SB3's SAC + HER on FetchReach-v4 with RL Zoo's settings (hyperparams/sac.yml,
     FetchReach-v1), with (1) or without (0) its ``VecNormalize``; greedy success over
-    ``EPISODES`` episodes. The evidence for docs/hindsight.md's FetchReach paragraph:
-    ``python benchmarks/hindsight.py --sb3-fetch 1 0 8000`` (needs gymnasium-robotics)."""
+    ``EPISODES`` episodes: ``python benchmarks/hindsight.py --sb3-fetch 1 8000 0`` (normalised,
+    8,000 env steps, seed 0; needs gymnasium-robotics)."""
     import gymnasium as gym
     import gymnasium_robotics
     from stable_baselines3 import SAC, HerReplayBuffer
@@ -136,12 +149,80 @@ def sb3_fetch_reach(normalize: int, seed: int, steps: int) -> dict[str, Any]:
     return {"success_rate": sum(successes) / EPISODES, "train_s": round(train_s, 1)}
 
 
+def rlplat_side(
+    experiment: str, budget: int, out: Path, overrides: tuple[str, ...]
+) -> dict[str, Any]:
+    """3 seeds of ``experiment`` one at a time, each scored by its greedy success rate."""
+    run_dir, seeds = train_seeds(experiment, SEEDS, budget, out / "train", *overrides)
+    row = report_row([str(run_dir)], out / "report", EPISODES, "--metric", "success_rate")
+    return {
+        **row,
+        "train_command": train_command(experiment, SEEDS, budget, *overrides),
+        "seeds": seeds,
+    }
+
+
+def sb3_side(out: Path, flags: list[str], command: str) -> dict[str, Any]:
+    """3 seeds of an SB3 process (``--sb3`` or ``--sb3-fetch``), one at a time."""
+    seeds = [
+        peer_row(out / f"seed_{seed}.json", [sys.executable, __file__, *flags, str(seed)])
+        for seed in range(SEEDS)
+    ]
+    return {
+        "final_scores": [row["success_rate"] for row in seeds],
+        "seeds": seeds,
+        "command": command,
+    }
+
+
+def bit_flip_sides(bits: int, out: Path) -> dict[str, Callable[[], dict[str, Any]]]:
+    """The bit flipping cell: rlplat's DQN with and without relabelling, SB3's DQN + HER."""
+    sides: dict[str, Callable[[], dict[str, Any]]] = {
+        side: functools.partial(
+            rlplat_side,
+            EXPERIMENT,
+            BUDGET,
+            out / side,
+            (f"env.kwargs.bits={bits}", "stop.success_rate=null", *extra),
+        )
+        for side, extra in SIDES.items()
+    }
+    sides["sb3_her"] = functools.partial(
+        sb3_side,
+        out / "sb3_her",
+        ["--sb3", str(bits)],
+        f"python benchmarks/hindsight.py --sb3 {bits} <seed>",
+    )
+    return sides
+
+
+def fetch_reach_sides(out: Path) -> dict[str, Callable[[], dict[str, Any]]]:
+    """The FetchReach cell at ``FETCH_BUDGET`` env steps: rlplat's CrossQ and SAC with
+    relabelling (RL Zoo's SAC settings on both), SB3's SAC + HER with RL Zoo's settings and
+    ``VecNormalize``."""
+    sides: dict[str, Callable[[], dict[str, Any]]] = {
+        side: functools.partial(rlplat_side, experiment, FETCH_BUDGET, out / side, ())
+        for side, experiment in FETCH_SIDES.items()
+    }
+    sides["sb3_sac_her"] = functools.partial(
+        sb3_side,
+        out / "sb3_sac_her",
+        ["--sb3-fetch", "1", str(FETCH_BUDGET)],
+        f"python benchmarks/hindsight.py --sb3-fetch 1 {FETCH_BUDGET} <seed>",
+    )
+    return sides
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bits", nargs="+", type=int, default=[15])
     parser.add_argument(
-        "--sides", nargs="+", choices=[*SIDES, "sb3_her"], default=[*SIDES, "sb3_her"]
+        "--sides",
+        nargs="+",
+        choices=[*SIDES, "sb3_her", *FETCH_SIDES, "sb3_sac_her"],
+        help="which sides of each cell to run (default: all of the cell's)",
     )
+    parser.add_argument("--task", choices=["bit_flip", "fetch_reach"], default="bit_flip")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "rlplat-her")
     parser.add_argument(
         "--sb3", nargs=2, type=int, metavar=("BITS", "SEED"), help=argparse.SUPPRESS
@@ -149,43 +230,27 @@ def main() -> None:
     parser.add_argument("--sb3-fetch", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sb3_fetch:
-        print(json.dumps(sb3_fetch_reach(*args.sb3_fetch)))
+        normalize, steps, seed = args.sb3_fetch
+        print(json.dumps(sb3_fetch_reach(normalize, seed, steps)))
         return
     if args.sb3:
         print(json.dumps(sb3_bit_flip(*args.sb3)))
         return
+    if args.task == "fetch_reach":
+        cells = {"fetch_reach": fetch_reach_sides(args.out / "fetch_reach")}
+    else:
+        cells = {
+            f"bits_{bits}": bit_flip_sides(bits, args.out / f"bits_{bits}") for bits in args.bits
+        }
     results = load_results(RESULTS)
-    for bits in args.bits:
-        cell = results.setdefault(f"bits_{bits}", {})
-        for side in args.sides:
-            out = args.out / f"bits_{bits}" / side
-            if side == "sb3_her":
-                seeds = [
-                    peer_row(
-                        out / f"seed_{seed}.json",
-                        [sys.executable, __file__, "--sb3", str(bits), str(seed)],
-                    )
-                    for seed in range(SEEDS)
-                ]
-                cell[side] = {
-                    "final_scores": [row["success_rate"] for row in seeds],
-                    "seeds": seeds,
-                    "command": f"python benchmarks/hindsight.py --sb3 {bits} <seed>",
-                }
-            else:
-                overrides = (f"env.kwargs.bits={bits}", "stop.success_rate=null", *SIDES[side])
-                run_dir, seeds = train_seeds(EXPERIMENT, SEEDS, BUDGET, out / "train", *overrides)
-                row = report_row(
-                    [str(run_dir)], out / "report", EPISODES, "--metric", "success_rate"
-                )
-                cell[side] = {
-                    **row,
-                    "train_command": train_command(EXPERIMENT, SEEDS, BUDGET, *overrides),
-                    "seeds": seeds,
-                }
-            cell[side].update(provenance())
+    for name, sides in cells.items():
+        cell = results.setdefault(name, {})
+        for side, measure in sides.items():
+            if args.sides and side not in args.sides:
+                continue
+            cell[side] = {**measure(), **provenance()}
             save_results(RESULTS, results)
-            print(f"bits {bits} {side}: {cell[side]['final_scores']}", flush=True)
+            print(f"{name} {side}: {cell[side]['final_scores']}", flush=True)
 
 
 if __name__ == "__main__":

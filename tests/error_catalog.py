@@ -339,6 +339,12 @@ CASES = [
         + ["env={factory: 'envs.bit_flip:BitFlip', kwargs: {bits: 4}}", "replay.her={}"],
     ),
     Case(
+        "hindsight normalisation for a module without it",
+        ["train", "exp.yaml", "algorithm=DQN", "training={}"]
+        + ["env={factory: 'envs.bit_flip:BitFlip', kwargs: {bits: 4}}"]
+        + ["replay.her={normalize: true}"],
+    ),
+    Case(
         "hindsight strategy misspelt",
         ["train", "exp.yaml", "algorithm=DQN", "training={}", "replay.her={strategy: futur}"],
     ),

@@ -102,6 +102,42 @@ def renormed_mlp(
     return nn.Sequential(*layers)
 
 
+# -- running observation statistics ----------------------------------------------------------
+
+OBSERVATION_NORM = "observation_norm"  # the rl_module.model_config key (its clip)
+
+
+class RunningObservationNorm(nn.Module):
+    """Observations minus their running mean, over their running standard deviation, clipped to
+    [-clip, clip], as Stable-Baselines3's ``VecNormalize`` (RL Zoo's ``normalize: True``) does
+    outside the policy. Inside the module the statistics are buffers: checkpoints, the env
+    runners' weights and exports carry them. They move only by ``update``, which the learner's
+    forward pass calls on each training batch (Chan et al.'s parallel mean and variance)."""
+
+    def __init__(self, features: int, clip: float = 10.0, epsilon: float = 1e-8):
+        super().__init__()
+        self.clip, self.epsilon = clip, epsilon
+        self.register_buffer("mean", torch.zeros(features))
+        self.register_buffer("var", torch.ones(features))
+        self.register_buffer("count", torch.tensor(1e-4))  # VecNormalize's starting count
+
+    @torch.no_grad()
+    def update(self, obs: torch.Tensor) -> None:
+        x = obs.reshape(obs.shape[0], -1).float()
+        n = x.shape[0]
+        total = self.count + n
+        delta = x.mean(0) - self.mean
+        spread = self.var * self.count + x.var(0, unbiased=False) * n
+        self.var.copy_((spread + delta.square() * self.count * n / total) / total)
+        self.mean.add_(delta * n / total)
+        self.count.copy_(total)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.reshape(obs.shape[0], -1).float()
+        scaled = (x - self.mean) / torch.sqrt(self.var + self.epsilon)
+        return scaled.clamp(-self.clip, self.clip)
+
+
 # -- SimBa ---------------------------------------------------------------------------------------
 #
 # SimBa (Lee et al., ICLR 2025, "SimBa: Simplicity Bias for Scaling Up Parameters in Deep

@@ -26,7 +26,7 @@ policy's mean (``SquashedGaussian``), as theirs do; RLlib's takes the mean clipp
 # No ``from __future__ import annotations``: rlplat checks YAML values against these signatures.
 import math
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -65,7 +65,7 @@ from rlplat.algorithms.base import (
     RandomWarmupConfig,
     WithoutModeSwitch,
 )
-from rlplat.algorithms.networks import SimbaCatalog
+from rlplat.algorithms.networks import OBSERVATION_NORM, RunningObservationNorm, SimbaCatalog
 from rlplat.algorithms.transition_loop import InPlaceTargetUpdates, TransitionBatchLoop
 from rlplat.engine.learner import optimizer_parameters, state_requested, step_if_finite
 from rlplat.engine.optimizers import adam
@@ -127,11 +127,39 @@ class SimbaSACCatalog(SimbaCatalog, PaperCriticSACCatalog):
     """``PaperCriticSACCatalog`` whose encoders are SimBa's with ``model_config.simba``."""
 
 
+NETWORK_OBS = "network_obs"  # a training batch's observations as SAC's networks saw them
+
+
 class SACModule(WithoutModeSwitch, DefaultSACTorchRLModule):
     """RLlib's SAC module that explores uniformly at random for its first ``random_steps`` env
     steps (``model_config``; none in checkpoints from before the setting). It draws its exploring
     actions itself in both phases, so every step carries the same outputs: the policy's
-    distribution inputs, the action and the action's log-probability under what drew it."""
+    distribution inputs, the action and the action's log-probability under what drew it.
+
+    With ``model_config.observation_norm`` (hindsight relabelling's ``normalize``, whose memory
+    must keep raw observations), every network sees observations normalised by running
+    statistics that each training batch updates (``RunningObservationNorm``)."""
+
+    TAKES_OBSERVATION_NORM: ClassVar[bool] = True
+
+    def setup(self) -> None:
+        super().setup()
+        norm = self.model_config.get(OBSERVATION_NORM)
+        features = gym.spaces.flatdim(self.observation_space)
+        self.observation_norm = RunningObservationNorm(features, **norm) if norm else None
+
+    def normalized(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """``batch`` with its observations and next observations as the networks see them."""
+        if self.observation_norm is None:
+            return batch
+        seen = dict(batch)
+        for column in (Columns.OBS, Columns.NEXT_OBS):
+            if column in batch:
+                seen[column] = self.observation_norm(batch[column])
+        return seen
+
+    def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return super()._forward_inference(self.normalized(batch))
 
     @torch.no_grad()
     def _forward_exploration(
@@ -153,12 +181,16 @@ class SACModule(WithoutModeSwitch, DefaultSACTorchRLModule):
         log-probability of an action resampled from the policy (the temperature's loss) and the
         target critics' value of a next action drawn from it. RLlib's also evaluates the critics
         at the resampled actions, for an actor loss that ``SACLearner`` computes after stepping
-        the critics, and tracks gradients through the next-state policy and targets."""
+        the critics, and tracks gradients through the next-state policy and targets.
+        ``NETWORK_OBS`` holds the observations as the networks saw them, for the actor's loss."""
+        if self.observation_norm is not None:
+            self.observation_norm.update(batch[Columns.OBS])
+            batch = self.normalized(batch)
         if not isinstance(self.action_space, gym.spaces.Box):
             return super()._forward_train(batch, **kwargs)
         obs, next_obs = batch[Columns.OBS], batch[Columns.NEXT_OBS]
         taken = {Columns.OBS: obs, Columns.ACTIONS: batch[Columns.ACTIONS]}
-        out = {QF_PREDS: critic_value(self.qf_encoder, self.qf, taken)}
+        out = {NETWORK_OBS: obs, QF_PREDS: critic_value(self.qf_encoder, self.qf, taken)}
         if self.twin_q:
             out[QF_TWIN_PREDS] = critic_value(self.qf_twin_encoder, self.qf_twin, taken)
         inputs = self.pi(self.pi_encoder({Columns.OBS: obs})[ENCODER_OUT])
@@ -312,7 +344,7 @@ class SACLearner(TemperatureState, FusedSACOptimizers, InPlaceTargetUpdates, SAC
         for name, loss in losses.items():
             self._box_losses[(module_id, name)] = loss
         self._actor_inputs[module_id] = (
-            batch[Columns.OBS],
+            fwd_out[NETWORK_OBS],
             fwd_out[Columns.ACTION_DIST_INPUTS],
             alpha,
         )

@@ -607,6 +607,12 @@ class HerSpec(Section):
         description="Relabelled transitions per real one in a batch, on average (k: a share "
         "k / (k + 1) of each batch is relabelled).",
     )
+    normalize: bool = Field(
+        False,
+        description="SAC's networks see observations normalised by running statistics of the "
+        "replayed ones (clipped to +-10, as RL Zoo's VecNormalize), kept inside the module: the "
+        "memory keeps raw observations, whose goals the env's compute_reward reads.",
+    )
 
 
 class ReplaySpec(Section):
@@ -651,9 +657,7 @@ class RndSpec(Section):
 class ExplorationSpec(Section):
     """Exploration bonuses added to the env's rewards while training (PPO)."""
 
-    rnd: RndSpec | None = Field(
-        None, description="Random Network Distillation (absent: no bonus)."
-    )
+    rnd: RndSpec | None = Field(None, description="Random Network Distillation (absent: no bonus).")
 
 
 class AlwaysWritten(Section):

@@ -27,7 +27,7 @@ from ray.tune.registry import register_env
 
 from rlplat.algorithms.base import OwnAlgorithmConfig
 from rlplat.algorithms.memory import ATTENTION, ATTENTION_ONLY, MEMORY, MEMORY_TYPES, MemorySettings
-from rlplat.algorithms.networks import SIMBA, SimbaSettings
+from rlplat.algorithms.networks import OBSERVATION_NORM, SIMBA, SimbaSettings
 from rlplat.algorithms.registry import (
     algorithm_record,
     get_algorithm_class,
@@ -818,6 +818,21 @@ def _hindsight_replay(
     model_config = calls["rl_module"].get("model_config") or {}
     if model_config.get("use_lstm") or MEMORY in model_config:
         refuse(f"{key} replays single transitions; remove the module's memory (use_lstm, memory).")
+    if exp.replay.her.normalize:
+        spec = calls["rl_module"].get("rl_module_spec") or config.get_default_rl_module_spec()
+        if not getattr(spec.module_class, "TAKES_OBSERVATION_NORM", False):
+            refuse(
+                f"{key}.normalize normalises observations inside SAC's module; "
+                f"{exp.algorithm}'s {spec.module_class.__name__} has no such input. "
+                + (
+                    "CrossQ's batch renormalisation of its input already normalises them. "
+                    if exp.algorithm == "CrossQ"
+                    else ""
+                )
+                + f"Remove {key}.normalize or train SAC.",
+                f"{key}.normalize",
+            )
+        calls["rl_module"]["model_config"] = {**model_config, OBSERVATION_NORM: {"clip": 10.0}}
 
 
 def _use_catalogs(

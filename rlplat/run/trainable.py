@@ -194,7 +194,7 @@ class ExperimentTrial(AlgorithmHooks):
         layout, problem = goal_parts(env)
         if layout is None:
             raise RlplatError(f"replay.her: {experiment.env.label!r} is no goal env: {problem}.")
-        settings = HindsightSettings(**her)
+        settings = HindsightSettings(her["strategy"], her["goals_per_transition"])
         return HindsightMemory(capacity, self.config.seed, settings, layout, GoalFunctions.of(env))
 
     def get_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:

@@ -1,17 +1,23 @@
 """Hindsight relabelling (rlplat/algorithms/hindsight.py) over real bit-flipping episodes
 (envs/bit_flip.py) stored in the transition memory: a relabelled transition's goal is one its
 own episode reached at that step or later, its reward and end are the env's for that goal, and
-about k of every k + 1 transitions are relabelled."""
+about k of every k + 1 transitions are relabelled. With ``normalize``, SAC's networks see
+observations scaled by statistics of the replayed ones."""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from envs.bit_flip import BitFlip
 from rlplat.algorithms.hindsight import HindsightMemory, HindsightSettings
+from rlplat.algorithms.networks import OBSERVATION_NORM
+from rlplat.algorithms.sac import PaperCriticSACCatalog, SACModule
 from rlplat.environments.goals import GoalFunctions, GoalLayout, goal_parts
 from rlplat.environments.observations import FlatObservation
 
@@ -108,3 +114,54 @@ def test_without_hindsight_goals_the_batch_keeps_the_envs_rewards():
     batch = memory.sample_batch(2000, 1, 0.99)
     assert memory.stats()["num_relabelled_lifetime"] == 0
     assert (batch["rewards"] == 0).mean() < 0.05
+
+
+def _sac_module(observation_norm: bool) -> SACModule:
+    model_config: dict = {"twin_q": True}
+    if observation_norm:
+        model_config[OBSERVATION_NORM] = {"clip": 10.0}
+    module = RLModuleSpec(
+        module_class=SACModule,
+        catalog_class=PaperCriticSACCatalog,
+        observation_space=gym.spaces.Box(-100.0, 100.0, (3,)),
+        action_space=gym.spaces.Box(-1.0, 1.0, (2,)),
+        model_config=model_config,
+    ).build()
+    module.make_target_networks()
+    return module
+
+
+def test_sac_with_normalize_sees_observations_scaled_by_the_replayed_ones_statistics():
+    """replay.her.normalize: SAC's training batches move running statistics inside the module
+    (the memory keeps raw goals), acting reads them, and the module's state carries them to env
+    runners, checkpoints and exports."""
+    rng = np.random.default_rng(0)
+    module = _sac_module(observation_norm=True)
+    batches = [rng.normal([5.0, -3.0, 50.0], [1.0, 2.0, 10.0], (256, 3)) for _ in range(3)]
+    for rows in batches:
+        obs = torch.tensor(rows, dtype=torch.float32)
+        module.forward_train(
+            {Columns.OBS: obs, Columns.NEXT_OBS: obs, Columns.ACTIONS: torch.zeros(256, 2)}
+        )
+    seen = np.concatenate(batches)
+    norm = module.observation_norm
+    np.testing.assert_allclose(norm.mean.numpy(), seen.mean(0), rtol=1e-4)
+    np.testing.assert_allclose(norm.var.numpy(), seen.var(0), rtol=1e-3)
+
+    # Acting on raw observations is acting on normalised ones (clipped at 10) without it.
+    plain = _sac_module(observation_norm=False)
+    plain.set_state({k: v for k, v in module.get_state().items() if "observation_norm" not in k})
+    raw = torch.tensor([[5.0, -3.0, 50.0], [6.0, 1.0, 500.0]])
+    scaled = ((raw - norm.mean) / norm.var.sqrt()).clamp(-10.0, 10.0)
+    torch.testing.assert_close(
+        module.forward_inference({Columns.OBS: raw})[Columns.ACTION_DIST_INPUTS],
+        plain.forward_inference({Columns.OBS: scaled})[Columns.ACTION_DIST_INPUTS],
+    )
+
+    # An env runner's copy, given the learner's state, acts the same.
+    runner_copy = _sac_module(observation_norm=True)
+    runner_copy.set_state(module.get_state())
+    torch.testing.assert_close(
+        runner_copy.forward_inference({Columns.OBS: raw})[Columns.ACTION_DIST_INPUTS],
+        module.forward_inference({Columns.OBS: raw})[Columns.ACTION_DIST_INPUTS],
+    )
