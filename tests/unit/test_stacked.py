@@ -1,0 +1,102 @@
+"""Stacked seeds (rlplat/engine/stacked.py): N networks along a leading axis learn as N separate
+ones would. A seed's loss moves only its own parameters, clipping is by each seed's own norm, a
+seed whose loss is NaN stops alone, and one seed cut out of the stack is the plain network it
+stands for, initialised as it would be alone."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rlplat.engine.stacked import (
+    SeedStops,
+    clip_grad_norm_per_seed_,
+    seed_generators,
+    seed_state,
+    stacked_mlp,
+)
+
+SEEDS, IN, HIDDEN, OUT = 4, 5, 16, 3
+
+
+def _stack(seeds: tuple[int, ...] = (10, 11, 12, 13)) -> nn.Sequential:
+    return stacked_mlp(len(seeds), IN, [HIDDEN, HIDDEN], OUT, "tanh", seed_generators(seeds))
+
+
+def _plain(state: dict[str, torch.Tensor]) -> nn.Sequential:
+    net = nn.Sequential(
+        nn.Linear(IN, HIDDEN),
+        nn.Tanh(),
+        nn.Linear(HIDDEN, HIDDEN),
+        nn.Tanh(),
+        nn.Linear(HIDDEN, OUT),
+    )
+    net.load_state_dict(state)
+    return net
+
+
+def test_one_seed_cut_from_the_stack_is_its_plain_network_and_starts_as_it_would_alone():
+    stack = _stack()
+    x = torch.randn(SEEDS, 7, IN)
+    out = stack(x)
+    for seed in range(SEEDS):
+        plain = _plain(seed_state(stack.state_dict(), seed))
+        torch.testing.assert_close(plain(x[seed]), out[seed])
+    # Seed 12 alone starts with the weights it has as the third of four.
+    alone = _stack((12,))
+    torch.testing.assert_close(alone[0].weight[0], stack[0].weight[2])
+
+
+def test_a_seeds_loss_moves_only_that_seeds_parameters():
+    stack = _stack()
+    before = {name: p.detach().clone() for name, p in stack.named_parameters()}
+    optimizer = torch.optim.Adam(stack.parameters(), lr=0.01)
+    for _ in range(3):
+        optimizer.zero_grad()
+        stack(torch.randn(SEEDS, 8, IN))[1].square().mean().backward()  # seed 1's loss only
+        optimizer.step()
+    for name, p in stack.named_parameters():
+        moved = (p.detach() - before[name]).reshape(SEEDS, -1).abs().amax(1)
+        assert moved[1] > 0, name
+        assert torch.all(moved[[0, 2, 3]] == 0), name
+
+
+def test_gradients_are_clipped_by_each_seeds_own_norm():
+    stack = _stack()
+    x = torch.randn(SEEDS, 8, IN)
+    scales = torch.tensor([1000.0, 1e-3, 1.0, 1e-3]).reshape(SEEDS, 1, 1)
+    (stack(x) * scales).sum().backward()
+    params = list(stack.parameters())
+    small_before = [p.grad[1].clone() for p in params]
+    norms = clip_grad_norm_per_seed_(params, max_norm=1.0)
+    assert norms[0] > 1.0 > norms[1]
+    after = torch.stack(
+        [torch.stack([p.grad[s].square().sum() for p in params]).sum().sqrt() for s in range(SEEDS)]
+    )
+    torch.testing.assert_close(after[0], torch.tensor(1.0), rtol=1e-4, atol=0)
+    for p, grad in zip(
+        params, small_before, strict=True
+    ):  # a small seed keeps its gradient as it was
+        torch.testing.assert_close(p.grad[1], grad)
+
+
+def test_a_seed_whose_loss_is_nan_stops_alone_and_stays_where_it_was():
+    stack = _stack()
+    params = list(stack.parameters())
+    optimizer = torch.optim.Adam(params, lr=0.01)
+    stops = SeedStops(SEEDS)
+    snapshot = None
+    for step in range(4):
+        optimizer.zero_grad()
+        losses = stack(torch.randn(SEEDS, 8, IN)).square().mean((1, 2))
+        if step == 2:
+            losses = losses * torch.tensor([1.0, 1.0, float("nan"), 1.0])
+            snapshot = [p.detach()[2].clone() for p in params]
+        losses.sum().backward()
+        newly = stops.check(losses, params, optimizer)
+        assert newly == ([2] if step == 2 else [])
+        optimizer.step()
+    assert stops.stopped == [2]
+    for p, kept in zip(params, snapshot, strict=True):
+        assert torch.isfinite(p).all()
+        torch.testing.assert_close(p.detach()[2], kept)  # frozen at its last finite values
