@@ -63,16 +63,18 @@ def stacked_mlp(
     seeds: int,
     in_dim: int,
     hiddens: Sequence[int],
-    out_dim: int,
+    out_dim: int | None,
     activation: str = "tanh",
     generators: Sequence[torch.Generator] | None = None,
 ) -> nn.Sequential:
-    """``seeds`` MLPs in_dim -> hiddens -> out_dim side by side, ``activation`` between layers."""
+    """``seeds`` MLPs in_dim -> hiddens -> out_dim side by side, ``activation`` after each hidden
+    layer; with ``out_dim`` None they end at the last hidden layer's activation (an encoder)."""
     layers: list[nn.Module] = []
     sizes = [in_dim, *hiddens]
     for size_in, size_out in zip(sizes, sizes[1:], strict=False):
         layers += [StackedLinear(seeds, size_in, size_out, generators), ACTIVATIONS[activation]()]
-    layers.append(StackedLinear(seeds, sizes[-1], out_dim, generators))
+    if out_dim is not None:
+        layers.append(StackedLinear(seeds, sizes[-1], out_dim, generators))
     return nn.Sequential(*layers)
 
 

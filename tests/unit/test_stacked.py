@@ -5,9 +5,16 @@ stands for, initialised as it would be alone."""
 
 from __future__ import annotations
 
+import gymnasium as gym
+import pytest
 import torch
+from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from torch import nn
 
+from rlplat.algorithms.stacked_ppo import STACKED_SEEDS, StackedPPOModule
 from rlplat.engine.stacked import (
     SeedStops,
     clip_grad_norm_per_seed_,
@@ -100,3 +107,40 @@ def test_a_seed_whose_loss_is_nan_stops_alone_and_stays_where_it_was():
     for p, kept in zip(params, snapshot, strict=True):
         assert torch.isfinite(p).all()
         torch.testing.assert_close(p.detach()[2], kept)  # frozen at its last finite values
+
+
+@pytest.mark.parametrize(
+    "action_space", [gym.spaces.Discrete(3), gym.spaces.Box(-1.0, 1.0, (2,))], ids=str
+)
+def test_a_seed_of_stacked_ppo_is_rllibs_own_ppo_module_once_cut_out(action_space):
+    """Each seed of a stacked PPO module acts and values as RLlib's PPO module loaded with its
+    slice: one seed of a stacked run is evaluated, exported and served as a plain policy."""
+    model_config = {"fcnet_hiddens": [32, 32], "vf_share_layers": False}
+    obs_space = gym.spaces.Box(-1.0, 1.0, (4,))
+    stacked = RLModuleSpec(
+        module_class=StackedPPOModule,
+        observation_space=obs_space,
+        action_space=action_space,
+        model_config={**model_config, STACKED_SEEDS: [3, 4, 5]},
+    ).build()
+    single = RLModuleSpec(
+        module_class=DefaultPPOTorchRLModule,
+        catalog_class=PPOCatalog,
+        observation_space=obs_space,
+        action_space=action_space,
+        model_config=model_config,
+    ).build()
+    obs = torch.randn(3 * 5, 4)  # seed-major: 5 rows per seed
+    assert set(stacked.seed_module_state(0)) <= set(single.state_dict())
+    inputs = stacked.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+    values = stacked.compute_values({Columns.OBS: obs})
+    for index in range(3):
+        single.load_state_dict(single.state_dict() | stacked.seed_module_state(index), strict=True)
+        rows = obs[5 * index : 5 * (index + 1)]
+        torch.testing.assert_close(
+            single.forward_inference({Columns.OBS: rows})[Columns.ACTION_DIST_INPUTS],
+            inputs[5 * index : 5 * (index + 1)],
+        )
+        torch.testing.assert_close(
+            single.compute_values({Columns.OBS: rows}), values[5 * index : 5 * (index + 1)]
+        )
