@@ -6,6 +6,7 @@ stands for, initialised as it would be alone."""
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
@@ -14,7 +15,12 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from torch import nn
 
-from rlplat.algorithms.stacked_ppo import STACKED_SEEDS, StackedPPOModule
+from rlplat.algorithms.stacked_ppo import (
+    ADVANTAGES,
+    STACKED_SEEDS,
+    StackedPPOModule,
+    seed_advantages,
+)
 from rlplat.engine.stacked import (
     SeedStops,
     clip_grad_norm_per_seed_,
@@ -144,3 +150,63 @@ def test_a_seed_of_stacked_ppo_is_rllibs_own_ppo_module_once_cut_out(action_spac
         torch.testing.assert_close(
             single.compute_values({Columns.OBS: rows}), values[5 * index : 5 * (index + 1)]
         )
+
+
+def _gae_reference(rewards, values, next_values, terminated, ended, gamma, lambda_):
+    """GAE of one env's steps, written out step by step."""
+    advantages, running = np.zeros(len(rewards)), 0.0
+    for t in reversed(range(len(rewards))):
+        delta = rewards[t] + gamma * (1 - terminated[t]) * next_values[t] - values[t]
+        running = delta + gamma * lambda_ * (1 - ended[t]) * running
+        advantages[t] = running
+    return advantages
+
+
+def test_each_seeds_advantages_are_gae_over_its_own_envs_standardised_on_its_own():
+    seeds, steps, envs = 3, 40, 2
+    rng = np.random.default_rng(0)
+    module = RLModuleSpec(
+        module_class=StackedPPOModule,
+        observation_space=gym.spaces.Box(-1.0, 1.0, (4,)),
+        action_space=gym.spaces.Discrete(2),
+        model_config={"fcnet_hiddens": [8], STACKED_SEEDS: [0, 1, 2]},
+    ).build()
+    terminated = rng.random((seeds, steps, envs)) < 0.05
+    truncated = ~terminated & (rng.random((seeds, steps, envs)) < 0.05)
+    columns = {
+        Columns.OBS: torch.randn(seeds, steps, envs, 4),
+        Columns.NEXT_OBS: torch.randn(seeds, steps, envs, 4),
+        Columns.ACTIONS: torch.randint(2, (seeds, steps, envs)),
+        Columns.ACTION_LOGP: torch.randn(seeds, steps, envs),
+        "rewards": torch.rand(seeds, steps, envs) * torch.tensor([1.0, 10.0, 100.0])[:, None, None],
+        "terminateds": torch.from_numpy(terminated),
+        "truncateds": torch.from_numpy(truncated),
+    }
+    data = seed_advantages(module, columns, gamma=0.9, lambda_=0.8)
+
+    def value(obs: torch.Tensor, seed: int) -> np.ndarray:
+        # Seed s's critic alone: its rows sit at block s of a seed-major batch.
+        stacked = torch.zeros(seeds, *obs.shape)
+        stacked[seed] = obs
+        with torch.no_grad():
+            out = module.compute_values({Columns.OBS: stacked.reshape(-1, 4)})
+        return out.reshape(seeds, -1)[seed].numpy()
+
+    for seed in range(seeds):
+        raw = np.stack(
+            [
+                _gae_reference(
+                    columns["rewards"][seed, :, env].numpy(),
+                    value(columns[Columns.OBS][seed, :, env], seed),
+                    value(columns[Columns.NEXT_OBS][seed, :, env], seed),
+                    terminated[seed, :, env],
+                    terminated[seed, :, env] | truncated[seed, :, env],
+                    0.9,
+                    0.8,
+                )
+                for env in range(envs)
+            ],
+            axis=1,
+        ).reshape(-1)  # (steps x envs), as the learner flattens a seed's rows
+        expected = (raw - raw.mean()) / max(raw.std(ddof=1), 1e-4)
+        np.testing.assert_allclose(data[ADVANTAGES][seed].numpy(), expected, rtol=1e-4, atol=1e-4)
