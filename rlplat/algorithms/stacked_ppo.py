@@ -13,6 +13,7 @@ module loads: one seed is evaluated, exported and served as the single-seed poli
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import gymnasium as gym
@@ -198,6 +199,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self.obs = np.stack([np.asarray(o, dtype=np.float32).reshape(-1) for o in first])
         self.running_returns = np.zeros(len(self.envs))
         self.running_lengths = np.zeros(len(self.envs), dtype=np.int64)
+        self.recent = [deque(maxlen=self.window) for _ in self.seeds]  # (return, length)
 
     def make_module(self) -> None:
         self.module = RLModuleSpec(
@@ -284,19 +286,28 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
 
     def _episode_ended(self, env_index: int) -> None:
         seed_index = env_index // self.envs_per_seed
-        episode_return = float(self.running_returns[env_index])
-        length = int(self.running_lengths[env_index])
+        self.recent[seed_index].append(
+            (float(self.running_returns[env_index]), int(self.running_lengths[env_index]))
+        )
         self.running_returns[env_index], self.running_lengths[env_index] = 0.0, 0
-        for key, value in ((EPISODE_RETURN_MEAN, episode_return), (EPISODE_LEN_MEAN, length)):
-            self.metrics.log_value(key, value, window=self.window * len(self.seeds))
-            self.metrics.log_value((SEED_RESULTS, str(seed_index), key), value, window=self.window)
         self.metrics.log_value(NUM_EPISODES, 1, reduce="sum")
         self.metrics.log_value((SEED_RESULTS, str(seed_index), NUM_EPISODES), 1, reduce="sum")
 
     def _log_steps(self, steps: int) -> None:
+        """This call's env steps, and each seed's mean return and length over its last
+        ``metrics_num_episodes_for_smoothing`` episodes (kept from call to call, so an
+        iteration in which a seed finished no episode still reports its recent ones)."""
         self.num_env_steps_sampled_lifetime += steps
         self.metrics.log_value(NUM_ENV_STEPS_SAMPLED, steps, reduce="sum")
         self.metrics.log_value(NUM_ENV_STEPS_SAMPLED_LIFETIME, steps, reduce="lifetime_sum")
+        every = [episode for recent in self.recent for episode in recent]
+        for key, position in ((EPISODE_RETURN_MEAN, 0), (EPISODE_LEN_MEAN, 1)):
+            if every:
+                self.metrics.log_value(key, float(np.mean([e[position] for e in every])), window=1)
+            for index, recent in enumerate(self.recent):
+                if recent:
+                    mean = float(np.mean([episode[position] for episode in recent]))
+                    self.metrics.log_value((SEED_RESULTS, str(index), key), mean, window=1)
 
     def get_metrics(self) -> Any:
         return self.metrics.reduce()
