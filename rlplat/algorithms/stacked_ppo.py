@@ -13,7 +13,9 @@ module loads: one seed is evaluated, exported and served as the single-seed poli
 
 from __future__ import annotations
 
+import pickle
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -25,8 +27,19 @@ from ray.rllib.algorithms.ppo.ppo import (
     PPO,
     PPOConfig,
 )
+from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
-from ray.rllib.core import ALL_MODULES, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+from ray.rllib.core import (
+    ALL_MODULES,
+    COMPONENT_ENV_RUNNER,
+    COMPONENT_ENV_TO_MODULE_CONNECTOR,
+    COMPONENT_LEARNER,
+    COMPONENT_LEARNER_GROUP,
+    COMPONENT_MODULE_TO_ENV_CONNECTOR,
+    COMPONENT_RL_MODULE,
+    DEFAULT_MODULE_ID,
+)
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import (
     TorchCategorical,
@@ -311,6 +324,38 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
 
     def get_metrics(self) -> Any:
         return self.metrics.reduce()
+
+    # -- one seed as a policy
+
+    def save_seed(self, index: int, path: Path) -> None:
+        """The stack's ``index``-th seed as the parts of a PPO checkpoint that acting restores
+        (``rlplat.policy.restore``: ``rlplat eval``, ``export``, ``serve``): its module as
+        RLlib's ``DefaultPPOTorchRLModule`` holding its slice of the stacked weights, the
+        config's env-to-module and module-to-env pipelines, and the env steps it sampled."""
+        model_config = {k: v for k, v in self.config.model_config.items() if k != STACKED_SEEDS}
+        single = RLModuleSpec(
+            module_class=DefaultPPOTorchRLModule,
+            catalog_class=PPOCatalog,
+            observation_space=self.observation_space,
+            action_space=self.action_space,
+            model_config=model_config,
+        ).build()
+        single.load_state_dict(single.state_dict() | self.module.seed_module_state(index))
+        modules = path / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE
+        single.save_to_path(modules / DEFAULT_MODULE_ID)
+        spaces = {INPUT_ENV_SINGLE_SPACES: (self.observation_space, self.action_space)}
+        runner = path / COMPONENT_ENV_RUNNER
+        pipelines = (
+            (COMPONENT_ENV_TO_MODULE_CONNECTOR, self.config.build_env_to_module_connector),
+            (COMPONENT_MODULE_TO_ENV_CONNECTOR, self.config.build_module_to_env_connector),
+        )
+        for name, build in pipelines:
+            pipeline = build(spaces=spaces)
+            # With its state given, a pipeline writes only its pieces that have state, as an
+            # env runner's checkpoint does (asked for its own, it asks each stateless piece).
+            pipeline.save_to_path(runner / name, state=pipeline.get_state())
+        steps = {NUM_ENV_STEPS_SAMPLED_LIFETIME: self.num_env_steps_sampled_lifetime}
+        (runner / "state.pkl").write_bytes(pickle.dumps(steps))
 
     # -- state
 

@@ -18,6 +18,8 @@ from torch import nn
 from rlplat.algorithms.stacked_ppo import (
     ADVANTAGES,
     STACKED_SEEDS,
+    StackedEnvRunner,
+    StackedPPOConfig,
     StackedPPOModule,
     seed_advantages,
 )
@@ -28,6 +30,7 @@ from rlplat.engine.stacked import (
     seed_state,
     stacked_mlp,
 )
+from rlplat.policy.restore import Policy
 
 SEEDS, IN, HIDDEN, OUT = 4, 5, 16, 3
 
@@ -210,3 +213,29 @@ def test_each_seeds_advantages_are_gae_over_its_own_envs_standardised_on_its_own
         ).reshape(-1)  # (steps x envs), as the learner flattens a seed's rows
         expected = (raw - raw.mean()) / max(raw.std(ddof=1), 1e-4)
         np.testing.assert_allclose(data[ADVANTAGES][seed].numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_one_seed_saved_from_the_stack_is_a_policy_that_rlplat_restores(tmp_path):
+    """``save_seed`` writes what ``rlplat eval``, ``export`` and ``serve`` restore (RLlib's PPO
+    module and pipelines): the restored policy acts as that seed of the stack does."""
+    config = (
+        StackedPPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=2)
+        .training(train_batch_size_per_learner=20)
+        .rl_module(model_config={"fcnet_hiddens": [16], "vf_share_layers": False})
+        .debugging(seed=0)
+        .stacked(seeds=[7, 8, 9])
+    )
+    runner = StackedEnvRunner(config=config)
+    [rollout] = runner.sample()
+    assert rollout.columns["rewards"].shape == (3, 10, 2)  # seeds, steps, envs per seed
+    runner.save_seed(1, tmp_path / "seed_1")
+    policy = Policy.from_checkpoint(tmp_path / "seed_1")
+    obs = torch.randn(6, 4)  # seed-major: rows 2 and 3 are seed 1's
+    torch.testing.assert_close(
+        policy.module.forward_inference({Columns.OBS: obs[2:4]})[Columns.ACTION_DIST_INPUTS],
+        runner.module.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS][2:4],
+    )
+    assert policy.env_steps_trained == 20
+    runner.stop()
