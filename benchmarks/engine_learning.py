@@ -24,11 +24,9 @@ from pathlib import Path
 from harness import (
     load_results,
     provenance,
-    report_row,
     results_file,
     save_results,
-    train_command,
-    train_seeds,
+    scored_seeds,
 )
 
 RESULTS = results_file("engine_learning.json")
@@ -55,16 +53,10 @@ def main() -> None:
     for task in args.tasks:
         experiment, budget = TASKS[task]
         out = args.out / args.label / task
-        run_dir, seeds = train_seeds(experiment, SEEDS, budget, out / "train")
-        row = report_row([str(run_dir)], out / "report", EPISODES)
-        side[task] = {
-            **row,
-            "train_command": train_command(experiment, SEEDS, budget),
-            "seeds": seeds,
-            **provenance(),
-        }
+        _, cell = scored_seeds(experiment, SEEDS, budget, out, EPISODES)
+        side[task] = {**cell, **provenance()}
         save_results(RESULTS, results)
-        print(f"{args.label} {task}: IQM {row['iqm']} over {row['final_scores']}", flush=True)
+        print(f"{args.label} {task}: IQM {cell['iqm']} over {cell['final_scores']}", flush=True)
 
 
 if __name__ == "__main__":

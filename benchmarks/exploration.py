@@ -24,11 +24,9 @@ from pathlib import Path
 from harness import (
     load_results,
     provenance,
-    report_row,
     results_file,
     save_results,
-    train_command,
-    train_seeds,
+    scored_seeds,
     trial_results,
 )
 
@@ -75,18 +73,17 @@ def main() -> None:
         for variant in args.variants:
             overrides = (f"env.kwargs.size={size}", *VARIANTS[variant])
             out = args.out / f"size_{size}" / variant
-            run_dir, seeds = train_seeds(EXPERIMENT, SEEDS, BUDGET, out / "train", *overrides)
-            row = report_row([str(run_dir)], out / "report", EPISODES)
+            run_dir, cell = scored_seeds(EXPERIMENT, SEEDS, BUDGET, out, EPISODES, *overrides)
             results.setdefault(f"size_{size}", {})[variant] = {
-                **row,
-                "solved": sum((score or 0.0) > 0.5 for score in row["final_scores"]),
+                **cell,
+                "solved": sum((score or 0.0) > 0.5 for score in cell["final_scores"]),
                 "found_at_env_steps": found_at(run_dir),
-                "train_command": train_command(EXPERIMENT, SEEDS, BUDGET, *overrides),
-                "seeds": seeds,
                 **provenance(),
             }
             save_results(RESULTS, results)
-            print(f"size {size} {variant}: IQM {row['iqm']} over {row['final_scores']}", flush=True)
+            print(
+                f"size {size} {variant}: IQM {cell['iqm']} over {cell['final_scores']}", flush=True
+            )
 
 
 if __name__ == "__main__":

@@ -230,6 +230,27 @@ def train_seeds(
     return run_dir, rows
 
 
+def scored_seeds(
+    experiment: str,
+    seeds: int,
+    budget: int,
+    out: Path,
+    episodes: int,
+    *overrides: str,
+    report_options: Sequence[str] = (),
+) -> tuple[Path, dict[str, Any]]:
+    """``train_seeds`` into ``out/train``, then ``report_row`` of the run into ``out/report``
+    (``report_options`` such as ``--metric success_rate``): the run directory, and the cell a
+    results file keeps (the report's row, the training command, each seed's row)."""
+    run_dir, seed_rows = train_seeds(experiment, seeds, budget, out / "train", *overrides)
+    row = report_row([str(run_dir)], out / "report", episodes, *report_options)
+    return run_dir, {
+        **row,
+        "train_command": train_command(experiment, seeds, budget, *overrides),
+        "seeds": seed_rows,
+    }
+
+
 def train_command(experiment: str, seeds: int, budget: int, *overrides: str) -> str:
     """The ``rlplat train`` command ``train_seeds`` runs, as a benchmark's results record it."""
     return f"rlplat train {experiment} --seeds {seeds} tune.max_concurrent=1 " + " ".join(

@@ -39,11 +39,9 @@ from harness import (
     load_results,
     peer_row,
     provenance,
-    report_row,
     results_file,
     save_results,
-    train_command,
-    train_seeds,
+    scored_seeds,
 )
 
 RESULTS = results_file("hindsight.json")
@@ -153,13 +151,16 @@ def rlplat_side(
     experiment: str, budget: int, out: Path, overrides: tuple[str, ...]
 ) -> dict[str, Any]:
     """3 seeds of ``experiment`` one at a time, each scored by its greedy success rate."""
-    run_dir, seeds = train_seeds(experiment, SEEDS, budget, out / "train", *overrides)
-    row = report_row([str(run_dir)], out / "report", EPISODES, "--metric", "success_rate")
-    return {
-        **row,
-        "train_command": train_command(experiment, SEEDS, budget, *overrides),
-        "seeds": seeds,
-    }
+    _, cell = scored_seeds(
+        experiment,
+        SEEDS,
+        budget,
+        out,
+        EPISODES,
+        *overrides,
+        report_options=("--metric", "success_rate"),
+    )
+    return cell
 
 
 def sb3_side(out: Path, flags: list[str], command: str) -> dict[str, Any]:

@@ -22,11 +22,9 @@ from pathlib import Path
 from harness import (
     load_results,
     provenance,
-    report_row,
     results_file,
     save_results,
-    train_command,
-    train_seeds,
+    scored_seeds,
 )
 
 RESULTS = results_file("memory.json")
@@ -55,18 +53,15 @@ def main() -> None:
         for memory in args.memories:
             overrides = (f"env.kwargs.delay={delay}", f"rl_module.model_config={MEMORIES[memory]}")
             out = args.out / f"delay_{delay}" / memory
-            run_dir, seeds = train_seeds(EXPERIMENT, SEEDS, BUDGET, out / "train", *overrides)
-            row = report_row([str(run_dir)], out / "report", EPISODES)
+            _, cell = scored_seeds(EXPERIMENT, SEEDS, BUDGET, out, EPISODES, *overrides)
             results.setdefault(f"delay_{delay}", {})[memory] = {
-                **row,
+                **cell,
                 "paid_steps": LENGTH - delay,
-                "train_command": train_command(EXPERIMENT, SEEDS, BUDGET, *overrides),
-                "seeds": seeds,
                 **provenance(),
             }
             save_results(RESULTS, results)
             print(
-                f"delay {delay} {memory}: IQM {row['iqm']} over {row['final_scores']}", flush=True
+                f"delay {delay} {memory}: IQM {cell['iqm']} over {cell['final_scores']}", flush=True
             )
 
 
