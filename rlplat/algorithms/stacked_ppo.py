@@ -74,6 +74,7 @@ from rlplat.engine.stacked import (
     seed_state,
     stacked_mlp,
 )
+from rlplat.environments.array_runner import actions_for_env
 from rlplat.environments.seeding import runner_seeds
 
 STACKED_SEEDS = "stacked_seeds"  # model_config key: the stack's seeds, in order
@@ -202,6 +203,10 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self.envs = [creator() for _ in range(len(self.seeds) * self.envs_per_seed)]
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
+        config = self.config
+        self.for_env = actions_for_env(
+            self.action_space, config.normalize_actions, config.clip_actions
+        )
         first = []
         for index, seed in enumerate(self.seeds):
             _, env_seeds = runner_seeds(seed, 0, False, self.envs_per_seed)
@@ -247,7 +252,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
                 action = dist.sample()
                 logps.append(dist.logp(action))
             actions.append(action)
-            played = self._for_env(action.numpy())
+            played = self.for_env(action.numpy())
             step_rewards = np.zeros(count, dtype=np.float32)
             ended = np.zeros((2, count), dtype=bool)
             after, current = np.empty_like(self.obs), np.empty_like(self.obs)
@@ -280,16 +285,6 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         )
         self._log_steps(rollout.env_steps())
         return [rollout]
-
-    def _for_env(self, actions: np.ndarray) -> np.ndarray:
-        """The module's actions as the envs take them: Box actions unsquashed from [-1, 1] to
-        the bounds (``normalize_actions``, RLlib's default) or clipped to them."""
-        space = self.action_space
-        if not isinstance(space, gym.spaces.Box):
-            return actions
-        if self.config.normalize_actions:
-            actions = space.low + (np.clip(actions, -1.0, 1.0) + 1.0) * (space.high - space.low) / 2
-        return np.clip(actions, space.low, space.high) if self.config.clip_actions else actions
 
     def _by_seed(self, tensor: torch.Tensor) -> torch.Tensor:
         """(steps, N x E, ...) seed-major rows as (N, steps, E, ...)."""

@@ -124,7 +124,9 @@ def array_plan(runner: Any) -> ArrayPlan | None:
         observation_pieces=observation_pieces,
         device=parameter.device if parameter is not None else torch.device("cpu"),
         act=_acting(module),
-        for_env=_for_env(env.single_action_space, config.normalize_actions, config.clip_actions),
+        for_env=actions_for_env(
+            env.single_action_space, config.normalize_actions, config.clip_actions
+        ),
     )
 
 
@@ -178,7 +180,7 @@ def other_pieces(pieces: list[Any], names: frozenset[str]) -> list[Any]:
     ]
 
 
-def _for_env(space: Any, normalize: bool, clip: bool) -> Any:
+def actions_for_env(space: Any, normalize: bool, clip: bool) -> Any:
     """RLlib's ``NormalizeAndClipActions`` (``unsquash_action``, ``clip_action``) for a whole
     batch of one Box or Discrete space, with the space's bounds looked up once."""
     if not isinstance(space, gym.spaces.Box) or not (normalize or clip):
