@@ -680,6 +680,11 @@ CASES = [
         _edit("stop: {iterations: 2}", "stop: {iterations: 2}\ntune: {scheduler: asha}"),
     ),
     Case("seeds listing a seed twice", ["train", "exp.yaml", "seeds=[1, 1]"]),
+    Case("--stacked without seeds", ["train", "exp.yaml", "--stacked"]),
+    Case(
+        "Stacked seeds of a PPO whose actor and critic share layers (RLlib's default)",
+        ["train", "exp.yaml", "--seeds", "4", "--stacked"],
+    ),
     Case("report of a path that is not a run", ["report", "empty"], setup=_empty_dir),
     Case(
         "report of a metric the run never logged",

@@ -80,6 +80,10 @@ from rlplat.environments.seeding import runner_seeds
 STACKED_SEEDS = "stacked_seeds"  # model_config key: the stack's seeds, in order
 SEED_RESULTS = "seeds"  # results of each seed, by its index in the stack
 STOPPED_SEEDS = "num_stopped"  # under SEED_RESULTS: seeds stopped by a non-finite loss
+SEED_STOPPED = "stopped"  # a seed's learner result: 1 once a non-finite loss stopped it
+SEED_WINDOW = "window"  # a seed's env runner results over its last episodes (rlplat's window/)
+BEFORE_LEARNING = "episodes_before_learning"
+RECENT_EPISODES = "recent_episodes"  # the runner's state: each seed's window of episodes
 # RLlib's DefaultModelConfig
 DEFAULT_HIDDENS, DEFAULT_ACTIVATION, LOG_STD_CLIP = (256, 256), "tanh", 20.0
 
@@ -198,9 +202,10 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
 
     def make_env(self) -> None:
         creator = getattr(self.config, "stacked_env_creator", None) or (
-            lambda: gym.make(self.config.env)
+            lambda _: gym.make(self.config.env)
         )
-        self.envs = [creator() for _ in range(len(self.seeds) * self.envs_per_seed)]
+        count = len(self.seeds) * self.envs_per_seed
+        self.envs = [creator(dict(self.config.env_config)) for _ in range(count)]
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
         config = self.config
@@ -217,7 +222,9 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self.obs = np.stack([np.asarray(o, dtype=np.float32).reshape(-1) for o in first])
         self.running_returns = np.zeros(len(self.envs))
         self.running_lengths = np.zeros(len(self.envs), dtype=np.int64)
-        self.recent = [deque(maxlen=self.window) for _ in self.seeds]  # (return, length)
+        # (return, length, before learning) of each seed's last episodes, and of this call's
+        self.recent = [deque(maxlen=self.window) for _ in self.seeds]
+        self.ended: list[list[tuple[float, int, bool]]] = [[] for _ in self.seeds]
 
     def make_module(self) -> None:
         self.module = RLModuleSpec(
@@ -241,6 +248,8 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
     # -- sampling
 
     def sample(self, **kwargs: Any) -> list[StackedRollout]:
+        # Episodes of the first call were played before any update (PPO updates after each).
+        self._before_learning = self.num_env_steps_sampled_lifetime == 0
         steps = -(-int(self.config.train_batch_size_per_learner) // self.envs_per_seed)
         count = len(self.envs)
         obs_rows, actions, logps, rewards, terminated, truncated, next_obs = ([] for _ in range(7))
@@ -294,28 +303,45 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
 
     def _episode_ended(self, env_index: int) -> None:
         seed_index = env_index // self.envs_per_seed
-        self.recent[seed_index].append(
-            (float(self.running_returns[env_index]), int(self.running_lengths[env_index]))
+        episode = (
+            float(self.running_returns[env_index]),
+            int(self.running_lengths[env_index]),
+            self._before_learning,
         )
+        self.recent[seed_index].append(episode)
+        self.ended[seed_index].append(episode)
         self.running_returns[env_index], self.running_lengths[env_index] = 0.0, 0
         self.metrics.log_value(NUM_EPISODES, 1, reduce="sum")
         self.metrics.log_value((SEED_RESULTS, str(seed_index), NUM_EPISODES), 1, reduce="sum")
 
     def _log_steps(self, steps: int) -> None:
-        """This call's env steps, and each seed's mean return and length over its last
-        ``metrics_num_episodes_for_smoothing`` episodes (kept from call to call, so an
-        iteration in which a seed finished no episode still reports its recent ones)."""
+        """This call's env steps; each seed's mean return and length over the episodes it
+        finished in this call (RLlib's ``episode_return_mean``), and over its last
+        ``metrics_num_episodes_for_smoothing`` episodes (``window``: kept from call to call, as
+        rlplat's ``window/`` results are)."""
         self.num_env_steps_sampled_lifetime += steps
         self.metrics.log_value(NUM_ENV_STEPS_SAMPLED, steps, reduce="sum")
         self.metrics.log_value(NUM_ENV_STEPS_SAMPLED_LIFETIME, steps, reduce="lifetime_sum")
-        every = [episode for recent in self.recent for episode in recent]
+        every = [episode for ended in self.ended for episode in ended]
         for key, position in ((EPISODE_RETURN_MEAN, 0), (EPISODE_LEN_MEAN, 1)):
             if every:
                 self.metrics.log_value(key, float(np.mean([e[position] for e in every])), window=1)
-            for index, recent in enumerate(self.recent):
+            for index, (ended, recent) in enumerate(zip(self.ended, self.recent, strict=True)):
+                if ended:
+                    mean = float(np.mean([episode[position] for episode in ended]))
+                    self.metrics.log_value((SEED_RESULTS, str(index), key), mean, window=1)
                 if recent:
                     mean = float(np.mean([episode[position] for episode in recent]))
-                    self.metrics.log_value((SEED_RESULTS, str(index), key), mean, window=1)
+                    self.metrics.log_value(
+                        (SEED_RESULTS, str(index), SEED_WINDOW, key), mean, window=1
+                    )
+        for index, recent in enumerate(self.recent):
+            if recent:
+                window = (SEED_RESULTS, str(index), SEED_WINDOW)
+                self.metrics.log_value((*window, NUM_EPISODES), len(recent), window=1)
+                before = sum(episode[2] for episode in recent)
+                self.metrics.log_value((*window, BEFORE_LEARNING), before, window=1)
+        self.ended = [[] for _ in self.seeds]
 
     def get_metrics(self) -> Any:
         return self.metrics.reduce()
@@ -358,7 +384,8 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self, components: Any = None, *, not_components: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
         state: dict[str, Any] = {
-            NUM_ENV_STEPS_SAMPLED_LIFETIME: self.num_env_steps_sampled_lifetime
+            NUM_ENV_STEPS_SAMPLED_LIFETIME: self.num_env_steps_sampled_lifetime,
+            RECENT_EPISODES: [list(recent) for recent in self.recent],
         }
         if state_requested(COMPONENT_RL_MODULE, components, not_components):
             state[COMPONENT_RL_MODULE] = self.module.get_state()
@@ -376,6 +403,9 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
             self._weights_seq_no = max(self._weights_seq_no, seq_no)
         if NUM_ENV_STEPS_SAMPLED_LIFETIME in state:
             self.num_env_steps_sampled_lifetime = state[NUM_ENV_STEPS_SAMPLED_LIFETIME]
+        if RECENT_EPISODES in state:  # a resumed stack's window goes on from its checkpoint's
+            self.recent = [deque(map(tuple, saved), maxlen=self.window)
+                           for saved in state[RECENT_EPISODES]]  # fmt: skip
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple, dict[str, Any]]:
         return (), {"config": self.config}
@@ -452,6 +482,9 @@ class StackedPPOLearner(RlplatLearner, PPOTorchLearner):
             for index, value in enumerate(values.tolist()):
                 self.metrics.log_value((SEED_RESULTS, str(index), name), value, window=1)
         self.metrics.log_value((SEED_RESULTS, STOPPED_SEEDS), len(self.stops.stopped), window=1)
+        for index, live in enumerate(alive.tolist()):
+            stopped = (SEED_RESULTS, str(index), SEED_STOPPED)
+            self.metrics.log_value(stopped, int(not live), window=1)
         for key in (NUM_MODULE_STEPS_TRAINED, NUM_ENV_STEPS_TRAINED):
             self.metrics.log_value((DEFAULT_MODULE_ID, key), rows_trained, reduce="sum")
             self.metrics.log_value((ALL_MODULES, key), rows_trained, reduce="sum")
@@ -560,10 +593,13 @@ class StackedPPOConfig(PPOConfig):
         self.env_runners(num_env_runners=0, env_runner_cls=StackedEnvRunner)
 
     def stacked(self, *, seeds: list[int], env_creator: Any = None) -> StackedPPOConfig:
-        """Train ``seeds`` side by side; each env made by ``env_creator`` (else
+        """Train ``seeds`` side by side in this process; each env made by ``env_creator``
+        (called with ``env_config``, as RLlib calls a registered creator; else
         ``gymnasium.make(config.env)``)."""
         self.rl_module(model_config={**self.model_config, STACKED_SEEDS: [int(s) for s in seeds]})
         self.stacked_env_creator = env_creator
+        self.env_runners(num_env_runners=0)
+        self.learners(num_learners=0)
         return self
 
     def get_default_learner_class(self) -> type:

@@ -236,11 +236,12 @@ def _plain(value: Any) -> Any:
 
 def trial_experiment(config: dict[str, Any]) -> dict[str, Any]:
     """The experiment in a trial's config: plain YAML data, without Tune's own ``__`` keys, and
-    without ``seeds``: a trial is one seed's run (its ``seed``)."""
+    without ``seeds``: a trial is one seed's run (its ``seed``), unless it is a stack of them
+    (``stacked``)."""
     data = {
         key: value
         for key, value in config.items()
-        if not str(key).startswith("__") and key != "seeds"
+        if not str(key).startswith("__") and (key != "seeds" or config.get("stacked"))
     }
     return json.loads(json.dumps(data, default=_plain))
 

@@ -1014,6 +1014,13 @@ class Experiment(Section):
         "seed+N-1) or a list of seeds. Searches rank configurations by the mean over seeds. "
         "Absent: one trial with seed.",
     )
+    stacked: bool = Field(
+        False,
+        description="Train the seeds of seeds as one stacked model in the command's process "
+        "(PPO; one machine): each seed its own networks, optimizer state, envs and trial "
+        "directory, for about the price of a few seeds (docs/performance.md). No search "
+        "spaces, multi-agent envs, memory, connectors or evaluation during training.",
+    )
     env: EnvSpec
     stop: StopSpec
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
@@ -1129,6 +1136,8 @@ class Experiment(Section):
         """RLlib's ``evaluation`` settings for the run: the experiment's own keys over rlplat's
         greedy evaluation at every checkpoint's iteration (``GREEDY_EVALUATION``)."""
         interval = 1 if self.offline else (self.checkpoint.every or EVALUATION_INTERVAL)
+        if self.stacked:  # a stack has no evaluation runners: re-scoring evaluates each seed
+            interval = None
         settings = {**GREEDY_EVALUATION, "evaluation_interval": interval, **self.evaluation}
         config = {
             **GREEDY_EVALUATION["evaluation_config"],

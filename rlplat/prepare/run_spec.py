@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import math
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,7 @@ from rlplat.prepare.observations import with_observation_defaults
 from rlplat.prepare.offline import check_offline
 from rlplat.prepare.probe import ProbeResult, probe_training
 from rlplat.prepare.search import SearchSetup, search_setup
+from rlplat.prepare.stacked import check_stacked
 from rlplat.rllib.build import (
     IGNORED_BESIDE,
     build_algorithm_config,
@@ -152,6 +153,7 @@ def prepare(
     _resolve_global_state(draft)
     _untold_self_play(draft)
     _machine_defaults(draft)
+    _check_stacked(draft)
     _sequence_length(draft)
     _build_rllib_config(draft)
     if step_env if probe is None else probe:
@@ -366,6 +368,12 @@ def _fill_default(experiment: Any, keys: list[str], value: Any) -> Any:
     return experiment.model_copy(update={key: filled})
 
 
+def _check_stacked(draft: _Draft) -> None:
+    """``stacked: true``: what one stacked model of the seeds cannot train is refused."""
+    assert draft.env is not None
+    check_stacked(draft.experiment, draft.env, draft.loaded.spaces, draft.locate)
+
+
 def _build_rllib_config(draft: _Draft) -> None:
     assert draft.env is not None
     draft.algo_config = build_algorithm_config(draft.experiment, draft.locate, draft.env)
@@ -374,7 +382,17 @@ def _build_rllib_config(draft: _Draft) -> None:
 def _probe(draft: _Draft) -> None:
     """The module built on the env's spaces, a few env steps sampled, one update computed."""
     assert draft.env is not None and draft.algo_config is not None
-    draft.probe = probe_training(draft.experiment, draft.algo_config, draft.env, draft.locate)
+    experiment = draft.experiment
+    if not experiment.stacked:
+        draft.probe = probe_training(experiment, draft.algo_config, draft.env, draft.locate)
+        return
+    # One seed's PPO: the networks, spaces and losses each seed of the stack has.
+    apart = experiment.model_copy(update={"stacked": False, "seeds": None})
+    config = build_algorithm_config(apart, draft.locate, draft.env)
+    probe = probe_training(apart, config, draft.env, draft.locate)
+    seeds, envs = len(experiment.seeds or []), draft.algo_config.num_envs_per_env_runner
+    sampling = f"rlplat's stacked env runner ({seeds} seeds x {envs} envs in this process)"
+    draft.probe = replace(probe, sampling=sampling)
 
 
 def _check_metric_paths(draft: _Draft) -> None:
@@ -420,7 +438,7 @@ def _place(draft: _Draft) -> None:
     tune_spec = experiment.tune or TuneSpec()
     algo_cls = get_algorithm_class(experiment.algorithm)
     bundles, strategy = trial_bundles(draft.algo_config, algo_cls)
-    trials = trial_count(experiment, draft.loaded.spaces)
+    trials = 1 if experiment.stacked else trial_count(experiment, draft.loaded.spaces)
     draft.plan = make_plan(bundles, strategy, draft.nodes, trials, tune_spec.max_concurrent)
 
 
@@ -434,7 +452,8 @@ def _fit_env_runners(
     default that fit beside the driver on the cluster's CPUs (this machine's without one), so
     a first file runs where it is run. The count chosen is written into the experiment."""
     runners = experiment.resources.env_runners
-    if runners.count is not None or algorithm_record(experiment.algorithm).offline:
+    offline = algorithm_record(experiment.algorithm).offline
+    if runners.count is not None or offline or experiment.stacked:  # a stack samples itself
         return experiment, ()
     default = get_algorithm_class(experiment.algorithm).get_default_config().num_env_runners
     per_runner = runners.cpus if runners.cpus is not None else 1.0
@@ -706,8 +725,9 @@ def _resolved(
     experiment: Experiment, algo_config: AlgorithmConfig, spaces: list[Space]
 ) -> dict[str, Any]:
     resolved = experiment.model_dump(mode="json")
-    for optional in ("tune", "seeds", "defaults"):  # absent: one trial, one seed, no defaults
-        if resolved.get(optional) in (None, {}):
+    # absent: one trial, one seed, no defaults, seeds trained apart
+    for optional in ("tune", "seeds", "defaults", "stacked"):
+        if resolved.get(optional) in (None, {}, False):
             resolved.pop(optional, None)
     merge_into(resolved, effective_settings(algo_config))
     return substitute(resolved, {s.path: s.to_yaml() for s in spaces})
@@ -795,6 +815,12 @@ def runs_in_command(run: PreparedRun) -> bool:
     obstacles = _in_command_obstacles(experiment, run.spaces)
     if not only_this_machine(nodes):
         obstacles.append("its Ray cluster is not one node on this machine")
+    if obstacles and experiment.stacked:
+        raise UserError(
+            f"{run.locate('stacked')}: stacked seeds train in the rlplat command's own process "
+            f"on one machine, but {'; '.join(obstacles)}. Leave stacked out to train the seeds "
+            "as separate trials."
+        )
     if obstacles and experiment.resources.driver.process == "command":
         raise _not_in_command(run.locate, obstacles)
     return not obstacles
@@ -802,12 +828,12 @@ def runs_in_command(run: PreparedRun) -> bool:
 
 def _in_command_obstacles(experiment: Experiment, spaces: list[Space]) -> list[str]:
     """What keeps the experiment's trial out of the command's process, known before Ray."""
-    trials = trial_count(experiment, spaces)
+    trials = 1 if experiment.stacked else trial_count(experiment, spaces)  # a stack is one
     custom = experiment.resources.driver.custom
     obstacles = [
         f"it runs {trials} trials (a search or several seeds)" if trials > 1 else "",
         "it has search spaces or seeds, whose values Tune draws"
-        if trials == 1 and (spaces or experiment.seeds)
+        if trials == 1 and not experiment.stacked and (spaces or experiment.seeds)
         else "",
         f"resources.driver.custom asks for {custom}" if custom else "",
     ]

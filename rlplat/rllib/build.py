@@ -36,6 +36,7 @@ from rlplat.algorithms.registry import (
 )
 from rlplat.algorithms.replay import TRANSITION_SAMPLER, transition_sampler_requested
 from rlplat.algorithms.rnd import RND, RndPPOLearner, RndPPOModule, RndSettings
+from rlplat.algorithms.stacked_ppo import StackedPPO
 from rlplat.datasets.dataset import data_path
 from rlplat.environments.backends import backend_for
 from rlplat.environments.connectors import ConnectorFactory
@@ -467,7 +468,7 @@ def build_algorithm_config(
 
     ``locate(key_path)`` returns 'file:line' for messages; ``env`` is what ``check_env`` found.
     """
-    algo_cls = get_algorithm_class(exp.algorithm)
+    algo_cls = StackedPPO if exp.stacked else get_algorithm_class(exp.algorithm)
     config = algo_cls.get_default_config()
     check_rllib_sections(exp, type(config), locate)
     check_model_config(exp, config, locate)
@@ -499,13 +500,16 @@ def build_algorithm_config(
     if exp.offline is not None:
         calls["offline_data"]["input_"] = [str(data_path(Path(p))) for p in exp.offline.inputs()]
         _offline_data_defaults(calls["offline_data"])
-    _learner_class_calls(calls, exp.algorithm)
+    if not exp.stacked:  # a stack trains with its own learner
+        _learner_class_calls(calls, exp.algorithm)
     for path, (section, keyword) in RESOURCE_KEYS.items():
         value = resource_value(exp, path)
         if value not in (None, {}):
             calls.setdefault(section, {})[keyword] = value
     calls["fault_tolerance"] = {**FAULT_TOLERANCE_DEFAULTS, **calls["fault_tolerance"]}
     _call_builders(config, calls, locate)
+    if exp.stacked:
+        config.stacked(seeds=exp.seed_list() or [], env_creator=GuardedCreator(creator))
     if config.env_runner_cls is None and not config.output:  # RLlib records with its own
         config.env_runners(env_runner_cls=seeded_env_runner_class(config.is_multi_agent))
     if isinstance(config, OwnAlgorithmConfig):

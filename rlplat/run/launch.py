@@ -71,6 +71,7 @@ from rlplat.run.run_dir import (
     write_run_files,
     write_summary,
 )
+from rlplat.run.stacked_loop import StackedTrialsLoop
 from rlplat.run.stages import first_stage, mark_next_stage_started, next_stage, write_next_stage
 from rlplat.run.storage import atomic_filesystem, storage_failed
 from rlplat.run.summary import (
@@ -226,6 +227,10 @@ def resume(
     clock.lap("validation")
     console.print(f"Resuming [bold]{run_dir}[/bold]", highlight=False)
     record_driver(run_dir)
+    if is_loop_run(run_dir) and run.experiment.stacked:
+        stacked = _loop(run, run_dir, console)
+        resumed = lambda: stacked.train(resuming=True, retry_errored=retry_errored)  # noqa: E731
+        return _conclude(resumed, run, run_dir, console, clock)
     if is_loop_run(run_dir):
         ended = ended_trial(run_dir, retry_errored)
         if ended is not None:
@@ -317,12 +322,14 @@ def train_command(
     started_here = local and not stay_connected
     common = {"address": options.address, "verbose": verbose, "console": console, "clock": clock}
     if options.resume is not None:
-        given = (options.dry_run, options.from_checkpoint, options.seed, options.seeds)
+        given = (
+            options.dry_run, options.from_checkpoint, options.seed, options.seeds, options.stacked
+        )
         if experiment or overrides or any(value not in (None, False) for value in given):
             raise UserError(
                 "--resume continues a run with the experiment it started with: give only the run "
                 "directory (rlplat train --resume <run dir>), no experiment file, overrides, "
-                "--from, --seed, --seeds or --dry-run."
+                "--from, --seed, --seeds, --stacked or --dry-run."
             )
         summary = resume(options.resume, retry_errored=options.retry_errored, **common)
         summary, clock = _then(summary, started_here, options, common, commands)
@@ -548,11 +555,15 @@ def tracker_status(summary: RunSummary) -> str:
     return "KILLED" if unfinished_trials(summary) else "FINISHED"
 
 
-def _loop(run: PreparedRun, run_dir: Path, console: Console) -> SingleTrialLoop:
-    """rlplat's own loop for the run's one trial, in this process."""
+def _loop(
+    run: PreparedRun, run_dir: Path, console: Console
+) -> SingleTrialLoop | StackedTrialsLoop:
+    """rlplat's own loop for the run's one trial, or for its stacked seeds, in this process."""
+    stacked = run.experiment.stacked
     settings = settings_of(run, stop_criteria(run.experiment))
-    observers = _observers(run, run_dir, console, search=False)
-    return SingleTrialLoop(run, run_dir, settings, observers, console)
+    observers = _observers(run, run_dir, console, search=stacked)
+    loop = StackedTrialsLoop if stacked else SingleTrialLoop
+    return loop(run, run_dir, settings, observers, console)
 
 
 def _with_tune(

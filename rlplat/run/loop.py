@@ -181,7 +181,7 @@ def next_checkpoint_dir(trial_dir: Path) -> Path:
 
 
 @contextmanager
-def _own_streams(generators: GeneratorStates, threads: int) -> Iterator[None]:
+def own_streams(generators: GeneratorStates, threads: int) -> Iterator[None]:
     """The algorithm's random streams, apart from those of the observers in this process (a
     training video's episode draws too), and torch on the trial's CPUs, as in a trial actor."""
     own = torch.get_num_threads()
@@ -282,11 +282,11 @@ class SingleTrialLoop:
         threads = max(1, int(trial_resources(self.run).head_cpus))
         self._streams = (GeneratorStates.capture(), threads)
         cls = trainable_for(self.run.experiment.algorithm)
-        with _own_streams(*self._streams):
+        with own_streams(*self._streams):
             algo = cls(config=trial_config(self.run))
             algo.trial_dir = self.trial_dir
             algo.earlier_training_s = earlier_s
-            _remove_unused_logdir(algo)
+            remove_unused_logdir(algo)
             if point is not None:
                 algo.restore(str(point.checkpoint))
         return algo
@@ -299,7 +299,7 @@ class SingleTrialLoop:
             # before its summary was written): nothing is left to train.
             return "finished"
         while True:
-            with self.stops.iteration(), _own_streams(*self._streams):
+            with self.stops.iteration(), own_streams(*self._streams):
                 result = algo.train()
             result[TIME_TOTAL] = float(result.get(TIME_TOTAL) or 0.0) + earlier_s
             done = reached(result, settings.stop)
@@ -325,7 +325,7 @@ class SingleTrialLoop:
         checkpoints beyond ``checkpoint.keep`` go (the newest, a resume's start, stays)."""
         settings = self.settings
         path = next_checkpoint_dir(self.trial_dir)
-        with _own_streams(*self._streams):
+        with own_streams(*self._streams):
             algo.save(str(path))
         complete_checkpoint(path, self.experiment, result, settings.score_metric, settings.mode)
         self.stops.watchdog.checkpointed(TRIAL)
@@ -337,13 +337,13 @@ class SingleTrialLoop:
 
     def _stop(self, algo: Any) -> None:
         try:
-            with _own_streams(*self._streams):
+            with own_streams(*self._streams):
                 algo.stop()
         except (Exception, StopNow):  # noqa: BLE001 - the trial's outcome is known already
             pass
 
 
-def _remove_unused_logdir(algo: Any) -> None:
+def remove_unused_logdir(algo: Any) -> None:
     """A Trainable made without Tune's storage makes itself an empty log directory under
     ``~/ray_results`` that nothing writes to (rlplat writes the trial directory): remove it,
     and ``~/ray_results`` too where that was all it held."""

@@ -30,6 +30,11 @@ class TrainOptions:
     seeds: int | None = option(
         None, help="Run each configuration on N seeds (seed, seed+1, ...): the override seeds=N."
     )
+    stacked: bool = option(
+        False,
+        help="Train the seeds of --seeds as one stacked model in this process, each seed still "
+        "its own trial (PPO): the override stacked=true.",
+    )
     retry_errored: bool = option(False, help="With --resume: also continue trials that failed.")
     address: str | None = option(
         None, help="Join a running Ray cluster (auto or host:port) instead of starting one."
@@ -42,8 +47,8 @@ class TrainOptions:
     )
 
     def with_overrides(self, overrides: list[str]) -> list[str]:
-        """The command line's overrides and those ``--from``, ``--seed`` and ``--seeds`` stand
-        for."""
+        """The command line's overrides and those ``--from``, ``--seed``, ``--seeds`` and
+        ``--stacked`` stand for."""
         extra = []
         if self.from_checkpoint is not None:
             extra.append(f"init.checkpoint={self.from_checkpoint}")
@@ -51,4 +56,6 @@ class TrainOptions:
             extra.append(f"seed={self.seed}")
         if self.seeds is not None:
             extra.append(f"seeds={self.seeds}")
+        if self.stacked:
+            extra.append("stacked=true")
         return [*overrides, *extra]

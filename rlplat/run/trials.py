@@ -25,6 +25,7 @@ from rlplat.algorithms.pqn import PQN
 from rlplat.algorithms.qmix import QMIX
 from rlplat.algorithms.registry import algorithm_record, canonical_name
 from rlplat.algorithms.sac import SAC
+from rlplat.algorithms.stacked_ppo import StackedPPO
 from rlplat.algorithms.td3 import DDPG, TD3
 from rlplat.algorithms.transition_loop import DQN
 from rlplat.errors import UserError
@@ -117,8 +118,18 @@ TRIALS: dict[str, type[ExperimentTrial]] = {
 }
 
 
-def trainable_for(algorithm: str) -> type[ExperimentTrial]:
-    """The class a trial of ``algorithm`` (its registered name, any case) runs."""
+class StackedPPOTrial(ExperimentTrial, StackedPPO):
+    """The seeds of a ``stacked: true`` PPO experiment, trained as one (rlplat.run.stacked_loop
+    runs it; it is no Tune trial)."""
+
+    registered_name = "PPO"
+
+
+def trainable_for(algorithm: str, *, stacked: bool = False) -> type[ExperimentTrial]:
+    """The class a trial of ``algorithm`` (its registered name, any case) runs; with
+    ``stacked``, the class that trains a stack of its seeds."""
+    if stacked:
+        return StackedPPOTrial
     name = canonical_name(algorithm)
     path = algorithm_record(name).trial
     if path is not None:

@@ -1,51 +1,105 @@
-"""Stacked seeds (issue 104) through RLlib's own Algorithm: ``StackedPPO`` trains three CartPole
-seeds in one process, each seed learning on its own (its own returns, its own curve)."""
+"""Stacked seeds (issue 104) on the command line: ``rlplat train ... --seeds N --stacked`` trains
+the seeds as one model in one process, and each seed is still a trial that learns on its own,
+is evaluated, and continues after a kill."""
 
 from __future__ import annotations
 
-import torch
+import json
+import os
+import signal
+import time
+from pathlib import Path
 
-from rlplat.algorithms.stacked_ppo import SEED_RESULTS, StackedPPOConfig
+from rich.console import Console
+
+from rlplat.checkpoints import checkpoints_in, find_checkpoint
+from rlplat.experiment.load import load_experiment
+from rlplat.run.launch import train
+from tests.e2e.helpers import eval_json, resume
+from tests.helpers import iterations_logged, launch
+
+# experiments/cartpole_ppo.yaml's settings, a shorter budget and target.
+CARTPOLE = """\
+name: stacked
+algorithm: PPO
+seed: 0
+env: {id: CartPole-v1}
+training:
+  lr: 0.001
+  gamma: 0.98
+  lambda_: 0.8
+  train_batch_size_per_learner: 1000
+  minibatch_size: 256
+  num_epochs: 12
+  use_kl_loss: false
+  vf_clip_param: 1000.0
+  vf_loss_coeff: 0.5
+  entropy_coeff: 0.0
+  grad_clip: 0.5
+rl_module: {model_config: {fcnet_hiddens: [64, 64], vf_share_layers: false}}
+resources: {env_runners: {count: 0, envs: 16}}
+reporting: {metrics_num_episodes_for_smoothing: 20}
+stop: {episode_return_mean: 150, env_steps: 30000}
+checkpoint: {every: 10, keep: 1, at_end: true}
+output_dir: OUTPUT
+"""
 
 
-def test_three_stacked_seeds_each_learn_cartpole(ray_session):
-    # The settings of experiments/cartpole_ppo.yaml (16 envs per seed); each seed's return over
-    # its last 20 episodes, where the untrained policy scores ~20.
-    config = (
-        StackedPPOConfig()
-        .environment("CartPole-v1")
-        .env_runners(num_envs_per_env_runner=16)
-        .training(
-            lr=0.001,
-            gamma=0.98,
-            lambda_=0.8,
-            train_batch_size_per_learner=1000,
-            minibatch_size=256,
-            num_epochs=12,
-            clip_param=0.2,
-            vf_clip_param=1000.0,
-            vf_loss_coeff=0.5,
-            entropy_coeff=0.0,
-            grad_clip=0.5,
-        )
-        .rl_module(model_config={"fcnet_hiddens": [64, 64], "vf_share_layers": False})
-        .reporting(metrics_num_episodes_for_smoothing=20)
-        .debugging(seed=0)
-        .stacked(seeds=[0, 1, 2])
-    )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    algo = config.build()
-    try:
-        curves = []
-        for _ in range(22):
-            result = algo.train()
-            per_seed = result["env_runners"][SEED_RESULTS]
-            curves.append([per_seed[str(i)].get("episode_return_mean", 0.0) for i in range(3)])
-        assert result["env_runners"]["num_env_steps_sampled_lifetime"] == 22 * 1008
-        best = [max(curve[i] for curve in curves if curve[i] == curve[i]) for i in range(3)]
-        assert all(score >= 150 for score in best), best
-        assert len(set(curves[0])) == 3, curves[0]  # each seed its own envs and networks
-    finally:
-        algo.stop()
-        torch.set_num_threads(threads)
+def test_three_stacked_seeds_each_learn_cartpole_as_their_own_trials(
+    ray_session, write_yaml, capsys, tmp_path
+):
+    path = write_yaml(CARTPOLE.replace("OUTPUT", str(tmp_path / "out")))
+    summary = train(load_experiment(path, ["seeds=3", "stacked=true"]), console=Console(quiet=True))
+    run_dir = Path(summary.run_dir)
+    assert [t.status for t in summary.trials] == ["finished"] * 3
+    seeds, returns = [], []
+    for index, trial in enumerate(summary.trials):
+        trial_dir = Path(trial.path)
+        assert trial_dir.name == f"trial_{index:05d}"
+        seeds.append(json.loads((trial_dir / "params.json").read_text())["seed"])
+        lines = (trial_dir / "result.json").read_text().splitlines()
+        results = [json.loads(line) for line in lines]
+        # Each seed stopped at its own target (the untrained policy scores ~20 over 20 episodes).
+        assert results[-1]["done"] and results[-1]["window"]["episode_return_mean"] >= 150
+        returns.append([r.get("window", {}).get("episode_return_mean") for r in results])
+        assert (trial_dir / "progress.csv").is_file() and list(trial_dir.glob("events.out.*"))
+        assert len(checkpoints_in(trial_dir)) == 1  # checkpoint.keep
+    assert seeds == [0, 1, 2]
+    assert len({curve[0] for curve in returns}) == 3, "each seed its own envs and networks"
+    # A seed's checkpoint is its policy: rlplat eval plays it (no Ray).
+    best = find_checkpoint(run_dir).path
+    played = eval_json(capsys, best, "-n", "3")
+    assert played["checkpoint"] == str(best) and played["returns"]["mean"] >= 100
+
+
+def test_a_killed_stack_resumes_every_seed_from_its_checkpoint(ray_session, write_yaml, tmp_path):
+    text = CARTPOLE.replace("OUTPUT", str(tmp_path / "out"))
+    text = text.replace("train_batch_size_per_learner: 1000", "train_batch_size_per_learner: 256")
+    text = text.replace("num_epochs: 12", "num_epochs: 1")
+    text = text.replace("envs: 16", "envs: 4").replace("every: 10, keep: 1", "every: 3, keep: 1")
+    text = text.replace("{episode_return_mean: 150, env_steps: 30000}", "{iterations: 60}")
+    path = write_yaml(text, name="killed.yaml")
+    process = launch([str(path), "--seeds", "2", "--stacked"], ray_session)
+    run_dir = None
+    for line in process.stdout:
+        if line.startswith("Run directory:"):
+            run_dir = Path(line.split(":", 1)[1].strip())
+            break
+    assert run_dir is not None
+    deadline = time.monotonic() + 120
+    while not list(run_dir.glob("stack/*/stack_point.json")):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    killed_at = [len(iterations_logged(run_dir / f"trial_{i:05d}")) for i in range(2)]
+    assert all(0 < count < 60 for count in killed_at), killed_at
+
+    resumed = resume(run_dir, ray_session)
+    assert "continues from checkpoint_" in resumed.stdout
+    for index in range(2):
+        trial_dir = run_dir / f"trial_{index:05d}"
+        assert iterations_logged(trial_dir) == list(range(1, 61)), "none lost, none twice"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [t["status"] for t in summary["trials"]] == ["finished", "finished"]
+    assert {t["env_steps"] for t in summary["trials"]} == {60 * 256}

@@ -1,0 +1,115 @@
+"""What ``stacked: true`` (``--stacked``) can train, checked before Ray: the seeds of ``seeds``
+as one stacked PPO model in the command's process (``rlplat.algorithms.stacked_ppo``).
+
+Each refusal names the key to change. The stack is RLlib's default PPO networks for each seed
+(separate actor and critic MLPs) on a flat observation, acting in a Discrete or Box space; what
+it does not carry (searches, several agents, memory, connectors, evaluation runners, remote env
+runners or learners) is refused rather than silently left out.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from rlplat.environments.make import EnvInfo
+from rlplat.errors import ConfigError
+from rlplat.experiment.load import Locator
+from rlplat.experiment.schema import Experiment
+from rlplat.experiment.spaces import Space
+
+STACKED_ALGORITHMS = ("PPO",)
+# The model settings the stacked module builds with (RLlib's DefaultModelConfig names).
+STACKED_MODEL_KEYS = ("fcnet_hiddens", "fcnet_activation", "vf_share_layers", "log_std_clip_param")
+
+
+def check_stacked(
+    experiment: Experiment, env: EnvInfo, spaces: list[Space], locate: Locator
+) -> None:
+    """Refuse a ``stacked: true`` experiment the stack cannot train as its seeds apart would
+    train; nothing for other experiments."""
+    if not experiment.stacked:
+        return
+
+    def refuse(message: str, key: str = "stacked") -> None:
+        raise ConfigError(message, location=locate(key), key=key)
+
+    if not experiment.seeds:
+        refuse("stacked: true trains the seeds of seeds as one model: give seeds: N (or "
+               "rlplat train ... --seeds N --stacked).")  # fmt: skip
+    if experiment.algorithm not in STACKED_ALGORITHMS:
+        refuse(
+            f"stacked seeds train {', '.join(STACKED_ALGORITHMS)} so far, not "
+            f"{experiment.algorithm}: leave stacked out to train its seeds as separate trials."
+        )
+    searched = [space.dotted for space in spaces]
+    if searched or (experiment.tune is not None and experiment.tune.num_samples > 1):
+        refuse(
+            "stacked seeds share one configuration; this experiment searches "
+            f"({', '.join(searched) or 'tune.num_samples'}): leave stacked out, or search "
+            "first and stack the chosen configuration's seeds."
+        )
+    if env.multi_agent or experiment.multi_agent is not None:
+        refuse("stacked seeds train single-agent envs; this one is multi-agent.")
+    obs, actions = env.observation_space, env.action_space
+    flat = isinstance(obs, gym.spaces.Box) and len(obs.shape) == 1
+    if not flat:
+        refuse(
+            f"stacked seeds read flat observations (a 1-D Box); {experiment.env.label!r} gives "
+            f"{obs}: leave stacked out (the MLP stack has no image or nested encoders)."
+        )
+    box_actions = isinstance(actions, gym.spaces.Box) and len(actions.shape) == 1
+    if not (isinstance(actions, gym.spaces.Discrete) or box_actions):
+        refuse(f"stacked seeds act in a Discrete or a 1-D Box space, not {actions}.")
+    model = experiment.rl_module.get("model_config") or {}
+    other = [key for key in model if key not in STACKED_MODEL_KEYS]
+    if other:
+        refuse(
+            f"the stacked module builds RLlib's default PPO MLPs from "
+            f"{', '.join(STACKED_MODEL_KEYS)} only; leave {other[0]} out (or stacked).",
+            f"rl_module.model_config.{other[0]}",
+        )
+    if model.get("vf_share_layers", True):
+        refuse(
+            "stacked PPO keeps each seed's actor and critic apart: set "
+            "rl_module.model_config.vf_share_layers: false (RLlib's default shares them), so "
+            "the seeds train stacked as they would apart.",
+            "rl_module.model_config.vf_share_layers",
+        )
+    if set(experiment.rl_module) - {"model_config"}:
+        refuse("stacked seeds build their own module: leave rl_module's other keys out.",
+               "rl_module")  # fmt: skip
+    sections = {
+        "connectors": bool(experiment.connectors),
+        "exploration.rnd": experiment.exploration.rnd is not None,
+        "init.checkpoint": bool(experiment.init.checkpoint),
+        "offline": experiment.offline is not None,
+        "evaluation": bool(experiment.evaluation),
+        "training.learner_class": "learner_class" in experiment.training,
+        "training.use_kl_loss": bool(experiment.training.get("use_kl_loss")),
+    }
+    for key, given in sections.items():
+        if given:
+            refuse(
+                f"stacked seeds do not carry {key} (a stack has its own learner, no connectors, "
+                "no evaluation runners: each seed's checkpoints are scored after training): "
+                "leave it out, or leave stacked out.",
+                key,
+            )
+    resources = experiment.resources
+    remote = {
+        "resources.env_runners.count": resources.env_runners.count,
+        "resources.learners.count": resources.learners.count,
+        "resources.learners.gpus": resources.learners.gpus,
+    }
+    for key, value in remote.items():
+        if value:
+            refuse(
+                f"a stack samples and learns in the command's process: {key} ({value}) would "
+                "be unused. Set it to 0 or leave it out.",
+                key,
+            )
+    if resources.driver.process == "actor":
+        refuse(
+            "a stack trains in the command's process: resources.driver.process is 'actor'.",
+            "resources.driver.process",
+        )
