@@ -1,0 +1,89 @@
+"""Issue 104's whole-command comparison: ``rlplat train <experiment> --seeds N --stacked`` (the
+seeds as one stacked model in the command's process) against today's ``--seeds N`` (N Tune
+trials, as many at once as the CPUs hold), to the same env steps per seed, then ``rlplat report``
+of both runs side by side (each seed's greedy return: IQM and 95% CI per side).
+
+    python benchmarks/stacked_command.py [--experiment cartpole_ppo.yaml] [--seeds 16]
+                                         [--budget 100000] [--episodes 20]
+
+Each command runs alone, timed as a user waits for it (launch to exit), with its own Ray
+(``RLPLAT_RAY_IDLE_S=0``: no warm Ray kept between them). The return target of the file is
+switched off (``stop.episode_return_mean=null``) so that both train every seed to ``--budget``.
+Runs found under ``--out`` are reused (a benchmark going on in a later session). Results go to
+benchmarks/results/stacked_command.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness import (
+    load_results,
+    provenance,
+    read_json,
+    report_row,
+    results_file,
+    save_results,
+    train,
+    trial_results,
+)
+
+RESULTS = results_file("stacked_command.json")
+SIDES = {"stacked": ("--stacked",), "separate": ()}
+
+
+def side(experiment: str, seeds: int, budget: int, flags: tuple[str, ...], out: Path) -> dict:
+    """One side's command, its wall time, training seconds and each seed's env steps."""
+    overrides = ("--seeds", str(seeds), *flags, "stop.episode_return_mean=null",
+                 f"stop.env_steps={budget}")  # fmt: skip
+    training = train(f"experiments/{experiment}", *overrides, out=out, reuse=True)
+    run = training.run_dir
+    timings = read_json(run / "run.json").get("timings") or {}
+    steps = [
+        int(trial_results(trial.parent)[-1]["num_env_steps_sampled_lifetime"])
+        for trial in sorted(run.glob("trial_*/result.json"))
+    ]
+    return {
+        "command": f"rlplat train experiments/{experiment} {' '.join(overrides)}",
+        "run_dir": str(run),
+        "command_wall_s": training.wall_s,
+        "stage_s": timings,
+        "seeds": len(steps),
+        "env_steps_per_seed": sorted(set(steps)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--experiment", default="cartpole_ppo.yaml")
+    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--budget", type=int, default=100_000)
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "rlplat-stacked")
+    args = parser.parse_args()
+    os.environ["RLPLAT_RAY_IDLE_S"] = "0"  # each command starts and stops its own Ray
+    out = args.out / Path(args.experiment).stem / f"{args.seeds}x{args.budget}"
+    sides: dict[str, Any] = {}
+    for name, flags in SIDES.items():  # one at a time
+        sides[name] = side(args.experiment, args.seeds, args.budget, flags, out / name)
+        print(name, sides[name], flush=True)
+    runs = [sides["stacked"]["run_dir"], sides["separate"]["run_dir"]]
+    report = report_row(runs, out / "report", args.episodes)
+    stacked, separate = sides["stacked"]["command_wall_s"], sides["separate"]["command_wall_s"]
+    results = load_results(RESULTS)
+    results[f"{Path(args.experiment).stem}_{args.seeds}_seeds"] = {
+        **sides,
+        "speedup": round(separate / stacked, 2) if stacked and separate else None,
+        "report": report,
+        **provenance(),
+    }
+    save_results(RESULTS, results)
+    print(results[f"{Path(args.experiment).stem}_{args.seeds}_seeds"], flush=True)
+
+
+if __name__ == "__main__":
+    main()
