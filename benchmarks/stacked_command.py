@@ -25,14 +25,17 @@ from harness import (
     load_results,
     provenance,
     read_json,
-    report_row,
     results_file,
+    rlplat,
     save_results,
     train,
     trial_results,
 )
 
+from rlplat.report.stats import bootstrap_estimate, iqm
+
 RESULTS = results_file("stacked_command.json")
+CURVE_STEPS = (20_000, 40_000, 60_000, 80_000)
 SIDES = {"stacked": ("--stacked",), "separate": ()}
 
 
@@ -42,18 +45,52 @@ def side(experiment: str, seeds: int, budget: int, flags: tuple[str, ...], out: 
                  f"stop.env_steps={budget}")  # fmt: skip
     training = train(f"experiments/{experiment}", *overrides, out=out, reuse=True)
     run = training.run_dir
-    timings = read_json(run / "run.json").get("timings") or {}
-    steps = [
-        int(trial_results(trial.parent)[-1]["num_env_steps_sampled_lifetime"])
-        for trial in sorted(run.glob("trial_*/result.json"))
-    ]
+    [driver] = read_json(run / "run.json")["drivers"]
+    timings = driver["timings"]["stages_s"]
+    curves = {step: [] for step in CURVE_STEPS}
+    steps = []
+    for trial in sorted(run.glob("trial_*/result.json")):
+        results = trial_results(trial.parent)
+        steps.append(int(results[-1]["num_env_steps_sampled_lifetime"]))
+        for step in CURVE_STEPS:  # the training window's return once the seed has this many
+            reached = [r for r in results if r["num_env_steps_sampled_lifetime"] >= step]
+            if reached:
+                curves[step].append(reached[0]["window"]["episode_return_mean"])
     return {
         "command": f"rlplat train experiments/{experiment} {' '.join(overrides)}",
         "run_dir": str(run),
-        "command_wall_s": training.wall_s,
+        # Timed here, or (a run reused) as the command recorded it.
+        "command_wall_s": training.wall_s or driver["timings"]["total_s"],
         "stage_s": timings,
+        "training_return_iqm": {
+            str(step): bootstrap_estimate(scores, iqm, seed=0).to_json()
+            for step, scores in curves.items()
+            if scores
+        },
         "seeds": len(steps),
         "env_steps_per_seed": sorted(set(steps)),
+    }
+
+
+def side_by_side(runs: list[str], out: Path, episodes: int) -> dict[str, Any]:
+    """``rlplat report`` of both runs (reused when ``out`` has it): each side's IQM and mean
+    over its seeds with their 95% intervals, and each seed's greedy return."""
+    command = ["report", *runs, "--out", str(out), "--eval-episodes", str(episodes)]
+    if not (out / "report.json").exists():
+        rlplat(*command)
+    experiments = read_json(out / "report.json")["experiments"]
+    return {
+        "command": "rlplat " + " ".join(command),
+        "figures": str(out),
+        "sides": [
+            {
+                "label": experiment["label"],
+                "iqm": experiment["aggregates"]["iqm"],
+                "mean": experiment["aggregates"]["mean"],
+                "final_scores": experiment["final_scores"],
+            }
+            for experiment in experiments
+        ],
     }
 
 
@@ -72,7 +109,7 @@ def main() -> None:
         sides[name] = side(args.experiment, args.seeds, args.budget, flags, out / name)
         print(name, sides[name], flush=True)
     runs = [sides["stacked"]["run_dir"], sides["separate"]["run_dir"]]
-    report = report_row(runs, out / "report", args.episodes)
+    report = side_by_side(runs, out / "report", args.episodes)
     stacked, separate = sides["stacked"]["command_wall_s"], sides["separate"]["command_wall_s"]
     results = load_results(RESULTS)
     results[f"{Path(args.experiment).stem}_{args.seeds}_seeds"] = {

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.algorithms.ppo.ppo import (
+    LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
     LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
     PPO,
     PPOConfig,
@@ -66,6 +67,7 @@ from ray.rllib.utils.metrics import (
 )
 from torch import nn
 
+from rlplat.algorithms.policy_change import APPROX_KL, CLIP_FRACTION
 from rlplat.engine.learner import RlplatLearner, state_requested
 from rlplat.engine.stacked import (
     SeedStops,
@@ -76,6 +78,7 @@ from rlplat.engine.stacked import (
 )
 from rlplat.environments.array_runner import actions_for_env
 from rlplat.environments.seeding import runner_seeds
+from rlplat.health.reading import EPISODES_ENDED, EPISODES_TRUNCATED, HEALTH_KEY, OBS_ABS_SUM
 
 STACKED_SEEDS = "stacked_seeds"  # model_config key: the stack's seeds, in order
 SEED_RESULTS = "seeds"  # results of each seed, by its index in the stack
@@ -222,6 +225,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self.obs = np.stack([np.asarray(o, dtype=np.float32).reshape(-1) for o in first])
         self.running_returns = np.zeros(len(self.envs))
         self.running_lengths = np.zeros(len(self.envs), dtype=np.int64)
+        self.running_abs = np.zeros(len(self.envs))  # each episode's sum of mean |observation|
         # (return, length, before learning) of each seed's last episodes, and of this call's
         self.recent = [deque(maxlen=self.window) for _ in self.seeds]
         self.ended: list[list[tuple[float, int, bool]]] = [[] for _ in self.seeds]
@@ -262,6 +266,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
                 logps.append(dist.logp(action))
             actions.append(action)
             played = self.for_env(action.numpy())
+            self.running_abs += np.abs(self.obs).mean(axis=1)
             step_rewards = np.zeros(count, dtype=np.float32)
             ended = np.zeros((2, count), dtype=bool)
             after, current = np.empty_like(self.obs), np.empty_like(self.obs)
@@ -272,7 +277,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
                 self.running_returns[k] += r
                 self.running_lengths[k] += 1
                 if term or trunc:
-                    self._episode_ended(k)
+                    self._episode_ended(k, bool(trunc and not term))
                     o, _ = env.reset()
                 current[k] = np.asarray(o, dtype=np.float32).reshape(-1)
             obs_rows.append(self.obs)
@@ -301,18 +306,23 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         shaped = tensor.reshape(steps, len(self.seeds), rows // len(self.seeds), *tensor.shape[2:])
         return shaped.transpose(0, 1).contiguous()
 
-    def _episode_ended(self, env_index: int) -> None:
+    def _episode_ended(self, env_index: int, truncated: bool) -> None:
         seed_index = env_index // self.envs_per_seed
-        episode = (
-            float(self.running_returns[env_index]),
-            int(self.running_lengths[env_index]),
-            self._before_learning,
-        )
+        length = int(self.running_lengths[env_index])
+        episode = (float(self.running_returns[env_index]), length, self._before_learning)
         self.recent[seed_index].append(episode)
         self.ended[seed_index].append(episode)
+        log = self.metrics.log_value
+        log(NUM_EPISODES, 1, reduce="sum")
+        seed = (SEED_RESULTS, str(seed_index))
+        log((*seed, NUM_EPISODES), 1, reduce="sum")
+        # What the training-health diagnoses read of each seed's episodes (rlplat.health).
+        obs_abs = float(self.running_abs[env_index]) / max(length, 1)
+        for key, value in ((EPISODES_ENDED, 1), (EPISODES_TRUNCATED, int(truncated)),
+                           (OBS_ABS_SUM, obs_abs)):  # fmt: skip
+            log((*seed, HEALTH_KEY, key), value, reduce="sum")
         self.running_returns[env_index], self.running_lengths[env_index] = 0.0, 0
-        self.metrics.log_value(NUM_EPISODES, 1, reduce="sum")
-        self.metrics.log_value((SEED_RESULTS, str(seed_index), NUM_EPISODES), 1, reduce="sum")
+        self.running_abs[env_index] = 0.0
 
     def _log_steps(self, steps: int) -> None:
         """This call's env steps; each seed's mean return and length over the episodes it
@@ -494,6 +504,7 @@ class StackedPPOLearner(RlplatLearner, PPOTorchLearner):
 
 
 ADVANTAGES, VALUE_TARGETS = "advantages", "value_targets"
+TOTAL_LOSS = "total_loss"
 
 
 @torch.no_grad()
@@ -569,12 +580,20 @@ def ppo_losses(
     losses = (
         policy_loss + config.vf_loss_coeff * vf_clipped.mean(1) - entropy_coeff * entropy.mean(1)
     )
-    stats = {
-        POLICY_LOSS_KEY: policy_loss,
-        VF_LOSS_KEY: vf_clipped.mean(1),
-        LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY: vf_loss.mean(1),
-        ENTROPY_KEY: entropy.mean(1),
-    }
+    with torch.no_grad():  # what rlplat's PPO learner logs beside (rlplat.algorithms.policy_change)
+        log_ratio = logp - batch[Columns.ACTION_LOGP]
+        targets = batch[VALUE_TARGETS]
+        unexplained = (targets - values).var(dim=1) / targets.var(dim=1).clamp(min=1e-8)
+        stats = {
+            TOTAL_LOSS: losses.detach(),
+            POLICY_LOSS_KEY: policy_loss.detach(),
+            VF_LOSS_KEY: vf_clipped.mean(1),
+            LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY: vf_loss.mean(1),
+            LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: 1.0 - unexplained,
+            ENTROPY_KEY: entropy.mean(1),
+            APPROX_KL: ((ratio - 1.0) - log_ratio).mean(1),
+            CLIP_FRACTION: ((ratio - 1.0).abs() > clip).float().mean(1),
+        }
     return losses, stats
 
 

@@ -239,3 +239,41 @@ def test_one_seed_saved_from_the_stack_is_a_policy_that_rlplat_restores(tmp_path
     )
     assert policy.env_steps_trained == 20
     runner.stop()
+
+
+def test_each_seeds_result_is_its_own_episodes_and_losses_under_rllibs_names():
+    """``seed_result`` gives a seed's trial what a separate run of it reports: its own episodes
+    (RLlib's ``env_runners`` names, rlplat's ``window`` and health counts), its own losses under
+    ``learners/default_policy``; a resumed runner keeps each seed's window."""
+    from rlplat.run.stacked_loop import seed_result
+
+    config = (
+        StackedPPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=2)
+        .training(train_batch_size_per_learner=100)
+        .rl_module(model_config={"fcnet_hiddens": [8], "vf_share_layers": False})
+        .debugging(seed=0)
+        .stacked(seeds=[3, 4])
+    )
+    runner = StackedEnvRunner(config=config)
+    runner.sample()
+    metrics = runner.metrics.reduce(compile=True)  # the values the algorithm's result holds
+    learners = {"default_policy": {"policy_loss": 0.5}, "seeds": {"1": {"policy_loss": -1.0}}}
+    result = {"env_runners": metrics, "learners": learners, "window": {"num_episodes": 99}}
+    one = seed_result(result, 1)
+    episodes = list(runner.recent[1])
+    assert episodes and one["env_runners"]["num_episodes"] == len(episodes)
+    assert one["env_runners"]["episode_return_mean"] == pytest.approx(
+        np.mean([ret for ret, _, _ in episodes])
+    )
+    assert one["env_runners"]["health"]["episodes_ended"] == len(episodes)
+    assert one["window"]["num_episodes"] == len(episodes)
+    assert one["window"]["episodes_before_learning"] == len(episodes)  # the first call's
+    assert one["learners"]["default_policy"]["policy_loss"] == -1.0
+    assert "seeds" not in one["env_runners"] and "seeds" not in one["learners"]
+    resumed = StackedEnvRunner(config=config)
+    resumed.set_state(runner.get_state())
+    assert [list(recent) for recent in resumed.recent] == [list(r) for r in runner.recent]
+    runner.stop()
+    resumed.stop()
