@@ -67,7 +67,7 @@ from rlplat.prepare.observations import with_observation_defaults
 from rlplat.prepare.offline import check_offline
 from rlplat.prepare.probe import ProbeResult, probe_training
 from rlplat.prepare.search import SearchSetup, search_setup
-from rlplat.prepare.stacked import check_stacked
+from rlplat.prepare.stacked import check_stacked, stack_processes
 from rlplat.rllib.build import (
     IGNORED_BESIDE,
     build_algorithm_config,
@@ -391,7 +391,13 @@ def _probe(draft: _Draft) -> None:
     config = build_algorithm_config(apart, draft.locate, draft.env)
     probe = probe_training(apart, config, draft.env, draft.locate)
     seeds, envs = len(experiment.seeds or []), draft.algo_config.num_envs_per_env_runner
-    sampling = f"rlplat's stacked env runner ({seeds} seeds x {envs} envs in this process)"
+    processes = stack_processes(experiment, draft.nodes or local_machine())
+    sampling = (
+        f"rlplat's stacked env runner ({seeds} seeds x {envs} envs in {processes} "
+        f"processes: this one and {processes - 1} Ray actor(s) on this machine)"
+        if processes > 1
+        else f"rlplat's stacked env runner ({seeds} seeds x {envs} envs in this process)"
+    )
     draft.probe = replace(probe, sampling=sampling)
 
 

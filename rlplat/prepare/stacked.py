@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from rlplat.cluster.placement import Node
 from rlplat.environments.make import EnvInfo
 from rlplat.errors import ConfigError
 from rlplat.experiment.load import Locator
@@ -113,3 +114,12 @@ def check_stacked(
             "a stack trains in the command's process: resources.driver.process is 'actor'.",
             "resources.driver.process",
         )
+
+
+def stack_processes(experiment: Experiment, nodes: list[Node] | None) -> int:
+    """How many processes a stack's seeds are split over (``rlplat.run.stack_parts``):
+    ``resources.driver.cpus``, else every CPU of the machine, at most one per seed."""
+    cpus = experiment.resources.driver.cpus
+    if cpus is None:
+        cpus = sum(node.total.get("CPU", 0.0) for node in nodes or [])
+    return max(1, min(int(cpus), len(experiment.seeds or [1])))

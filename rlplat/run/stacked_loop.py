@@ -23,7 +23,6 @@ from typing import Any
 
 from rich.console import Console
 
-from rlplat.algorithms.stacked_ppo import SEED_RESULTS, SEED_STOPPED, SEED_WINDOW
 from rlplat.callbacks.checkpoints import complete_checkpoint
 from rlplat.callbacks.history import trim_trial_history
 from rlplat.callbacks.interrupt import LoopStopSignals, StopNow
@@ -33,7 +32,7 @@ from rlplat.experiment.load import trial_experiment
 from rlplat.metrics import ENV_STEPS, ITERATION, TIME_TOTAL
 from rlplat.prepare import PreparedRun, trial_config
 from rlplat.prepare.run_spec import trial_resources
-from rlplat.rllib.episode_stats import WINDOW_KEY
+from rlplat.prepare.stacked import stack_processes
 from rlplat.run.loop import (
     ERROR_REPORT,
     LoopSettings,
@@ -44,6 +43,8 @@ from rlplat.run.loop import (
     remove_unused_logdir,
     write_params,
 )
+from rlplat.run.seed_results import seed_result, seed_stopped
+from rlplat.run.stack_parts import StackPart, gather, split_seeds
 from rlplat.run.summary import TrialOutcome
 from rlplat.run.trials import trainable_for
 from rlplat.util.atomic import remove_partial_files, write_atomic
@@ -51,30 +52,8 @@ from rlplat.util.generators import GeneratorStates
 
 STACK = "stack"  # <run dir>/stack: the stack's checkpoints, which --resume continues from
 STACK_POINT = "stack_point.json"  # in a stack checkpoint, written last: iteration, steps, time
-LEARNER = "default_policy"  # RLlib's module id: where a seed's learner results go
-
-
-def seed_result(result: dict[str, Any], index: int) -> dict[str, Any]:
-    """Seed ``index``'s result from a stacked iteration's: its env runner and learner results
-    under RLlib's names, its last episodes as rlplat's ``window``; the counters and timers are
-    the stack's (its env steps are each seed's)."""
-    runners = dict(result.get("env_runners") or {})
-    mine = dict((runners.pop(SEED_RESULTS, None) or {}).get(str(index)) or {})
-    window = mine.pop(SEED_WINDOW, None)
-    learners = dict(result.get("learners") or {})
-    learned = (learners.pop(SEED_RESULTS, None) or {}).get(str(index)) or {}
-    if LEARNER in learners:
-        learners[LEARNER] = {**learners[LEARNER], **learned}
-    one = {**result, "env_runners": {**runners, **mine}, "learners": learners}
-    one.pop(WINDOW_KEY, None)  # the stack's, over every seed's episodes
-    if window:
-        one[WINDOW_KEY] = window
-    return one
-
-
-def seed_stopped(result: dict[str, Any]) -> bool:
-    """Whether a seed's result says a non-finite loss or gradient stopped it."""
-    return bool((result.get("learners") or {}).get(LEARNER, {}).get(SEED_STOPPED))
+PARTS = "parts"  # in STACK_POINT: each part's seed indices
+PART = "part_"  # a stack checkpoint's part_<k>: the checkpoint of the stack's k-th part
 
 
 @dataclass
@@ -152,17 +131,18 @@ class StackedTrialsLoop:
             observer.run_started()
         if not any(trial.running for trial in self.trials):
             return [trial.outcome() for trial in self.trials]
-        algo, at_once = None, False
+        self.parts: list[StackPart] = []
+        at_once = False
         with self.stops.installed():
             try:
                 if point is not None:
                     self.stops.watchdog.checkpointed(STACK)
-                algo = self._build(point, earlier_s)
+                self._build(point, earlier_s)
                 for trial in self.trials:
                     if trial.running:
                         for observer in self.observers:
                             observer.trial_started(trial.view(self._seed_point(trial, point)))
-                self._iterate(algo, earlier_s)
+                self._iterate(earlier_s)
             except StopNow:
                 at_once = True  # left as it is, as SingleTrialLoop leaves its algorithm
             except Exception as exc:  # noqa: BLE001 - the stack failed: every live seed with it
@@ -172,9 +152,9 @@ class StackedTrialsLoop:
                         self._fail(trial, error)
             finally:
                 self.stops.settle()
-            if algo is not None and not at_once:
+            for part in self.parts if not at_once else []:
                 with suppress(Exception, StopNow), own_streams(*self._streams):
-                    algo.stop()
+                    part.stop()
         return [trial.outcome() for trial in self.trials]
 
     # -- resuming
@@ -219,32 +199,63 @@ class StackedTrialsLoop:
 
     # -- training
 
-    def _build(self, point: ResumePoint | None, earlier_s: float) -> Any:
+    def _build(self, point: ResumePoint | None, earlier_s: float) -> None:
+        """The stack's parts (``stack_parts``), restored from ``point`` when resuming."""
         threads = max(1, int(trial_resources(self.run).head_cpus))
         self._streams = (GeneratorStates.capture(), threads)
         cls = trainable_for(self.run.experiment.algorithm, stacked=True)
+        seeds = self.run.experiment.seed_list() or []
+        processes = stack_processes(self.run.experiment, self._nodes())
+        split = self._saved_split(point) or split_seeds(len(seeds), processes)
+        config = trial_config(self.run)
+        self.parts = []
         with own_streams(*self._streams):
-            # The stack's own seed (the first seed's): its learner's shuffles draw from it.
-            exp = self.run.experiment
-            algo = cls(config={**trial_config(self.run), "seed": exp.seed, "seeds": exp.seeds})
-            algo.trial_dir = self.stack_dir
-            algo.earlier_training_s = earlier_s
-            remove_unused_logdir(algo)
+            # The part's stack starts its own envs and draws its learner's shuffles from its
+            # first seed; the others start in actors while the first builds here.
+            for number, indices in sorted(enumerate(split), key=lambda item: item[0] == 0):
+                part_seeds = [seeds[index] for index in indices]
+                part_config = {**config, "seed": part_seeds[0], "seeds": part_seeds}
+                self.parts.append(StackPart.start(cls, part_config, indices, remote=number > 0))
+            self.parts.sort(key=lambda part: part.indices[0])
+            local = self.parts[0].algo
+            local.trial_dir, local.earlier_training_s = self.stack_dir, earlier_s
+            remove_unused_logdir(local)
             if point is not None:
-                algo.restore(str(point.checkpoint))
-        return algo
+                gather([part.call("restore", str(point.checkpoint / f"{PART}{number}"))
+                        for number, part in enumerate(self.parts)])  # fmt: skip
 
-    def _iterate(self, algo: Any, earlier_s: float) -> None:
+    def _nodes(self) -> list[Any]:
+        return self.run.plan.nodes if self.run.plan else []
+
+    def _saved_split(self, point: ResumePoint | None) -> list[list[int]] | None:
+        """The parts a resumed stack's checkpoint was written by (a part's checkpoint holds
+        its own seeds)."""
+        if point is None:
+            return None
+        return json.loads((point.checkpoint / STACK_POINT).read_text())[PARTS]
+
+    def _train_parts(self) -> list[dict[str, Any]]:
+        """One iteration of every part at once: each part's result."""
+        pending = [part.call("train") if part.remote else None for part in self.parts]
+        with own_streams(*self._streams):
+            pending[0] = self.parts[0].algo.train()
+        return gather(pending)
+
+    def _iterate(self, earlier_s: float) -> None:
         """Train until every seed's trial has ended or a stop was asked for."""
         settings = self.settings
+        where = {index: (part, local) for part in self.parts
+                 for local, index in enumerate(part.indices)}  # fmt: skip
         while any(trial.running for trial in self.trials):
-            with self.stops.iteration(), own_streams(*self._streams):
-                result = algo.train()
-            result[TIME_TOTAL] = float(result.get(TIME_TOTAL) or 0.0) + earlier_s
-            self.stops.watchdog.result(STACK, result)
+            with self.stops.iteration():
+                results = self._train_parts()
+            for result in results:
+                result[TIME_TOTAL] = float(result.get(TIME_TOTAL) or 0.0) + earlier_s
+            self.stops.watchdog.result(STACK, results[0])
             ended = []
             for trial in [trial for trial in self.trials if trial.running]:
-                one = seed_result(result, trial.index)
+                part, local = where[trial.index]
+                one = seed_result(results[self.parts.index(part)], local)
                 done = reached(one, settings.stop)
                 if done:
                     one["done"] = True
@@ -254,13 +265,13 @@ class StackedTrialsLoop:
                     observer.trial_result(trial.view(), one)
                 if seed_stopped(one):
                     self._fail(trial, _stopped_seed(trial, one))
-            iteration = int(result.get(ITERATION) or 0)
+            iteration = int(results[0].get(ITERATION) or 0)
             every = settings.checkpoint_every
             due = bool(every) and iteration % every == 0
             if due or self.stops.requested:
-                self._checkpoint(algo, result, [t for t in self.trials if t.running])
+                self._checkpoint(results[0], [t for t in self.trials if t.running])
             elif ended and settings.checkpoint_at_end:
-                self._checkpoint(algo, result, ended)
+                self._checkpoint(results[0], ended)
             for trial in ended:
                 trial.status = "finished"
                 for observer in self.observers:
@@ -275,26 +286,31 @@ class StackedTrialsLoop:
         for observer in self.observers:
             observer.trial_ended(trial.view(), FAILED)
 
-    def _checkpoint(self, algo: Any, result: dict[str, Any], trials: list[SeedTrial]) -> None:
+    def _checkpoint(self, result: dict[str, Any], trials: list[SeedTrial]) -> None:
         """Each of ``trials``' seeds as a policy checkpoint in its trial (completed with
-        rlplat's files), and the whole stack's for ``--resume``; then older checkpoints beyond
-        ``checkpoint.keep`` go (the stack keeps its newest only)."""
+        rlplat's files), and every part of the stack for ``--resume``; then older checkpoints
+        beyond ``checkpoint.keep`` go (the stack keeps its newest only)."""
         settings = self.settings
         stack = next_checkpoint_dir(self.stack_dir)
+        saving = []
         with own_streams(*self._streams):
-            algo.save(str(stack))
-            marker = json.loads((stack / RLLIB_MARKER).read_text())
-            for trial in trials:
-                path = trial.path / stack.name
-                algo.env_runner.save_seed(trial.index, path)
-                # RLlib's versions as the stack's checkpoint has them; no algorithm state.
-                versions = {k: v for k, v in marker.items() if not k.endswith("_file")}
-                write_atomic(path / RLLIB_MARKER, json.dumps(versions))
-                complete_checkpoint(
-                    path, trial.experiment, trial.last_result, settings.score_metric, settings.mode
-                )
+            for number, part in enumerate(self.parts):
+                seeds = [(part.indices.index(trial.index), trial.path / stack.name)
+                         for trial in trials if trial.index in part.indices]  # fmt: skip
+                saving.append(part.save(stack / f"{PART}{number}", seeds))
+            gather(saving)
+        marker = json.loads((stack / f"{PART}0" / RLLIB_MARKER).read_text())
+        for trial in trials:
+            path = trial.path / stack.name
+            # RLlib's versions as the stack's checkpoint has them; no algorithm state.
+            versions = {k: v for k, v in marker.items() if not k.endswith("_file")}
+            write_atomic(path / RLLIB_MARKER, json.dumps(versions))
+            complete_checkpoint(
+                path, trial.experiment, trial.last_result, settings.score_metric, settings.mode
+            )
         point = {key: result.get(key) for key in (ITERATION, TIME_TOTAL)}
         point[ENV_STEPS] = (result.get("env_runners") or {}).get(ENV_STEPS, 0)
+        point[PARTS] = [part.indices for part in self.parts]
         write_atomic(stack / STACK_POINT, json.dumps(point))
         self.stops.watchdog.checkpointed(STACK)
         for trial in trials:

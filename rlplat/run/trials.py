@@ -8,6 +8,7 @@ registered elsewhere names its own (``register_algorithm(..., trial="module.path
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 from ray.rllib.algorithms.appo import APPO
 from ray.rllib.algorithms.bc import BC
@@ -123,6 +124,13 @@ class StackedPPOTrial(ExperimentTrial, StackedPPO):
     runs it; it is no Tune trial)."""
 
     registered_name = "PPO"
+
+    def save_part(self, checkpoint: str, seeds: list[tuple[int, str]]) -> None:
+        """The stack's checkpoint at ``checkpoint``, and each (its index in this stack, path)
+        of ``seeds`` as that seed's policy checkpoint (``StackedEnvRunner.save_seed``)."""
+        self.save(checkpoint)
+        for index, path in seeds:
+            self.env_runner.save_seed(index, Path(path))
 
 
 def trainable_for(algorithm: str, *, stacked: bool = False) -> type[ExperimentTrial]:

@@ -245,7 +245,7 @@ def test_each_seeds_result_is_its_own_episodes_and_losses_under_rllibs_names():
     """``seed_result`` gives a seed's trial what a separate run of it reports: its own episodes
     (RLlib's ``env_runners`` names, rlplat's ``window`` and health counts), its own losses under
     ``learners/default_policy``; a resumed runner keeps each seed's window."""
-    from rlplat.run.stacked_loop import seed_result
+    from rlplat.run.seed_results import seed_result
 
     config = (
         StackedPPOConfig()
