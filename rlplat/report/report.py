@@ -228,17 +228,25 @@ def _experiments(paths: list[Path], say: Callable[[str], None]) -> list[Experime
                 "started one. Leave it out of the report."
             )
         stops = _stop_reasons(run_dir)
+        # How the seeds were trained is the run's setting, not a trial's: a stacked run is told
+        # apart from a run of the same seeds as separate trials.
+        stacked = bool(run_experiment(run_dir).get("stacked"))
         groups: dict[str, list[Trial]] = {}
         for trial in trials:
             groups.setdefault(configuration_key(trial.experiment), []).append(trial)
         for group in groups.values():
             group.sort(key=lambda t: (t.seed is None, t.seed or 0))
             experiment = dict(group[0].experiment)
+            if stacked:
+                experiment["stacked"] = True
             seeds = [
                 SeedResult(trial, read_results(trial.path), stop_reason=stops.get(trial.name))
                 for trial in group
             ]
             experiments.append(Experiment("", run_dir, experiment, {}, seeds))
+    if any(experiment.experiment.get("stacked") for experiment in experiments):
+        for experiment in experiments:  # labelled stacked=false beside a stacked run
+            experiment.experiment.setdefault("stacked", False)
     _label(experiments)
     return experiments
 

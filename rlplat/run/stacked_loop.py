@@ -1,5 +1,6 @@
-"""Stacked seeds (``stacked: true``): one algorithm in the command's process trains every seed
-of ``seeds`` as one model (``rlplat.algorithms.stacked_ppo``), and each seed is still a trial.
+"""Stacked seeds (``stacked: true``): the seeds of ``seeds`` trained as stacked models
+(``rlplat.algorithms.stacked_ppo``), split over the machine's CPUs in parts (the first in the
+command's process, ``rlplat.run.stack_parts``), and each seed is still a trial.
 
 Each seed gets the trial directory a separate seed's trial has (``trial_0000i``: params.json,
 result.json, progress.csv, TensorBoard files, checkpoints of its policy), so ``report``, ``runs``,
@@ -7,8 +8,8 @@ result.json, progress.csv, TensorBoard files, checkpoints of its policy), so ``r
 Each iteration's result is split per seed (``seed_result``) and each seed's stop condition judged
 on its own: a seed that reached it ends its trial (with its checkpoint at the end) while the stack
 trains on, until every seed has. A seed whose loss became non-finite stops alone (its trial
-fails, naming it). The stack's own checkpoints (``stack/checkpoint_NNNNNN``, written with every
-round of seed checkpoints) are what ``--resume`` continues from.
+fails, naming it). The stack's own checkpoints (``stack/checkpoint_NNNNNN/part_<k>``, written
+with every round of seed checkpoints) are what ``--resume`` continues from.
 """
 
 from __future__ import annotations
@@ -93,9 +94,10 @@ class SeedTrial:
 
 
 class StackedTrialsLoop:
-    """Train the run's seeds as one stacked algorithm in this process until every seed's trial
-    has ended, a signal or an error; each seed's trial written as ``SingleTrialLoop`` writes
-    one. ``observers`` are told of each seed's trial as of a trial of a run of several seeds."""
+    """Train the run's seeds as stacked algorithms (this process's and its actors') until every
+    seed's trial has ended, a signal or an error; each seed's trial written as
+    ``SingleTrialLoop`` writes one. ``observers`` are told of each seed's trial as of a trial of
+    a run of several seeds."""
 
     def __init__(
         self,

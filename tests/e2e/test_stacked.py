@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from rich.console import Console
 from rlplat.checkpoints import checkpoints_in, find_checkpoint
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
-from tests.e2e.helpers import eval_json, resume
+from tests.e2e.helpers import eval_json, resume, run_cli
 from tests.helpers import iterations_logged, launch
 
 # experiments/cartpole_ppo.yaml's settings, a shorter budget and target.
@@ -72,6 +73,17 @@ def test_three_stacked_seeds_each_learn_cartpole_as_their_own_trials(
     best = find_checkpoint(run_dir).path
     played = eval_json(capsys, best, "-n", "3")
     assert played["checkpoint"] == str(best) and played["returns"]["mean"] >= 100
+    # Beside a run of the same seeds trained apart (here: the same files, without stacked),
+    # rlplat report tells the two apart by how they were trained.
+    apart = tmp_path / "apart" / run_dir.name
+    shutil.copytree(run_dir, apart)
+    resolved = apart / "experiment.yaml"
+    resolved.write_text(resolved.read_text().replace("stacked: true\n", ""))
+    code, out, err = run_cli(
+        capsys, "report", run_dir, apart, "--score", "training", "--out", tmp_path / "report"
+    )
+    assert code == 0, err
+    assert "stacked=true: IQM" in out and "stacked=false: IQM" in out
 
 
 def test_a_killed_stack_resumes_every_seed_from_its_checkpoint(ray_session, write_yaml, tmp_path):
