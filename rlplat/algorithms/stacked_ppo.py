@@ -198,6 +198,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self.envs_per_seed = int(config.num_envs_per_env_runner)
         self.window = int(config.metrics_num_episodes_for_smoothing)
         self._weights_seq_no = 0
+        self._single: tuple[Any, dict[str, Any]] | None = None  # see _single_seed_parts
         self.make_env()
         self.make_module()
 
@@ -212,6 +213,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
         config = self.config
+        self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
         self.for_env = actions_for_env(
             self.action_space, config.normalize_actions, config.clip_actions
         )
@@ -266,20 +268,25 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
                 logps.append(dist.logp(action))
             actions.append(action)
             played = self.for_env(action.numpy())
+            if self.discrete:  # Python ints: a Discrete space checks them without numpy's dtypes
+                played = played.tolist()
             self.running_abs += np.abs(self.obs).mean(axis=1)
             step_rewards = np.zeros(count, dtype=np.float32)
             ended = np.zeros((2, count), dtype=bool)
             after, current = np.empty_like(self.obs), np.empty_like(self.obs)
+            restarted = []
             for k, env in enumerate(self.envs):
                 o, r, term, trunc, _ = env.step(played[k])
-                after[k] = np.asarray(o, dtype=np.float32).reshape(-1)
+                after[k] = np.ravel(o)
                 step_rewards[k], ended[0, k], ended[1, k] = r, term, trunc
-                self.running_returns[k] += r
-                self.running_lengths[k] += 1
                 if term or trunc:
-                    self._episode_ended(k, bool(trunc and not term))
+                    restarted.append(k)
                     o, _ = env.reset()
-                current[k] = np.asarray(o, dtype=np.float32).reshape(-1)
+                current[k] = np.ravel(o)
+            self.running_returns += step_rewards
+            self.running_lengths += 1
+            for k in restarted:
+                self._episode_ended(k, bool(ended[1, k] and not ended[0, k]))
             obs_rows.append(self.obs)
             next_obs.append(after)
             self.obs = current
@@ -363,30 +370,44 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         (``rlplat.policy.restore``: ``rlplat eval``, ``export``, ``serve``): its module as
         RLlib's ``DefaultPPOTorchRLModule`` holding its slice of the stacked weights, the
         config's env-to-module and module-to-env pipelines, and the env steps it sampled."""
-        model_config = {k: v for k, v in self.config.model_config.items() if k != STACKED_SEEDS}
-        single = RLModuleSpec(
-            module_class=DefaultPPOTorchRLModule,
-            catalog_class=PPOCatalog,
-            observation_space=self.observation_space,
-            action_space=self.action_space,
-            model_config=model_config,
-        ).build()
+        single, pipelines = self._single_seed_parts()
         single.load_state_dict(single.state_dict() | self.module.seed_module_state(index))
         modules = path / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE
         single.save_to_path(modules / DEFAULT_MODULE_ID)
-        spaces = {INPUT_ENV_SINGLE_SPACES: (self.observation_space, self.action_space)}
         runner = path / COMPONENT_ENV_RUNNER
-        pipelines = (
-            (COMPONENT_ENV_TO_MODULE_CONNECTOR, self.config.build_env_to_module_connector),
-            (COMPONENT_MODULE_TO_ENV_CONNECTOR, self.config.build_module_to_env_connector),
-        )
-        for name, build in pipelines:
-            pipeline = build(spaces=spaces)
+        for name, pipeline in pipelines.items():
             # With its state given, a pipeline writes only its pieces that have state, as an
             # env runner's checkpoint does (asked for its own, it asks each stateless piece).
             pipeline.save_to_path(runner / name, state=pipeline.get_state())
         steps = {NUM_ENV_STEPS_SAMPLED_LIFETIME: self.num_env_steps_sampled_lifetime}
         (runner / "state.pkl").write_bytes(pickle.dumps(steps))
+
+    def _single_seed_parts(self) -> tuple[Any, dict[str, Any]]:
+        """RLlib's PPO module for one seed and the config's two pipelines, built once (a
+        checkpoint of 16 seeds would build them 16 times) and given each seed's weights."""
+        if self._single is None:
+            model_config = {
+                k: v for k, v in self.config.model_config.items() if k != STACKED_SEEDS
+            }
+            module = RLModuleSpec(
+                module_class=DefaultPPOTorchRLModule,
+                catalog_class=PPOCatalog,
+                observation_space=self.observation_space,
+                action_space=self.action_space,
+                model_config=model_config,
+            ).build()
+            spaces = {INPUT_ENV_SINGLE_SPACES: (self.observation_space, self.action_space)}
+            config = self.config
+            pipelines = {
+                COMPONENT_ENV_TO_MODULE_CONNECTOR: config.build_env_to_module_connector(
+                    spaces=spaces
+                ),
+                COMPONENT_MODULE_TO_ENV_CONNECTOR: config.build_module_to_env_connector(
+                    spaces=spaces
+                ),
+            }
+            self._single = (module, pipelines)
+        return self._single
 
     # -- state
 
