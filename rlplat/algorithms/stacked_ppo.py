@@ -386,28 +386,26 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         """RLlib's PPO module for one seed and the config's two pipelines, built once (a
         checkpoint of 16 seeds would build them 16 times) and given each seed's weights."""
         if self._single is None:
-            model_config = {
-                k: v for k, v in self.config.model_config.items() if k != STACKED_SEEDS
-            }
-            module = RLModuleSpec(
-                module_class=DefaultPPOTorchRLModule,
-                catalog_class=PPOCatalog,
-                observation_space=self.observation_space,
-                action_space=self.action_space,
-                model_config=model_config,
-            ).build()
-            spaces = {INPUT_ENV_SINGLE_SPACES: (self.observation_space, self.action_space)}
-            config = self.config
-            pipelines = {
-                COMPONENT_ENV_TO_MODULE_CONNECTOR: config.build_env_to_module_connector(
-                    spaces=spaces
-                ),
-                COMPONENT_MODULE_TO_ENV_CONNECTOR: config.build_module_to_env_connector(
-                    spaces=spaces
-                ),
-            }
-            self._single = (module, pipelines)
+            with torch.random.fork_rng():  # building draws weights: not from the seeds' stream
+                self._single = self._build_single_seed_parts()
         return self._single
+
+    def _build_single_seed_parts(self) -> tuple[Any, dict[str, Any]]:
+        model_config = {k: v for k, v in self.config.model_config.items() if k != STACKED_SEEDS}
+        module = RLModuleSpec(
+            module_class=DefaultPPOTorchRLModule,
+            catalog_class=PPOCatalog,
+            observation_space=self.observation_space,
+            action_space=self.action_space,
+            model_config=model_config,
+        ).build()
+        spaces = {INPUT_ENV_SINGLE_SPACES: (self.observation_space, self.action_space)}
+        config = self.config
+        pipelines = {
+            COMPONENT_ENV_TO_MODULE_CONNECTOR: config.build_env_to_module_connector(spaces=spaces),
+            COMPONENT_MODULE_TO_ENV_CONNECTOR: config.build_module_to_env_connector(spaces=spaces),
+        }
+        return module, pipelines
 
     # -- state
 

@@ -241,6 +241,28 @@ def test_one_seed_saved_from_the_stack_is_a_policy_that_rlplat_restores(tmp_path
     runner.stop()
 
 
+def test_saving_a_seed_draws_nothing_from_the_stacks_random_stream(tmp_path):
+    """A checkpoint in the middle of a run leaves its actions as they would be without it."""
+    config = (
+        StackedPPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=2)
+        .training(train_batch_size_per_learner=20)
+        .rl_module(model_config={"fcnet_hiddens": [16], "vf_share_layers": False})
+        .stacked(seeds=[7, 8])
+    )
+    saved, unsaved = StackedEnvRunner(config=config), StackedEnvRunner(config=config)
+    actions = []
+    for runner in (saved, unsaved):
+        torch.manual_seed(1)
+        runner.sample()
+        if runner is saved:
+            runner.save_seed(0, tmp_path / "seed_0")
+        actions.append(runner.sample()[0].columns[Columns.ACTIONS])
+        runner.stop()
+    torch.testing.assert_close(actions[0], actions[1])
+
+
 def test_each_seeds_result_is_its_own_episodes_and_losses_under_rllibs_names():
     """``seed_result`` gives a seed's trial what a separate run of it reports: its own episodes
     (RLlib's ``env_runners`` names, rlplat's ``window`` and health counts), its own losses under
