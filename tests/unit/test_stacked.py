@@ -215,18 +215,24 @@ def test_each_seeds_advantages_are_gae_over_its_own_envs_standardised_on_its_own
         np.testing.assert_allclose(data[ADVANTAGES][seed].numpy(), expected, rtol=1e-4, atol=1e-4)
 
 
-def test_one_seed_saved_from_the_stack_is_a_policy_that_rlplat_restores(tmp_path):
-    """``save_seed`` writes what ``rlplat eval``, ``export`` and ``serve`` restore (RLlib's PPO
-    module and pipelines): the restored policy acts as that seed of the stack does."""
-    config = (
+def cartpole_stack(seeds: list[int], steps_per_env: int) -> StackedPPOConfig:
+    """A small stacked PPO on CartPole: two envs per seed, ``steps_per_env`` steps each per
+    sample, one hidden layer of 16."""
+    return (
         StackedPPOConfig()
         .environment("CartPole-v1")
         .env_runners(num_envs_per_env_runner=2)
-        .training(train_batch_size_per_learner=20)
+        .training(train_batch_size_per_learner=2 * steps_per_env)
         .rl_module(model_config={"fcnet_hiddens": [16], "vf_share_layers": False})
         .debugging(seed=0)
-        .stacked(seeds=[7, 8, 9])
+        .stacked(seeds=seeds)
     )
+
+
+def test_one_seed_saved_from_the_stack_is_a_policy_that_rlplat_restores(tmp_path):
+    """``save_seed`` writes what ``rlplat eval``, ``export`` and ``serve`` restore (RLlib's PPO
+    module and pipelines): the restored policy acts as that seed of the stack does."""
+    config = cartpole_stack([7, 8, 9], steps_per_env=10)
     runner = StackedEnvRunner(config=config)
     [rollout] = runner.sample()
     assert rollout.columns["rewards"].shape == (3, 10, 2)  # seeds, steps, envs per seed
@@ -243,14 +249,7 @@ def test_one_seed_saved_from_the_stack_is_a_policy_that_rlplat_restores(tmp_path
 
 def test_saving_a_seed_draws_nothing_from_the_stacks_random_stream(tmp_path):
     """A checkpoint in the middle of a run leaves its actions as they would be without it."""
-    config = (
-        StackedPPOConfig()
-        .environment("CartPole-v1")
-        .env_runners(num_envs_per_env_runner=2)
-        .training(train_batch_size_per_learner=20)
-        .rl_module(model_config={"fcnet_hiddens": [16], "vf_share_layers": False})
-        .stacked(seeds=[7, 8])
-    )
+    config = cartpole_stack([7, 8], steps_per_env=10)
     saved, unsaved = StackedEnvRunner(config=config), StackedEnvRunner(config=config)
     actions = []
     for runner in (saved, unsaved):
@@ -269,15 +268,7 @@ def test_each_seeds_result_is_its_own_episodes_and_losses_under_rllibs_names():
     ``learners/default_policy``; a resumed runner keeps each seed's window."""
     from rlplat.run.seed_results import seed_result
 
-    config = (
-        StackedPPOConfig()
-        .environment("CartPole-v1")
-        .env_runners(num_envs_per_env_runner=2)
-        .training(train_batch_size_per_learner=100)
-        .rl_module(model_config={"fcnet_hiddens": [8], "vf_share_layers": False})
-        .debugging(seed=0)
-        .stacked(seeds=[3, 4])
-    )
+    config = cartpole_stack([3, 4], steps_per_env=50)
     runner = StackedEnvRunner(config=config)
     runner.sample()
     metrics = runner.metrics.reduce(compile=True)  # the values the algorithm's result holds
