@@ -32,8 +32,8 @@ class TrainOptions:
     )
     stacked: bool = option(
         False,
-        help="Train the seeds of --seeds as one stacked model in this process, each seed still "
-        "its own trial (PPO): the override stacked=true.",
+        help="Train the seeds of --seeds as stacked models over this machine's CPUs, each seed "
+        "still its own trial (PPO): the override stacked=true.",
     )
     retry_errored: bool = option(False, help="With --resume: also continue trials that failed.")
     address: str | None = option(
