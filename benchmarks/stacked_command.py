@@ -5,6 +5,7 @@ of both runs side by side (each seed's greedy return: IQM and 95% CI per side).
 
     python benchmarks/stacked_command.py [--experiment cartpole_ppo.yaml] [--seeds 16]
                                          [--budget 100000] [--episodes 20]
+    python benchmarks/stacked_command.py --experiment pendulum_sac.yaml --budget 20000
 
 Each command runs alone, timed as a user waits for it (launch to exit), with its own Ray
 (``RLPLAT_RAY_IDLE_S=0``: no warm Ray kept between them). The return target of the file is
@@ -35,7 +36,7 @@ from harness import (
 from rlplat.report.stats import bootstrap_estimate, iqm
 
 RESULTS = results_file("stacked_command.json")
-CURVE_STEPS = (20_000, 40_000, 60_000, 80_000)
+CURVE_FRACTIONS = (0.2, 0.4, 0.6, 0.8)  # of the budget: where the training curves are compared
 SIDES = {"stacked": ("--stacked",), "separate": ()}
 
 
@@ -47,12 +48,12 @@ def side(experiment: str, seeds: int, budget: int, flags: tuple[str, ...], out: 
     run = training.run_dir
     [driver] = read_json(run / "run.json")["drivers"]
     timings = driver["timings"]["stages_s"]
-    curves = {step: [] for step in CURVE_STEPS}
+    curves = {int(budget * fraction): [] for fraction in CURVE_FRACTIONS}
     steps = []
     for trial in sorted(run.glob("trial_*/result.json")):
         results = trial_results(trial.parent)
         steps.append(int(results[-1]["num_env_steps_sampled_lifetime"]))
-        for step in CURVE_STEPS:  # the training window's return once the seed has this many
+        for step in curves:  # the training window's return once the seed has this many
             reached = [r for r in results if r["num_env_steps_sampled_lifetime"] >= step]
             if reached:
                 curves[step].append(reached[0]["window"]["episode_return_mean"])

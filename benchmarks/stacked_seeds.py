@@ -1,4 +1,4 @@
-"""Issue 104's cost of stacked seeds: ``StackedPPO`` (rlplat/algorithms/stacked_ppo.py) on
+"""Issue 104's cost of stacked seeds: ``StackedPPO`` (rlplat/algorithms/stacked/ppo.py) on
 CartPole with experiments/cartpole_ppo.yaml's settings (16 envs and 1,000 env steps per seed per
 iteration, 12 epochs of 256-row minibatches, [64, 64] networks), N = 1, 4, 16, 64 seeds in one
 process on one torch thread; beside it, rlplat's PPO of one seed as ``rlplat train`` runs it.
@@ -48,7 +48,7 @@ def stacked_cost(seeds: int, iterations: int) -> dict[str, Any]:
     import ray
     import torch
 
-    from rlplat.algorithms.stacked_ppo import StackedPPOConfig
+    from rlplat.algorithms.stacked.ppo import StackedPPOConfig
 
     torch.set_num_threads(1)
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)

@@ -1,10 +1,11 @@
 """What ``stacked: true`` (``--stacked``) can train, checked before Ray: the seeds of ``seeds``
-as one stacked PPO model in the command's process (``rlplat.algorithms.stacked_ppo``).
+as one stacked PPO or SAC model in the command's process (``rlplat.algorithms.stacked``).
 
-Each refusal names the key to change. The stack is RLlib's default PPO networks for each seed
-(separate actor and critic MLPs) on a flat observation, acting in a Discrete or Box space; what
-it does not carry (searches, several agents, memory, connectors, evaluation runners, remote env
-runners or learners) is refused rather than silently left out.
+Each refusal names the key to change. A stacked PPO seed is RLlib's default PPO networks
+(separate actor and critic MLPs) acting in a Discrete or Box space, a stacked SAC seed rlplat's
+SAC networks acting in a Box space, both on a flat observation; what a stack does not carry
+(searches, several agents, memory, connectors, evaluation runners, remote env runners or
+learners, n-step returns, prioritized replay) is refused rather than silently left out.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from rlplat.experiment.load import Locator
 from rlplat.experiment.schema import Experiment
 from rlplat.experiment.spaces import Space
 
-STACKED_ALGORITHMS = ("PPO",)
-# The model settings the stacked module builds with (RLlib's DefaultModelConfig names).
-STACKED_MODEL_KEYS = ("fcnet_hiddens", "fcnet_activation", "vf_share_layers", "log_std_clip_param")
+# The model settings each stacked module builds with (RLlib's DefaultModelConfig names).
+STACKED_MODEL_KEYS = {
+    "PPO": ("fcnet_hiddens", "fcnet_activation", "vf_share_layers", "log_std_clip_param"),
+    "SAC": ("fcnet_hiddens", "fcnet_activation", "head_fcnet_hiddens", "head_fcnet_activation"),
+}
+STACKED_ALGORITHMS = tuple(STACKED_MODEL_KEYS)
 
 
 def check_stacked(
@@ -59,17 +63,20 @@ def check_stacked(
             f"{obs}: leave stacked out (the MLP stack has no image or nested encoders)."
         )
     box_actions = isinstance(actions, gym.spaces.Box) and len(actions.shape) == 1
-    if not (isinstance(actions, gym.spaces.Discrete) or box_actions):
-        refuse(f"stacked seeds act in a Discrete or a 1-D Box space, not {actions}.")
+    ppo = experiment.algorithm == "PPO"
+    if not (box_actions or (ppo and isinstance(actions, gym.spaces.Discrete))):
+        allowed = "a Discrete or a 1-D Box space" if ppo else "a 1-D Box space"
+        refuse(f"stacked {experiment.algorithm} seeds act in {allowed}, not {actions}.")
     model = experiment.rl_module.get("model_config") or {}
-    other = [key for key in model if key not in STACKED_MODEL_KEYS]
+    keys = STACKED_MODEL_KEYS[experiment.algorithm]
+    other = [key for key in model if key not in keys]
     if other:
         refuse(
-            f"the stacked module builds RLlib's default PPO MLPs from "
-            f"{', '.join(STACKED_MODEL_KEYS)} only; leave {other[0]} out (or stacked).",
+            f"the stacked {experiment.algorithm} module builds its MLPs from "
+            f"{', '.join(keys)} only; leave {other[0]} out (or stacked).",
             f"rl_module.model_config.{other[0]}",
         )
-    if model.get("vf_share_layers", True):
+    if ppo and model.get("vf_share_layers", True):
         refuse(
             "stacked PPO keeps each seed's actor and critic apart: set "
             "rl_module.model_config.vf_share_layers: false (RLlib's default shares them), so "
@@ -87,13 +94,21 @@ def check_stacked(
         "evaluation": bool(experiment.evaluation),
         "training.learner_class": "learner_class" in experiment.training,
         "training.use_kl_loss": bool(experiment.training.get("use_kl_loss")),
+        "replay.her": experiment.replay.her is not None,
     }
+    if not ppo:
+        sections["training.optimizer"] = "optimizer" in experiment.training
+        n_step = experiment.training.get("n_step", 1)
+        sections["training.n_step"] = n_step not in (1, None)
+        buffer = str((experiment.training.get("replay_buffer_config") or {}).get("type", ""))
+        sections["training.replay_buffer_config.type"] = "Prioritized" in buffer
     for key, given in sections.items():
         if given:
             refuse(
-                f"stacked seeds do not carry {key} (a stack has its own learner, no connectors, "
-                "no evaluation runners: each seed's checkpoints are scored after training): "
-                "leave it out, or leave stacked out.",
+                f"stacked seeds do not carry {key} (a stack has its own learner and uniform "
+                "replay of one-step transitions, no connectors, no evaluation runners: each "
+                "seed's checkpoints are scored after training): leave it out, or leave stacked "
+                "out.",
                 key,
             )
     resources = experiment.resources

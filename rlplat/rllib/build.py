@@ -36,7 +36,8 @@ from rlplat.algorithms.registry import (
 )
 from rlplat.algorithms.replay import TRANSITION_SAMPLER, transition_sampler_requested
 from rlplat.algorithms.rnd import RND, RndPPOLearner, RndPPOModule, RndSettings
-from rlplat.algorithms.stacked_ppo import StackedPPO
+from rlplat.algorithms.stacked.ppo import StackedPPO
+from rlplat.algorithms.stacked.sac import StackedSAC
 from rlplat.datasets.dataset import data_path
 from rlplat.environments.backends import backend_for
 from rlplat.environments.connectors import ConnectorFactory
@@ -468,7 +469,10 @@ def build_algorithm_config(
 
     ``locate(key_path)`` returns 'file:line' for messages; ``env`` is what ``check_env`` found.
     """
-    algo_cls = StackedPPO if exp.stacked else get_algorithm_class(exp.algorithm)
+    if exp.stacked:
+        algo_cls = {"PPO": StackedPPO, "SAC": StackedSAC}[exp.algorithm]
+    else:
+        algo_cls = get_algorithm_class(exp.algorithm)
     config = algo_cls.get_default_config()
     check_rllib_sections(exp, type(config), locate)
     check_model_config(exp, config, locate)

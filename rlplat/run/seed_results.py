@@ -1,11 +1,11 @@
-"""One seed's result out of a stacked iteration's (``rlplat.algorithms.stacked_ppo``): what its
+"""One seed's result out of a stacked iteration's (``rlplat.algorithms.stacked``): what its
 trial logs, as a separate run of that seed would."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlplat.algorithms.stacked_ppo import SEED_RESULTS, SEED_STOPPED, SEED_WINDOW
+from rlplat.algorithms.stacked.runner import SEED_RESULTS, SEED_STOPPED, SEED_WINDOW
 from rlplat.rllib.episode_stats import WINDOW_KEY
 
 LEARNER = "default_policy"  # RLlib's module id: where a seed's learner results go

@@ -1,5 +1,5 @@
 """Stacked seeds (``stacked: true``): the seeds of ``seeds`` trained as stacked models
-(``rlplat.algorithms.stacked_ppo``), split over the machine's CPUs in parts (the first in the
+(``rlplat.algorithms.stacked``), split over the machine's CPUs in parts (the first in the
 command's process, ``rlplat.run.stack_parts``), and each seed is still a trial.
 
 Each seed gets the trial directory a separate seed's trial has (``trial_0000i``: params.json,

@@ -26,7 +26,8 @@ from rlplat.algorithms.pqn import PQN
 from rlplat.algorithms.qmix import QMIX
 from rlplat.algorithms.registry import algorithm_record, canonical_name
 from rlplat.algorithms.sac import SAC
-from rlplat.algorithms.stacked_ppo import StackedPPO
+from rlplat.algorithms.stacked.ppo import StackedPPO
+from rlplat.algorithms.stacked.sac import StackedSAC
 from rlplat.algorithms.td3 import DDPG, TD3
 from rlplat.algorithms.transition_loop import DQN
 from rlplat.errors import UserError
@@ -119,11 +120,8 @@ TRIALS: dict[str, type[ExperimentTrial]] = {
 }
 
 
-class StackedPPOTrial(ExperimentTrial, StackedPPO):
-    """The seeds of a ``stacked: true`` PPO experiment, trained as one (rlplat.run.stacked_loop
-    runs it; it is no Tune trial)."""
-
-    registered_name = "PPO"
+class StackedParts:
+    """A stacked trial's checkpoints (before ``ExperimentTrial`` and a stacked algorithm)."""
 
     def save_part(self, checkpoint: str, seeds: list[tuple[int, str]]) -> None:
         """The stack's checkpoint at ``checkpoint``, and each (its index in this stack, path)
@@ -133,12 +131,30 @@ class StackedPPOTrial(ExperimentTrial, StackedPPO):
             self.env_runner.save_seed(index, Path(path))
 
 
+class StackedPPOTrial(StackedParts, ExperimentTrial, StackedPPO):
+    """The seeds of a ``stacked: true`` PPO experiment, trained as one (rlplat.run.stacked_loop
+    runs it; it is no Tune trial)."""
+
+    registered_name = "PPO"
+
+
+class StackedSACTrial(StackedParts, ExperimentTrial, StackedSAC):
+    """The seeds of a ``stacked: true`` SAC experiment, trained as one."""
+
+    registered_name = "SAC"
+
+
+STACKED_TRIALS: dict[str, type[ExperimentTrial]] = {
+    cls.registered_name: cls for cls in (StackedPPOTrial, StackedSACTrial)
+}
+
+
 def trainable_for(algorithm: str, *, stacked: bool = False) -> type[ExperimentTrial]:
     """The class a trial of ``algorithm`` (its registered name, any case) runs; with
     ``stacked``, the class that trains a stack of its seeds."""
-    if stacked:
-        return StackedPPOTrial
     name = canonical_name(algorithm)
+    if stacked:
+        return STACKED_TRIALS[name]
     path = algorithm_record(name).trial
     if path is not None:
         return import_object(path)

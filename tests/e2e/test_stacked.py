@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import signal
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rlplat.checkpoints import checkpoints_in, find_checkpoint
+from rlplat.checkpoints import REPLAY_STATE, checkpoints_in, find_checkpoint
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
 from tests.e2e.helpers import eval_json, resume, run_cli
@@ -84,6 +85,50 @@ def test_three_stacked_seeds_each_learn_cartpole_as_their_own_trials(
     )
     assert code == 0, err
     assert "stacked=true: IQM" in out and "stacked=false: IQM" in out
+
+
+PENDULUM_SAC = """\
+name: stacked-sac
+algorithm: SAC
+seed: 0
+env: {id: Pendulum-v1}
+training:
+  train_batch_size_per_learner: 32
+  num_steps_sampled_before_learning_starts: 200
+  training_intensity: 32
+  replay_buffer_config: {capacity: 1000}
+env_runners: {rollout_fragment_length: 4}
+rl_module: {model_config: {fcnet_hiddens: [32], fcnet_activation: relu}}
+resources: {env_runners: {count: 0}}
+stop: {env_steps: 600}
+checkpoint: {every: 0, keep: 1, at_end: true}
+output_dir: OUTPUT
+"""
+
+
+def test_stacked_sac_seeds_are_trials_whose_checkpoints_play_and_keep_the_replay(
+    ray_session, write_yaml, capsys, tmp_path
+):
+    """Two SAC seeds stacked in one process: each its own trial with its own episodes, its
+    checkpoint played by rlplat eval as rlplat's SAC policy, the stack's checkpoint holding each
+    seed's replayed transitions (checkpoint.replay_buffer), so --resume goes on with them."""
+    path = write_yaml(PENDULUM_SAC.replace("OUTPUT", str(tmp_path / "out")), name="sac.yaml")
+    overrides = ["seeds=2", "stacked=true", "resources.driver.cpus=1"]
+    summary = train(load_experiment(path, overrides), console=Console(quiet=True))
+    assert [t.status for t in summary.trials] == ["finished"] * 2
+    firsts = []
+    for trial in summary.trials:
+        results = [json.loads(line) for line in (Path(trial.path) / "result.json").open()]
+        assert results[-1]["num_env_steps_sampled_lifetime"] >= 600
+        assert results[-1]["learners"]["default_policy"]["qf_loss"] > 0
+        firsts.append(results[0]["env_runners"]["episode_return_mean"])
+    assert firsts[0] != firsts[1], "each seed its own envs"
+    played = eval_json(capsys, find_checkpoint(Path(summary.trials[1].path)).path, "-n", "1")
+    assert played["episodes"] == 1 and played["returns"]["mean"] < 0
+    [part] = Path(summary.run_dir).glob("stack/checkpoint_*/part_0")
+    state = pickle.loads((part / "algorithm_state.pkl").read_bytes())
+    held = state[REPLAY_STATE]["columns"]["rewards"]
+    assert held.shape[0] == 2 and held.shape[1] >= 600  # each seed's own transitions
 
 
 def test_a_killed_stack_resumes_every_seed_from_its_checkpoint(ray_session, write_yaml, tmp_path):

@@ -15,14 +15,14 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from torch import nn
 
-from rlplat.algorithms.stacked_ppo import (
+from rlplat.algorithms.stacked.ppo import (
     ADVANTAGES,
-    STACKED_SEEDS,
-    StackedEnvRunner,
     StackedPPOConfig,
     StackedPPOModule,
     seed_advantages,
 )
+from rlplat.algorithms.stacked.runner import STACKED_SEEDS, StackedEnvRunner, StackedRollout
+from rlplat.algorithms.stacked.sac import StackedSACConfig
 from rlplat.engine.stacked import (
     SeedStops,
     clip_grad_norm_per_seed_,
@@ -290,3 +290,82 @@ def test_each_seeds_result_is_its_own_episodes_and_losses_under_rllibs_names():
     assert [list(recent) for recent in resumed.recent] == [list(r) for r in runner.recent]
     runner.stop()
     resumed.stop()
+
+
+def pendulum_sac_stack(seeds: list[int], **training) -> StackedSACConfig:
+    """A small stacked SAC on Pendulum: one hidden layer of 16, batches of 8."""
+    return (
+        StackedSACConfig()
+        .environment("Pendulum-v1")
+        .training(train_batch_size_per_learner=8, **training)
+        .rl_module(model_config={"fcnet_hiddens": [16], "fcnet_activation": "relu"})
+        .debugging(seed=0)
+        .stacked(seeds=seeds)
+    )
+
+
+def test_a_seed_saved_from_stacked_sac_is_rlplats_sac_policy(tmp_path):
+    """One seed of a SAC stack restores as rlplat's own SAC policy and acts greedily as that
+    seed of the stack does (tanh of its mean, in the action bounds)."""
+    config = pendulum_sac_stack([5, 6, 7], num_steps_sampled_before_learning_starts=0)
+    runner = StackedEnvRunner(config=config)
+    [rollout] = runner.sample()
+    assert rollout.columns[Columns.ACTIONS].shape == (3, 1, 1, 1)  # seeds, steps, envs, action
+    runner.save_seed(2, tmp_path / "seed_2")
+    policy = Policy.from_checkpoint(tmp_path / "seed_2")
+    obs = torch.randn(6, 3)  # seed-major: rows 4 and 5 are seed 2's
+    torch.testing.assert_close(
+        policy.module.forward_inference({Columns.OBS: obs[4:6]})[Columns.ACTION_DIST_INPUTS],
+        runner.module.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS][4:6],
+    )
+    runner.stop()
+
+
+def _pendulum_rollout(rewards: torch.Tensor, steps: int = 16) -> StackedRollout:
+    """``steps`` transitions per seed, the same for every seed but their ``rewards`` (seeds,)."""
+    generator = torch.Generator().manual_seed(3)
+    seeds = len(rewards)
+    obs = torch.randn(1, steps, 1, 3, generator=generator).expand(seeds, -1, -1, -1)
+    actions = torch.rand(1, steps, 1, 1, generator=generator).expand(seeds, -1, -1, -1)
+    return StackedRollout(
+        {
+            Columns.OBS: obs,
+            Columns.NEXT_OBS: obs.flip(1),
+            Columns.ACTIONS: actions,
+            "rewards": rewards.reshape(seeds, 1, 1).expand(-1, steps, 1),
+            "terminateds": torch.zeros(seeds, steps, 1, dtype=torch.bool),
+            "truncateds": torch.zeros(seeds, steps, 1, dtype=torch.bool),
+        }
+    )
+
+
+def test_a_stacked_sac_seed_learns_from_its_own_replay_only_and_a_nan_stops_it_alone():
+    """The same update with seed 1's rewards NaN: seed 0's actor, critics and temperature end
+    exactly where they end beside a healthy seed 1, and seed 1 stays where it was."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.core.learner.training_data import TrainingData
+
+    env = gym.make("Pendulum-v1")
+    spaces = {DEFAULT_MODULE_ID: (env.observation_space, env.action_space)}
+    after = []
+    for rewards in (torch.tensor([-1.0, -2.0]), torch.tensor([-1.0, float("nan")])):
+        torch.manual_seed(0)
+        config = pendulum_sac_stack([0, 1], num_steps_sampled_before_learning_starts=0)
+        learner = config.build_learner(spaces=spaces)
+        module = learner.module[DEFAULT_MODULE_ID].unwrapped()
+        before = {k: v.clone() for k, v in module.state_dict().items()}
+        for _ in range(3):
+            learner.update(
+                training_data=TrainingData(episodes=[_pendulum_rollout(rewards)]),
+                timesteps={"num_env_steps_sampled_lifetime": 16},
+            )
+        state = module.state_dict()
+        changed = [k for k in state if not torch.equal(state[k][0], before[k][0])]
+        assert any(k.startswith("pi_encoder") for k in changed) and "log_alpha" in changed
+        after.append((state, before, learner.stops.stopped))
+    (healthy, _, healthy_stops), (poisoned, before, stops) = after
+    assert healthy_stops == [] and stops == [1]
+    for name, tensor in poisoned.items():
+        torch.testing.assert_close(tensor[0], healthy[name][0], rtol=0, atol=0)
+        if not name.startswith("target_"):  # targets move towards the frozen critics
+            torch.testing.assert_close(tensor[1], before[name][1], rtol=0, atol=0)

@@ -1,0 +1,350 @@
+"""PPO over stacked seeds (issue 104): one RL module holds N seeds' actor-critics along a
+leading axis (``rlplat.engine.stacked``), so N seeds act and learn in one process for about the
+price of a few.
+
+``StackedPPOModule`` is RLlib's default PPO networks (``DefaultPPOTorchRLModule`` without shared
+layers: an actor MLP encoder and a critic MLP encoder of ``fcnet_hiddens`` with
+``fcnet_activation``, then a linear policy head and a linear value head) for every seed of
+``model_config["stacked_seeds"]``. Its batches are seed-major: of B rows, rows [i B/N, (i+1) B/N)
+are seed i's (its env copies when acting, its minibatch when learning). Its parameters carry
+RLlib's names with a leading seed axis, so ``seed_module_state`` is a state that RLlib's own
+module loads: one seed is evaluated, exported and served as the single-seed policy it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import torch
+from ray.rllib.algorithms.ppo.ppo import (
+    LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
+    LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
+    PPO,
+    PPOConfig,
+)
+from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.distribution.torch.torch_distribution import (
+    TorchCategorical,
+    TorchDiagGaussian,
+)
+from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.utils.metrics import (
+    NUM_ENV_STEPS_TRAINED,
+    NUM_MODULE_STEPS_TRAINED,
+    NUM_MODULE_STEPS_TRAINED_LIFETIME,
+)
+from torch import nn
+
+from rlplat.algorithms.base import WithoutModeSwitch
+from rlplat.algorithms.policy_change import APPROX_KL, CLIP_FRACTION
+from rlplat.algorithms.stacked.runner import (
+    SEED_RESULTS,
+    SEED_STOPPED,
+    STACKED_SEEDS,
+    STOPPED_SEEDS,
+    StackedEnvRunner,
+    StackedSettings,
+    as_rllib_mlp,
+)
+from rlplat.engine.learner import RlplatLearner
+from rlplat.engine.stacked import (
+    SeedStops,
+    clip_grad_norm_per_seed_,
+    seed_generators,
+    seed_state,
+    stacked_mlp,
+)
+
+# RLlib's DefaultModelConfig
+DEFAULT_HIDDENS, DEFAULT_ACTIVATION, LOG_STD_CLIP = (256, 256), "tanh", 20.0
+
+class StackedPPOModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
+    """N seeds' PPO actor-critics (see the module's docstring), Discrete or Box actions."""
+
+    def setup(self) -> None:
+        config = self.model_config
+        self.seeds = [int(seed) for seed in config[STACKED_SEEDS]]
+        hiddens = list(config.get("fcnet_hiddens", DEFAULT_HIDDENS))
+        activation = config.get("fcnet_activation", DEFAULT_ACTIVATION)
+        count, obs_dim = len(self.seeds), gym.spaces.flatdim(self.observation_space)
+        generators = seed_generators(self.seeds)  # each seed draws its layers in this order
+
+        def encoder() -> nn.Module:
+            return as_rllib_mlp(stacked_mlp(count, obs_dim, hiddens, None, activation, generators))
+
+        def head(size: int) -> nn.Module:
+            return as_rllib_mlp(stacked_mlp(count, hiddens[-1], [], size, activation, generators))
+
+        self.encoder = nn.ModuleDict({"actor_encoder": encoder(), "critic_encoder": encoder()})
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            self.pi = head(int(space.n))
+        else:  # a Gaussian's means and log standard deviations, as RLlib's head outputs them
+            self.pi = head(2 * gym.spaces.flatdim(space))
+        self.vf = head(1)
+
+    def _by_seed(self, obs: torch.Tensor) -> torch.Tensor:
+        """(B, ...) seed-major observations as (seeds, B / seeds, features)."""
+        return obs.reshape(len(self.seeds), -1, obs[0].numel()).float()
+
+    def _features(self, side: str, obs: torch.Tensor) -> torch.Tensor:
+        return self.encoder[side]["net"]["mlp"](self._by_seed(obs))
+
+    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        obs = batch[Columns.OBS]
+        inputs = self.pi["net"]["mlp"](self._features("actor_encoder", obs))
+        if not isinstance(self.action_space, gym.spaces.Discrete):  # RLlib's head clips log stds
+            means, log_stds = inputs.chunk(2, dim=-1)
+            clip = float(self.model_config.get("log_std_clip_param", LOG_STD_CLIP))
+            inputs = torch.cat([means, log_stds.clamp(-clip, clip)], dim=-1)
+        return {Columns.ACTION_DIST_INPUTS: inputs.reshape(obs.shape[0], -1)}
+
+    def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
+        obs = batch[Columns.OBS]
+        values = self.vf["net"]["mlp"](self._features("critic_encoder", obs))
+        return values.reshape(obs.shape[0])
+
+    def _action_dist_cls(self) -> type:
+        if isinstance(self.action_space, gym.spaces.Discrete):
+            return TorchCategorical
+        return TorchDiagGaussian
+
+    def get_inference_action_dist_cls(self) -> type:
+        return self._action_dist_cls()
+
+    def get_exploration_action_dist_cls(self) -> type:
+        return self._action_dist_cls()
+
+    def get_train_action_dist_cls(self) -> type:
+        return self._action_dist_cls()
+
+    def seed_module_state(self, index: int) -> dict[str, torch.Tensor]:
+        """The stack's ``index``-th seed as the parameters of RLlib's ``DefaultPPOTorchRLModule``
+        with the same ``model_config`` (``vf_share_layers: false``); RLlib's module keeps its
+        constant buffers (its heads' log-std clip)."""
+        return seed_state(self.state_dict(), index)
+
+
+# -- learning ------------------------------------------------------------------------------------
+
+
+class StackedPPOLearner(RlplatLearner, PPOTorchLearner):
+    """RLlib's ``Learner`` interface for a stack of seeds, owning its update: each seed's
+    advantages (GAE over its own envs, standardised over its own rows), then ``num_epochs``
+    passes over minibatches cut per seed (each seed its own shuffle), the clipped PPO loss per
+    seed, gradients clipped by each seed's own norm, a seed whose loss or gradient is not finite
+    stopped alone (``SeedStops``), one Adam step over the stacked tensors. Results are RLlib's
+    PPO names averaged over the seeds still training, and per seed under ``SEED_RESULTS``."""
+
+    def build(self) -> None:
+        super().build()
+        seeds = self.config.model_config[STACKED_SEEDS]
+        self.stops = SeedStops(len(seeds))
+        self.shuffle = torch.Generator().manual_seed(int(self.config.seed or 0))
+
+    def update(
+        self,
+        training_data: TrainingData | None = None,
+        *,
+        timesteps: dict[str, Any] | None = None,
+        num_epochs: int = 1,
+        minibatch_size: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        rollout = (training_data or TrainingData(episodes=kwargs.get("episodes"))).episodes[0]
+        self.before_gradient_based_update(timesteps=timesteps or {})
+        module = self.module[DEFAULT_MODULE_ID].unwrapped()
+        config = self.config.get_config_for_module(DEFAULT_MODULE_ID)
+        data = seed_advantages(module, rollout.columns, config.gamma, config.lambda_)
+        seeds, rows = data[ADVANTAGES].shape
+        size = min(int(minibatch_size or rows), rows)
+        params = list(module.parameters())
+        [(_, optimizer)] = self.get_optimizers_for_module(DEFAULT_MODULE_ID)
+        entropy_coeff = self.entropy_coeff_schedulers_per_module[
+            DEFAULT_MODULE_ID
+        ].get_current_value()
+        for _ in range(num_epochs):
+            order = torch.argsort(torch.rand(seeds, rows, generator=self.shuffle), dim=1)
+            for start in range(0, rows, size):
+                batch = rows_of(data, order[:, start : start + size])
+                losses, stats = ppo_losses(module, batch, config, entropy_coeff)
+                optimizer.zero_grad(set_to_none=True)
+                losses.sum().backward()
+                self.stops.check(losses, params, optimizer)
+                if config.grad_clip:
+                    stats["gradients_default_optimizer_global_norm"] = clip_grad_norm_per_seed_(
+                        params, float(config.grad_clip)
+                    )
+                optimizer.step()
+        self._log_results(stats, rows * num_epochs)
+        self.after_gradient_based_update(timesteps=timesteps or {})
+        return self.metrics.reduce()
+
+    def _log_results(self, stats: dict[str, torch.Tensor], rows_trained: int) -> None:
+        """The last minibatch's statistics: per seed, and averaged over live seeds."""
+        alive = self.stops.alive
+        for name, per_seed in stats.items():
+            values = per_seed.detach()
+            self.metrics.log_value((DEFAULT_MODULE_ID, name), values[alive].mean(), window=1)
+            for index, value in enumerate(values.tolist()):
+                self.metrics.log_value((SEED_RESULTS, str(index), name), value, window=1)
+        self.metrics.log_value((SEED_RESULTS, STOPPED_SEEDS), len(self.stops.stopped), window=1)
+        for index, live in enumerate(alive.tolist()):
+            stopped = (SEED_RESULTS, str(index), SEED_STOPPED)
+            self.metrics.log_value(stopped, int(not live), window=1)
+        for key in (NUM_MODULE_STEPS_TRAINED, NUM_ENV_STEPS_TRAINED):
+            self.metrics.log_value((DEFAULT_MODULE_ID, key), rows_trained, reduce="sum")
+            self.metrics.log_value((ALL_MODULES, key), rows_trained, reduce="sum")
+        self.metrics.log_value(
+            (ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), rows_trained, reduce="lifetime_sum"
+        )
+
+
+ADVANTAGES, VALUE_TARGETS = "advantages", "value_targets"
+TOTAL_LOSS = "total_loss"
+
+
+@torch.no_grad()
+def seed_advantages(
+    module: StackedPPOModule, columns: dict[str, torch.Tensor], gamma: float, lambda_: float
+) -> dict[str, torch.Tensor]:
+    """GAE(gamma, lambda) of each seed's envs, bootstrapped from the value of the observation
+    after each step (zero where the episode terminated), restarting where an episode ended;
+    advantages standardised per seed, as RLlib's PPO standardises a module's. Columns flattened
+    to (N, steps x E, ...) per seed."""
+    obs = columns[Columns.OBS]
+    seeds, steps, envs = obs.shape[:3]
+
+    def values(observations: torch.Tensor) -> torch.Tensor:
+        flat = observations.reshape(seeds * steps * envs, -1)
+        return module.compute_values({Columns.OBS: flat}).reshape(seeds, steps, envs)
+
+    value, next_value = values(obs), values(columns[Columns.NEXT_OBS])
+    terminated = columns["terminateds"].float()
+    ended = torch.maximum(terminated, columns["truncateds"].float())
+    deltas = columns["rewards"] + gamma * (1.0 - terminated) * next_value - value
+    advantages = torch.empty_like(deltas)
+    running = torch.zeros(seeds, envs)
+    for t in reversed(range(steps)):
+        running = deltas[:, t] + gamma * lambda_ * (1.0 - ended[:, t]) * running
+        advantages[:, t] = running
+    targets = (advantages + value).reshape(seeds, -1)
+    advantages = advantages.reshape(seeds, -1)
+    std = advantages.std(dim=1, keepdim=True).clamp(min=1e-4)
+    rows = steps * envs
+    return {
+        Columns.OBS: obs.reshape(seeds, rows, -1),
+        Columns.ACTIONS: columns[Columns.ACTIONS].reshape(
+            seeds, rows, *columns[Columns.ACTIONS].shape[3:]
+        ),
+        Columns.ACTION_LOGP: columns[Columns.ACTION_LOGP].reshape(seeds, rows),
+        ADVANTAGES: (advantages - advantages.mean(dim=1, keepdim=True)) / std,
+        VALUE_TARGETS: targets,
+    }
+
+
+def rows_of(data: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Each seed's rows ``index`` (N, rows) of every (N, all rows, ...) column."""
+    return {
+        name: torch.take_along_dim(
+            column, index.reshape(*index.shape, *([1] * (column.dim() - 2))), dim=1
+        )
+        for name, column in data.items()
+    }
+
+
+def ppo_losses(
+    module: StackedPPOModule, batch: dict[str, torch.Tensor], config: Any, entropy_coeff: float
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Each seed's PPO loss over its minibatch (N,), RLlib's terms without the KL penalty: the
+    clipped surrogate, the squared value error clipped at ``vf_clip_param``, the entropy bonus;
+    and each term per seed."""
+    seeds, rows = batch[ADVANTAGES].shape
+    flat_obs = batch[Columns.OBS].reshape(seeds * rows, -1)
+    inputs = module.forward_train({Columns.OBS: flat_obs})[Columns.ACTION_DIST_INPUTS]
+    dist = module.get_train_action_dist_cls().from_logits(inputs)
+    actions = batch[Columns.ACTIONS].reshape(seeds * rows, *batch[Columns.ACTIONS].shape[2:])
+    logp = dist.logp(actions).reshape(seeds, rows)
+    ratio = torch.exp(logp - batch[Columns.ACTION_LOGP])
+    advantages = batch[ADVANTAGES]
+    clip = config.clip_param
+    surrogate = torch.minimum(advantages * ratio, advantages * ratio.clamp(1 - clip, 1 + clip))
+    values = module.compute_values({Columns.OBS: flat_obs}).reshape(seeds, rows)
+    vf_loss = (values - batch[VALUE_TARGETS]).square()
+    vf_clipped = vf_loss.clamp(0.0, config.vf_clip_param)
+    entropy = dist.entropy().reshape(seeds, rows)
+    policy_loss = -surrogate.mean(1)
+    losses = (
+        policy_loss + config.vf_loss_coeff * vf_clipped.mean(1) - entropy_coeff * entropy.mean(1)
+    )
+    with torch.no_grad():  # what rlplat's PPO learner logs beside (rlplat.algorithms.policy_change)
+        log_ratio = logp - batch[Columns.ACTION_LOGP]
+        targets = batch[VALUE_TARGETS]
+        unexplained = (targets - values).var(dim=1) / targets.var(dim=1).clamp(min=1e-8)
+        stats = {
+            TOTAL_LOSS: losses.detach(),
+            POLICY_LOSS_KEY: policy_loss.detach(),
+            VF_LOSS_KEY: vf_clipped.mean(1),
+            LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY: vf_loss.mean(1),
+            LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: 1.0 - unexplained,
+            ENTROPY_KEY: entropy.mean(1),
+            APPROX_KL: ((ratio - 1.0) - log_ratio).mean(1),
+            CLIP_FRACTION: ((ratio - 1.0).abs() > clip).float().mean(1),
+        }
+    return losses, stats
+
+
+# -- the algorithm -------------------------------------------------------------------------------
+
+
+class StackedPPOConfig(StackedSettings, PPOConfig):
+    """RLlib's ``PPOConfig`` for a stack of seeds (``stacked(seeds=...)``): the stacked module,
+    learner and env runner, in the one process of the trial (no remote env runners or
+    learners), without the KL penalty."""
+
+    def __init__(self, algo_class: type | None = None):
+        super().__init__(algo_class=algo_class or StackedPPO)
+        self.use_kl_loss = False
+        self.env_runners(num_env_runners=0, env_runner_cls=StackedEnvRunner)
+
+    def get_default_learner_class(self) -> type:
+        return StackedPPOLearner
+
+    def stacked_module_class(self) -> type:
+        return StackedPPOModule
+
+    def stacked_steps_per_sample(self) -> int:
+        return -(-int(self.train_batch_size_per_learner) // int(self.num_envs_per_env_runner))
+
+    def stacked_learning_starts(self) -> int:
+        return 1  # PPO updates after every sampling call
+
+    def single_seed_module_spec(self, observation_space: gym.Space, action_space: gym.Space,
+                                model_config: dict[str, Any]) -> RLModuleSpec:  # fmt: skip
+        return RLModuleSpec(
+            module_class=DefaultPPOTorchRLModule,
+            catalog_class=PPOCatalog,
+            observation_space=observation_space,
+            action_space=action_space,
+            model_config=model_config,
+        )
+
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        return RLModuleSpec(module_class=StackedPPOModule)
+
+
+class StackedPPO(PPO):
+    """RLlib's PPO (its ``training_step``: sample, update, sync weights) over a stack of seeds."""
+
+    @classmethod
+    def get_default_config(cls) -> StackedPPOConfig:
+        return StackedPPOConfig()
