@@ -1,11 +1,12 @@
 """What ``stacked: true`` (``--stacked``) can train, checked before Ray: the seeds of ``seeds``
-as one stacked PPO or SAC model in the command's process (``rlplat.algorithms.stacked``).
+as one stacked PPO, SAC or TD3 model in the command's process (``rlplat.algorithms.stacked``).
 
 Each refusal names the key to change. A stacked PPO seed is RLlib's default PPO networks
-(separate actor and critic MLPs) acting in a Discrete or Box space, a stacked SAC seed rlplat's
-SAC networks acting in a Box space, both on a flat observation; what a stack does not carry
-(searches, several agents, memory, connectors, evaluation runners, remote env runners or
-learners, n-step returns, prioritized replay) is refused rather than silently left out.
+(separate actor and critic MLPs) acting in a Discrete or Box space, a stacked SAC or TD3 seed
+rlplat's networks of that algorithm acting in a Box space, all on a flat observation; what a
+stack does not carry (searches, several agents, memory, connectors, evaluation runners, remote
+env runners or learners, n-step returns, prioritized replay) is refused rather than silently
+left out.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rlplat.experiment.spaces import Space
 STACKED_MODEL_KEYS = {
     "PPO": ("fcnet_hiddens", "fcnet_activation", "vf_share_layers", "log_std_clip_param"),
     "SAC": ("fcnet_hiddens", "fcnet_activation", "head_fcnet_hiddens", "head_fcnet_activation"),
+    "TD3": (),  # rlplat's own networks: training.actor_hiddens, critic_hiddens, hidden_activation
 }
 STACKED_ALGORITHMS = tuple(STACKED_MODEL_KEYS)
 

@@ -38,6 +38,7 @@ from rlplat.algorithms.replay import TRANSITION_SAMPLER, transition_sampler_requ
 from rlplat.algorithms.rnd import RND, RndPPOLearner, RndPPOModule, RndSettings
 from rlplat.algorithms.stacked.ppo import StackedPPO
 from rlplat.algorithms.stacked.sac import StackedSAC
+from rlplat.algorithms.stacked.td3 import StackedTD3
 from rlplat.datasets.dataset import data_path
 from rlplat.environments.backends import backend_for
 from rlplat.environments.connectors import ConnectorFactory
@@ -462,6 +463,9 @@ def check_model_config(
         raise ConfigError(message, location=locate(path), key=path)
 
 
+STACKED = {"PPO": StackedPPO, "SAC": StackedSAC, "TD3": StackedTD3}  # stacked: true
+
+
 def build_algorithm_config(
     exp: Experiment, locate: Callable[[str], str], env: EnvInfo
 ) -> AlgorithmConfig:
@@ -470,7 +474,7 @@ def build_algorithm_config(
     ``locate(key_path)`` returns 'file:line' for messages; ``env`` is what ``check_env`` found.
     """
     if exp.stacked:
-        algo_cls = {"PPO": StackedPPO, "SAC": StackedSAC}[exp.algorithm]
+        algo_cls = STACKED[exp.algorithm]
     else:
         algo_cls = get_algorithm_class(exp.algorithm)
     config = algo_cls.get_default_config()

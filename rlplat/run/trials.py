@@ -28,6 +28,7 @@ from rlplat.algorithms.registry import algorithm_record, canonical_name
 from rlplat.algorithms.sac import SAC
 from rlplat.algorithms.stacked.ppo import StackedPPO
 from rlplat.algorithms.stacked.sac import StackedSAC
+from rlplat.algorithms.stacked.td3 import StackedTD3
 from rlplat.algorithms.td3 import DDPG, TD3
 from rlplat.algorithms.transition_loop import DQN
 from rlplat.errors import UserError
@@ -144,8 +145,14 @@ class StackedSACTrial(StackedParts, ExperimentTrial, StackedSAC):
     registered_name = "SAC"
 
 
+class StackedTD3Trial(StackedParts, ExperimentTrial, StackedTD3):
+    """The seeds of a ``stacked: true`` TD3 experiment, trained as one."""
+
+    registered_name = "TD3"
+
+
 STACKED_TRIALS: dict[str, type[ExperimentTrial]] = {
-    cls.registered_name: cls for cls in (StackedPPOTrial, StackedSACTrial)
+    cls.registered_name: cls for cls in (StackedPPOTrial, StackedSACTrial, StackedTD3Trial)
 }
 
 

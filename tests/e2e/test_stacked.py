@@ -12,6 +12,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from rlplat.checkpoints import REPLAY_STATE, checkpoints_in, find_checkpoint
@@ -87,18 +88,18 @@ def test_three_stacked_seeds_each_learn_cartpole_as_their_own_trials(
     assert "stacked=true: IQM" in out and "stacked=false: IQM" in out
 
 
-PENDULUM_SAC = """\
-name: stacked-sac
-algorithm: SAC
+PENDULUM_OFF_POLICY = """\
+name: stacked-off-policy
+algorithm: ALGORITHM
 seed: 0
 env: {id: Pendulum-v1}
 training:
+  NETWORKS
   train_batch_size_per_learner: 32
   num_steps_sampled_before_learning_starts: 200
   training_intensity: 32
   replay_buffer_config: {capacity: 1000}
 env_runners: {rollout_fragment_length: 4}
-rl_module: {model_config: {fcnet_hiddens: [32], fcnet_activation: relu}}
 resources: {env_runners: {count: 0}}
 stop: {env_steps: 600}
 checkpoint: {every: 0, keep: 1, at_end: true}
@@ -106,13 +107,25 @@ output_dir: OUTPUT
 """
 
 
-def test_stacked_sac_seeds_are_trials_whose_checkpoints_play_and_keep_the_replay(
-    ray_session, write_yaml, capsys, tmp_path
+NETWORKS = {  # the same sizes in each algorithm's keys: (training lines, other sections)
+    "SAC": ("", "rl_module: {model_config: {fcnet_hiddens: [32], fcnet_activation: relu}}\n"),
+    "TD3": ("  actor_hiddens: [32]\n  critic_hiddens: [32]\n", ""),
+}
+
+
+@pytest.mark.parametrize("algorithm", NETWORKS)
+def test_stacked_off_policy_seeds_are_trials_whose_checkpoints_play_and_keep_the_replay(
+    algorithm, ray_session, write_yaml, capsys, tmp_path
 ):
-    """Two SAC seeds stacked in one process: each its own trial with its own episodes, its
-    checkpoint played by rlplat eval as rlplat's SAC policy, the stack's checkpoint holding each
-    seed's replayed transitions (checkpoint.replay_buffer), so --resume goes on with them."""
-    path = write_yaml(PENDULUM_SAC.replace("OUTPUT", str(tmp_path / "out")), name="sac.yaml")
+    """Two SAC (TD3) seeds stacked in one process: each its own trial with its own episodes,
+    its checkpoint played by rlplat eval as rlplat's SAC (TD3) policy, the stack's checkpoint
+    holding each seed's replayed transitions (checkpoint.replay_buffer), so --resume goes on
+    with them."""
+    text = PENDULUM_OFF_POLICY.replace("OUTPUT", str(tmp_path / "out"))
+    text = text.replace("ALGORITHM", algorithm)
+    training, sections = NETWORKS[algorithm]
+    text = text.replace("  NETWORKS\n", training) + sections
+    path = write_yaml(text, name="stack.yaml")
     overrides = ["seeds=2", "stacked=true", "resources.driver.cpus=1"]
     summary = train(load_experiment(path, overrides), console=Console(quiet=True))
     assert [t.status for t in summary.trials] == ["finished"] * 2

@@ -23,6 +23,7 @@ from rlplat.algorithms.stacked.ppo import (
 )
 from rlplat.algorithms.stacked.runner import STACKED_SEEDS, StackedEnvRunner, StackedRollout
 from rlplat.algorithms.stacked.sac import StackedSACConfig
+from rlplat.algorithms.stacked.td3 import StackedTD3Config
 from rlplat.engine.stacked import (
     SeedStops,
     clip_grad_norm_per_seed_,
@@ -304,10 +305,28 @@ def pendulum_sac_stack(seeds: list[int], **training) -> StackedSACConfig:
     )
 
 
-def test_a_seed_saved_from_stacked_sac_is_rlplats_sac_policy(tmp_path):
-    """One seed of a SAC stack restores as rlplat's own SAC policy and acts greedily as that
-    seed of the stack does (tanh of its mean, in the action bounds)."""
-    config = pendulum_sac_stack([5, 6, 7], num_steps_sampled_before_learning_starts=0)
+def pendulum_td3_stack(seeds: list[int], **training) -> StackedTD3Config:
+    """A small stacked TD3 on Pendulum: hidden layers of 16, batches of 8."""
+    return (
+        StackedTD3Config()
+        .environment("Pendulum-v1")
+        .training(
+            actor_hiddens=[16], critic_hiddens=[16], train_batch_size_per_learner=8, **training
+        )
+        .debugging(seed=0)
+        .stacked(seeds=seeds)
+    )
+
+
+OFF_POLICY_STACKS = {"SAC": pendulum_sac_stack, "TD3": pendulum_td3_stack}
+
+
+@pytest.mark.parametrize("algorithm", OFF_POLICY_STACKS)
+def test_a_seed_saved_from_an_off_policy_stack_is_rlplats_own_policy(algorithm, tmp_path):
+    """One seed of a SAC or TD3 stack restores as rlplat's own policy of that algorithm and
+    acts greedily as that seed of the stack does (in the action bounds)."""
+    stack = OFF_POLICY_STACKS[algorithm]
+    config = stack([5, 6, 7], num_steps_sampled_before_learning_starts=0)
     runner = StackedEnvRunner(config=config)
     [rollout] = runner.sample()
     assert rollout.columns[Columns.ACTIONS].shape == (3, 1, 1, 1)  # seeds, steps, envs, action
@@ -339,9 +358,12 @@ def _pendulum_rollout(rewards: torch.Tensor, steps: int = 16) -> StackedRollout:
     )
 
 
-def test_a_stacked_sac_seed_learns_from_its_own_replay_only_and_a_nan_stops_it_alone():
-    """The same update with seed 1's rewards NaN: seed 0's actor, critics and temperature end
-    exactly where they end beside a healthy seed 1, and seed 1 stays where it was."""
+@pytest.mark.parametrize(("algorithm", "actor"), [("SAC", "pi_encoder"), ("TD3", "actor")])
+def test_an_off_policy_seed_learns_from_its_own_replay_only_and_a_nan_stops_it_alone(
+    algorithm, actor
+):
+    """The same updates with seed 1's rewards NaN: seed 0's networks (and SAC's temperature)
+    end exactly where they end beside a healthy seed 1, and seed 1 stays where it was."""
     from ray.rllib.core import DEFAULT_MODULE_ID
     from ray.rllib.core.learner.training_data import TrainingData
 
@@ -350,7 +372,7 @@ def test_a_stacked_sac_seed_learns_from_its_own_replay_only_and_a_nan_stops_it_a
     after = []
     for rewards in (torch.tensor([-1.0, -2.0]), torch.tensor([-1.0, float("nan")])):
         torch.manual_seed(0)
-        config = pendulum_sac_stack([0, 1], num_steps_sampled_before_learning_starts=0)
+        config = OFF_POLICY_STACKS[algorithm]([0, 1], num_steps_sampled_before_learning_starts=0)
         learner = config.build_learner(spaces=spaces)
         module = learner.module[DEFAULT_MODULE_ID].unwrapped()
         before = {k: v.clone() for k, v in module.state_dict().items()}
@@ -361,7 +383,8 @@ def test_a_stacked_sac_seed_learns_from_its_own_replay_only_and_a_nan_stops_it_a
             )
         state = module.state_dict()
         changed = [k for k in state if not torch.equal(state[k][0], before[k][0])]
-        assert any(k.startswith("pi_encoder") for k in changed) and "log_alpha" in changed
+        assert any(k.startswith(actor) for k in changed)
+        assert algorithm != "SAC" or "log_alpha" in changed
         after.append((state, before, learner.stops.stopped))
     (healthy, _, healthy_stops), (poisoned, before, stops) = after
     assert healthy_stops == [] and stops == [1]

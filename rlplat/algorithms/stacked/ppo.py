@@ -67,6 +67,7 @@ from rlplat.engine.stacked import (
 # RLlib's DefaultModelConfig
 DEFAULT_HIDDENS, DEFAULT_ACTIVATION, LOG_STD_CLIP = (256, 256), "tanh", 20.0
 
+
 class StackedPPOModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
     """N seeds' PPO actor-critics (see the module's docstring), Discrete or Box actions."""
 

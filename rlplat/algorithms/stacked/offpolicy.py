@@ -1,0 +1,225 @@
+"""What stacked off-policy algorithms (SAC, TD3) share: each seed's replay memory along a seed
+axis, a learner that owns its update loop (replay, learning start, updates per sampling call,
+each seed's gradient step), and the training step that samples and updates until the
+iteration's minimum time and env steps.
+
+An algorithm adds its module and its one update of every seed (``update_once``).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import torch
+from ray.rllib.algorithms.dqn.dqn import calculate_rr_weights
+from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    ENV_RUNNER_SAMPLING_TIMER,
+    LEARNER_RESULTS,
+    LEARNER_UPDATE_TIMER,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    NUM_ENV_STEPS_TRAINED,
+    NUM_MODULE_STEPS_TRAINED,
+    NUM_MODULE_STEPS_TRAINED_LIFETIME,
+    SYNCH_WORKER_WEIGHTS_TIMER,
+    TIMERS,
+)
+from torch import nn
+
+from rlplat.algorithms.shared_weights import sync_env_runners
+from rlplat.algorithms.stacked.runner import (
+    SEED_RESULTS,
+    SEED_STOPPED,
+    STACKED_SEEDS,
+    STOPPED_SEEDS,
+    StackedRollout,
+)
+from rlplat.engine.learner import RlplatLearner
+from rlplat.engine.stacked import SeedStops, clip_grad_norm_per_seed_
+
+
+def frozen_copy(module: nn.Module) -> nn.Module:
+    """A copy of ``module`` whose parameters take no gradient (a target network)."""
+    target = copy.deepcopy(module)
+    for param in target.parameters():
+        param.requires_grad_(False)
+    return target
+
+
+class StackedReplay:
+    """Each seed's last ``capacity`` transitions, in tensors (seeds, capacity, ...): every seed
+    adds the same number of steps per sampling call, so one write position serves all. A batch
+    is each seed's own uniform draw of ``rows`` of its transitions."""
+
+    COLUMNS = (Columns.OBS, Columns.ACTIONS, "rewards", "terminateds", Columns.NEXT_OBS)
+
+    def __init__(self, capacity: int, seed: int):
+        self.capacity = capacity
+        self.size = self.position = 0
+        self.columns: dict[str, torch.Tensor] = {}
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def add(self, rollout: StackedRollout) -> None:
+        """A rollout's transitions (its columns (seeds, steps, envs, ...))."""
+        for name in self.COLUMNS:
+            column = rollout.columns[name]
+            rows = column.reshape(column.shape[0], -1, *column.shape[3:]).float()
+            if name not in self.columns:
+                shape = (rows.shape[0], self.capacity, *rows.shape[2:])
+                self.columns[name] = torch.zeros(shape)
+            count = rows.shape[1]
+            at = (self.position + torch.arange(count)[-self.capacity :]) % self.capacity
+            self.columns[name][:, at] = rows[:, -self.capacity :]
+        self.position = (self.position + count) % self.capacity
+        self.size = min(self.size + count, self.capacity)
+
+    def get_num_timesteps(self) -> int:
+        """Transitions held per seed."""
+        return self.size
+
+    def get_state(self) -> dict[str, Any]:
+        """What a checkpoint keeps (``checkpoint.replay_buffer``): the held transitions in the
+        order they came and the sampling generator's state."""
+        order = (self.position - self.size + torch.arange(self.size)) % self.capacity
+        return {
+            "columns": {name: column[:, order].clone() for name, column in self.columns.items()},
+            "generator": self.generator.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.size = self.position = 0
+        self.columns = {}
+        held = state["columns"]
+        if held:
+            self.add(StackedRollout({name: column.unsqueeze(2) for name, column in held.items()}))
+        self.generator.set_state(state["generator"])
+
+    def sample(self, rows: int) -> dict[str, torch.Tensor]:
+        seeds = next(iter(self.columns.values())).shape[0]
+        index = torch.randint(self.size, (seeds, rows), generator=self.generator)
+        seed_rows = torch.arange(seeds).unsqueeze(1)
+        return {name: column[seed_rows, index] for name, column in self.columns.items()}
+
+
+class StackedOffPolicyLearner(RlplatLearner):
+    """RLlib's ``Learner`` interface for a stack of off-policy seeds, owning its update loop:
+    the rollouts it is given go into its ``StackedReplay``; once each seed sampled
+    ``num_steps_sampled_before_learning_starts`` env steps, every call makes the updates that
+    ``training_intensity`` asks for (RLlib's ratio of replayed to sampled steps), each one
+    ``update_once`` of every seed on its own batch. Results are the algorithm's names averaged
+    over the seeds still training, and per seed under ``SEED_RESULTS``."""
+
+    def build(self) -> None:
+        super().build()
+        config = self.config
+        self.stops = SeedStops(len(config.model_config[STACKED_SEEDS]))
+        capacity = int((config.replay_buffer_config or {}).get("capacity", 1_000_000))
+        self.replay = StackedReplay(capacity, int(config.seed or 0))
+        self.updates_per_call = calculate_rr_weights(config)[1]
+        self.updates = 0  # made so far, by every seed
+        self.sampled = 0  # env steps each seed sampled, as of this call
+
+    def compute_loss_for_module(self, **kwargs: Any) -> Any:
+        raise NotImplementedError("a stack's update computes its losses itself (update_once)")
+
+    def update_once(
+        self, module: nn.Module, optimizers: dict[str, Any], batch: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
+        """One update of every seed on its batch (seeds, rows, ...); each statistic per seed."""
+        raise NotImplementedError
+
+    def update(
+        self,
+        training_data: TrainingData | None = None,
+        *,
+        timesteps: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        rollouts = (training_data or TrainingData(episodes=kwargs.get("episodes"))).episodes
+        for rollout in rollouts:
+            self.replay.add(rollout)
+        self.sampled = int((timesteps or {}).get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0))
+        config = self.config
+        if self.sampled < config.num_steps_sampled_before_learning_starts or not self.replay.size:
+            return {}
+        module = self.module[DEFAULT_MODULE_ID].unwrapped()
+        optimizers = dict(self.get_optimizers_for_module(DEFAULT_MODULE_ID))
+        rows = int(config.train_batch_size_per_learner)
+        for _ in range(self.updates_per_call):
+            stats = self.update_once(module, optimizers, self.replay.sample(rows))
+            self.updates += 1
+        self._log_results(stats, rows * self.updates_per_call)
+        return {}
+
+    def step(self, optimizer: Any, losses: torch.Tensor, params: list[nn.Parameter]) -> None:
+        """Each seed's gradient of its own loss (``losses``, (seeds,)) for ``params`` only, a
+        seed whose loss or gradient is not finite stopped (``SeedStops``), gradients clipped by
+        each seed's own norm (``grad_clip``), one step of ``optimizer``."""
+        grads = torch.autograd.grad(losses.sum(), params)
+        for param, grad in zip(params, grads, strict=True):
+            param.grad = grad
+        self.stops.check(losses, params, optimizer)
+        if self.config.grad_clip:
+            clip_grad_norm_per_seed_(params, float(self.config.grad_clip))
+        optimizer.step()
+        for param in params:
+            param.grad = None
+
+    def _log_results(self, stats: dict[str, torch.Tensor], rows_trained: int) -> None:
+        """The last update's statistics: per seed, and averaged over live seeds."""
+        alive = self.stops.alive
+        log = self.metrics.log_value
+        for name, per_seed in stats.items():
+            log((DEFAULT_MODULE_ID, name), per_seed[alive].mean(), window=1)
+            for index, value in enumerate(per_seed.tolist()):
+                log((SEED_RESULTS, str(index), name), value, window=1)
+        log((SEED_RESULTS, STOPPED_SEEDS), len(self.stops.stopped), window=1)
+        for index, live in enumerate(alive.tolist()):
+            log((SEED_RESULTS, str(index), SEED_STOPPED), int(not live), window=1)
+        for key in (NUM_MODULE_STEPS_TRAINED, NUM_ENV_STEPS_TRAINED):
+            log((DEFAULT_MODULE_ID, key), rows_trained, reduce="sum")
+            log((ALL_MODULES, key), rows_trained, reduce="sum")
+        log((ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), rows_trained, reduce="lifetime_sum")
+
+
+class StackedOffPolicyLoop:
+    """Mixin before an RLlib off-policy algorithm (SAC, DQN's family) for a stack of seeds: one
+    training step samples, replays and updates until the iteration's minimum time and env steps
+    (``min_time_s_per_iteration``, ``min_sample_timesteps_per_iteration``), every sampling call
+    followed by its updates, and gathers the env runner's and learner's metrics once at its end.
+    The replay memory is the local learner's; as the algorithm's replay buffer it is what a
+    trial's checkpoint keeps (``checkpoint.replay_buffer``)."""
+
+    def setup(self, config: Any) -> None:
+        super().setup(config)
+        [memory] = self.learner_group.foreach_learner(lambda learner: learner.replay)
+        self.local_replay_buffer = memory.get()
+
+    def training_step(self) -> None:
+        config = self.config
+        runner = self.env_runner
+        calls_per_round = calculate_rr_weights(config)[0]
+        started, first_step = time.perf_counter(), runner.num_env_steps_sampled_lifetime
+        while True:
+            with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+                rollouts = [r for _ in range(calls_per_round) for r in runner.sample()]
+            sampled = runner.num_env_steps_sampled_lifetime
+            with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+                self.learner_group.update(
+                    episodes=rollouts, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: sampled}
+                )
+            with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+                sync_env_runners(self)
+            long_enough = time.perf_counter() - started >= (config.min_time_s_per_iteration or 0)
+            if long_enough and sampled - first_step >= (
+                config.min_sample_timesteps_per_iteration or 0
+            ):
+                break
+        self.metrics.aggregate([runner.get_metrics()], key=ENV_RUNNER_RESULTS)
+        reduced = self.learner_group.foreach_learner(lambda learner: learner.metrics.reduce())
+        self.metrics.aggregate([result.get() for result in reduced], key=LEARNER_RESULTS)
