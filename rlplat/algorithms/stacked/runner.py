@@ -1,5 +1,5 @@
 """Sampling for stacked seeds (issue 104): RLlib's ``EnvRunner`` interface over N seeds' envs,
-acting with one stacked RL module (``rlplat.algorithms.stacked.ppo``, ``.sac``).
+acting with one stacked RL module (``rlplat.algorithms.stacked.ppo``, ``.sac``, ``.td3``).
 
 The algorithm's config says what differs between algorithms (``StackedSettings``): the module
 class, the env steps of one sampling call, when learning starts and the single-seed module a
