@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
+
+from rlplat.engine.learner import state_requested
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
 
@@ -136,6 +139,32 @@ class SeedStops:
                     if torch.is_tensor(moment) and moment.shape[:1] == p.shape[:1]:
                         moment[frozen] = 0.0
         return [int(i) for i in torch.nonzero(newly).flatten()]
+
+
+STOPPED_STATE = "rlplat_stacked_alive"  # a stacked learner's state: which seeds still train
+
+
+class SeedStopsState:
+    """Learner mixin (before RLlib's learner) for a learner with ``stops`` (``SeedStops``): its
+    state includes which seeds still train, so a seed stopped by a non-finite loss stays
+    stopped after ``--resume``."""
+
+    stops: SeedStops
+
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        state = super().get_state(  # type: ignore[misc]
+            components, not_components=not_components, **kwargs
+        )
+        if state_requested(STOPPED_STATE, components, not_components):
+            state[STOPPED_STATE] = self.stops.alive.tolist()
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)  # type: ignore[misc]
+        if STOPPED_STATE in state:
+            self.stops.alive = torch.tensor(state[STOPPED_STATE], dtype=torch.bool)
 
 
 def seed_state(stacked: dict[str, torch.Tensor], seed: int) -> dict[str, torch.Tensor]:

@@ -11,6 +11,9 @@ left out.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 import gymnasium as gym
 
 from rlplat.cluster.placement import Node
@@ -104,6 +107,11 @@ def check_stacked(
         sections["training.n_step"] = n_step not in (1, None)
         buffer = str((experiment.training.get("replay_buffer_config") or {}).get("type", ""))
         sections["training.replay_buffer_config.type"] = "Prioritized" in buffer
+    sections["training.grad_clip_by"] = experiment.training.get("grad_clip_by") not in (
+        None,
+        "global_norm",
+    )
+    sections["env_runners.explore"] = experiment.env_runners.get("explore") is False
     for key, given in sections.items():
         if given:
             refuse(
@@ -113,6 +121,8 @@ def check_stacked(
                 "out.",
                 key,
             )
+    if not ppo:
+        _check_replay_fits(experiment, obs, actions, refuse)
     resources = experiment.resources
     remote = {
         "resources.env_runners.count": resources.env_runners.count,
@@ -130,6 +140,32 @@ def check_stacked(
         refuse(
             "a stack trains in the command's process: resources.driver.process is 'actor'.",
             "resources.driver.process",
+        )
+
+
+DEFAULT_CAPACITY = 1_000_000  # RLlib's SAC and rlplat's TD3 replay capacity
+
+
+def _check_replay_fits(
+    experiment: Experiment, obs: gym.Space, actions: gym.Space, refuse: Callable[..., None]
+) -> None:
+    """An off-policy stack holds every seed's replay in one process (allocated in full at the
+    first sample, as float32 columns: observation, next observation, action, reward,
+    terminated): refused where that would take more than half of this machine's memory."""
+    seeds = len(experiment.seed_list() or [])
+    buffer = experiment.training.get("replay_buffer_config") or {}
+    capacity = int(buffer.get("capacity", DEFAULT_CAPACITY))
+    floats = 2 * gym.spaces.flatdim(obs) + gym.spaces.flatdim(actions) + 2
+    needed = seeds * capacity * floats * 4
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if needed > total / 2:
+        refuse(
+            f"the stack's replay memory holds every seed's transitions in this process: {seeds} "
+            f"seeds x {capacity:,} transitions x {floats} floats x 4 bytes = "
+            f"{needed / 2**30:.1f} GiB, more than half of this machine's "
+            f"{total / 2**30:.1f} GiB. Lower training.replay_buffer_config.capacity, stack fewer "
+            "seeds, or leave stacked out (separate trials hold one seed's replay each).",
+            "training.replay_buffer_config.capacity",
         )
 
 

@@ -363,7 +363,8 @@ def test_an_off_policy_seed_learns_from_its_own_replay_only_and_a_nan_stops_it_a
     algorithm, actor
 ):
     """The same updates with seed 1's rewards NaN: seed 0's networks (and SAC's temperature)
-    end exactly where they end beside a healthy seed 1, and seed 1 stays where it was."""
+    end exactly where they end beside a healthy seed 1, and seed 1 stays where it was, and
+    stopped in a learner restored from this one's state (--resume)."""
     from ray.rllib.core import DEFAULT_MODULE_ID
     from ray.rllib.core.learner.training_data import TrainingData
 
@@ -388,7 +389,75 @@ def test_an_off_policy_seed_learns_from_its_own_replay_only_and_a_nan_stops_it_a
         after.append((state, before, learner.stops.stopped))
     (healthy, _, healthy_stops), (poisoned, before, stops) = after
     assert healthy_stops == [] and stops == [1]
+    resumed = OFF_POLICY_STACKS[algorithm]([0, 1]).build_learner(spaces=spaces)
+    resumed.set_state(learner.get_state())  # a checkpoint's learner: seed 1 stays stopped
+    assert resumed.stops.stopped == [1]
     for name, tensor in poisoned.items():
         torch.testing.assert_close(tensor[0], healthy[name][0], rtol=0, atol=0)
         if not name.startswith("target_"):  # targets move towards the frozen critics
             torch.testing.assert_close(tensor[1], before[name][1], rtol=0, atol=0)
+
+
+def test_one_stacked_td3_update_is_rlplats_td3_update_of_each_seed():
+    """Without target noise a TD3 update is deterministic: three updates of a stack of two seeds
+    on a batch move seed 1's actor, critics and targets exactly as rlplat's own TD3 learner
+    moves the same networks on seed 1's rows (its actor climbing the critics of before the
+    step, then the targets moving after the actor)."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+    from rlplat.algorithms.td3 import TD3Config
+
+    env = gym.make("Pendulum-v1")
+    spaces = {DEFAULT_MODULE_ID: (env.observation_space, env.action_space)}
+    settings = {  # large steps: the critics' step changes the actor's gradient visibly
+        "target_noise": 0.0,
+        "policy_delay": 1,
+        "num_steps_sampled_before_learning_starts": 0,
+        "actor_lr": 0.05,
+        "critic_lr": 0.05,
+    }
+    stack = pendulum_td3_stack([3, 4], **settings).build_learner(spaces=spaces)
+    stacked = stack.module[DEFAULT_MODULE_ID].unwrapped()
+    single = (
+        TD3Config()
+        .environment("Pendulum-v1")
+        .training(
+            actor_hiddens=[16], critic_hiddens=[16], train_batch_size_per_learner=8, **settings
+        )
+        .build_learner(spaces=spaces)
+    )
+    alone = single.module[DEFAULT_MODULE_ID].unwrapped()
+    start = stacked.seed_module_state(1)
+    alone.load_state_dict(alone.state_dict() | start | {f"target_{k}": v for k, v in start.items()})
+    generator = torch.Generator().manual_seed(0)
+    batch = {
+        Columns.OBS: torch.randn(2, 8, 3, generator=generator),
+        Columns.ACTIONS: torch.rand(2, 8, 1, generator=generator) * 2 - 1,
+        "rewards": -torch.rand(2, 8, generator=generator),
+        "terminateds": torch.zeros(2, 8),
+        Columns.NEXT_OBS: torch.randn(2, 8, 3, generator=generator),
+    }
+    optimizers = dict(stack.get_optimizers_for_module(DEFAULT_MODULE_ID))
+    for _ in range(3):  # (Adam's first step is about lr x the gradient's sign, whatever its size)
+        stack.update_once(stacked, optimizers, batch)
+    columns = {
+        "obs": batch[Columns.OBS][1].numpy(),
+        "new_obs": batch[Columns.NEXT_OBS][1].numpy(),
+        "actions": batch[Columns.ACTIONS][1].numpy(),
+        "rewards": batch["rewards"][1].numpy(),
+        "terminateds": np.zeros(8, dtype=bool),
+        "truncateds": np.zeros(8, dtype=bool),
+    }
+    for _ in range(3):
+        single.update(
+            batch=MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=8),
+            timesteps={"num_env_steps_sampled_lifetime": 8},
+        )
+    moved = alone.state_dict()
+    after = stacked.seed_module_state(1)
+    targets = {k: v for k, v in stacked.state_dict().items() if k.startswith("target_")}
+    after |= {k: v for k, v in seed_state(targets, 1).items()}
+    assert not torch.equal(after["actor.0.weight"], start["actor.0.weight"])
+    for name, tensor in after.items():
+        torch.testing.assert_close(tensor, moved[name], rtol=1e-5, atol=1e-6, msg=name)

@@ -24,6 +24,7 @@ from ray.rllib.utils.metrics import (
     LEARNER_UPDATE_TIMER,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
     NUM_ENV_STEPS_TRAINED,
+    NUM_ENV_STEPS_TRAINED_LIFETIME,
     NUM_MODULE_STEPS_TRAINED,
     NUM_MODULE_STEPS_TRAINED_LIFETIME,
     SYNCH_WORKER_WEIGHTS_TIMER,
@@ -38,9 +39,10 @@ from rlplat.algorithms.stacked.runner import (
     STACKED_SEEDS,
     STOPPED_SEEDS,
     StackedRollout,
+    StackedSettings,
 )
 from rlplat.engine.learner import RlplatLearner
-from rlplat.engine.stacked import SeedStops, clip_grad_norm_per_seed_
+from rlplat.engine.stacked import SeedStops, SeedStopsState, clip_grad_norm_per_seed_
 
 
 def frozen_copy(module: nn.Module) -> nn.Module:
@@ -49,6 +51,18 @@ def frozen_copy(module: nn.Module) -> nn.Module:
     for param in target.parameters():
         param.requires_grad_(False)
     return target
+
+
+class StackedOffPolicySettings(StackedSettings):
+    """``StackedSettings`` of an off-policy config: a sampling call is
+    ``rollout_fragment_length`` vector steps, learning starts after
+    ``num_steps_sampled_before_learning_starts`` env steps of each seed."""
+
+    def stacked_steps_per_sample(self) -> int:
+        return int(self.get_rollout_fragment_length())
+
+    def stacked_learning_starts(self) -> int:
+        return int(self.num_steps_sampled_before_learning_starts or 0)
 
 
 class StackedReplay:
@@ -106,7 +120,7 @@ class StackedReplay:
         return {name: column[seed_rows, index] for name, column in self.columns.items()}
 
 
-class StackedOffPolicyLearner(RlplatLearner):
+class StackedOffPolicyLearner(SeedStopsState, RlplatLearner):
     """RLlib's ``Learner`` interface for a stack of off-policy seeds, owning its update loop:
     the rollouts it is given go into its ``StackedReplay``; once each seed sampled
     ``num_steps_sampled_before_learning_starts`` env steps, every call makes the updates that
@@ -150,22 +164,35 @@ class StackedOffPolicyLearner(RlplatLearner):
         module = self.module[DEFAULT_MODULE_ID].unwrapped()
         optimizers = dict(self.get_optimizers_for_module(DEFAULT_MODULE_ID))
         rows = int(config.train_batch_size_per_learner)
+        self.before_gradient_based_update(timesteps=timesteps or {})
         for _ in range(self.updates_per_call):
             stats = self.update_once(module, optimizers, self.replay.sample(rows))
             self.updates += 1
+        self.after_gradient_based_update(timesteps=timesteps or {})  # learning-rate schedules
         self._log_results(stats, rows * self.updates_per_call)
         return {}
 
-    def step(self, optimizer: Any, losses: torch.Tensor, params: list[nn.Parameter]) -> None:
-        """Each seed's gradient of its own loss (``losses``, (seeds,)) for ``params`` only, a
-        seed whose loss or gradient is not finite stopped (``SeedStops``), gradients clipped by
-        each seed's own norm (``grad_clip``), one step of ``optimizer``."""
-        grads = torch.autograd.grad(losses.sum(), params)
+    def step(
+        self,
+        optimizer: Any,
+        losses: torch.Tensor,
+        params: list[nn.Parameter],
+        grads: tuple[torch.Tensor, ...] | None = None,
+        clip_groups: list[list[nn.Parameter]] | None = None,
+    ) -> None:
+        """Each seed's gradient of its own loss (``losses``, (seeds,)) for ``params`` only (or
+        ``grads``, taken before), a seed whose loss or gradient is not finite stopped
+        (``SeedStops``), gradients clipped by each seed's own norm (``grad_clip``) over each of
+        ``clip_groups`` (the parameters of one single-seed optimizer; default all), one step of
+        ``optimizer``."""
+        if grads is None:
+            grads = torch.autograd.grad(losses.sum(), params)
         for param, grad in zip(params, grads, strict=True):
             param.grad = grad
         self.stops.check(losses, params, optimizer)
         if self.config.grad_clip:
-            clip_grad_norm_per_seed_(params, float(self.config.grad_clip))
+            for group in clip_groups or [params]:
+                clip_grad_norm_per_seed_(group, float(self.config.grad_clip))
         optimizer.step()
         for param in params:
             param.grad = None
@@ -184,7 +211,8 @@ class StackedOffPolicyLearner(RlplatLearner):
         for key in (NUM_MODULE_STEPS_TRAINED, NUM_ENV_STEPS_TRAINED):
             log((DEFAULT_MODULE_ID, key), rows_trained, reduce="sum")
             log((ALL_MODULES, key), rows_trained, reduce="sum")
-        log((ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), rows_trained, reduce="lifetime_sum")
+        for key in (NUM_MODULE_STEPS_TRAINED_LIFETIME, NUM_ENV_STEPS_TRAINED_LIFETIME):
+            log((ALL_MODULES, key), rows_trained, reduce="lifetime_sum")
 
 
 class StackedOffPolicyLoop:

@@ -39,6 +39,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_TRAINED,
+    NUM_ENV_STEPS_TRAINED_LIFETIME,
     NUM_MODULE_STEPS_TRAINED,
     NUM_MODULE_STEPS_TRAINED_LIFETIME,
 )
@@ -51,13 +52,13 @@ from rlplat.algorithms.stacked.runner import (
     SEED_STOPPED,
     STACKED_SEEDS,
     STOPPED_SEEDS,
-    StackedEnvRunner,
     StackedSettings,
     as_rllib_mlp,
 )
 from rlplat.engine.learner import RlplatLearner
 from rlplat.engine.stacked import (
     SeedStops,
+    SeedStopsState,
     clip_grad_norm_per_seed_,
     seed_generators,
     seed_state,
@@ -138,7 +139,7 @@ class StackedPPOModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
 # -- learning ------------------------------------------------------------------------------------
 
 
-class StackedPPOLearner(RlplatLearner, PPOTorchLearner):
+class StackedPPOLearner(SeedStopsState, RlplatLearner, PPOTorchLearner):
     """RLlib's ``Learner`` interface for a stack of seeds, owning its update: each seed's
     advantages (GAE over its own envs, standardised over its own rows), then ``num_epochs``
     passes over minibatches cut per seed (each seed its own shuffle), the clipped PPO loss per
@@ -205,9 +206,8 @@ class StackedPPOLearner(RlplatLearner, PPOTorchLearner):
         for key in (NUM_MODULE_STEPS_TRAINED, NUM_ENV_STEPS_TRAINED):
             self.metrics.log_value((DEFAULT_MODULE_ID, key), rows_trained, reduce="sum")
             self.metrics.log_value((ALL_MODULES, key), rows_trained, reduce="sum")
-        self.metrics.log_value(
-            (ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), rows_trained, reduce="lifetime_sum"
-        )
+        for key in (NUM_MODULE_STEPS_TRAINED_LIFETIME, NUM_ENV_STEPS_TRAINED_LIFETIME):
+            self.metrics.log_value((ALL_MODULES, key), rows_trained, reduce="lifetime_sum")
 
 
 ADVANTAGES, VALUE_TARGETS = "advantages", "value_targets"
@@ -315,7 +315,6 @@ class StackedPPOConfig(StackedSettings, PPOConfig):
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or StackedPPO)
         self.use_kl_loss = False
-        self.env_runners(num_env_runners=0, env_runner_cls=StackedEnvRunner)
 
     def get_default_learner_class(self) -> type:
         return StackedPPOLearner
@@ -338,9 +337,6 @@ class StackedPPOConfig(StackedSettings, PPOConfig):
             action_space=action_space,
             model_config=model_config,
         )
-
-    def get_default_rl_module_spec(self) -> RLModuleSpec:
-        return RLModuleSpec(module_class=StackedPPOModule)
 
 
 class StackedPPO(PPO):

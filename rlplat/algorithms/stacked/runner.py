@@ -63,10 +63,18 @@ def as_rllib_mlp(layers: nn.Sequential) -> nn.Module:
 
 
 class StackedSettings:
-    """What a stacked algorithm's config tells ``StackedEnvRunner`` (a mixin of its config),
-    and ``stacked``, which makes the config a stack's."""
+    """What a stacked algorithm's config tells ``StackedEnvRunner`` (a mixin before its
+    config's class), and ``stacked``, which makes the config a stack's. The config samples with
+    ``StackedEnvRunner`` and builds the module ``stacked_module_class`` names."""
 
     stacked_env_creator: Any = None
+
+    def __init__(self, algo_class: type | None = None):
+        super().__init__(algo_class=algo_class)
+        self.env_runners(num_env_runners=0, env_runner_cls=StackedEnvRunner)
+
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        return RLModuleSpec(module_class=self.stacked_module_class())
 
     def stacked(self, *, seeds: list[int], env_creator: Any = None) -> Any:
         """Train ``seeds`` side by side in this process; each env made by ``env_creator``
@@ -192,7 +200,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         obs_rows, actions, logps, rewards, terminated, truncated, next_obs = ([] for _ in range(7))
         for step in range(steps):
             with torch.no_grad():
-                action, logp = self._act(lifetime + step)
+                action, logp = self._act(lifetime + step * self.envs_per_seed)
             if logp is not None:
                 logps.append(logp)
             actions.append(action)

@@ -40,12 +40,11 @@ from rlplat.algorithms.sac import PaperCriticSACCatalog, SACConfig, SACModule, S
 from rlplat.algorithms.stacked.offpolicy import (
     StackedOffPolicyLearner,
     StackedOffPolicyLoop,
+    StackedOffPolicySettings,
     frozen_copy,
 )
 from rlplat.algorithms.stacked.runner import (
     STACKED_SEEDS,
-    StackedEnvRunner,
-    StackedSettings,
     as_rllib_mlp,
 )
 from rlplat.engine.optimizers import adam
@@ -156,8 +155,14 @@ class StackedSACModule(WithoutModeSwitch, TorchRLModule):
     def actor_parameters(self) -> list[nn.Parameter]:
         return [p for name in ACTOR for p in getattr(self, name).parameters()]
 
-    def critic_parameters(self) -> list[nn.Parameter]:
-        return [p for name in self.critic_names for p in getattr(self, name).parameters()]
+    @property
+    def critic_heads(self) -> tuple[str, ...]:
+        return ("qf", "qf_twin") if self.twin_q else ("qf",)
+
+    def critic_parameters(self, head: str | None = None) -> list[nn.Parameter]:
+        """The critics' parameters (of critic ``head`` alone: "qf" or "qf_twin")."""
+        names = self.critic_names if head is None else (f"{head}_encoder", head)
+        return [p for name in names for p in getattr(self, name).parameters()]
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         return [(getattr(self, name), getattr(self, TARGET + name)) for name in self.critic_names]
@@ -231,7 +236,10 @@ class StackedSACLearner(StackedOffPolicyLearner):
             stats[QF_TWIN_LOSS_KEY] = 0.5 * (q_twin - target).square().mean(1)
             critic_losses = critic_losses + stats[QF_TWIN_LOSS_KEY]
             td_error = 0.5 * (td_error + (q_twin.detach() - target).abs())
-        self.step(optimizers["critic"], critic_losses, module.critic_parameters())
+        critics = [list(module.critic_parameters(name)) for name in module.critic_heads]
+        self.step(
+            optimizers["critic"], critic_losses, module.critic_parameters(), clip_groups=critics
+        )
 
         dist = module.policy(module.policy_inputs(obs))
         actions, logp = dist.rsample_and_logp()
@@ -260,28 +268,18 @@ class StackedSACLearner(StackedOffPolicyLearner):
 # -- the algorithm -------------------------------------------------------------------------------
 
 
-class StackedSACConfig(StackedSettings, SACConfig):
+class StackedSACConfig(StackedOffPolicySettings, SACConfig):
     """rlplat's ``SACConfig`` for a stack of seeds (``stacked(seeds=...)``): the stacked
     module, learner and env runner, in the one process of the trial."""
 
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or StackedSAC)
-        self.env_runners(num_env_runners=0, env_runner_cls=StackedEnvRunner)
 
     def get_default_learner_class(self) -> type:
         return StackedSACLearner
 
-    def get_default_rl_module_spec(self) -> RLModuleSpec:
-        return RLModuleSpec(module_class=StackedSACModule)
-
     def stacked_module_class(self) -> type:
         return StackedSACModule
-
-    def stacked_steps_per_sample(self) -> int:
-        return int(self.get_rollout_fragment_length())
-
-    def stacked_learning_starts(self) -> int:
-        return int(self.num_steps_sampled_before_learning_starts or 0)
 
     def single_seed_module_spec(self, observation_space: gym.Space, action_space: gym.Space,
                                 model_config: dict[str, Any]) -> RLModuleSpec:  # fmt: skip

@@ -31,9 +31,10 @@ from rlplat.algorithms.base import WithoutModeSwitch, move_towards
 from rlplat.algorithms.stacked.offpolicy import (
     StackedOffPolicyLearner,
     StackedOffPolicyLoop,
+    StackedOffPolicySettings,
     frozen_copy,
 )
-from rlplat.algorithms.stacked.runner import STACKED_SEEDS, StackedEnvRunner, StackedSettings
+from rlplat.algorithms.stacked.runner import STACKED_SEEDS
 from rlplat.algorithms.td3 import TD3Config
 from rlplat.algorithms.td3.learner import QF_LOSS_KEY
 from rlplat.algorithms.td3.rl_module import TD3Module
@@ -161,7 +162,8 @@ class StackedTD3Learner(StackedOffPolicyLearner):
         self, module: StackedTD3Module, optimizers: dict[str, Any], batch: dict[str, torch.Tensor]
     ) -> dict[str, torch.Tensor]:
         """One TD3 update of every seed on its batch (seeds, rows, ...): the critics; every
-        ``policy_delay``-th update the actor and then the targets."""
+        ``policy_delay``-th update the actor (its loss under the critics as they were before
+        this update's step) and then the targets."""
         config = self.config
         obs, next_obs, actions = batch[Columns.OBS], batch[Columns.NEXT_OBS], batch[Columns.ACTIONS]
         with torch.no_grad():
@@ -182,10 +184,14 @@ class StackedTD3Learner(StackedOffPolicyLearner):
             q_twin = module.q("critic_twin", obs, actions)
             critic_losses = critic_losses + (q_twin - target).square().mean(1)
             td_error = 0.5 * (td_error + (q_twin.detach() - target).abs())
-        self.step(optimizers[CRITIC], critic_losses, module.critic_parameters())
-        if (self.updates + 1) % config.policy_delay == 0:
+        actor_step = (self.updates + 1) % config.policy_delay == 0
+        if actor_step:  # under the critics before their step, as rlplat's TD3 learner takes it
+            actor_params = list(module.actor.parameters())
             actor_losses = -module.q("critic", obs, module.act(obs)).mean(1)
-            self.step(optimizers[ACTOR], actor_losses, list(module.actor.parameters()))
+            actor_grads = torch.autograd.grad(actor_losses.sum(), actor_params)
+        self.step(optimizers[CRITIC], critic_losses, module.critic_parameters())
+        if actor_step:
+            self.step(optimizers[ACTOR], actor_losses, actor_params, grads=actor_grads)
             self.actor_losses = actor_losses.detach()
             for online, target_network in module.target_pairs():
                 move_towards(online, target_network, config.tau)
@@ -200,28 +206,18 @@ class StackedTD3Learner(StackedOffPolicyLearner):
         return stats
 
 
-class StackedTD3Config(StackedSettings, TD3Config):
+class StackedTD3Config(StackedOffPolicySettings, TD3Config):
     """rlplat's ``TD3Config`` for a stack of seeds (``stacked(seeds=...)``): the stacked
     module, learner and env runner, in the one process of the trial."""
 
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or StackedTD3)
-        self.env_runners(num_env_runners=0, env_runner_cls=StackedEnvRunner)
 
     def get_default_learner_class(self) -> type:
         return StackedTD3Learner
 
-    def get_default_rl_module_spec(self) -> RLModuleSpec:
-        return RLModuleSpec(module_class=StackedTD3Module)
-
     def stacked_module_class(self) -> type:
         return StackedTD3Module
-
-    def stacked_steps_per_sample(self) -> int:
-        return int(self.get_rollout_fragment_length())
-
-    def stacked_learning_starts(self) -> int:
-        return int(self.num_steps_sampled_before_learning_starts or 0)
 
     def single_seed_module_spec(self, observation_space: gym.Space, action_space: gym.Space,
                                 model_config: dict[str, Any]) -> RLModuleSpec:  # fmt: skip
