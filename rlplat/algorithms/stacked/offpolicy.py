@@ -42,6 +42,7 @@ from rlplat.algorithms.stacked.runner import (
     StackedSettings,
 )
 from rlplat.engine.learner import RlplatLearner
+from rlplat.engine.optimizers import adam
 from rlplat.engine.stacked import SeedStops, SeedStopsState, clip_grad_norm_per_seed_
 
 
@@ -137,6 +138,19 @@ class StackedOffPolicyLearner(SeedStopsState, RlplatLearner):
         self.updates_per_call = calculate_rr_weights(config)[1]
         self.updates = 0  # made so far, by every seed
         self.sampled = 0  # env steps each seed sampled, as of this call
+
+    def register_adams(self, module_id: str, groups: Any, **settings: Any) -> None:
+        """One Adam (``settings``: eps, betas) per (name, stacked parameters, learning rate or
+        schedule) of ``groups``: one optimizer per role over the stacked tensors, which is N
+        independent ones, one per seed (Adam is elementwise)."""
+        for name, params, lr in groups:
+            self.register_optimizer(
+                module_id=module_id,
+                optimizer_name=name,
+                optimizer=adam(params, **settings),
+                params=params,
+                lr_or_lr_schedule=lr,
+            )
 
     def compute_loss_for_module(self, **kwargs: Any) -> Any:
         raise NotImplementedError("a stack's update computes its losses itself (update_once)")

@@ -47,7 +47,6 @@ from rlplat.algorithms.stacked.runner import (
     STACKED_SEEDS,
     as_rllib_mlp,
 )
-from rlplat.engine.optimizers import adam
 from rlplat.engine.stacked import (
     seed_generators,
     seed_state,
@@ -58,7 +57,6 @@ DEFAULT_HIDDENS, DEFAULT_ACTIVATION = (256, 256), "tanh"  # RLlib's DefaultModel
 ACTOR = ("pi_encoder", "pi")
 CRITICS = ("qf_encoder", "qf", "qf_twin_encoder", "qf_twin")
 TARGET = "target_"  # a target critic's name: target_<its critic's>
-LOG_ALPHA = "log_alpha"
 ALPHA_LOSS, ALPHA_VALUE = "alpha_loss", "alpha_value"
 
 
@@ -200,14 +198,7 @@ class StackedSACLearner(StackedOffPolicyLearner):
             ("policy", module.actor_parameters(), config.actor_lr),
             ("alpha", [module.log_alpha], config.alpha_lr),
         )
-        for name, params, lr in groups:
-            self.register_optimizer(
-                module_id=module_id,
-                optimizer_name=name,
-                optimizer=adam(params, eps=1e-7),
-                params=params,
-                lr_or_lr_schedule=lr,
-            )
+        self.register_adams(module_id, groups, eps=1e-7)
 
     def update_once(
         self, module: StackedSACModule, optimizers: dict[str, Any], batch: dict[str, torch.Tensor]

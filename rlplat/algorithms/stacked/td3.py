@@ -38,7 +38,6 @@ from rlplat.algorithms.stacked.runner import STACKED_SEEDS
 from rlplat.algorithms.td3 import TD3Config
 from rlplat.algorithms.td3.learner import QF_LOSS_KEY
 from rlplat.algorithms.td3.rl_module import TD3Module
-from rlplat.engine.optimizers import adam
 from rlplat.engine.stacked import seed_generators, seed_state, stacked_mlp
 
 NETWORKS = ("actor", "critic", "critic_twin")
@@ -149,14 +148,7 @@ class StackedTD3Learner(StackedOffPolicyLearner):
             (CRITIC, module.critic_parameters(), config.critic_lr),
             (ACTOR, list(module.actor.parameters()), config.actor_lr),
         )
-        for name, params, lr in groups:
-            self.register_optimizer(
-                module_id=module_id,
-                optimizer_name=name,
-                optimizer=adam(params),
-                params=params,
-                lr_or_lr_schedule=lr,
-            )
+        self.register_adams(module_id, groups)
 
     def update_once(
         self, module: StackedTD3Module, optimizers: dict[str, Any], batch: dict[str, torch.Tensor]
