@@ -1017,7 +1017,7 @@ class Experiment(Section):
     stacked: bool = Field(
         False,
         description="Train the seeds of seeds as stacked models over one machine's CPUs "
-        "(PPO, SAC, TD3; the command's process and Ray actors): each seed its own networks, "
+        "(PPO, SAC, TD3, DQN; the command's process and Ray actors): each seed its own networks, "
         "optimizer state, envs and trial directory, for about the price of a few seeds "
         "(docs/performance.md). No search spaces, multi-agent envs, memory, connectors or "
         "evaluation during training.",

@@ -1,12 +1,13 @@
 """What ``stacked: true`` (``--stacked``) can train, checked before Ray: the seeds of ``seeds``
-as one stacked PPO, SAC or TD3 model in the command's process (``rlplat.algorithms.stacked``).
+as one stacked PPO, SAC, TD3 or DQN model in the command's process (``rlplat.algorithms.stacked``).
 
 Each refusal names the key to change. A stacked PPO seed is RLlib's default PPO networks
 (separate actor and critic MLPs) acting in a Discrete or Box space, a stacked SAC or TD3 seed
-rlplat's networks of that algorithm acting in a Box space, all on a flat observation; what a
-stack does not carry (searches, several agents, memory, connectors, evaluation runners, remote
-env runners or learners, n-step returns, prioritized replay) is refused rather than silently
-left out.
+rlplat's networks of that algorithm acting in a Box space, a stacked DQN seed RLlib's DQN
+networks acting in a Discrete space, all on a flat observation; what a stack does not carry
+(searches, several agents, memory, connectors, evaluation runners, remote env runners or
+learners, n-step returns but DQN's, distributional or noisy DQN, prioritized replay) is refused
+rather than silently left out.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ STACKED_MODEL_KEYS = {
     "PPO": ("fcnet_hiddens", "fcnet_activation", "vf_share_layers", "log_std_clip_param"),
     "SAC": ("fcnet_hiddens", "fcnet_activation", "head_fcnet_hiddens", "head_fcnet_activation"),
     "TD3": (),  # rlplat's own networks: training.actor_hiddens, critic_hiddens, hidden_activation
+    "DQN": ("fcnet_hiddens", "fcnet_activation", "head_fcnet_hiddens", "head_fcnet_activation"),
+}
+# What each stacked algorithm's seeds act in: Box (a 1-D Box space) or Discrete.
+STACKED_ACTIONS = {
+    "PPO": ("Discrete", "Box"),
+    "SAC": ("Box",),
+    "TD3": ("Box",),
+    "DQN": ("Discrete",),
 }
 STACKED_ALGORITHMS = tuple(STACKED_MODEL_KEYS)
 
@@ -67,11 +76,14 @@ def check_stacked(
             f"stacked seeds read flat observations (a 1-D Box); {experiment.env.label!r} gives "
             f"{obs}: leave stacked out (the MLP stack has no image or nested encoders)."
         )
+    kinds = STACKED_ACTIONS[experiment.algorithm]
     box_actions = isinstance(actions, gym.spaces.Box) and len(actions.shape) == 1
-    ppo = experiment.algorithm == "PPO"
-    if not (box_actions or (ppo and isinstance(actions, gym.spaces.Discrete))):
-        allowed = "a Discrete or a 1-D Box space" if ppo else "a 1-D Box space"
+    discrete = isinstance(actions, gym.spaces.Discrete)
+    if not ((box_actions and "Box" in kinds) or (discrete and "Discrete" in kinds)):
+        allowed = " or ".join("a 1-D Box space" if kind == "Box" else "a Discrete space"
+                              for kind in kinds)  # fmt: skip
         refuse(f"stacked {experiment.algorithm} seeds act in {allowed}, not {actions}.")
+    ppo = experiment.algorithm == "PPO"
     model = experiment.rl_module.get("model_config") or {}
     keys = STACKED_MODEL_KEYS[experiment.algorithm]
     other = [key for key in model if key not in keys]
@@ -104,7 +116,12 @@ def check_stacked(
     if not ppo:
         sections["training.optimizer"] = "optimizer" in experiment.training
         n_step = experiment.training.get("n_step", 1)
-        sections["training.n_step"] = n_step not in (1, None)
+        if experiment.algorithm == "DQN":  # a fixed n; RLlib's drawn-per-batch range is not
+            sections["training.n_step"] = not isinstance(n_step, int | None)
+            sections["training.num_atoms"] = experiment.training.get("num_atoms", 1) != 1
+            sections["training.noisy"] = bool(experiment.training.get("noisy"))
+        else:
+            sections["training.n_step"] = n_step not in (1, None)
         buffer = str((experiment.training.get("replay_buffer_config") or {}).get("type", ""))
         sections["training.replay_buffer_config.type"] = "Prioritized" in buffer
     sections["training.grad_clip_by"] = experiment.training.get("grad_clip_by") not in (
@@ -116,9 +133,9 @@ def check_stacked(
         if given:
             refuse(
                 f"stacked seeds do not carry {key} (a stack has its own learner and uniform "
-                "replay of one-step transitions, no connectors, no evaluation runners: each "
-                "seed's checkpoints are scored after training): leave it out, or leave stacked "
-                "out.",
+                "replay of one-step transitions (n-step for DQN), no connectors, no evaluation "
+                "runners: each seed's checkpoints are scored after training): leave it out, or "
+                "leave stacked out.",
                 key,
             )
     if not ppo:
@@ -151,11 +168,13 @@ def _check_replay_fits(
 ) -> None:
     """An off-policy stack holds every seed's replay in one process (allocated in full at the
     first sample, as float32 columns: observation, next observation, action, reward,
-    terminated): refused where that would take more than half of this machine's memory."""
+    terminated, truncated): refused where that would take more than half of this machine's
+    memory."""
     seeds = len(experiment.seed_list() or [])
     buffer = experiment.training.get("replay_buffer_config") or {}
     capacity = int(buffer.get("capacity", DEFAULT_CAPACITY))
-    floats = 2 * gym.spaces.flatdim(obs) + gym.spaces.flatdim(actions) + 2
+    action_floats = 1 if isinstance(actions, gym.spaces.Discrete) else gym.spaces.flatdim(actions)
+    floats = 2 * gym.spaces.flatdim(obs) + action_floats + 3
     needed = seeds * capacity * floats * 4
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if needed > total / 2:

@@ -36,6 +36,7 @@ from rlplat.algorithms.registry import (
 )
 from rlplat.algorithms.replay import TRANSITION_SAMPLER, transition_sampler_requested
 from rlplat.algorithms.rnd import RND, RndPPOLearner, RndPPOModule, RndSettings
+from rlplat.algorithms.stacked.dqn import StackedDQN
 from rlplat.algorithms.stacked.ppo import StackedPPO
 from rlplat.algorithms.stacked.sac import StackedSAC
 from rlplat.algorithms.stacked.td3 import StackedTD3
@@ -463,7 +464,8 @@ def check_model_config(
         raise ConfigError(message, location=locate(path), key=path)
 
 
-STACKED = {"PPO": StackedPPO, "SAC": StackedSAC, "TD3": StackedTD3}  # stacked: true
+# stacked: true
+STACKED = {"PPO": StackedPPO, "SAC": StackedSAC, "TD3": StackedTD3, "DQN": StackedDQN}
 
 
 def build_algorithm_config(

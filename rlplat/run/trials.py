@@ -26,6 +26,7 @@ from rlplat.algorithms.pqn import PQN
 from rlplat.algorithms.qmix import QMIX
 from rlplat.algorithms.registry import algorithm_record, canonical_name
 from rlplat.algorithms.sac import SAC
+from rlplat.algorithms.stacked.dqn import StackedDQN
 from rlplat.algorithms.stacked.ppo import StackedPPO
 from rlplat.algorithms.stacked.sac import StackedSAC
 from rlplat.algorithms.stacked.td3 import StackedTD3
@@ -151,8 +152,15 @@ class StackedTD3Trial(StackedParts, ExperimentTrial, StackedTD3):
     registered_name = "TD3"
 
 
+class StackedDQNTrial(StackedParts, ExperimentTrial, StackedDQN):
+    """The seeds of a ``stacked: true`` DQN experiment, trained as one."""
+
+    registered_name = "DQN"
+
+
 STACKED_TRIALS: dict[str, type[ExperimentTrial]] = {
-    cls.registered_name: cls for cls in (StackedPPOTrial, StackedSACTrial, StackedTD3Trial)
+    cls.registered_name: cls
+    for cls in (StackedPPOTrial, StackedSACTrial, StackedTD3Trial, StackedDQNTrial)
 }
 
 

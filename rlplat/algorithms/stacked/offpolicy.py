@@ -1,4 +1,4 @@
-"""What stacked off-policy algorithms (SAC, TD3) share: each seed's replay memory along a seed
+"""What stacked off-policy algorithms (SAC, TD3, DQN) share: each seed's replay memory along a seed
 axis, a learner that owns its update loop (replay, learning start, updates per sampling call,
 each seed's gradient step), and the training step that samples and updates until the
 iteration's minimum time and env steps.
@@ -69,18 +69,26 @@ class StackedOffPolicySettings(StackedSettings):
 class StackedReplay:
     """Each seed's last ``capacity`` transitions, in tensors (seeds, capacity, ...): every seed
     adds the same number of steps per sampling call, so one write position serves all. A batch
-    is each seed's own uniform draw of ``rows`` of its transitions."""
+    is each seed's own uniform draw of ``rows`` of its transitions.
 
-    COLUMNS = (Columns.OBS, Columns.ACTIONS, "rewards", "terminateds", Columns.NEXT_OBS)
+    Rows are written vector step by vector step, E envs each, so an env's next step lies E rows
+    further on: an n-step transition (``sample(n_step=...)``) sums the discounted rewards of up
+    to n steps of its env, stopping where the episode ends or at the newest stored step (as
+    rlplat's ``TransitionMemory`` does), with the observation after the last of them."""
+
+    COLUMNS = (Columns.OBS, Columns.ACTIONS, "rewards", "terminateds", "truncateds",
+               Columns.NEXT_OBS)  # fmt: skip
 
     def __init__(self, capacity: int, seed: int):
         self.capacity = capacity
         self.size = self.position = 0
+        self.envs = 1  # rows per vector step
         self.columns: dict[str, torch.Tensor] = {}
         self.generator = torch.Generator().manual_seed(seed)
 
     def add(self, rollout: StackedRollout) -> None:
         """A rollout's transitions (its columns (seeds, steps, envs, ...))."""
+        self.envs = int(rollout.columns["rewards"].shape[2])
         for name in self.COLUMNS:
             column = rollout.columns[name]
             rows = column.reshape(column.shape[0], -1, *column.shape[3:]).float()
@@ -99,26 +107,55 @@ class StackedReplay:
 
     def get_state(self) -> dict[str, Any]:
         """What a checkpoint keeps (``checkpoint.replay_buffer``): the held transitions in the
-        order they came and the sampling generator's state."""
+        order they came, the envs per vector step and the sampling generator's state."""
         order = (self.position - self.size + torch.arange(self.size)) % self.capacity
         return {
             "columns": {name: column[:, order].clone() for name, column in self.columns.items()},
+            "envs": self.envs,
             "generator": self.generator.get_state(),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.size = self.position = 0
+        held = {name: column[:, -self.capacity :] for name, column in state["columns"].items()}
         self.columns = {}
-        held = state["columns"]
-        if held:
-            self.add(StackedRollout({name: column.unsqueeze(2) for name, column in held.items()}))
+        self.size = 0
+        for name, column in held.items():
+            self.size = column.shape[1]
+            self.columns[name] = torch.zeros((column.shape[0], self.capacity, *column.shape[2:]))
+            self.columns[name][:, : self.size] = column
+        self.position = self.size % self.capacity
+        self.envs = int(state.get("envs", 1))
         self.generator.set_state(state["generator"])
 
-    def sample(self, rows: int) -> dict[str, torch.Tensor]:
+    def sample(self, rows: int, n_step: int = 1, gamma: float = 1.0) -> dict[str, torch.Tensor]:
+        """Each seed's ``rows`` uniformly drawn transitions of up to ``n_step`` steps, with
+        ``n_step`` (seeds, rows): the rewards summed (their discount is gamma ** n_step)."""
         seeds = next(iter(self.columns.values())).shape[0]
         index = torch.randint(self.size, (seeds, rows), generator=self.generator)
         seed_rows = torch.arange(seeds).unsqueeze(1)
-        return {name: column[seed_rows, index] for name, column in self.columns.items()}
+        batch = {name: column[seed_rows, index] for name, column in self.columns.items()}
+        batch["n_step"] = torch.ones(seeds, rows)
+        if n_step == 1:
+            return batch
+        columns = self.columns
+        ends = (columns["terminateds"] + columns["truncateds"]) > 0
+        last, rewards, summed = index, batch["rewards"].clone(), batch["n_step"]
+        for k in range(1, n_step):
+            newest = (self.position - 1 - last) % self.capacity < self.envs
+            going_on = ~ends[seed_rows, last] & ~newest
+            if not going_on.any():
+                break
+            last = torch.where(going_on, (last + self.envs) % self.capacity, last)
+            rewards += going_on * gamma**k * columns["rewards"][seed_rows, last]
+            summed += going_on
+        batch.update(
+            rewards=rewards,
+            n_step=summed,
+            terminateds=columns["terminateds"][seed_rows, last],
+            truncateds=columns["truncateds"][seed_rows, last],
+        )
+        batch[Columns.NEXT_OBS] = columns[Columns.NEXT_OBS][seed_rows, last]
+        return batch
 
 
 class StackedOffPolicyLearner(SeedStopsState, RlplatLearner):
@@ -178,9 +215,11 @@ class StackedOffPolicyLearner(SeedStopsState, RlplatLearner):
         module = self.module[DEFAULT_MODULE_ID].unwrapped()
         optimizers = dict(self.get_optimizers_for_module(DEFAULT_MODULE_ID))
         rows = int(config.train_batch_size_per_learner)
+        n_step = int(getattr(config, "n_step", 1) or 1)  # DQN's n-step returns
         self.before_gradient_based_update(timesteps=timesteps or {})
         for _ in range(self.updates_per_call):
-            stats = self.update_once(module, optimizers, self.replay.sample(rows))
+            batch = self.replay.sample(rows, n_step, float(config.gamma))
+            stats = self.update_once(module, optimizers, batch)
             self.updates += 1
         self.after_gradient_based_update(timesteps=timesteps or {})  # learning-rate schedules
         self._log_results(stats, rows * self.updates_per_call)

@@ -35,7 +35,6 @@ from ray.rllib.core.distribution.torch.torch_distribution import (
 from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
-from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_TRAINED,
@@ -312,31 +311,20 @@ class StackedPPOConfig(StackedSettings, PPOConfig):
     learner and env runner, in the one process of the trial (no remote env runners or
     learners), without the KL penalty."""
 
+    stacked_module = StackedPPOModule
+    stacked_learner = StackedPPOLearner
+    seed_module = DefaultPPOTorchRLModule
+    seed_catalog = PPOCatalog
+
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or StackedPPO)
         self.use_kl_loss = False
-
-    def get_default_learner_class(self) -> type:
-        return StackedPPOLearner
-
-    def stacked_module_class(self) -> type:
-        return StackedPPOModule
 
     def stacked_steps_per_sample(self) -> int:
         return -(-int(self.train_batch_size_per_learner) // int(self.num_envs_per_env_runner))
 
     def stacked_learning_starts(self) -> int:
         return 1  # PPO updates after every sampling call
-
-    def single_seed_module_spec(self, observation_space: gym.Space, action_space: gym.Space,
-                                model_config: dict[str, Any]) -> RLModuleSpec:  # fmt: skip
-        return RLModuleSpec(
-            module_class=DefaultPPOTorchRLModule,
-            catalog_class=PPOCatalog,
-            observation_space=observation_space,
-            action_space=action_space,
-            model_config=model_config,
-        )
 
 
 class StackedPPO(PPO):

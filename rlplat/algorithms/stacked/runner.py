@@ -1,5 +1,6 @@
 """Sampling for stacked seeds (issue 104): RLlib's ``EnvRunner`` interface over N seeds' envs,
-acting with one stacked RL module (``rlplat.algorithms.stacked.ppo``, ``.sac``, ``.td3``).
+acting with one stacked RL module (``rlplat.algorithms.stacked.ppo``, ``.sac``, ``.td3``,
+``.dqn``).
 
 The algorithm's config says what differs between algorithms (``StackedSettings``): the module
 class, the env steps of one sampling call, when learning starts and the single-seed module a
@@ -65,8 +66,14 @@ def as_rllib_mlp(layers: nn.Sequential) -> nn.Module:
 class StackedSettings:
     """What a stacked algorithm's config tells ``StackedEnvRunner`` (a mixin before its
     config's class), and ``stacked``, which makes the config a stack's. The config samples with
-    ``StackedEnvRunner`` and builds the module ``stacked_module_class`` names."""
+    ``StackedEnvRunner``, builds ``stacked_module`` and learns with ``stacked_learner``; a seed's
+    checkpoint holds ``seed_module`` (with ``seed_catalog``), the RLlib module a run of that
+    seed alone builds."""
 
+    stacked_module: type  # the stacked RL module
+    stacked_learner: type  # its learner, owning the stack's update
+    seed_module: type  # one seed's RL module, as a run of it alone builds it
+    seed_catalog: type | None = None
     stacked_env_creator: Any = None
 
     def __init__(self, algo_class: type | None = None):
@@ -74,7 +81,10 @@ class StackedSettings:
         self.env_runners(num_env_runners=0, env_runner_cls=StackedEnvRunner)
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
-        return RLModuleSpec(module_class=self.stacked_module_class())
+        return RLModuleSpec(module_class=self.stacked_module)
+
+    def get_default_learner_class(self) -> type:
+        return self.stacked_learner
 
     def stacked(self, *, seeds: list[int], env_creator: Any = None) -> Any:
         """Train ``seeds`` side by side in this process; each env made by ``env_creator``
@@ -85,10 +95,6 @@ class StackedSettings:
         self.env_runners(num_env_runners=0)
         self.learners(num_learners=0)
         return self
-
-    def stacked_module_class(self) -> type:
-        """The stacked RL module's class."""
-        raise NotImplementedError
 
     def stacked_steps_per_sample(self) -> int:
         """Vector steps of one ``sample`` call (each seed's envs step this many times)."""
@@ -101,7 +107,13 @@ class StackedSettings:
     def single_seed_module_spec(self, observation_space: gym.Space, action_space: gym.Space,
                                 model_config: dict[str, Any]) -> RLModuleSpec:  # fmt: skip
         """The RLlib module one seed of the stack is, as a run of it alone would build it."""
-        raise NotImplementedError
+        return RLModuleSpec(
+            module_class=self.seed_module,
+            catalog_class=self.seed_catalog,
+            observation_space=observation_space,
+            action_space=action_space,
+            model_config=model_config,
+        )
 
 
 class StackedRollout:
@@ -172,7 +184,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
 
     def make_module(self) -> None:
         self.module = RLModuleSpec(
-            module_class=self.config.stacked_module_class(),
+            module_class=self.config.stacked_module,
             observation_space=self.observation_space,
             action_space=self.action_space,
             model_config=dict(self.config.model_config),

@@ -31,7 +31,6 @@ from ray.rllib.algorithms.sac.sac_learner import (
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
-from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
@@ -263,24 +262,13 @@ class StackedSACConfig(StackedOffPolicySettings, SACConfig):
     """rlplat's ``SACConfig`` for a stack of seeds (``stacked(seeds=...)``): the stacked
     module, learner and env runner, in the one process of the trial."""
 
+    stacked_module = StackedSACModule
+    stacked_learner = StackedSACLearner
+    seed_module = SACModule
+    seed_catalog = PaperCriticSACCatalog
+
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or StackedSAC)
-
-    def get_default_learner_class(self) -> type:
-        return StackedSACLearner
-
-    def stacked_module_class(self) -> type:
-        return StackedSACModule
-
-    def single_seed_module_spec(self, observation_space: gym.Space, action_space: gym.Space,
-                                model_config: dict[str, Any]) -> RLModuleSpec:  # fmt: skip
-        return RLModuleSpec(
-            module_class=SACModule,
-            catalog_class=PaperCriticSACCatalog,
-            observation_space=observation_space,
-            action_space=action_space,
-            model_config=model_config,
-        )
 
 
 class StackedSAC(StackedOffPolicyLoop, RLlibSAC):

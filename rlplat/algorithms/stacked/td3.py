@@ -22,7 +22,6 @@ from ray.rllib.algorithms.dqn.dqn import DQN as RLlibDQN
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import TorchDiagGaussian
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
-from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
@@ -202,23 +201,12 @@ class StackedTD3Config(StackedOffPolicySettings, TD3Config):
     """rlplat's ``TD3Config`` for a stack of seeds (``stacked(seeds=...)``): the stacked
     module, learner and env runner, in the one process of the trial."""
 
+    stacked_module = StackedTD3Module
+    stacked_learner = StackedTD3Learner
+    seed_module = TD3Module
+
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class or StackedTD3)
-
-    def get_default_learner_class(self) -> type:
-        return StackedTD3Learner
-
-    def stacked_module_class(self) -> type:
-        return StackedTD3Module
-
-    def single_seed_module_spec(self, observation_space: gym.Space, action_space: gym.Space,
-                                model_config: dict[str, Any]) -> RLModuleSpec:  # fmt: skip
-        return RLModuleSpec(
-            module_class=TD3Module,
-            observation_space=observation_space,
-            action_space=action_space,
-            model_config=model_config,
-        )
 
 
 class StackedTD3(StackedOffPolicyLoop, RLlibDQN):
