@@ -1018,9 +1018,9 @@ class Experiment(Section):
         False,
         description="Train the seeds of seeds as stacked models over one machine's CPUs "
         "(PPO, SAC, TD3, DQN; the command's process and Ray actors): each seed its own networks, "
-        "optimizer state, envs and trial directory, for about the price of a few seeds "
-        "(docs/performance.md). No search spaces, multi-agent envs, memory, connectors or "
-        "evaluation during training.",
+        "optimizer state, observation filter, envs and trial directory, for about the price "
+        "of a few seeds (docs/performance.md). No search spaces, multi-agent envs, memory, "
+        "connectors other than mean_std_filter or evaluation during training.",
     )
     env: EnvSpec
     stop: StopSpec
@@ -1137,7 +1137,7 @@ class Experiment(Section):
         """RLlib's ``evaluation`` settings for the run: the experiment's own keys over rlplat's
         greedy evaluation at every checkpoint's iteration (``GREEDY_EVALUATION``)."""
         interval = 1 if self.offline else (self.checkpoint.every or EVALUATION_INTERVAL)
-        if self.stacked:  # a stack has no evaluation runners: re-scoring evaluates each seed
+        if self.stacked:  # no evaluation runners: a stack ranks checkpoints by training window
             interval = None
         settings = {**GREEDY_EVALUATION, "evaluation_interval": interval, **self.evaluation}
         config = {

@@ -5,9 +5,9 @@ Each refusal names the key to change. A stacked PPO seed is RLlib's default PPO 
 (separate actor and critic MLPs) acting in a Discrete or Box space, a stacked SAC or TD3 seed
 rlplat's networks of that algorithm acting in a Box space, a stacked DQN seed RLlib's DQN
 networks acting in a Discrete space, all on a flat observation; what a stack does not carry
-(searches, several agents, memory, connectors, evaluation runners, remote env runners or
-learners, n-step returns but DQN's, distributional or noisy DQN, prioritized replay) is refused
-rather than silently left out.
+(searches, several agents, memory, connectors other than one ``mean_std_filter``, evaluation
+runners, remote env runners or learners, n-step returns but DQN's, distributional or noisy DQN,
+prioritized replay) is refused rather than silently left out.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rlplat.cluster.placement import Node
 from rlplat.environments.make import EnvInfo
 from rlplat.errors import ConfigError
 from rlplat.experiment.load import Locator
-from rlplat.experiment.schema import Experiment
+from rlplat.experiment.schema import Experiment, NamedEntry, entry_parts
 from rlplat.experiment.spaces import Space
 
 # The model settings each stacked module builds with (RLlib's DefaultModelConfig names).
@@ -104,7 +104,7 @@ def check_stacked(
         refuse("stacked seeds build their own module: leave rl_module's other keys out.",
                "rl_module")  # fmt: skip
     sections = {
-        "connectors": bool(experiment.connectors),
+        "connectors": not _one_observation_filter(experiment.connectors),
         "exploration.rnd": experiment.exploration.rnd is not None,
         "init.checkpoint": bool(experiment.init.checkpoint),
         "offline": experiment.offline is not None,
@@ -133,9 +133,9 @@ def check_stacked(
         if given:
             refuse(
                 f"stacked seeds do not carry {key} (a stack has its own learner and uniform "
-                "replay of one-step transitions (n-step for DQN), no connectors, no evaluation "
-                "runners: each seed's checkpoints are scored after training): leave it out, or "
-                "leave stacked out.",
+                "replay of one-step transitions (n-step for DQN), no connectors but one "
+                "mean_std_filter per seed, no evaluation runners: each seed's checkpoints are "
+                "scored after training): leave it out, or leave stacked out.",
                 key,
             )
     if not ppo:
@@ -158,6 +158,15 @@ def check_stacked(
             "a stack trains in the command's process: resources.driver.process is 'actor'.",
             "resources.driver.process",
         )
+
+
+def _one_observation_filter(connectors: list[NamedEntry]) -> bool:
+    """No connectors, or one ``mean_std_filter`` updating its statistics (each seed gets its
+    own: ``rlplat.algorithms.stacked.filters``)."""
+    parts = [entry_parts(entry) for entry in connectors]
+    return not parts or (
+        len(parts) == 1 and parts[0][0] == "mean_std_filter" and "update_stats" not in parts[0][1]
+    )
 
 
 DEFAULT_CAPACITY = 1_000_000  # RLlib's SAC and rlplat's TD3 replay capacity

@@ -181,13 +181,18 @@ def test_a_killed_stack_resumes_every_seed_from_its_checkpoint(ray_session, writ
 
 
 def test_the_shipped_dqn_stacks_its_seeds_as_rllibs_dqn_policies(ray_session, capsys, tmp_path):
-    """experiments/cartpole_dqn.yaml (3-step returns, dueling, double Q) on two stacked seeds,
-    briefly: each seed its own trial logging RLlib's DQN results, its checkpoint played by
-    rlplat eval as RLlib's DQN policy, the stack's replay kept vector step by vector step
-    (4 envs), so its n-step transitions go on after --resume."""
+    """experiments/cartpole_dqn.yaml (3-step returns, dueling, double Q) with an observation
+    filter on two stacked seeds, briefly: each seed its own trial logging RLlib's DQN results,
+    its checkpoint played by rlplat eval as RLlib's DQN policy behind its own filter, the
+    stack's replay kept vector step by vector step (4 envs), so its n-step transitions go on
+    after --resume."""
+    from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter
+
+    from rlplat.policy.restore import Policy
+
     path = Path(__file__).parents[2] / "experiments" / "cartpole_dqn.yaml"
     overrides = ["seeds=2", "stacked=true", "resources.driver.cpus=1", "stop.env_steps=2000",
-                 "checkpoint.every=0", "checkpoint.at_end=true",
+                 "checkpoint.every=0", "checkpoint.at_end=true", "connectors=[mean_std_filter]",
                  f"output_dir={tmp_path}"]  # fmt: skip
     summary = train(load_experiment(path, overrides), console=Console(quiet=True))
     assert [t.status for t in summary.trials] == ["finished"] * 2
@@ -198,8 +203,13 @@ def test_the_shipped_dqn_stacks_its_seeds_as_rllibs_dqn_policies(ray_session, ca
         assert learner["qf_loss"] > 0 and "qf_max" in learner
         firsts.append(results[0]["env_runners"]["episode_return_mean"])
     assert firsts[0] != firsts[1], "each seed its own envs"
-    played = eval_json(capsys, find_checkpoint(Path(summary.trials[1].path)).path, "-n", "1")
+    checkpoint = find_checkpoint(Path(summary.trials[1].path)).path
+    played = eval_json(capsys, checkpoint, "-n", "1")
     assert played["episodes"] == 1 and played["returns"]["mean"] >= 8  # CartPole's shortest
+    pipeline = Policy.from_checkpoint(checkpoint).env_to_module
+    [observation_filter] = [p for p in pipeline.connectors if isinstance(p, MeanStdFilter)]
+    [stats] = observation_filter.get_state()[None]["running_stats"]
+    assert stats["num_pushes"] > 2016  # its 4 envs' observations at every step, and resets
     [part] = Path(summary.run_dir).glob("stack/checkpoint_*/part_0")
     state = pickle.loads((part / "algorithm_state.pkl").read_bytes())[REPLAY_STATE]
     assert state["envs"] == 4 and state["columns"]["truncateds"].shape[:2] == (2, 2016)

@@ -636,3 +636,63 @@ def test_a_stack_refuses_settings_its_seeds_would_not_train_with(experiment, ove
     with pytest.raises(ConfigError, match="stacked seeds do not carry") as refused:
         prepare(loaded, step_env=False)
     assert refused.value.key == override.split("=")[0]
+
+
+def test_each_seeds_observation_filter_is_rllibs_filter_over_its_own_observations_only():
+    """Two seeds' observations of very different scales pushed a vector step at a time (some
+    rows only normalised, as a new episode's reset pushes alone): each seed's statistics and
+    normalised observations are those of RLlib's MeanStdFilter fed that seed's rows one by
+    one, never the other seed's."""
+    from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter
+    from ray.rllib.utils.filter import MeanStdFilter as RLlibFilter
+
+    from rlplat.algorithms.stacked.filters import SeedFilters
+
+    rng = np.random.default_rng(0)
+    filters = SeedFilters(2, 3, MeanStdFilter(clip_by_value=5.0))
+    alone = [RLlibFilter((3,), clip=5.0) for _ in range(2)]
+    for step in range(6):
+        obs = rng.normal(size=(2, 4, 3)) * np.array([1.0, 100.0]).reshape(2, 1, 1) + step
+        obs = obs.astype(np.float32)
+        new = rng.random((2, 4)) < 0.5 if step % 2 else None
+        out = filters(obs.reshape(8, 3), None if new is None else new.reshape(8)).reshape(2, 4, 3)
+        for seed, reference in enumerate(alone):
+            pushed = [row for k, row in enumerate(obs[seed]) if new is None or new[seed, k]]
+            for row in pushed:
+                reference(row)
+            expected = np.stack([reference(row, update=False) for row in obs[seed]])
+            np.testing.assert_allclose(out[seed], expected, rtol=1e-5, atol=1e-5)
+    for seed, reference in enumerate(alone):
+        np.testing.assert_allclose(filters.mean[seed], reference.running_stats.mean)
+        np.testing.assert_allclose(filters.std()[seed], reference.running_stats.std, rtol=1e-6)
+
+
+def test_a_seed_saved_with_an_observation_filter_normalises_as_it_did_in_the_stack(tmp_path):
+    """With mean_std_filter each seed's envs pass through its own filter; the seed's checkpoint
+    holds that filter's statistics (rlplat eval normalises as the stack did), and a resumed
+    runner goes on from the same statistics."""
+    from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    config = cartpole_stack([3, 4], steps_per_env=30)
+    config.env_runners(env_to_module_connector=lambda *_: [MeanStdFilter()])
+    runner = StackedEnvRunner(config=config)
+    [rollout] = runner.sample()
+    assert (runner.filters.count >= 2 * 31).all()  # every env's reset and steps, and resets
+    assert not np.allclose(runner.filters.mean[0], runner.filters.mean[1])  # envs apart
+    seed_obs = rollout.columns[Columns.OBS][1].reshape(-1, 4)
+    assert seed_obs.abs().max() <= 10.0 and seed_obs.std(0).mean() == pytest.approx(1, abs=0.35)
+    runner.save_seed(1, tmp_path / "seed_1")
+    policy = Policy.from_checkpoint(tmp_path / "seed_1")
+    raw = np.array([[0.1, 0.5, -0.05, -0.8], [0.0, 0.0, 0.0, 0.0]], dtype=np.float32)
+    episode = SingleAgentEpisode(observations=[raw[0]])
+    batch = policy.env_to_module(
+        rl_module=policy.module, episodes=[episode], batch={}, explore=False, shared_data={}
+    )
+    in_stack = runner.filters(np.repeat(raw[:1], 2, axis=0), np.zeros(2, dtype=bool))
+    np.testing.assert_allclose(np.asarray(batch[Columns.OBS])[0], in_stack[1], rtol=1e-5)
+    resumed = StackedEnvRunner(config=config)
+    resumed.set_state(runner.get_state())
+    np.testing.assert_array_equal(resumed.filters.mean, runner.filters.mean)
+    runner.stop()
+    resumed.stop()

@@ -44,6 +44,7 @@ from ray.rllib.utils.metrics import (
 )
 from torch import nn
 
+from rlplat.algorithms.stacked.filters import SeedFilters, filter_pieces
 from rlplat.engine.learner import state_requested
 from rlplat.environments.array_runner import actions_for_env
 from rlplat.environments.seeding import runner_seeds
@@ -56,6 +57,7 @@ SEED_STOPPED = "stopped"  # a seed's learner result: 1 once a non-finite loss st
 SEED_WINDOW = "window"  # a seed's env runner results over its last episodes (rlplat's window/)
 BEFORE_LEARNING = "episodes_before_learning"
 RECENT_EPISODES = "recent_episodes"  # the runner's state: each seed's window of episodes
+OBSERVATION_FILTERS = "observation_filters"  # the runner's state: each seed's filter statistics
 
 
 def as_rllib_mlp(layers: nn.Sequential) -> nn.Module:
@@ -139,8 +141,10 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
     seed-major order, seed i's E envs seeded as a run of seed i alone seeds its local runner's
     (``runner_seeds``), one forward pass of the stacked module per vector step for all of them.
     An env whose episode ends is reset at once; its final observation stays in the rollout for
-    the value bootstrap. Metrics are per seed (``SEED_RESULTS``/<i>/...) and, under RLlib's
-    names, over all seeds' episodes; env steps count one seed's."""
+    the value bootstrap. With the experiment's ``mean_std_filter`` every seed's observations
+    pass through that seed's own running filter (``SeedFilters``) before anything sees them.
+    Metrics are per seed (``SEED_RESULTS``/<i>/...) and, under RLlib's names, over all seeds'
+    episodes; env steps count one seed's."""
 
     def __init__(self, *, config: AlgorithmConfig, **kwargs: Any):
         super().__init__(config=config, **kwargs)
@@ -148,7 +152,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self.envs_per_seed = int(config.num_envs_per_env_runner)
         self.window = int(config.metrics_num_episodes_for_smoothing)
         self._weights_seq_no = 0
-        self._single: tuple[Any, dict[str, Any]] | None = None  # see _single_seed_parts
+        self._single_module: Any = None  # see _single_seed_module
         self.make_env()
         self.make_module()
 
@@ -174,7 +178,16 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
             first += [
                 env.reset(seed=env_seed)[0] for env, env_seed in zip(envs, env_seeds, strict=True)
             ]
-        self.obs = np.stack([np.asarray(o, dtype=np.float32).reshape(-1) for o in first])
+        spaces = {INPUT_ENV_SINGLE_SPACES: (self.observation_space, self.action_space)}
+        self.pipelines = {  # what a seed's checkpoint holds besides its module
+            COMPONENT_ENV_TO_MODULE_CONNECTOR: config.build_env_to_module_connector(spaces=spaces),
+            COMPONENT_MODULE_TO_ENV_CONNECTOR: config.build_module_to_env_connector(spaces=spaces),
+        }
+        pieces = list(filter_pieces(self.pipelines[COMPONENT_ENV_TO_MODULE_CONNECTOR]))
+        size = gym.spaces.flatdim(self.observation_space)
+        self.filters = SeedFilters(len(self.seeds), size, pieces[0]) if pieces else None
+        obs = np.stack([np.asarray(o, dtype=np.float32).reshape(-1) for o in first])
+        self.obs = self.filters(obs) if self.filters else obs
         self.running_returns = np.zeros(len(self.envs))
         self.running_lengths = np.zeros(len(self.envs), dtype=np.int64)
         self.running_abs = np.zeros(len(self.envs))  # each episode's sum of mean |observation|
@@ -232,6 +245,13 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
                     restarted.append(k)
                     o, _ = env.reset()
                 current[k] = np.ravel(o)
+            if self.filters:  # each env's next observation (or final one), then new episodes'
+                after = self.filters(after)
+                current, raw = after.copy(), current
+                if restarted:
+                    new = np.zeros(count, dtype=bool)
+                    new[restarted] = True
+                    current[restarted] = self.filters(raw, new)[restarted]
             self.running_returns += step_rewards
             self.running_lengths += 1
             for k in restarted:
@@ -331,40 +351,35 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         """The stack's ``index``-th seed as the parts of a checkpoint that acting restores
         (``rlplat.policy.restore``: ``rlplat eval``, ``export``, ``serve``): its module as the
         single-seed module of the config (``single_seed_module_spec``) holding its slice of
-        the stacked weights, the config's env-to-module and module-to-env pipelines, and the
-        env steps it sampled."""
-        single, pipelines = self._single_seed_parts()
+        the stacked weights, the config's env-to-module pipeline (its observation filter with
+        the seed's statistics) and module-to-env pipeline, and the env steps it sampled."""
+        single = self._single_seed_module()
         single.load_state_dict(single.state_dict() | self.module.seed_module_state(index))
         modules = path / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE
         single.save_to_path(modules / DEFAULT_MODULE_ID)
+        if self.filters:
+            for piece in filter_pieces(self.pipelines[COMPONENT_ENV_TO_MODULE_CONNECTOR]):
+                piece.set_state(self.filters.seed_state(index, piece))
         runner = path / COMPONENT_ENV_RUNNER
-        for name, pipeline in pipelines.items():
+        for name, pipeline in self.pipelines.items():
             # With its state given, a pipeline writes only its pieces that have state, as an
             # env runner's checkpoint does (asked for its own, it asks each stateless piece).
             pipeline.save_to_path(runner / name, state=pipeline.get_state())
         steps = {NUM_ENV_STEPS_SAMPLED_LIFETIME: self.num_env_steps_sampled_lifetime}
         (runner / "state.pkl").write_bytes(pickle.dumps(steps))
 
-    def _single_seed_parts(self) -> tuple[Any, dict[str, Any]]:
-        """The module of one seed and the config's two pipelines, built once (a
-        checkpoint of 16 seeds would build them 16 times) and given each seed's weights."""
-        if self._single is None:
+    def _single_seed_module(self) -> Any:
+        """The module of one seed, built once (a checkpoint of 16 seeds would build it 16 times)
+        and given each seed's weights."""
+        if self._single_module is None:
+            model_config = {k: v for k, v in self.config.model_config.items()
+                            if k != STACKED_SEEDS}  # fmt: skip
+            spec = self.config.single_seed_module_spec(
+                self.observation_space, self.action_space, model_config
+            )
             with torch.random.fork_rng():  # building draws weights: not from the seeds' stream
-                self._single = self._build_single_seed_parts()
-        return self._single
-
-    def _build_single_seed_parts(self) -> tuple[Any, dict[str, Any]]:
-        model_config = {k: v for k, v in self.config.model_config.items() if k != STACKED_SEEDS}
-        module = self.config.single_seed_module_spec(
-            self.observation_space, self.action_space, model_config
-        ).build()
-        spaces = {INPUT_ENV_SINGLE_SPACES: (self.observation_space, self.action_space)}
-        config = self.config
-        pipelines = {
-            COMPONENT_ENV_TO_MODULE_CONNECTOR: config.build_env_to_module_connector(spaces=spaces),
-            COMPONENT_MODULE_TO_ENV_CONNECTOR: config.build_module_to_env_connector(spaces=spaces),
-        }
-        return module, pipelines
+                self._single_module = spec.build()
+        return self._single_module
 
     # -- state
 
@@ -375,6 +390,8 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
             NUM_ENV_STEPS_SAMPLED_LIFETIME: self.num_env_steps_sampled_lifetime,
             RECENT_EPISODES: [list(recent) for recent in self.recent],
         }
+        if self.filters:
+            state[OBSERVATION_FILTERS] = self.filters.get_state()
         if state_requested(COMPONENT_RL_MODULE, components, not_components):
             state[COMPONENT_RL_MODULE] = self.module.get_state()
             state[WEIGHTS_SEQ_NO] = self._weights_seq_no
@@ -391,6 +408,8 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
             self._weights_seq_no = max(self._weights_seq_no, seq_no)
         if NUM_ENV_STEPS_SAMPLED_LIFETIME in state:
             self.num_env_steps_sampled_lifetime = state[NUM_ENV_STEPS_SAMPLED_LIFETIME]
+        if self.filters and OBSERVATION_FILTERS in state:
+            self.filters.set_state(state[OBSERVATION_FILTERS])
         if RECENT_EPISODES in state:  # a resumed stack's window goes on from its checkpoint's
             self.recent = [deque(map(tuple, saved), maxlen=self.window)
                            for saved in state[RECENT_EPISODES]]  # fmt: skip
