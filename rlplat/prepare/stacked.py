@@ -5,9 +5,10 @@ Each refusal names the key to change. A stacked PPO seed is RLlib's default PPO 
 (separate actor and critic MLPs) acting in a Discrete or Box space, a stacked SAC or TD3 seed
 rlplat's networks of that algorithm acting in a Box space, a stacked DQN seed RLlib's DQN
 networks acting in a Discrete space, all on a flat observation; what a stack does not carry
-(searches, several agents, memory, connectors other than one ``mean_std_filter``, evaluation
-runners, remote env runners or learners, n-step returns but DQN's, distributional or noisy DQN,
-prioritized replay) is refused rather than silently left out.
+(searches, several agents, memory, connectors other than ``mean_std_filter`` and PPO's
+``reward_scaling``, evaluation runners, remote env runners or learners, n-step returns but
+DQN's, distributional or noisy DQN, prioritized replay) is refused rather than silently left
+out.
 """
 
 from __future__ import annotations
@@ -26,7 +27,17 @@ from rlplat.experiment.spaces import Space
 
 # The model settings each stacked module builds with (RLlib's DefaultModelConfig names).
 STACKED_MODEL_KEYS = {
-    "PPO": ("fcnet_hiddens", "fcnet_activation", "vf_share_layers", "log_std_clip_param"),
+    "PPO": (
+        "fcnet_hiddens",
+        "fcnet_activation",
+        "fcnet_kernel_initializer",
+        "fcnet_kernel_initializer_kwargs",
+        "fcnet_bias_initializer",
+        "fcnet_bias_initializer_kwargs",
+        "free_log_std",
+        "vf_share_layers",
+        "log_std_clip_param",
+    ),
     "SAC": ("fcnet_hiddens", "fcnet_activation", "head_fcnet_hiddens", "head_fcnet_activation"),
     "TD3": (),  # rlplat's own networks: training.actor_hiddens, critic_hiddens, hidden_activation
     "DQN": ("fcnet_hiddens", "fcnet_activation", "head_fcnet_hiddens", "head_fcnet_activation"),
@@ -104,7 +115,7 @@ def check_stacked(
         refuse("stacked seeds build their own module: leave rl_module's other keys out.",
                "rl_module")  # fmt: skip
     sections = {
-        "connectors": not _one_observation_filter(experiment.connectors),
+        "connectors": not _stackable_connectors(experiment.connectors, ppo),
         "exploration.rnd": experiment.exploration.rnd is not None,
         "init.checkpoint": bool(experiment.init.checkpoint),
         "offline": experiment.offline is not None,
@@ -133,9 +144,10 @@ def check_stacked(
         if given:
             refuse(
                 f"stacked seeds do not carry {key} (a stack has its own learner and uniform "
-                "replay of one-step transitions (n-step for DQN), no connectors but one "
-                "mean_std_filter per seed, no evaluation runners: each seed's checkpoints are "
-                "scored after training): leave it out, or leave stacked out.",
+                "replay of one-step transitions (n-step for DQN), no connectors but each seed's "
+                "own mean_std_filter (and PPO's reward_scaling), no evaluation runners: each "
+                "seed's checkpoints are scored after training): leave it out, or leave stacked "
+                "out.",
                 key,
             )
     if not ppo:
@@ -160,12 +172,16 @@ def check_stacked(
         )
 
 
-def _one_observation_filter(connectors: list[NamedEntry]) -> bool:
-    """No connectors, or one ``mean_std_filter`` updating its statistics (each seed gets its
-    own: ``rlplat.algorithms.stacked.filters``)."""
-    parts = [entry_parts(entry) for entry in connectors]
-    return not parts or (
-        len(parts) == 1 and parts[0][0] == "mean_std_filter" and "update_stats" not in parts[0][1]
+def _stackable_connectors(connectors: list[NamedEntry], ppo: bool) -> bool:
+    """Connectors a stack gives each seed its own of: a ``mean_std_filter`` updating its
+    statistics (``rlplat.algorithms.stacked.filters``) and PPO's ``reward_scaling``
+    (``rlplat.algorithms.stacked.rewards``), each at most once."""
+    parts = dict(entry_parts(entry) for entry in connectors)
+    stackable = {"mean_std_filter"} | ({"reward_scaling"} if ppo else set())
+    return (
+        len(parts) == len(connectors)
+        and set(parts) <= stackable
+        and "update_stats" not in parts.get("mean_std_filter", {})
     )
 
 

@@ -213,3 +213,28 @@ def test_the_shipped_dqn_stacks_its_seeds_as_rllibs_dqn_policies(ray_session, ca
     [part] = Path(summary.run_dir).glob("stack/checkpoint_*/part_0")
     state = pickle.loads((part / "algorithm_state.pkl").read_bytes())[REPLAY_STATE]
     assert state["envs"] == 4 and state["columns"]["truncateds"].shape[:2] == (2, 2016)
+
+
+def test_the_shipped_hopper_ppo_stacks_with_each_seeds_filter_and_reward_scale(
+    ray_session, capsys, tmp_path
+):
+    """experiments/mujoco/hopper_ppo.yaml (CleanRL's networks, mean_std_filter, reward_scaling)
+    on two stacked seeds, one short iteration: each seed a trial whose checkpoint rlplat eval
+    plays behind that seed's own filter, the stack's learner state holding each seed's reward
+    scale."""
+    from rlplat.algorithms.stacked.ppo import REWARD_SCALING
+
+    path = Path(__file__).parents[2] / "experiments" / "mujoco" / "hopper_ppo.yaml"
+    overrides = ["seeds=2", "stacked=true", "resources.driver.cpus=1", "stop.env_steps=256",
+                 "training.train_batch_size_per_learner=256", "training.num_epochs=1",
+                 "checkpoint.every=0", "checkpoint.at_end=true",
+                 f"output_dir={tmp_path}"]  # fmt: skip
+    summary = train(load_experiment(path, overrides), console=Console(quiet=True))
+    assert [t.status for t in summary.trials] == ["finished"] * 2
+    played = eval_json(capsys, find_checkpoint(Path(summary.trials[0].path)).path, "-n", "1")
+    assert played["episodes"] == 1 and played["returns"]["mean"] != 0
+    [part] = Path(summary.run_dir).glob("stack/checkpoint_*/part_0")
+    learner = next(part.rglob("learner/state.pkl"))
+    scales = pickle.loads(learner.read_bytes())[REWARD_SCALING]
+    assert scales["count"].tolist() == [256.0, 256.0]
+    assert scales["var"][0] != scales["var"][1]  # each seed its own returns

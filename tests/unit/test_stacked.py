@@ -121,13 +121,31 @@ def test_a_seed_whose_loss_is_nan_stops_alone_and_stays_where_it_was():
         torch.testing.assert_close(p.detach()[2], kept)  # frozen at its last finite values
 
 
+# CleanRL's MuJoCo PPO networks (experiments/mujoco/*_ppo.yaml): orthogonal hidden layers with
+# gain sqrt(2), zero biases, a state-independent log std.
+CLEANRL_NETWORKS = {
+    "fcnet_kernel_initializer": "orthogonal_",
+    "fcnet_kernel_initializer_kwargs": {"gain": 2**0.5},
+    "fcnet_bias_initializer": "zeros_",
+    "free_log_std": True,
+}
+
+
 @pytest.mark.parametrize(
-    "action_space", [gym.spaces.Discrete(3), gym.spaces.Box(-1.0, 1.0, (2,))], ids=str
+    ("action_space", "networks"),
+    [
+        (gym.spaces.Discrete(3), {}),
+        (gym.spaces.Box(-1.0, 1.0, (2,)), {}),
+        (gym.spaces.Box(-1.0, 1.0, (2,)), CLEANRL_NETWORKS),
+    ],
+    ids=["Discrete", "Box", "Box-cleanrl-networks"],
 )
-def test_a_seed_of_stacked_ppo_is_rllibs_own_ppo_module_once_cut_out(action_space):
+def test_a_seed_of_stacked_ppo_is_rllibs_own_ppo_module_once_cut_out(action_space, networks):
     """Each seed of a stacked PPO module acts and values as RLlib's PPO module loaded with its
-    slice: one seed of a stacked run is evaluated, exported and served as a plain policy."""
-    model_config = {"fcnet_hiddens": [32, 32], "vf_share_layers": False}
+    slice: one seed of a stacked run is evaluated, exported and served as a plain policy. With
+    RLlib's initializer settings each seed's hidden layers start as they say (orthogonal
+    columns of norm ``gain``, zero biases), each seed its own draw."""
+    model_config = {"fcnet_hiddens": [32, 32], "vf_share_layers": False, **networks}
     obs_space = gym.spaces.Box(-1.0, 1.0, (4,))
     stacked = RLModuleSpec(
         module_class=StackedPPOModule,
@@ -156,6 +174,14 @@ def test_a_seed_of_stacked_ppo_is_rllibs_own_ppo_module_once_cut_out(action_spac
         torch.testing.assert_close(
             single.compute_values({Columns.OBS: rows}), values[5 * index : 5 * (index + 1)]
         )
+    if networks:
+        first = [stacked.seed_module_state(i)["encoder.actor_encoder.net.mlp.0.weight"]
+                 for i in range(2)]  # fmt: skip
+        for weight in first:  # (32, 4): four orthogonal columns of norm sqrt(2)
+            torch.testing.assert_close(weight.T @ weight, 2.0 * torch.eye(4), atol=1e-5, rtol=0)
+        assert not torch.allclose(first[0], first[1])
+        bias = stacked.seed_module_state(1)["encoder.critic_encoder.net.mlp.2.bias"]
+        assert not bias.any()
 
 
 def _gae_reference(rewards, values, next_values, terminated, ended, gamma, lambda_):
@@ -696,3 +722,75 @@ def test_a_seed_saved_with_an_observation_filter_normalises_as_it_did_in_the_sta
     np.testing.assert_array_equal(resumed.filters.mean, runner.filters.mean)
     runner.stop()
     resumed.stop()
+
+
+def test_each_seeds_rewards_are_scaled_as_rlplats_reward_scaling_scales_that_seed_alone():
+    """Two batches of 2 seeds x 2 envs, seed 1's rewards 100 times larger, episodes ending
+    inside batches (terminated, truncated): each seed's scaled rewards are those rlplat's
+    ``RewardScaling`` piece gives that seed's episode chunks alone, so seed 0's scale never
+    sees seed 1's rewards."""
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    from rlplat.algorithms.stacked.rewards import SeedRewardScaling
+    from rlplat.environments.reward_scaling import RewardScaling
+
+    rng = np.random.default_rng(1)
+    steps, envs = 6, 2
+    ends = {(0, 0, 0, 2): "terminated", (1, 1, 1, 4): "truncated"}  # (batch, seed, env, step)
+    stacked = SeedRewardScaling(2, envs, RewardScaling(gamma=0.9))
+    alone = [RewardScaling(gamma=0.9) for _ in range(2)]
+    episode = {(seed, env): [0, 0] for seed in range(2) for env in range(envs)}  # [number, t]
+    for batch in range(2):
+        rewards = rng.normal(size=(2, steps, envs)) * np.array([1.0, 100.0]).reshape(2, 1, 1)
+        ended = np.zeros((2, steps, envs), dtype=bool)
+        for (b, seed, env, step), _ in ends.items():
+            ended[seed, step, env] = b == batch
+        out = stacked(torch.tensor(rewards, dtype=torch.float32), torch.tensor(ended))
+        for seed in range(2):
+            chunks, columns = [], []
+            for env in range(envs):
+                start = 0
+                for step in [*np.flatnonzero(ended[seed, :, env]), steps - 1]:
+                    if step < start:
+                        continue
+                    number, t = episode[seed, env]
+                    kind = ends.get((batch, seed, env, step)) if ended[seed, step, env] else None
+                    n = step + 1 - start
+                    chunks.append(SingleAgentEpisode(
+                        id_=f"{seed}-{env}-{number}", observations=list(range(n + 1)),
+                        actions=[0] * n, rewards=list(rewards[seed, start : step + 1, env]),
+                        t_started=t, len_lookback_buffer=0,
+                        terminated=kind == "terminated", truncated=kind == "truncated",
+                    ))  # fmt: skip
+                    columns.append(out[seed, start : step + 1, env].numpy())
+                    episode[seed, env] = [number + 1, 0] if kind else [number, t + n]
+                    start = step + 1
+            scaled = alone[seed](rl_module=None, batch={}, episodes=chunks, shared_data={})
+            for chunk, column in zip(chunks, columns, strict=True):
+                expected = np.asarray(scaled[Columns.REWARDS][(chunk.id_,)])
+                np.testing.assert_allclose(column, expected, rtol=1e-5, atol=1e-6)
+    assert stacked.var[1] / stacked.var[0] > 1000  # each seed its own scale
+
+
+def test_a_stacked_ppo_learner_scales_rewards_per_seed_and_keeps_the_scales_for_resume():
+    """With the experiment's reward_scaling the stacked PPO learner learns from each seed's
+    scaled rewards and its state (a checkpoint's) carries every seed's scale."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.core.learner.training_data import TrainingData
+
+    from rlplat.environments.reward_scaling import RewardScaling
+
+    config = cartpole_stack([3, 4], steps_per_env=20)
+    config.training(learner_connector=lambda *_: [RewardScaling(gamma=0.9)])
+    runner = StackedEnvRunner(config=config)
+    env = gym.make("CartPole-v1")
+    spaces = {DEFAULT_MODULE_ID: (env.observation_space, env.action_space)}
+    learner = config.build_learner(spaces=spaces)
+    learner.update(training_data=TrainingData(episodes=runner.sample()), timesteps={})
+    scaling = learner.reward_scaling
+    assert scaling.count.tolist() == [40.0, 40.0] and (scaling.var != 1.0).all()
+    resumed = config.build_learner(spaces=spaces)
+    resumed.set_state(learner.get_state())
+    for name, value in scaling.get_state().items():
+        torch.testing.assert_close(getattr(resumed.reward_scaling, name), value)
+    runner.stop()

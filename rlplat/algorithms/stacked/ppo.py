@@ -4,15 +4,20 @@ price of a few.
 
 ``StackedPPOModule`` is RLlib's default PPO networks (``DefaultPPOTorchRLModule`` without shared
 layers: an actor MLP encoder and a critic MLP encoder of ``fcnet_hiddens`` with
-``fcnet_activation``, then a linear policy head and a linear value head) for every seed of
-``model_config["stacked_seeds"]``. Its batches are seed-major: of B rows, rows [i B/N, (i+1) B/N)
-are seed i's (its env copies when acting, its minibatch when learning). Its parameters carry
-RLlib's names with a leading seed axis, so ``seed_module_state`` is a state that RLlib's own
-module loads: one seed is evaluated, exported and served as the single-seed policy it is.
+``fcnet_activation``, initialised by ``fcnet_kernel_initializer`` and ``fcnet_bias_initializer``
+where given, then a linear policy head, with ``free_log_std`` a log std per action beside it,
+and a linear value head) for every seed of ``model_config["stacked_seeds"]``. With the
+experiment's ``reward_scaling`` each seed learns from its rewards scaled by its own running
+return std (``rlplat.algorithms.stacked.rewards``). Its batches are seed-major: of B rows,
+rows [i B/N, (i+1) B/N) are seed i's (its env copies when acting, its minibatch when learning).
+Its parameters carry RLlib's names with a leading seed axis, so ``seed_module_state`` is a state
+that RLlib's own module loads: one seed is evaluated, exported and served as the single-seed
+policy it is.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import gymnasium as gym
@@ -36,6 +41,7 @@ from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.models.utils import get_initializer_fn
 from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_TRAINED,
     NUM_ENV_STEPS_TRAINED_LIFETIME,
@@ -46,6 +52,7 @@ from torch import nn
 
 from rlplat.algorithms.base import WithoutModeSwitch
 from rlplat.algorithms.policy_change import APPROX_KL, CLIP_FRACTION
+from rlplat.algorithms.stacked.rewards import SeedRewardScaling
 from rlplat.algorithms.stacked.runner import (
     SEED_RESULTS,
     SEED_STOPPED,
@@ -54,15 +61,18 @@ from rlplat.algorithms.stacked.runner import (
     StackedSettings,
     as_rllib_mlp,
 )
-from rlplat.engine.learner import RlplatLearner
+from rlplat.engine.learner import RlplatLearner, state_requested
 from rlplat.engine.stacked import (
     SeedStops,
     SeedStopsState,
+    StackedLinear,
     clip_grad_norm_per_seed_,
     seed_generators,
     seed_state,
     stacked_mlp,
 )
+from rlplat.environments.reward_scaling import RewardScaling
+from rlplat.seams.rllib_learner import learner_connector
 
 # RLlib's DefaultModelConfig
 DEFAULT_HIDDENS, DEFAULT_ACTIVATION, LOG_STD_CLIP = (256, 256), "tanh", 20.0
@@ -86,12 +96,43 @@ class StackedPPOModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
             return as_rllib_mlp(stacked_mlp(count, hiddens[-1], [], size, activation, generators))
 
         self.encoder = nn.ModuleDict({"actor_encoder": encoder(), "critic_encoder": encoder()})
+        self._initialise_encoders(generators)
         space = self.action_space
+        self.free_log_std = bool(config.get("free_log_std", False))
         if isinstance(space, gym.spaces.Discrete):
             self.pi = head(int(space.n))
+        elif self.free_log_std:  # means from the head, log stds free parameters (RLlib's)
+            self.pi = head(gym.spaces.flatdim(space))
+            self.pi.log_std = nn.Parameter(torch.zeros(count, gym.spaces.flatdim(space)))
         else:  # a Gaussian's means and log standard deviations, as RLlib's head outputs them
             self.pi = head(2 * gym.spaces.flatdim(space))
         self.vf = head(1)
+
+    def _initialise_encoders(self, generators: list[torch.Generator]) -> None:
+        """RLlib's ``fcnet_kernel_initializer`` and ``fcnet_bias_initializer`` (with their
+        ``_kwargs``) on each seed's encoder layers, drawn from the seed's generator; without
+        them, ``nn.Linear``'s initialisation stays."""
+        config = self.model_config
+        kernel = get_initializer_fn(config.get("fcnet_kernel_initializer"))
+        bias = get_initializer_fn(config.get("fcnet_bias_initializer"))
+        for init, part, kwargs in (
+            (kernel, "weight", config.get("fcnet_kernel_initializer_kwargs") or {}),
+            (bias, "bias", config.get("fcnet_bias_initializer_kwargs") or {}),
+        ):
+            if init is None:
+                continue
+            draws = "generator" in inspect.signature(init).parameters
+            for layer in self.encoder.modules():
+                if not isinstance(layer, StackedLinear):
+                    continue
+                stacked = getattr(layer, part)
+                for seed, generator in enumerate(generators):
+                    # a seed's weight is nn.Linear's (out, in) transposed; its bias is (1, out)
+                    single = torch.empty(stacked.shape[2], stacked.shape[1]) if part == "weight" \
+                        else torch.empty(stacked.shape[2])
+                    init(single, **kwargs, **({"generator": generator} if draws else {}))
+                    with torch.no_grad():
+                        stacked[seed] = single.T if part == "weight" else single.reshape(1, -1)
 
     def _by_seed(self, obs: torch.Tensor) -> torch.Tensor:
         """(B, ...) seed-major observations as (seeds, B / seeds, features)."""
@@ -104,7 +145,10 @@ class StackedPPOModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
         obs = batch[Columns.OBS]
         inputs = self.pi["net"]["mlp"](self._features("actor_encoder", obs))
         if not isinstance(self.action_space, gym.spaces.Discrete):  # RLlib's head clips log stds
-            means, log_stds = inputs.chunk(2, dim=-1)
+            if self.free_log_std:
+                means, log_stds = inputs, self.pi.log_std.unsqueeze(1).expand_as(inputs)
+            else:
+                means, log_stds = inputs.chunk(2, dim=-1)
             clip = float(self.model_config.get("log_std_clip_param", LOG_STD_CLIP))
             inputs = torch.cat([means, log_stds.clamp(-clip, clip)], dim=-1)
         return {Columns.ACTION_DIST_INPUTS: inputs.reshape(obs.shape[0], -1)}
@@ -151,6 +195,23 @@ class StackedPPOLearner(SeedStopsState, RlplatLearner, PPOTorchLearner):
         seeds = self.config.model_config[STACKED_SEEDS]
         self.stops = SeedStops(len(seeds))
         self.shuffle = torch.Generator().manual_seed(int(self.config.seed or 0))
+        pieces = getattr(learner_connector(self), "connectors", [])
+        scaling = [piece for piece in pieces if isinstance(piece, RewardScaling)]
+        envs = int(self.config.num_envs_per_env_runner)
+        self.reward_scaling = SeedRewardScaling(len(seeds), envs, scaling[0]) if scaling else None
+
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if self.reward_scaling and state_requested(REWARD_SCALING, components, not_components):
+            state[REWARD_SCALING] = self.reward_scaling.get_state()
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        if self.reward_scaling and REWARD_SCALING in state:
+            self.reward_scaling.set_state(state[REWARD_SCALING])
 
     def update(
         self,
@@ -165,7 +226,11 @@ class StackedPPOLearner(SeedStopsState, RlplatLearner, PPOTorchLearner):
         self.before_gradient_based_update(timesteps=timesteps or {})
         module = self.module[DEFAULT_MODULE_ID].unwrapped()
         config = self.config.get_config_for_module(DEFAULT_MODULE_ID)
-        data = seed_advantages(module, rollout.columns, config.gamma, config.lambda_)
+        columns = rollout.columns
+        if self.reward_scaling:  # each seed's rewards by its own scale, for learning only
+            ended = columns["terminateds"] | columns["truncateds"]
+            columns = {**columns, "rewards": self.reward_scaling(columns["rewards"], ended)}
+        data = seed_advantages(module, columns, config.gamma, config.lambda_)
         seeds, rows = data[ADVANTAGES].shape
         size = min(int(minibatch_size or rows), rows)
         params = list(module.parameters())
@@ -210,6 +275,7 @@ class StackedPPOLearner(SeedStopsState, RlplatLearner, PPOTorchLearner):
 
 
 ADVANTAGES, VALUE_TARGETS = "advantages", "value_targets"
+REWARD_SCALING = "stacked_reward_scaling"  # the learner's state: each seed's reward scale
 TOTAL_LOSS = "total_loss"
 
 
