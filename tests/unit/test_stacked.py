@@ -194,7 +194,20 @@ def _gae_reference(rewards, values, next_values, terminated, ended, gamma, lambd
     return advantages
 
 
+def _bootstrap_rows(advantages, values, next_values, ended, gamma, lambda_):
+    """The advantage of the step RLlib appends to each of one env's episode chunks (the chunk's
+    last observation again, reward 0, followed in the batch by the env's next chunk)."""
+    out = []
+    for t in range(len(advantages)):
+        if ended[t] or t == len(advantages) - 1:
+            following = (values[t + 1], advantages[t + 1]) if t + 1 < len(advantages) else (0, 0)
+            out.append(gamma * following[0] + gamma * lambda_ * following[1] - next_values[t])
+    return out
+
+
 def test_each_seeds_advantages_are_gae_over_its_own_envs_standardised_on_its_own():
+    """Each seed's GAE over its own envs, standardised over its own rows and the bootstrap rows
+    RLlib's PPO adds to each episode chunk (as a run of that seed alone standardises)."""
     seeds, steps, envs = 3, 40, 2
     rng = np.random.default_rng(0)
     module = RLModuleSpec(
@@ -225,22 +238,18 @@ def test_each_seeds_advantages_are_gae_over_its_own_envs_standardised_on_its_own
         return out.reshape(seeds, -1)[seed].numpy()
 
     for seed in range(seeds):
-        raw = np.stack(
-            [
-                _gae_reference(
-                    columns["rewards"][seed, :, env].numpy(),
-                    value(columns[Columns.OBS][seed, :, env], seed),
-                    value(columns[Columns.NEXT_OBS][seed, :, env], seed),
-                    terminated[seed, :, env],
-                    terminated[seed, :, env] | truncated[seed, :, env],
-                    0.9,
-                    0.8,
-                )
-                for env in range(envs)
-            ],
-            axis=1,
-        ).reshape(-1)  # (steps x envs), as the learner flattens a seed's rows
-        expected = (raw - raw.mean()) / max(raw.std(ddof=1), 1e-4)
+        per_env, extra = [], []
+        for env in range(envs):
+            values = value(columns[Columns.OBS][seed, :, env], seed)
+            next_values = value(columns[Columns.NEXT_OBS][seed, :, env], seed)
+            ended = terminated[seed, :, env] | truncated[seed, :, env]
+            gae = _gae_reference(columns["rewards"][seed, :, env].numpy(), values, next_values,
+                                 terminated[seed, :, env], ended, 0.9, 0.8)  # fmt: skip
+            per_env.append(gae)
+            extra += _bootstrap_rows(gae, values, next_values, ended, 0.9, 0.8)
+        raw = np.stack(per_env, axis=1).reshape(-1)  # (steps x envs), as the learner flattens
+        every = np.concatenate([raw, extra])
+        expected = (raw - every.mean()) / max(every.std(), 1e-4)
         np.testing.assert_allclose(data[ADVANTAGES][seed].numpy(), expected, rtol=1e-4, atol=1e-4)
 
 
@@ -794,3 +803,4 @@ def test_a_stacked_ppo_learner_scales_rewards_per_seed_and_keeps_the_scales_for_
     for name, value in scaling.get_state().items():
         torch.testing.assert_close(getattr(resumed.reward_scaling, name), value)
     runner.stop()
+

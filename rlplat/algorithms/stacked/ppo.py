@@ -285,8 +285,9 @@ def seed_advantages(
 ) -> dict[str, torch.Tensor]:
     """GAE(gamma, lambda) of each seed's envs, bootstrapped from the value of the observation
     after each step (zero where the episode terminated), restarting where an episode ended;
-    advantages standardised per seed, as RLlib's PPO standardises a module's. Columns flattened
-    to (N, steps x E, ...) per seed."""
+    advantages standardised per seed as RLlib's PPO standardises a module's: over its rows and
+    the bootstrap rows its learner adds (``bootstrap_row_advantages``). Columns flattened to
+    (N, steps x E, ...) per seed."""
     obs = columns[Columns.OBS]
     seeds, steps, envs = obs.shape[:3]
 
@@ -304,8 +305,13 @@ def seed_advantages(
         running = deltas[:, t] + gamma * lambda_ * (1.0 - ended[:, t]) * running
         advantages[:, t] = running
     targets = (advantages + value).reshape(seeds, -1)
+    extra, added = bootstrap_row_advantages(value, next_value, advantages, ended, gamma, lambda_)
     advantages = advantages.reshape(seeds, -1)
-    std = advantages.std(dim=1, keepdim=True).clamp(min=1e-4)
+    count = advantages.shape[1] + added.sum(1, keepdim=True)
+    mean = (advantages.sum(1, keepdim=True) + (extra * added).sum(1, keepdim=True)) / count
+    squares = (advantages - mean).square().sum(1, keepdim=True)
+    squares = squares + ((extra - mean).square() * added).sum(1, keepdim=True)
+    std = (squares / count).sqrt().clamp(min=1e-4)  # numpy's std, as RLlib takes it
     rows = steps * envs
     return {
         Columns.OBS: obs.reshape(seeds, rows, -1),
@@ -313,9 +319,33 @@ def seed_advantages(
             seeds, rows, *columns[Columns.ACTIONS].shape[3:]
         ),
         Columns.ACTION_LOGP: columns[Columns.ACTION_LOGP].reshape(seeds, rows),
-        ADVANTAGES: (advantages - advantages.mean(dim=1, keepdim=True)) / std,
+        ADVANTAGES: (advantages - mean) / std,
         VALUE_TARGETS: targets,
     }
+
+
+def bootstrap_row_advantages(
+    value: torch.Tensor,
+    next_value: torch.Tensor,
+    advantages: torch.Tensor,
+    ended: torch.Tensor,
+    gamma: float,
+    lambda_: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The advantages RLlib's PPO gives the step it appends to every episode chunk of a batch
+    (``AddOneTsToEpisodesAndTruncate``: the chunk's last observation again, reward 0, loss
+    masked), which its GAE computes like any row and standardises with the others: gamma
+    V(next row) + gamma lambda A(next row) - V(the last observation), the next row being the
+    following chunk's first step (RLlib's batch concatenates chunks: here the same env's next
+    episode; an env's last chunk is taken as the batch's last, followed by nothing). Each
+    (seeds, steps x envs): the advantages at the steps that end a chunk, and where they are."""
+    following_value, following_advantage = torch.zeros_like(value), torch.zeros_like(advantages)
+    following_value[:, :-1], following_advantage[:, :-1] = value[:, 1:], advantages[:, 1:]
+    extra = gamma * following_value + gamma * lambda_ * following_advantage - next_value
+    chunk_ends = ended.clone()
+    chunk_ends[:, -1] = 1.0
+    seeds = value.shape[0]
+    return extra.reshape(seeds, -1), chunk_ends.reshape(seeds, -1)
 
 
 def rows_of(data: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torch.Tensor]:
