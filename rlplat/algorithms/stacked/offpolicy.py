@@ -138,22 +138,19 @@ class StackedReplay:
         if n_step == 1:
             return batch
         columns = self.columns
-        ends = (columns["terminateds"] + columns["truncateds"]) > 0
         last, rewards, summed = index, batch["rewards"].clone(), batch["n_step"]
+        terminated, truncated = batch["terminateds"], batch["truncateds"]  # at the last step
         for k in range(1, n_step):
             newest = (self.position - 1 - last) % self.capacity < self.envs
-            going_on = ~ends[seed_rows, last] & ~newest
+            going_on = (terminated + truncated == 0) & ~newest
             if not going_on.any():
                 break
             last = torch.where(going_on, (last + self.envs) % self.capacity, last)
             rewards += going_on * gamma**k * columns["rewards"][seed_rows, last]
             summed += going_on
-        batch.update(
-            rewards=rewards,
-            n_step=summed,
-            terminateds=columns["terminateds"][seed_rows, last],
-            truncateds=columns["truncateds"][seed_rows, last],
-        )
+            terminated = columns["terminateds"][seed_rows, last]
+            truncated = columns["truncateds"][seed_rows, last]
+        batch.update(rewards=rewards, n_step=summed, terminateds=terminated, truncateds=truncated)
         batch[Columns.NEXT_OBS] = columns[Columns.NEXT_OBS][seed_rows, last]
         return batch
 
