@@ -6,12 +6,15 @@ of both runs side by side (each seed's greedy return: IQM and 95% CI per side).
     python benchmarks/stacked_command.py [--experiment cartpole_ppo.yaml] [--seeds 16]
                                          [--budget 100000] [--episodes 20]
     python benchmarks/stacked_command.py --experiment pendulum_sac.yaml --budget 20000
+    python benchmarks/stacked_command.py --experiment cartpole_pqn.yaml --seeds 8 \
+        --set 'evaluation={}' --set training.epsilon_timesteps=50000
 
 Each command runs alone, timed as a user waits for it (launch to exit), with its own Ray
 (``RLPLAT_RAY_IDLE_S=0``: no warm Ray kept between them). The return target of the file is
 switched off (``stop.episode_return_mean=null``) so that both train every seed to ``--budget``.
-Runs found under ``--out`` are reused (a benchmark going on in a later session). Results go to
-benchmarks/results/stacked_command.json.
+``--set`` adds an override to both sides (a stack plays no evaluation runners:
+``evaluation={}`` takes them out of both). Runs found under ``--out`` are reused (a benchmark
+going on in a later session). Results go to benchmarks/results/stacked_command.json.
 """
 
 from __future__ import annotations
@@ -40,10 +43,12 @@ CURVE_FRACTIONS = (0.2, 0.4, 0.6, 0.8)  # of the budget: where the training curv
 SIDES = {"stacked": ("--stacked",), "separate": ()}
 
 
-def side(experiment: str, seeds: int, budget: int, flags: tuple[str, ...], out: Path) -> dict:
+def side(
+    experiment: str, seeds: int, budget: int, flags: tuple[str, ...], out: Path, extra: list[str]
+) -> dict:
     """One side's command, its wall time, training seconds and each seed's env steps."""
     overrides = ("--seeds", str(seeds), *flags, "stop.episode_return_mean=null",
-                 f"stop.env_steps={budget}")  # fmt: skip
+                 f"stop.env_steps={budget}", *extra)  # fmt: skip
     training = train(f"experiments/{experiment}", *overrides, out=out, reuse=True)
     run = training.run_dir
     [driver] = read_json(run / "run.json")["drivers"]
@@ -102,25 +107,27 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=100_000)
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "rlplat-stacked")
+    parser.add_argument("--set", action="append", default=[], help="an override for both")
     args = parser.parse_args()
     os.environ["RLPLAT_RAY_IDLE_S"] = "0"  # each command starts and stops its own Ray
+    label = f"{Path(args.experiment).stem}_{args.seeds}_seeds"
     out = args.out / Path(args.experiment).stem / f"{args.seeds}x{args.budget}"
     sides: dict[str, Any] = {}
     for name, flags in SIDES.items():  # one at a time
-        sides[name] = side(args.experiment, args.seeds, args.budget, flags, out / name)
+        sides[name] = side(args.experiment, args.seeds, args.budget, flags, out / name, args.set)
         print(name, sides[name], flush=True)
     runs = [sides["stacked"]["run_dir"], sides["separate"]["run_dir"]]
     report = side_by_side(runs, out / "report", args.episodes)
     stacked, separate = sides["stacked"]["command_wall_s"], sides["separate"]["command_wall_s"]
     results = load_results(RESULTS)
-    results[f"{Path(args.experiment).stem}_{args.seeds}_seeds"] = {
+    results[label] = {
         **sides,
         "speedup": round(separate / stacked, 2) if stacked and separate else None,
         "report": report,
         **provenance(),
     }
     save_results(RESULTS, results)
-    print(results[f"{Path(args.experiment).stem}_{args.seeds}_seeds"], flush=True)
+    print(results[label], flush=True)
 
 
 if __name__ == "__main__":

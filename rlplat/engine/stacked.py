@@ -62,6 +62,21 @@ class StackedLinear(nn.Module):
         return torch.baddbmm(self.bias, x, self.weight)
 
 
+class StackedLayerNorm(nn.Module):
+    """``seeds`` layer norms over the last dimension of (seeds, rows, features), each seed its own
+    elementwise scale and shift (``nn.LayerNorm``'s, starting at 1 and 0)."""
+
+    def __init__(self, seeds: int, features: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(seeds, 1, features))
+        self.bias = nn.Parameter(torch.zeros(seeds, 1, features))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        normed = nn.functional.layer_norm(x, x.shape[-1:], eps=self.eps)
+        return torch.addcmul(self.bias, normed, self.weight)
+
+
 def stacked_mlp(
     seeds: int,
     in_dim: int,

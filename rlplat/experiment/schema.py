@@ -1017,10 +1017,10 @@ class Experiment(Section):
     stacked: bool = Field(
         False,
         description="Train the seeds of seeds as stacked models over one machine's CPUs "
-        "(PPO, SAC, TD3, DQN; the command's process and Ray actors): each seed its own networks, "
-        "optimizer state, observation filter, envs and trial directory, for about the price "
-        "of a few seeds (docs/performance.md). No search spaces, multi-agent envs, memory, "
-        "connectors other than mean_std_filter or evaluation during training.",
+        "(PPO, PQN, SAC, TD3, DQN; the command's process and Ray actors): each seed its own "
+        "networks, optimizer state, observation filter, envs, greedy evaluation and trial "
+        "directory, for about the price of a few seeds (docs/performance.md). No search "
+        "spaces, multi-agent envs, memory or connectors other than mean_std_filter.",
     )
     env: EnvSpec
     stop: StopSpec
@@ -1137,8 +1137,6 @@ class Experiment(Section):
         """RLlib's ``evaluation`` settings for the run: the experiment's own keys over rlplat's
         greedy evaluation at every checkpoint's iteration (``GREEDY_EVALUATION``)."""
         interval = 1 if self.offline else (self.checkpoint.every or EVALUATION_INTERVAL)
-        if self.stacked:  # no evaluation runners: a stack ranks checkpoints by training window
-            interval = None
         settings = {**GREEDY_EVALUATION, "evaluation_interval": interval, **self.evaluation}
         config = {
             **GREEDY_EVALUATION["evaluation_config"],

@@ -1,14 +1,16 @@
 """What ``stacked: true`` (``--stacked``) can train, checked before Ray: the seeds of ``seeds``
-as one stacked PPO, SAC, TD3 or DQN model in the command's process (``rlplat.algorithms.stacked``).
+as one stacked PPO, PQN, SAC, TD3 or DQN model in the command's process
+(``rlplat.algorithms.stacked``).
 
 Each refusal names the key to change. A stacked PPO seed is RLlib's default PPO networks
 (separate actor and critic MLPs) acting in a Discrete or Box space, a stacked SAC or TD3 seed
 rlplat's networks of that algorithm acting in a Box space, a stacked DQN seed RLlib's DQN
-networks acting in a Discrete space, all on a flat observation; what a stack does not carry
+networks acting in a Discrete space, a stacked PQN seed rlplat's PQN network acting in a
+Discrete space, all on a flat observation; what a stack does not carry
 (searches, several agents, memory, connectors other than ``mean_std_filter`` and PPO's
-``reward_scaling``, evaluation runners, remote env runners or learners, n-step returns but
-DQN's, distributional or noisy DQN, prioritized replay) is refused rather than silently left
-out.
+``reward_scaling``, remote env runners or learners, evaluation but each seed's greedy
+episodes in the stack's own process, n-step returns but DQN's, distributional or noisy DQN,
+prioritized replay) is refused rather than silently left out.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ STACKED_MODEL_KEYS = {
     "SAC": ("fcnet_hiddens", "fcnet_activation", "head_fcnet_hiddens", "head_fcnet_activation"),
     "TD3": (),  # rlplat's own networks: training.actor_hiddens, critic_hiddens, hidden_activation
     "DQN": ("fcnet_hiddens", "fcnet_activation", "head_fcnet_hiddens", "head_fcnet_activation"),
+    "PQN": (),  # rlplat's own network: training.hiddens
 }
 # What each stacked algorithm's seeds act in: Box (a 1-D Box space) or Discrete.
 STACKED_ACTIONS = {
@@ -48,8 +51,10 @@ STACKED_ACTIONS = {
     "SAC": ("Box",),
     "TD3": ("Box",),
     "DQN": ("Discrete",),
+    "PQN": ("Discrete",),
 }
 STACKED_ALGORITHMS = tuple(STACKED_MODEL_KEYS)
+ON_POLICY = ("PPO", "PQN")  # learn from each rollout: no replay, any elementwise optimizer
 
 
 def check_stacked(
@@ -95,6 +100,7 @@ def check_stacked(
                               for kind in kinds)  # fmt: skip
         refuse(f"stacked {experiment.algorithm} seeds act in {allowed}, not {actions}.")
     ppo = experiment.algorithm == "PPO"
+    on_policy = experiment.algorithm in ON_POLICY
     model = experiment.rl_module.get("model_config") or {}
     keys = STACKED_MODEL_KEYS[experiment.algorithm]
     other = [key for key in model if key not in keys]
@@ -119,12 +125,11 @@ def check_stacked(
         "exploration.rnd": experiment.exploration.rnd is not None,
         "init.checkpoint": bool(experiment.init.checkpoint),
         "offline": experiment.offline is not None,
-        "evaluation": bool(experiment.evaluation),
         "training.learner_class": "learner_class" in experiment.training,
         "training.use_kl_loss": bool(experiment.training.get("use_kl_loss")),
         "replay.her": experiment.replay.her is not None,
     }
-    if not ppo:
+    if not on_policy:
         sections["training.optimizer"] = "optimizer" in experiment.training
         n_step = experiment.training.get("n_step", 1)
         if experiment.algorithm == "DQN":  # a fixed n; RLlib's drawn-per-batch range is not
@@ -143,14 +148,14 @@ def check_stacked(
     for key, given in sections.items():
         if given:
             refuse(
-                f"stacked seeds do not carry {key} (a stack has its own learner and uniform "
-                "replay of one-step transitions (n-step for DQN), no connectors but each seed's "
-                "own mean_std_filter (and PPO's reward_scaling), no evaluation runners: each "
-                "seed's checkpoints are scored after training): leave it out, or leave stacked "
-                "out.",
+                f"stacked seeds do not carry {key} (a stack has its own learner, an "
+                "off-policy stack a uniform replay of one-step transitions (n-step for DQN), "
+                "and no connectors but each seed's own mean_std_filter (and PPO's "
+                "reward_scaling)): leave it out, or leave stacked out.",
                 key,
             )
-    if not ppo:
+    _check_evaluation(experiment, refuse)
+    if not on_policy:
         _check_replay_fits(experiment, obs, actions, refuse)
     resources = experiment.resources
     remote = {
@@ -183,6 +188,42 @@ def _stackable_connectors(connectors: list[NamedEntry], ppo: bool) -> bool:
         and set(parts) <= stackable
         and "update_stats" not in parts.get("mean_std_filter", {})
     )
+
+
+# What a stack's evaluation carries: each seed's greedy episodes, every evaluation_interval
+# iterations, in the stack's process (its evaluation runner, rlplat.algorithms.stacked.runner).
+STACKED_EVALUATION = {
+    "evaluation_interval": "an interval of iterations, or null",
+    "evaluation_duration": "a number of episodes per seed",
+    "evaluation_duration_unit": "episodes",
+    "evaluation_num_env_runners": "0",
+    "evaluation_config": "explore: false and num_envs_per_env_runner",
+}
+
+
+def _check_evaluation(experiment: Experiment, refuse: Callable[..., None]) -> None:
+    """A stack evaluates as a separate seed's run does by default (greedy episodes between
+    iterations, in the trial's process), each seed on envs of its own; other evaluation
+    settings are refused, naming what it takes."""
+    evaluation = experiment.evaluation
+    config = evaluation.get("evaluation_config") or {}
+    wrong = [key for key in evaluation if key not in STACKED_EVALUATION]
+    wrong += [key for key in ("evaluation_duration",)
+              if key in evaluation and not isinstance(evaluation[key], int)]  # fmt: skip
+    wrong += [key for key in ("evaluation_duration_unit",)
+              if evaluation.get(key, "episodes") != "episodes"]  # fmt: skip
+    wrong += [key for key in ("evaluation_num_env_runners",) if evaluation.get(key)]
+    wrong += [f"evaluation_config.{key}" for key in config
+              if key not in ("explore", "num_envs_per_env_runner")
+              or (key == "explore" and config[key] is not False)]  # fmt: skip
+    if wrong:
+        takes = "; ".join(f"{key}: {value}" for key, value in STACKED_EVALUATION.items())
+        refuse(
+            f"a stack evaluates each seed with greedy episodes in its own process; it does not "
+            f"carry evaluation.{wrong[0]} as given. It takes {takes}. Change or leave out "
+            f"evaluation.{wrong[0]}, or leave stacked out.",
+            f"evaluation.{wrong[0]}",
+        )
 
 
 DEFAULT_CAPACITY = 1_000_000  # RLlib's SAC and rlplat's TD3 replay capacity

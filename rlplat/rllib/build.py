@@ -38,6 +38,7 @@ from rlplat.algorithms.replay import TRANSITION_SAMPLER, transition_sampler_requ
 from rlplat.algorithms.rnd import RND, RndPPOLearner, RndPPOModule, RndSettings
 from rlplat.algorithms.stacked.dqn import StackedDQN
 from rlplat.algorithms.stacked.ppo import StackedPPO
+from rlplat.algorithms.stacked.pqn import StackedPQN
 from rlplat.algorithms.stacked.sac import StackedSAC
 from rlplat.algorithms.stacked.td3 import StackedTD3
 from rlplat.datasets.dataset import data_path
@@ -465,7 +466,13 @@ def check_model_config(
 
 
 # stacked: true
-STACKED = {"PPO": StackedPPO, "SAC": StackedSAC, "TD3": StackedTD3, "DQN": StackedDQN}
+STACKED = {
+    "PPO": StackedPPO,
+    "PQN": StackedPQN,
+    "SAC": StackedSAC,
+    "TD3": StackedTD3,
+    "DQN": StackedDQN,
+}
 
 
 def build_algorithm_config(
@@ -519,7 +526,16 @@ def build_algorithm_config(
     calls["fault_tolerance"] = {**FAULT_TOLERANCE_DEFAULTS, **calls["fault_tolerance"]}
     _call_builders(config, calls, locate)
     if exp.stacked:
-        config.stacked(seeds=exp.seed_list() or [], env_creator=GuardedCreator(creator))
+        evaluation_creator = None
+        if any(
+            wrapper.training_only for wrapper in resolve_chain(exp.env.wrappers, multi_agent=False)
+        ):
+            evaluation_creator = GuardedCreator(env_creator_for(exp, evaluation=True))
+        config.stacked(
+            seeds=exp.seed_list() or [],
+            env_creator=GuardedCreator(creator),
+            evaluation_env_creator=evaluation_creator,
+        )
     if config.env_runner_cls is None and not config.output:  # RLlib records with its own
         config.env_runners(env_runner_cls=seeded_env_runner_class(config.is_multi_agent))
     if isinstance(config, OwnAlgorithmConfig):

@@ -12,9 +12,9 @@ LEARNER = "default_policy"  # RLlib's module id: where a seed's learner results 
 
 
 def seed_result(result: dict[str, Any], index: int) -> dict[str, Any]:
-    """Seed ``index``'s result from a stacked iteration's: its env runner and learner results
-    under RLlib's names, its last episodes as rlplat's ``window``; the counters and timers are
-    the stack's (its env steps are each seed's)."""
+    """Seed ``index``'s result from a stacked iteration's: its env runner, learner and greedy
+    evaluation results under RLlib's names, its last episodes as rlplat's ``window``; the
+    counters and timers are the stack's (its env steps are each seed's)."""
     runners = dict(result.get("env_runners") or {})
     mine = dict((runners.pop(SEED_RESULTS, None) or {}).get(str(index)) or {})
     window = mine.pop(SEED_WINDOW, None)
@@ -23,6 +23,11 @@ def seed_result(result: dict[str, Any], index: int) -> dict[str, Any]:
     if LEARNER in learners:
         learners[LEARNER] = {**learners[LEARNER], **learned}
     one = {**result, "env_runners": {**runners, **mine}, "learners": learners}
+    evaluation = (result.get("evaluation") or {}).get("env_runners")
+    if evaluation:  # the seed's greedy episodes (StackedEnvRunner as an evaluation runner)
+        played = dict(evaluation)
+        own = (played.pop(SEED_RESULTS, None) or {}).get(str(index)) or {}
+        one["evaluation"] = {**result["evaluation"], "env_runners": {**played, **own}}
     one.pop(WINDOW_KEY, None)  # the stack's, over every seed's episodes
     if window:
         one[WINDOW_KEY] = window

@@ -28,6 +28,7 @@ from rlplat.algorithms.registry import algorithm_record, canonical_name
 from rlplat.algorithms.sac import SAC
 from rlplat.algorithms.stacked.dqn import StackedDQN
 from rlplat.algorithms.stacked.ppo import StackedPPO
+from rlplat.algorithms.stacked.pqn import StackedPQN
 from rlplat.algorithms.stacked.sac import StackedSAC
 from rlplat.algorithms.stacked.td3 import StackedTD3
 from rlplat.algorithms.td3 import DDPG, TD3
@@ -158,9 +159,21 @@ class StackedDQNTrial(StackedParts, ExperimentTrial, StackedDQN):
     registered_name = "DQN"
 
 
+class StackedPQNTrial(StackedParts, ExperimentTrial, StackedPQN):
+    """The seeds of a ``stacked: true`` PQN experiment, trained as one."""
+
+    registered_name = "PQN"
+
+
 STACKED_TRIALS: dict[str, type[ExperimentTrial]] = {
     cls.registered_name: cls
-    for cls in (StackedPPOTrial, StackedSACTrial, StackedTD3Trial, StackedDQNTrial)
+    for cls in (
+        StackedPPOTrial,
+        StackedPQNTrial,
+        StackedSACTrial,
+        StackedTD3Trial,
+        StackedDQNTrial,
+    )
 }
 
 

@@ -804,3 +804,139 @@ def test_a_stacked_ppo_learner_scales_rewards_per_seed_and_keeps_the_scales_for_
         torch.testing.assert_close(getattr(resumed.reward_scaling, name), value)
     runner.stop()
 
+
+
+def cartpole_pqn_stack(seeds: list[int], **training) -> Any:
+    """A small stacked PQN on CartPole: layer-normed hidden layers of 16 and 8, one env per
+    seed, rollouts of 64 steps."""
+    from rlplat.algorithms.stacked.pqn import StackedPQNConfig
+
+    settings = {"hiddens": [16, 8], "train_batch_size_per_learner": 64, "minibatch_size": 64,
+                "num_epochs": 1, "lr": 0.01, "grad_clip": None, "q_lambda": 0.65,
+                "epsilon_start": 0.5, **training}  # fmt: skip
+    return (
+        StackedPQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=1)
+        .training(**settings)
+        .debugging(seed=0)
+        .stacked(seeds=seeds)
+    )
+
+
+def test_a_seed_saved_from_a_pqn_stack_is_rlplats_pqn_module_with_its_q_values(tmp_path):
+    """One seed of a PQN stack restores as rlplat's PQN module (layer norms included) whose
+    Q-values are that seed's in the stack; each seed starts from its own orthogonal draw."""
+    runner = StackedEnvRunner(config=cartpole_pqn_stack([5, 6, 7]))
+    runner.save_seed(1, tmp_path / "seed_1")
+    policy = Policy.from_checkpoint(tmp_path / "seed_1")
+    obs = torch.randn(3, 2, 4)
+    stacked = runner.module.q_values(obs)
+    torch.testing.assert_close(policy.module.q(obs[1]), stacked[1])
+    assert not torch.allclose(stacked[0], stacked[1])
+    first = runner.module.q_network[0].weight[1]  # seed 6's nn.Linear weight (16, 4) transposed
+    torch.testing.assert_close(first @ first.T, 2.0 * torch.eye(4), atol=1e-5, rtol=0)
+    runner.stop()
+
+
+def test_one_stacked_pqn_update_is_rlplats_pqn_update_on_the_seeds_episodes():
+    """One full-batch PQN update of a stacked CartPole seed (episodes ending inside the
+    rollout, the last one cut by it) moves every parameter as rlplat's PQN learner (RLlib's
+    lambda-returns over max_a Q with its bootstrap rows) moves the same network on that seed's
+    episodes."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.core.learner.training_data import TrainingData
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    from rlplat.algorithms.pqn import PQNConfig
+
+    steps, seed = 64, 1
+    sgd = {"optimizer": {"type": "sgd"}, "lr": 0.1}  # Adam's first step reads only signs
+    config = cartpole_pqn_stack([3, 4], **sgd)
+    runner = StackedEnvRunner(config=config)
+    [rollout] = runner.sample()
+    env = gym.make("CartPole-v1")
+    spaces = {DEFAULT_MODULE_ID: (env.observation_space, env.action_space)}
+    stack = config.build_learner(spaces=spaces)
+    stack.module[DEFAULT_MODULE_ID].unwrapped().load_state_dict(runner.module.state_dict())
+    single = (
+        PQNConfig()
+        .environment("CartPole-v1")
+        .training(hiddens=[16, 8], grad_clip=None, q_lambda=0.65, **sgd)
+        .build_learner(spaces=spaces)
+    )
+    alone = single.module[DEFAULT_MODULE_ID].unwrapped()
+    start = runner.module.seed_module_state(seed)
+    alone.load_state_dict(start)
+    columns = {name: column[seed, :, 0] for name, column in rollout.columns.items()}
+    ends = torch.nonzero(columns["terminateds"] | columns["truncateds"]).flatten().tolist()
+    assert ends and ends[-1] != steps - 1, "episodes end inside the rollout and one is cut"
+    episodes, begin = [], 0
+    for end in [*ends, steps - 1]:
+        rows, last = slice(begin, end + 1), columns[Columns.NEXT_OBS][end].numpy()
+        episodes.append(SingleAgentEpisode(
+            observations=[*columns[Columns.OBS][rows].numpy(), last],
+            actions=list(columns[Columns.ACTIONS][rows].numpy()),
+            rewards=list(columns["rewards"][rows].numpy()),
+            terminated=bool(columns["terminateds"][end]),
+            truncated=bool(columns["truncateds"][end]),
+            observation_space=env.observation_space, action_space=env.action_space,
+            len_lookback_buffer=0,
+        ))  # fmt: skip
+        begin = end + 1
+    timesteps = {"num_env_steps_sampled_lifetime": steps}
+    single.update(episodes=episodes, timesteps=timesteps, num_epochs=1, minibatch_size=None)
+    stack.update(training_data=TrainingData(episodes=[rollout]), timesteps=timesteps,
+                 num_epochs=1, minibatch_size=steps)  # fmt: skip
+    after = stack.module[DEFAULT_MODULE_ID].unwrapped().seed_module_state(seed)
+    moved = alone.state_dict()
+    for name, tensor in after.items():
+        assert not torch.equal(tensor, start[name]), name
+        torch.testing.assert_close(tensor, moved[name], rtol=0, atol=1e-5, msg=name)
+    runner.stop()
+
+
+def test_a_stacks_evaluation_runner_plays_each_seeds_greedy_episodes_as_its_policy_alone(
+    tmp_path,
+):
+    """As RLlib's evaluation runner (the evaluation config), a stacked env runner plays each
+    seed's greedy episodes on envs seeded as that seed's run alone seeds its evaluation
+    runner's: each seed's logged return is what its own saved policy plays greedily from
+    those seeds."""
+    from rlplat.environments.seeding import runner_seeds
+    from rlplat.run.seed_results import seed_result
+
+    seeds, episodes = [3, 4], 2
+    config = (
+        StackedPPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=1)
+        .training(train_batch_size_per_learner=32)
+        .rl_module(model_config={"fcnet_hiddens": [8], "vf_share_layers": False})
+        .evaluation(evaluation_config={"explore": False})
+        .debugging(seed=0)
+        .stacked(seeds=seeds)
+    )
+    evaluation = StackedEnvRunner(config=config.get_evaluation_config_object())
+    assert evaluation.sample(num_episodes=episodes) == []  # nothing to learn from
+    result = {"evaluation": {"env_runners": evaluation.metrics.reduce(compile=True)}}
+    for index, seed in enumerate(seeds):
+        evaluation.save_seed(index, tmp_path / str(index))
+        module = Policy.from_checkpoint(tmp_path / str(index)).module
+        returns, env = [], gym.make("CartPole-v1")
+        [env_seed] = runner_seeds(seed, 0, True, 1)[1]
+        for episode in range(episodes):  # its one env seeded at the first episode only
+            obs, _ = env.reset(seed=env_seed if episode == 0 else None)
+            total, done = 0.0, False
+            while not done:
+                inputs = module.forward_inference({Columns.OBS: torch.tensor(obs)[None]})
+                action = int(inputs[Columns.ACTION_DIST_INPUTS].argmax())
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total, done = total + reward, terminated or truncated
+            returns.append(total)
+        mine = seed_result(result, index)["evaluation"]["env_runners"]  # its trial's result
+        assert mine["num_episodes"] == episodes
+        assert mine["episode_return_mean"] == pytest.approx(np.mean(returns))
+        assert "seeds" not in mine
+    assert result["evaluation"]["env_runners"]["num_episodes"] == len(seeds) * episodes
+    evaluation.stop()

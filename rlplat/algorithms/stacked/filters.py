@@ -47,6 +47,12 @@ class SeedFilters:
         seeds = len(self.count)
         rows = obs.reshape(seeds, -1, obs.shape[-1]).astype(np.float64)
         self._push(rows, None if new is None else new.reshape(seeds, -1))
+        return self.normalise(obs)
+
+    def normalise(self, obs: np.ndarray) -> np.ndarray:
+        """``obs`` (seeds x k rows, seed-major) normalised by their seeds' statistics as they
+        stand (greedy evaluation's: its observations are not pushed)."""
+        rows = obs.reshape(len(self.count), -1, obs.shape[-1]).astype(np.float64)
         if self.demean:
             rows = rows - self.mean[:, None]
         if self.destd:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 from ray.rllib.algorithms.dqn.dqn import calculate_rr_weights
-from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.utils.metrics import (
@@ -23,27 +23,18 @@ from ray.rllib.utils.metrics import (
     LEARNER_RESULTS,
     LEARNER_UPDATE_TIMER,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
-    NUM_ENV_STEPS_TRAINED,
-    NUM_ENV_STEPS_TRAINED_LIFETIME,
-    NUM_MODULE_STEPS_TRAINED,
-    NUM_MODULE_STEPS_TRAINED_LIFETIME,
     SYNCH_WORKER_WEIGHTS_TIMER,
     TIMERS,
 )
 from torch import nn
 
 from rlplat.algorithms.shared_weights import sync_env_runners
+from rlplat.algorithms.stacked.learning import StackedLearner
 from rlplat.algorithms.stacked.runner import (
-    SEED_RESULTS,
-    SEED_STOPPED,
-    STACKED_SEEDS,
-    STOPPED_SEEDS,
     StackedRollout,
     StackedSettings,
 )
-from rlplat.engine.learner import RlplatLearner
 from rlplat.engine.optimizers import adam
-from rlplat.engine.stacked import SeedStops, SeedStopsState, clip_grad_norm_per_seed_
 
 
 def frozen_copy(module: nn.Module) -> nn.Module:
@@ -155,7 +146,7 @@ class StackedReplay:
         return batch
 
 
-class StackedOffPolicyLearner(SeedStopsState, RlplatLearner):
+class StackedOffPolicyLearner(StackedLearner):
     """RLlib's ``Learner`` interface for a stack of off-policy seeds, owning its update loop:
     the rollouts it is given go into its ``StackedReplay``; once each seed sampled
     ``num_steps_sampled_before_learning_starts`` env steps, every call makes the updates that
@@ -166,7 +157,6 @@ class StackedOffPolicyLearner(SeedStopsState, RlplatLearner):
     def build(self) -> None:
         super().build()
         config = self.config
-        self.stops = SeedStops(len(config.model_config[STACKED_SEEDS]))
         capacity = int((config.replay_buffer_config or {}).get("capacity", 1_000_000))
         self.replay = StackedReplay(capacity, int(config.seed or 0))
         self.updates_per_call = calculate_rr_weights(config)[1]
@@ -185,9 +175,6 @@ class StackedOffPolicyLearner(SeedStopsState, RlplatLearner):
                 params=params,
                 lr_or_lr_schedule=lr,
             )
-
-    def compute_loss_for_module(self, **kwargs: Any) -> Any:
-        raise NotImplementedError("a stack's update computes its losses itself (update_once)")
 
     def update_once(
         self, module: nn.Module, optimizers: dict[str, Any], batch: dict[str, torch.Tensor]
@@ -219,50 +206,8 @@ class StackedOffPolicyLearner(SeedStopsState, RlplatLearner):
             stats = self.update_once(module, optimizers, batch)
             self.updates += 1
         self.after_gradient_based_update(timesteps=timesteps or {})  # learning-rate schedules
-        self._log_results(stats, rows * self.updates_per_call)
+        self.log_results(stats, rows * self.updates_per_call)
         return {}
-
-    def step(
-        self,
-        optimizer: Any,
-        losses: torch.Tensor,
-        params: list[nn.Parameter],
-        grads: tuple[torch.Tensor, ...] | None = None,
-        clip_groups: list[list[nn.Parameter]] | None = None,
-    ) -> None:
-        """Each seed's gradient of its own loss (``losses``, (seeds,)) for ``params`` only (or
-        ``grads``, taken before), a seed whose loss or gradient is not finite stopped
-        (``SeedStops``), gradients clipped by each seed's own norm (``grad_clip``) over each of
-        ``clip_groups`` (the parameters of one single-seed optimizer; default all), one step of
-        ``optimizer``."""
-        if grads is None:
-            grads = torch.autograd.grad(losses.sum(), params)
-        for param, grad in zip(params, grads, strict=True):
-            param.grad = grad
-        self.stops.check(losses, params, optimizer)
-        if self.config.grad_clip:
-            for group in clip_groups or [params]:
-                clip_grad_norm_per_seed_(group, float(self.config.grad_clip))
-        optimizer.step()
-        for param in params:
-            param.grad = None
-
-    def _log_results(self, stats: dict[str, torch.Tensor], rows_trained: int) -> None:
-        """The last update's statistics: per seed, and averaged over live seeds."""
-        alive = self.stops.alive
-        log = self.metrics.log_value
-        for name, per_seed in stats.items():
-            log((DEFAULT_MODULE_ID, name), per_seed[alive].mean(), window=1)
-            for index, value in enumerate(per_seed.tolist()):
-                log((SEED_RESULTS, str(index), name), value, window=1)
-        log((SEED_RESULTS, STOPPED_SEEDS), len(self.stops.stopped), window=1)
-        for index, live in enumerate(alive.tolist()):
-            log((SEED_RESULTS, str(index), SEED_STOPPED), int(not live), window=1)
-        for key in (NUM_MODULE_STEPS_TRAINED, NUM_ENV_STEPS_TRAINED):
-            log((DEFAULT_MODULE_ID, key), rows_trained, reduce="sum")
-            log((ALL_MODULES, key), rows_trained, reduce="sum")
-        for key in (NUM_MODULE_STEPS_TRAINED_LIFETIME, NUM_ENV_STEPS_TRAINED_LIFETIME):
-            log((ALL_MODULES, key), rows_trained, reduce="lifetime_sum")
 
 
 class StackedOffPolicyLoop:

@@ -31,42 +31,30 @@ from ray.rllib.algorithms.ppo.ppo import (
 from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
-from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import (
     TorchCategorical,
     TorchDiagGaussian,
 )
 from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
-from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.models.utils import get_initializer_fn
-from ray.rllib.utils.metrics import (
-    NUM_ENV_STEPS_TRAINED,
-    NUM_ENV_STEPS_TRAINED_LIFETIME,
-    NUM_MODULE_STEPS_TRAINED,
-    NUM_MODULE_STEPS_TRAINED_LIFETIME,
-)
 from torch import nn
 
 from rlplat.algorithms.base import WithoutModeSwitch
 from rlplat.algorithms.policy_change import APPROX_KL, CLIP_FRACTION
+from rlplat.algorithms.stacked.learning import StackedOnPolicyLearner, generalized_advantages
 from rlplat.algorithms.stacked.rewards import SeedRewardScaling
 from rlplat.algorithms.stacked.runner import (
-    SEED_RESULTS,
-    SEED_STOPPED,
     STACKED_SEEDS,
-    STOPPED_SEEDS,
     StackedSettings,
     as_rllib_mlp,
 )
-from rlplat.engine.learner import RlplatLearner, state_requested
+from rlplat.engine.learner import state_requested
 from rlplat.engine.stacked import (
-    SeedStops,
-    SeedStopsState,
     StackedLinear,
-    clip_grad_norm_per_seed_,
     seed_generators,
     seed_state,
     stacked_mlp,
@@ -128,8 +116,11 @@ class StackedPPOModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
                 stacked = getattr(layer, part)
                 for seed, generator in enumerate(generators):
                     # a seed's weight is nn.Linear's (out, in) transposed; its bias is (1, out)
-                    single = torch.empty(stacked.shape[2], stacked.shape[1]) if part == "weight" \
+                    single = (
+                        torch.empty(stacked.shape[2], stacked.shape[1])
+                        if part == "weight"
                         else torch.empty(stacked.shape[2])
+                    )
                     init(single, **kwargs, **({"generator": generator} if draws else {}))
                     with torch.no_grad():
                         stacked[seed] = single.T if part == "weight" else single.reshape(1, -1)
@@ -182,19 +173,15 @@ class StackedPPOModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
 # -- learning ------------------------------------------------------------------------------------
 
 
-class StackedPPOLearner(SeedStopsState, RlplatLearner, PPOTorchLearner):
-    """RLlib's ``Learner`` interface for a stack of seeds, owning its update: each seed's
-    advantages (GAE over its own envs, standardised over its own rows), then ``num_epochs``
-    passes over minibatches cut per seed (each seed its own shuffle), the clipped PPO loss per
-    seed, gradients clipped by each seed's own norm, a seed whose loss or gradient is not finite
-    stopped alone (``SeedStops``), one Adam step over the stacked tensors. Results are RLlib's
-    PPO names averaged over the seeds still training, and per seed under ``SEED_RESULTS``."""
+class StackedPPOLearner(StackedOnPolicyLearner, PPOTorchLearner):
+    """RLlib's ``Learner`` interface for a stack of seeds, owning its update
+    (``StackedOnPolicyLearner``): each seed's advantages (GAE over its own envs, standardised
+    over its own rows), the clipped PPO loss per seed. Results are RLlib's PPO names averaged
+    over the seeds still training, and per seed under ``SEED_RESULTS``."""
 
     def build(self) -> None:
         super().build()
         seeds = self.config.model_config[STACKED_SEEDS]
-        self.stops = SeedStops(len(seeds))
-        self.shuffle = torch.Generator().manual_seed(int(self.config.seed or 0))
         pieces = getattr(learner_connector(self), "connectors", [])
         scaling = [piece for piece in pieces if isinstance(piece, RewardScaling)]
         envs = int(self.config.num_envs_per_env_runner)
@@ -213,65 +200,19 @@ class StackedPPOLearner(SeedStopsState, RlplatLearner, PPOTorchLearner):
         if self.reward_scaling and REWARD_SCALING in state:
             self.reward_scaling.set_state(state[REWARD_SCALING])
 
-    def update(
-        self,
-        training_data: TrainingData | None = None,
-        *,
-        timesteps: dict[str, Any] | None = None,
-        num_epochs: int = 1,
-        minibatch_size: int | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        rollout = (training_data or TrainingData(episodes=kwargs.get("episodes"))).episodes[0]
-        self.before_gradient_based_update(timesteps=timesteps or {})
-        module = self.module[DEFAULT_MODULE_ID].unwrapped()
-        config = self.config.get_config_for_module(DEFAULT_MODULE_ID)
-        columns = rollout.columns
+    def training_rows(
+        self, module: StackedPPOModule, columns: dict[str, torch.Tensor], config: Any
+    ) -> dict[str, torch.Tensor]:
         if self.reward_scaling:  # each seed's rewards by its own scale, for learning only
             ended = columns["terminateds"] | columns["truncateds"]
             columns = {**columns, "rewards": self.reward_scaling(columns["rewards"], ended)}
-        data = seed_advantages(module, columns, config.gamma, config.lambda_)
-        seeds, rows = data[ADVANTAGES].shape
-        size = min(int(minibatch_size or rows), rows)
-        params = list(module.parameters())
-        [(_, optimizer)] = self.get_optimizers_for_module(DEFAULT_MODULE_ID)
-        entropy_coeff = self.entropy_coeff_schedulers_per_module[
-            DEFAULT_MODULE_ID
-        ].get_current_value()
-        for _ in range(num_epochs):
-            order = torch.argsort(torch.rand(seeds, rows, generator=self.shuffle), dim=1)
-            for start in range(0, rows, size):
-                batch = rows_of(data, order[:, start : start + size])
-                losses, stats = ppo_losses(module, batch, config, entropy_coeff)
-                optimizer.zero_grad(set_to_none=True)
-                losses.sum().backward()
-                self.stops.check(losses, params, optimizer)
-                if config.grad_clip:
-                    stats["gradients_default_optimizer_global_norm"] = clip_grad_norm_per_seed_(
-                        params, float(config.grad_clip)
-                    )
-                optimizer.step()
-        self._log_results(stats, rows * num_epochs)
-        self.after_gradient_based_update(timesteps=timesteps or {})
-        return self.metrics.reduce()
+        return seed_advantages(module, columns, config.gamma, config.lambda_)
 
-    def _log_results(self, stats: dict[str, torch.Tensor], rows_trained: int) -> None:
-        """The last minibatch's statistics: per seed, and averaged over live seeds."""
-        alive = self.stops.alive
-        for name, per_seed in stats.items():
-            values = per_seed.detach()
-            self.metrics.log_value((DEFAULT_MODULE_ID, name), values[alive].mean(), window=1)
-            for index, value in enumerate(values.tolist()):
-                self.metrics.log_value((SEED_RESULTS, str(index), name), value, window=1)
-        self.metrics.log_value((SEED_RESULTS, STOPPED_SEEDS), len(self.stops.stopped), window=1)
-        for index, live in enumerate(alive.tolist()):
-            stopped = (SEED_RESULTS, str(index), SEED_STOPPED)
-            self.metrics.log_value(stopped, int(not live), window=1)
-        for key in (NUM_MODULE_STEPS_TRAINED, NUM_ENV_STEPS_TRAINED):
-            self.metrics.log_value((DEFAULT_MODULE_ID, key), rows_trained, reduce="sum")
-            self.metrics.log_value((ALL_MODULES, key), rows_trained, reduce="sum")
-        for key in (NUM_MODULE_STEPS_TRAINED_LIFETIME, NUM_ENV_STEPS_TRAINED_LIFETIME):
-            self.metrics.log_value((ALL_MODULES, key), rows_trained, reduce="lifetime_sum")
+    def minibatch_losses(
+        self, module: StackedPPOModule, batch: dict[str, torch.Tensor], config: Any
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        scheduler = self.entropy_coeff_schedulers_per_module[DEFAULT_MODULE_ID]
+        return ppo_losses(module, batch, config, scheduler.get_current_value())
 
 
 ADVANTAGES, VALUE_TARGETS = "advantages", "value_targets"
@@ -296,14 +237,8 @@ def seed_advantages(
         return module.compute_values({Columns.OBS: flat}).reshape(seeds, steps, envs)
 
     value, next_value = values(obs), values(columns[Columns.NEXT_OBS])
-    terminated = columns["terminateds"].float()
-    ended = torch.maximum(terminated, columns["truncateds"].float())
-    deltas = columns["rewards"] + gamma * (1.0 - terminated) * next_value - value
-    advantages = torch.empty_like(deltas)
-    running = torch.zeros(seeds, envs)
-    for t in reversed(range(steps)):
-        running = deltas[:, t] + gamma * lambda_ * (1.0 - ended[:, t]) * running
-        advantages[:, t] = running
+    advantages = generalized_advantages(columns, value, next_value, gamma, lambda_)
+    ended = torch.maximum(columns["terminateds"].float(), columns["truncateds"].float())
     targets = (advantages + value).reshape(seeds, -1)
     extra, added = bootstrap_row_advantages(value, next_value, advantages, ended, gamma, lambda_)
     advantages = advantages.reshape(seeds, -1)
@@ -346,16 +281,6 @@ def bootstrap_row_advantages(
     chunk_ends[:, -1] = 1.0
     seeds = value.shape[0]
     return extra.reshape(seeds, -1), chunk_ends.reshape(seeds, -1)
-
-
-def rows_of(data: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Each seed's rows ``index`` (N, rows) of every (N, all rows, ...) column."""
-    return {
-        name: torch.take_along_dim(
-            column, index.reshape(*index.shape, *([1] * (column.dim() - 2))), dim=1
-        )
-        for name, column in data.items()
-    }
 
 
 def ppo_losses(

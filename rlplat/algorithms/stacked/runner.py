@@ -1,12 +1,13 @@
 """Sampling for stacked seeds (issue 104): RLlib's ``EnvRunner`` interface over N seeds' envs,
-acting with one stacked RL module (``rlplat.algorithms.stacked.ppo``, ``.sac``, ``.td3``,
-``.dqn``).
+acting with one stacked RL module (``rlplat.algorithms.stacked.ppo``, ``.pqn``, ``.sac``,
+``.td3``, ``.dqn``).
 
 The algorithm's config says what differs between algorithms (``StackedSettings``): the module
 class, the env steps of one sampling call, when learning starts and the single-seed module a
 seed's checkpoint holds. Everything else (seeding each seed's envs as it would be seeded alone,
-per-seed episode metrics and health counts, one seed's checkpoint as RLlib's own module) is the
-same for every stacked algorithm.
+per-seed episode metrics and health counts, each seed's greedy evaluation episodes when the
+runner is RLlib's evaluation runner, one seed's checkpoint as RLlib's own module) is the same
+for every stacked algorithm.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class StackedSettings:
     seed_module: type  # one seed's RL module, as a run of it alone builds it
     seed_catalog: type | None = None
     stacked_env_creator: Any = None
+    stacked_evaluation_env_creator: Any = None
 
     def __init__(self, algo_class: type | None = None):
         super().__init__(algo_class=algo_class)
@@ -88,12 +90,16 @@ class StackedSettings:
     def get_default_learner_class(self) -> type:
         return self.stacked_learner
 
-    def stacked(self, *, seeds: list[int], env_creator: Any = None) -> Any:
+    def stacked(
+        self, *, seeds: list[int], env_creator: Any = None, evaluation_env_creator: Any = None
+    ) -> Any:
         """Train ``seeds`` side by side in this process; each env made by ``env_creator``
         (called with ``env_config``, as RLlib calls a registered creator; else
-        ``gymnasium.make(config.env)``)."""
+        ``gymnasium.make(config.env)``), each evaluation env by ``evaluation_env_creator``
+        (else ``env_creator``)."""
         self.rl_module(model_config={**self.model_config, STACKED_SEEDS: [int(s) for s in seeds]})
         self.stacked_env_creator = env_creator
+        self.stacked_evaluation_env_creator = evaluation_env_creator
         self.env_runners(num_env_runners=0)
         self.learners(num_learners=0)
         return self
@@ -159,25 +165,22 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
     # -- set-up
 
     def make_env(self) -> None:
-        creator = getattr(self.config, "stacked_env_creator", None) or (
-            lambda _: gym.make(self.config.env)
-        )
+        config = self.config
+        creator = getattr(config, "stacked_env_creator", None)
+        if config.in_evaluation:  # evaluation plays the env without training-only wrappers
+            creator = getattr(config, "stacked_evaluation_env_creator", None) or creator
+        make = creator or (lambda _: gym.make(config.env))
         count = len(self.seeds) * self.envs_per_seed
-        self.envs = [creator(dict(self.config.env_config)) for _ in range(count)]
+        self.envs = [make(dict(config.env_config)) for _ in range(count)]
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
-        config = self.config
         self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
         self.for_env = actions_for_env(
             self.action_space, config.normalize_actions, config.clip_actions
         )
-        first = []
-        for index, seed in enumerate(self.seeds):
-            _, env_seeds = runner_seeds(seed, 0, False, self.envs_per_seed)
-            envs = self.envs[index * self.envs_per_seed : (index + 1) * self.envs_per_seed]
-            first += [
-                env.reset(seed=env_seed)[0] for env, env_seed in zip(envs, env_seeds, strict=True)
-            ]
+        starts = [env_seed for seed in self.seeds for env_seed in self._env_seeds(seed)]
+        first = [env.reset(seed=start)[0] for env, start in zip(self.envs, starts, strict=True)]
+        self._evaluations = 0
         spaces = {INPUT_ENV_SINGLE_SPACES: (self.observation_space, self.action_space)}
         self.pipelines = {  # what a seed's checkpoint holds besides its module
             COMPONENT_ENV_TO_MODULE_CONNECTOR: config.build_env_to_module_connector(spaces=spaces),
@@ -194,6 +197,11 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         # (return, length, before learning) of each seed's last episodes, and of this call's
         self.recent = [deque(maxlen=self.window) for _ in self.seeds]
         self.ended: list[list[tuple[float, int, bool]]] = [[] for _ in self.seeds]
+
+    def _env_seeds(self, seed: int) -> list[int]:
+        """The first-reset seeds of one seed's envs: those of a run of that seed alone's local
+        env runner (or evaluation runner)."""
+        return runner_seeds(seed, 0, self.config.in_evaluation, self.envs_per_seed)[1]
 
     def make_module(self) -> None:
         self.module = RLModuleSpec(
@@ -216,7 +224,14 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
 
     # -- sampling
 
-    def sample(self, **kwargs: Any) -> list[StackedRollout]:
+    def sample(self, num_episodes: int | None = None, **kwargs: Any) -> list[Any]:
+        """One rollout of ``stacked_steps_per_sample`` vector steps; as an evaluation runner
+        (RLlib's evaluation config), each seed's ``num_episodes`` greedy episodes instead."""
+        if self.config.in_evaluation:
+            return self._evaluate(int(num_episodes or 1))
+        return self._rollout()
+
+    def _rollout(self) -> list[StackedRollout]:
         # Episodes ended in this call were played before any update.
         lifetime = self.num_env_steps_sampled_lifetime
         self._before_learning = lifetime < max(1, self.config.stacked_learning_starts())
@@ -275,6 +290,59 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         rollout = StackedRollout(columns)
         self._log_steps(rollout.env_steps())
         return [rollout]
+
+    def _evaluate(self, episodes: int) -> list[StackedRollout]:
+        """Each seed's first ``episodes`` greedy episodes to end, its envs starting new
+        episodes (at the first evaluation from the seeds a run of that seed alone gives its
+        evaluation runner's envs); observations pass each seed's filter without updating it. Logs
+        RLlib's episode results over all seeds and each seed's under ``SEED_RESULTS``/<i>;
+        returns nothing to learn from."""
+        if self._evaluations == 0:  # the seeds of the envs' first reset, as at their start
+            starts = [seed for s in self.seeds for seed in self._env_seeds(s)]
+        else:
+            starts = [None] * len(self.envs)
+        self._evaluations += 1
+        obs = np.stack([np.asarray(env.reset(seed=start)[0], dtype=np.float32).ravel()
+                        for env, start in zip(self.envs, starts, strict=True)])  # fmt: skip
+        returns, lengths = np.zeros(len(obs)), np.zeros(len(obs), dtype=np.int64)
+        ended: list[list[tuple[float, int]]] = [[] for _ in self.seeds]
+        while any(len(done) < episodes for done in ended):
+            shown = self.filters.normalise(obs) if self.filters else obs
+            with torch.no_grad():
+                played = self.for_env(self._greedy(shown).numpy())
+            for k, env in enumerate(self.envs):
+                seed_index = k // self.envs_per_seed
+                if len(ended[seed_index]) >= episodes:
+                    continue  # this seed has its episodes: its envs wait
+                o, r, term, trunc, _ = env.step(played[k].item() if self.discrete else played[k])
+                returns[k] += r
+                lengths[k] += 1
+                if term or trunc:
+                    ended[seed_index].append((float(returns[k]), int(lengths[k])))
+                    returns[k], lengths[k] = 0.0, 0
+                    o, _ = env.reset()
+                obs[k] = np.ravel(o)
+        log = self.metrics.log_value
+        played_episodes = [done[:episodes] for done in ended]
+        for key, position in ((EPISODE_RETURN_MEAN, 0), (EPISODE_LEN_MEAN, 1)):
+            every = [episode[position] for done in played_episodes for episode in done]
+            log(key, float(np.mean(every)), window=1)
+            for index, done in enumerate(played_episodes):
+                mean = float(np.mean([episode[position] for episode in done]))
+                log((SEED_RESULTS, str(index), key), mean, window=1)
+        log(NUM_EPISODES, len(self.seeds) * episodes, window=1)
+        for index in range(len(self.seeds)):
+            log((SEED_RESULTS, str(index), NUM_EPISODES), episodes, window=1)
+        return []
+
+    def _greedy(self, obs: np.ndarray) -> torch.Tensor:
+        """Every row's greedy action: the module's own, or its inference distribution's
+        deterministic one (a Categorical's argmax, a Gaussian's mean)."""
+        out = self.module.forward_inference({Columns.OBS: torch.from_numpy(obs)})
+        if Columns.ACTIONS in out:
+            return out[Columns.ACTIONS]
+        dist_class = self.module.get_inference_action_dist_cls()
+        return dist_class.from_logits(out[Columns.ACTION_DIST_INPUTS]).to_deterministic().sample()
 
     def _act(self, t: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Every env's action for the current observations at env step ``t`` (one seed's), and
