@@ -56,6 +56,10 @@ TIME_BUDGET_ENDED = "stop/time_budget_ended"
 # Seconds the trial has spent playing greedy evaluation episodes (in and between iterations),
 # since it (last) started: part of the time the re-scoring budget is a share of.
 EVALUATION_SECONDS = "evaluation_cost/time_total_s"
+# In a stacked seed's results: how many seeds its process trained with it. Every seed's
+# time_total_s is its process's, so a seed's share of the run's training seconds is that over
+# this (the re-scoring budget, rlplat.run.rescore).
+STACKED_PROCESS_SEEDS = "stacked/seeds_in_process"
 # The two default checkpoint scores: the greedy evaluation of the checkpoint's own weights
 # (rlplat_evaluation.json, written by the trainable) and the training window.
 EVAL_SCORE = "eval_episode_return_mean"

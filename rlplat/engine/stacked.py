@@ -64,17 +64,17 @@ class StackedLinear(nn.Module):
 
 class StackedLayerNorm(nn.Module):
     """``seeds`` layer norms over the last dimension of (seeds, rows, features), each seed its own
-    elementwise scale and shift (``nn.LayerNorm``'s, starting at 1 and 0)."""
+    elementwise scale and shift (``nn.LayerNorm``'s, starting at 1 and 0; (seeds, features))."""
 
     def __init__(self, seeds: int, features: int, eps: float = 1e-5):
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(seeds, 1, features))
-        self.bias = nn.Parameter(torch.zeros(seeds, 1, features))
+        self.weight = nn.Parameter(torch.ones(seeds, features))
+        self.bias = nn.Parameter(torch.zeros(seeds, features))
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         normed = nn.functional.layer_norm(x, x.shape[-1:], eps=self.eps)
-        return torch.addcmul(self.bias, normed, self.weight)
+        return torch.addcmul(self.bias.unsqueeze(1), normed, self.weight.unsqueeze(1))
 
 
 def stacked_mlp(
@@ -184,11 +184,12 @@ class SeedStopsState:
 
 def seed_state(stacked: dict[str, torch.Tensor], seed: int) -> dict[str, torch.Tensor]:
     """Seed ``seed``'s parameters out of a state dict of stacked layers, as the state dict of
-    the same network built from ``nn.Linear`` layers (weight (out, in), bias (out,))."""
+    the same network built from ``nn.Linear`` layers (weight (out, in), bias (out,)) and
+    per-feature layers (a norm's weight, bias and statistics (features,))."""
     single = {}
     for name, tensor in stacked.items():
         part = tensor[seed]
-        if name.endswith("weight"):
+        if name.endswith("weight") and part.dim() == 2:
             part = part.T
         elif name.endswith("bias"):
             part = part.reshape(-1)

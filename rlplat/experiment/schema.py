@@ -1017,10 +1017,10 @@ class Experiment(Section):
     stacked: bool = Field(
         False,
         description="Train the seeds of seeds as stacked models over one machine's CPUs "
-        "(PPO, PQN, SAC, TD3, DQN; the command's process and Ray actors): each seed its own "
-        "networks, optimizer state, observation filter, envs, greedy evaluation and trial "
-        "directory, for about the price of a few seeds (docs/performance.md). No search "
-        "spaces, multi-agent envs, memory or connectors other than mean_std_filter.",
+        "(PPO, PQN, SAC, TD3, CrossQ, DQN; the command's process and Ray actors): each seed "
+        "its own networks, optimizer state, observation filter, envs, greedy evaluation and "
+        "trial directory, for about the price of a few seeds (docs/performance.md). No "
+        "search spaces, multi-agent envs, memory or connectors other than mean_std_filter.",
     )
     env: EnvSpec
     stop: StopSpec

@@ -1,12 +1,12 @@
 """What ``stacked: true`` (``--stacked``) can train, checked before Ray: the seeds of ``seeds``
-as one stacked PPO, PQN, SAC, TD3 or DQN model in the command's process
+as one stacked PPO, PQN, SAC, TD3, CrossQ or DQN model in the command's process
 (``rlplat.algorithms.stacked``).
 
 Each refusal names the key to change. A stacked PPO seed is RLlib's default PPO networks
-(separate actor and critic MLPs) acting in a Discrete or Box space, a stacked SAC or TD3 seed
-rlplat's networks of that algorithm acting in a Box space, a stacked DQN seed RLlib's DQN
-networks acting in a Discrete space, a stacked PQN seed rlplat's PQN network acting in a
-Discrete space, all on a flat observation; what a stack does not carry
+(separate actor and critic MLPs) acting in a Discrete or Box space, a stacked SAC, TD3 or
+CrossQ seed rlplat's networks of that algorithm acting in a Box space, a stacked DQN seed
+RLlib's DQN networks and a stacked PQN seed rlplat's PQN network acting in a Discrete space,
+all on a flat observation; what a stack does not carry
 (searches, several agents, memory, connectors other than ``mean_std_filter`` and PPO's
 ``reward_scaling``, remote env runners or learners, evaluation but each seed's greedy
 episodes in the stack's own process, n-step returns but DQN's, distributional or noisy DQN,
@@ -44,6 +44,7 @@ STACKED_MODEL_KEYS = {
     "TD3": (),  # rlplat's own networks: training.actor_hiddens, critic_hiddens, hidden_activation
     "DQN": ("fcnet_hiddens", "fcnet_activation", "head_fcnet_hiddens", "head_fcnet_activation"),
     "PQN": (),  # rlplat's own network: training.hiddens
+    "CrossQ": (),  # rlplat's own networks: training.actor_hiddens, critic_hiddens
 }
 # What each stacked algorithm's seeds act in: Box (a 1-D Box space) or Discrete.
 STACKED_ACTIONS = {
@@ -52,6 +53,7 @@ STACKED_ACTIONS = {
     "TD3": ("Box",),
     "DQN": ("Discrete",),
     "PQN": ("Discrete",),
+    "CrossQ": ("Box",),
 }
 STACKED_ALGORITHMS = tuple(STACKED_MODEL_KEYS)
 ON_POLICY = ("PPO", "PQN")  # learn from each rollout: no replay, any elementwise optimizer

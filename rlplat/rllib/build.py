@@ -36,6 +36,7 @@ from rlplat.algorithms.registry import (
 )
 from rlplat.algorithms.replay import TRANSITION_SAMPLER, transition_sampler_requested
 from rlplat.algorithms.rnd import RND, RndPPOLearner, RndPPOModule, RndSettings
+from rlplat.algorithms.stacked.crossq import StackedCrossQ
 from rlplat.algorithms.stacked.dqn import StackedDQN
 from rlplat.algorithms.stacked.ppo import StackedPPO
 from rlplat.algorithms.stacked.pqn import StackedPQN
@@ -467,6 +468,7 @@ def check_model_config(
 
 # stacked: true
 STACKED = {
+    "CrossQ": StackedCrossQ,
     "PPO": StackedPPO,
     "PQN": StackedPQN,
     "SAC": StackedSAC,

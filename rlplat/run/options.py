@@ -33,7 +33,7 @@ class TrainOptions:
     stacked: bool = option(
         False,
         help="Train the seeds of --seeds as stacked models over this machine's CPUs, each seed "
-        "still its own trial (PPO, PQN, SAC, TD3, DQN): the override stacked=true.",
+        "still its own trial (PPO, PQN, SAC, TD3, CrossQ, DQN): the override stacked=true.",
     )
     retry_errored: bool = option(False, help="With --resume: also continue trials that failed.")
     address: str | None = option(

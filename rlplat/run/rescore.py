@@ -11,7 +11,8 @@ no choice to make and is left as it is; an unfinished run is re-scored when its 
 ends (``rlplat/run/launch.py``).
 
 Re-scoring is budgeted against the run (``checkpoint.rescore_share`` of its training seconds,
-10% by default), so that a short run does not spend a third of its command replaying
+10% by default: the sum of its trials' seconds, a stacked seed counting its share of its
+process's), so that a short run does not spend a third of its command replaying
 checkpoints: each checkpoint gets an equal part of what is left, and a trial whose checkpoints
 could not play more episodes than their evaluation during training keeps those scores.
 """
@@ -33,7 +34,14 @@ from rlplat.checkpoints import (
     trials_in,
 )
 from rlplat.experiment.schema import Experiment
-from rlplat.metrics import EVAL_SCORE, EVALUATION_SECONDS, TIME_TOTAL, finite, lookup
+from rlplat.metrics import (
+    EVAL_SCORE,
+    EVALUATION_SECONDS,
+    STACKED_PROCESS_SEEDS,
+    TIME_TOTAL,
+    finite,
+    lookup,
+)
 from rlplat.policy.evaluate import evaluate
 from rlplat.policy.options import EvalOptions
 from rlplat.util.signals import StopRequest, stopped_by_signals
@@ -141,8 +149,10 @@ def _budget(trials: list[Path], experiment: Experiment) -> Budget | None:
     for trial in trials:
         results = read_results(trial)
         if results:
-            training_s += finite(results[-1].get(TIME_TOTAL)) or 0.0
-            evaluation_s += finite(lookup(results[-1], EVALUATION_SECONDS)) or 0.0
+            # A stacked seed's seconds are its process's, shared with the other seeds there.
+            sharing = finite(lookup(results[-1], STACKED_PROCESS_SEEDS)) or 1.0
+            training_s += (finite(results[-1].get(TIME_TOTAL)) or 0.0) / sharing
+            evaluation_s += (finite(lookup(results[-1], EVALUATION_SECONDS)) or 0.0) / sharing
     if not training_s:
         return None
     return Budget(training_s, min(evaluation_s, training_s), share * training_s, time.monotonic())

@@ -30,7 +30,7 @@ from rlplat.callbacks.interrupt import LoopStopSignals, StopNow
 from rlplat.callbacks.observers import FAILED, FINISHED, Observer, ResumePoint, TrialView
 from rlplat.checkpoints import RLLIB_MARKER, obsolete_checkpoints, read_results
 from rlplat.experiment.load import trial_experiment
-from rlplat.metrics import ENV_STEPS, ITERATION, TIME_TOTAL
+from rlplat.metrics import ENV_STEPS, ITERATION, STACKED_PROCESS_SEEDS, TIME_TOTAL
 from rlplat.prepare import PreparedRun, trial_config
 from rlplat.prepare.run_spec import trial_resources
 from rlplat.prepare.stacked import stack_processes
@@ -258,6 +258,8 @@ class StackedTrialsLoop:
             for trial in [trial for trial in self.trials if trial.running]:
                 part, local = where[trial.index]
                 one = seed_result(results[self.parts.index(part)], local)
+                group, key = STACKED_PROCESS_SEEDS.split("/")
+                one[group] = {key: len(part.indices)}
                 done = reached(one, settings.stop)
                 if done:
                     one["done"] = True

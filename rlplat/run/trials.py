@@ -26,6 +26,7 @@ from rlplat.algorithms.pqn import PQN
 from rlplat.algorithms.qmix import QMIX
 from rlplat.algorithms.registry import algorithm_record, canonical_name
 from rlplat.algorithms.sac import SAC
+from rlplat.algorithms.stacked.crossq import StackedCrossQ
 from rlplat.algorithms.stacked.dqn import StackedDQN
 from rlplat.algorithms.stacked.ppo import StackedPPO
 from rlplat.algorithms.stacked.pqn import StackedPQN
@@ -165,9 +166,16 @@ class StackedPQNTrial(StackedParts, ExperimentTrial, StackedPQN):
     registered_name = "PQN"
 
 
+class StackedCrossQTrial(StackedParts, ExperimentTrial, StackedCrossQ):
+    """The seeds of a ``stacked: true`` CrossQ experiment, trained as one."""
+
+    registered_name = "CrossQ"
+
+
 STACKED_TRIALS: dict[str, type[ExperimentTrial]] = {
     cls.registered_name: cls
     for cls in (
+        StackedCrossQTrial,
         StackedPPOTrial,
         StackedPQNTrial,
         StackedSACTrial,

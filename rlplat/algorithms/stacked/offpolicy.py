@@ -1,7 +1,7 @@
-"""What stacked off-policy algorithms (SAC, TD3, DQN) share: each seed's replay memory along a seed
-axis, a learner that owns its update loop (replay, learning start, updates per sampling call,
-each seed's gradient step), and the training step that samples and updates until the
-iteration's minimum time and env steps.
+"""What stacked off-policy algorithms (SAC, TD3, CrossQ, DQN) share: each seed's replay memory
+along a seed axis, a learner that owns its update loop (replay, learning start, updates per
+sampling call), and the training step that samples and updates until the iteration's minimum
+time and env steps.
 
 An algorithm adds its module and its one update of every seed (``update_once``).
 """

@@ -109,13 +109,7 @@ class StackedPQNModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
 
     def seed_module_state(self, index: int) -> dict[str, torch.Tensor]:
         """The stack's ``index``-th seed as the parameters of ``PQNModule``."""
-        state = seed_state(self.state_dict(), index)
-        for position, layer in enumerate(self.q_network):
-            if isinstance(layer, StackedLayerNorm):  # a layer norm's (1, width) is no matrix
-                for part in ("weight", "bias"):
-                    name = f"q_network.{position}.{part}"
-                    state[name] = getattr(layer, part)[index].reshape(-1).detach().clone()
-        return state
+        return seed_state(self.state_dict(), index)
 
 
 class StackedPQNLearner(StackedOnPolicyLearner):

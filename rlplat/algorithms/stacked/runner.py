@@ -1,6 +1,6 @@
 """Sampling for stacked seeds (issue 104): RLlib's ``EnvRunner`` interface over N seeds' envs,
 acting with one stacked RL module (``rlplat.algorithms.stacked.ppo``, ``.pqn``, ``.sac``,
-``.td3``, ``.dqn``).
+``.td3``, ``.crossq``, ``.dqn``).
 
 The algorithm's config says what differs between algorithms (``StackedSettings``): the module
 class, the env steps of one sampling call, when learning starts and the single-seed module a
