@@ -59,25 +59,36 @@ class BatchRenorm(nn.Module):
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = self.settings
         if not self.training:
             mean, var = self.running_mean, self.running_var
         else:
-            batch_mean, batch_var = x.mean(dim=0), x.var(dim=0)
-            mean, var = batch_mean, batch_var
-            if self.steps > s.warmup_steps:
-                with torch.no_grad():
-                    running_std = torch.sqrt(self.running_var + s.eps)
-                    r = (torch.sqrt(batch_var + s.eps) / running_std).clamp(1 / s.r_max, s.r_max)
-                    d = ((batch_mean - self.running_mean) / running_std).clamp(-s.d_max, s.d_max)
-                # The batch statistics, corrected: normalising by them is x_hat * r + d.
-                mean = batch_mean - d * torch.sqrt(batch_var) / r
-                var = batch_var / r**2
-            with torch.no_grad():
-                self.running_mean.lerp_(batch_mean, s.momentum)
-                self.running_var.lerp_(batch_var, s.momentum)
-                self.steps += 1
-        return (x - mean) / torch.sqrt(var + s.eps) * self.weight + self.bias
+            warmed_up = bool(self.steps > self.settings.warmup_steps)
+            mean, var = renormalised(self, x.mean(dim=0), x.var(dim=0), warmed_up)
+        return (x - mean) / torch.sqrt(var + self.settings.eps) * self.weight + self.bias
+
+
+def renormalised(
+    layer: nn.Module, batch_mean: torch.Tensor, batch_var: torch.Tensor, warmed_up: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean and variance a batch renormalisation ``layer`` (its ``settings``, running
+    statistics and ``steps``) normalises a training batch by: the batch's own, once
+    ``warmed_up`` corrected towards the running ones (r and d clipped); the running statistics
+    then move towards the batch's. Elementwise: any shape of statistics."""
+    s = layer.settings
+    mean, var = batch_mean, batch_var
+    if warmed_up:
+        with torch.no_grad():
+            running_std = torch.sqrt(layer.running_var + s.eps)
+            r = (torch.sqrt(batch_var + s.eps) / running_std).clamp(1 / s.r_max, s.r_max)
+            d = ((batch_mean - layer.running_mean) / running_std).clamp(-s.d_max, s.d_max)
+        # The batch statistics, corrected: normalising by them is x_hat * r + d.
+        mean = batch_mean - d * torch.sqrt(batch_var) / r
+        var = batch_var / r**2
+    with torch.no_grad():
+        layer.running_mean.lerp_(batch_mean, s.momentum)
+        layer.running_var.lerp_(batch_var, s.momentum)
+        layer.steps += 1
+    return mean, var
 
 
 def renormed_mlp(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 from ray.rllib.algorithms.appo import APPO
 from ray.rllib.algorithms.bc import BC
@@ -34,7 +35,9 @@ from rlplat.algorithms.stacked.sac import StackedSAC
 from rlplat.algorithms.stacked.td3 import StackedTD3
 from rlplat.algorithms.td3 import DDPG, TD3
 from rlplat.algorithms.transition_loop import DQN
+from rlplat.checkpoints import GreedyEvaluation
 from rlplat.errors import UserError
+from rlplat.run.seed_results import seed_result
 from rlplat.run.trainable import ExperimentTrial
 from rlplat.util.imports import import_object
 
@@ -127,12 +130,26 @@ TRIALS: dict[str, type[ExperimentTrial]] = {
 class StackedParts:
     """A stacked trial's checkpoints (before ``ExperimentTrial`` and a stacked algorithm)."""
 
+    _latest_evaluation: dict[str, Any] | None = None
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """RLlib's greedy evaluation (each seed's, ``StackedEnvRunner``), kept for the seeds'
+        checkpoints."""
+        self._latest_evaluation = super().evaluate(*args, **kwargs)  # type: ignore[misc]
+        return self._latest_evaluation
+
     def save_part(self, checkpoint: str, seeds: list[tuple[int, str]]) -> None:
-        """The stack's checkpoint at ``checkpoint``, and each (its index in this stack, path)
-        of ``seeds`` as that seed's policy checkpoint (``StackedEnvRunner.save_seed``)."""
-        self.save(checkpoint)
+        """The stack's checkpoint at ``checkpoint`` (which evaluates every seed unless this
+        iteration did), and each (its index in this stack, path) of ``seeds`` as that seed's
+        policy checkpoint (``StackedEnvRunner.save_seed``) with that seed's greedy episodes of
+        this iteration, which score it as a separate seed's checkpoint is scored."""
+        self.save(checkpoint)  # type: ignore[attr-defined]
+        played, iteration = self._latest_evaluation, self.iteration  # type: ignore[attr-defined]
         for index, path in seeds:
-            self.env_runner.save_seed(index, Path(path))
+            self.env_runner.save_seed(index, Path(path))  # type: ignore[attr-defined]
+            if played is not None:
+                own = seed_result({"evaluation": played}, index)["evaluation"]
+                GreedyEvaluation.from_result(own, iteration).write(Path(path))
 
 
 class StackedPPOTrial(StackedParts, ExperimentTrial, StackedPPO):

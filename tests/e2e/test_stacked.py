@@ -17,7 +17,13 @@ import pytest
 import torch
 from rich.console import Console
 
-from rlplat.checkpoints import REPLAY_STATE, checkpoints_in, find_checkpoint
+from rlplat.checkpoints import (
+    REPLAY_STATE,
+    CheckpointInfo,
+    GreedyEvaluation,
+    checkpoints_in,
+    find_checkpoint,
+)
 from rlplat.experiment.load import load_experiment
 from rlplat.run.launch import train
 from tests.e2e.helpers import eval_json, resume, run_cli
@@ -70,7 +76,11 @@ def test_three_stacked_seeds_each_learn_cartpole_as_their_own_trials(
         assert results[-1]["done"] and results[-1]["window"]["episode_return_mean"] >= 150
         returns.append([r.get("window", {}).get("episode_return_mean") for r in results])
         assert (trial_dir / "progress.csv").is_file() and list(trial_dir.glob("events.out.*"))
-        assert len(checkpoints_in(trial_dir)) == 1  # checkpoint.keep
+        [checkpoint] = checkpoints_in(trial_dir)  # checkpoint.keep
+        # Scored as a separate seed's: by its own greedy episodes at the checkpoint's iteration.
+        greedy, info = GreedyEvaluation.read(checkpoint), CheckpointInfo.read(checkpoint)
+        assert greedy is not None and greedy.episodes == 5 and greedy.iteration == info.iteration
+        assert info.score_metric == "eval_episode_return_mean" and info.score is not None
     assert seeds == [0, 1, 2]
     assert len({curve[0] for curve in returns}) == 3, "each seed its own envs and networks"
     # A seed's checkpoint is its policy: rlplat eval plays it (no Ray).

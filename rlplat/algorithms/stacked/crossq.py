@@ -33,7 +33,7 @@ from rlplat.algorithms.actor_critic import LOG_STD_MAX, LOG_STD_MIN, squashed_sa
 from rlplat.algorithms.base import WithoutModeSwitch
 from rlplat.algorithms.crossq import CrossQConfig
 from rlplat.algorithms.crossq.rl_module import CrossQModule
-from rlplat.algorithms.networks import BatchRenormSettings
+from rlplat.algorithms.networks import BatchRenormSettings, renormalised
 from rlplat.algorithms.sac import SquashedGaussian
 from rlplat.algorithms.stacked.offpolicy import (
     StackedOffPolicyLearner,
@@ -61,24 +61,12 @@ class StackedBatchRenorm(nn.Module):
         self.register_buffer("steps", torch.zeros(seeds, dtype=torch.long))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = self.settings
         if not self.training:
             mean, var = self.running_mean, self.running_var
-        else:
-            batch_mean, batch_var = x.mean(dim=1), x.var(dim=1)
-            mean, var = batch_mean, batch_var
-            if self.steps[0] > s.warmup_steps:  # every seed has stepped as often
-                with torch.no_grad():
-                    running_std = torch.sqrt(self.running_var + s.eps)
-                    r = (torch.sqrt(batch_var + s.eps) / running_std).clamp(1 / s.r_max, s.r_max)
-                    d = ((batch_mean - self.running_mean) / running_std).clamp(-s.d_max, s.d_max)
-                mean = batch_mean - d * torch.sqrt(batch_var) / r
-                var = batch_var / r**2
-            with torch.no_grad():
-                self.running_mean.lerp_(batch_mean, s.momentum)
-                self.running_var.lerp_(batch_var, s.momentum)
-                self.steps += 1
-        mean, std = mean.unsqueeze(1), torch.sqrt(var + s.eps).unsqueeze(1)
+        else:  # every seed has stepped as often
+            warmed_up = bool(self.steps[0] > self.settings.warmup_steps)
+            mean, var = renormalised(self, x.mean(dim=1), x.var(dim=1), warmed_up)
+        mean, std = mean.unsqueeze(1), torch.sqrt(var + self.settings.eps).unsqueeze(1)
         return (x - mean) / std * self.weight.unsqueeze(1) + self.bias.unsqueeze(1)
 
 
