@@ -1060,3 +1060,18 @@ def test_one_seed_stack_of_crossq_updates_as_rlplats_crossq_learner():
     assert not torch.equal(after["log_alpha"], start["log_alpha"])
     for name, tensor in after.items():
         torch.testing.assert_close(tensor, moved[name], rtol=1e-4, atol=1e-4, msg=name)
+
+
+def test_a_resumed_off_policy_stack_goes_on_where_its_policy_delay_and_targets_stood():
+    """An off-policy stack's learner state keeps its count of updates (TD3's and CrossQ's
+    policy delay) and the env steps of its last target update (DQN's and SAC's cadence)."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    env = gym.make("Pendulum-v1")
+    spaces = {DEFAULT_MODULE_ID: (env.observation_space, env.action_space)}
+    config = pendulum_td3_stack([3, 4], policy_delay=2)
+    learner = config.build_learner(spaces=spaces)
+    learner.updates, learner.last_target_update = 7, 320
+    resumed = config.build_learner(spaces=spaces)
+    resumed.set_state(learner.get_state())
+    assert (resumed.updates, resumed.last_target_update) == (7, 320)

@@ -130,10 +130,6 @@ class StackedDQNModule(WithoutModeSwitch, TorchRLModule):
 class StackedDQNLearner(StackedOffPolicyLearner):
     """``StackedOffPolicyLearner`` whose update is DQN's, for every seed at once."""
 
-    def build(self) -> None:
-        super().build()
-        self.last_target_update = 0
-
     def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
         """Adam (torch's defaults, RLlib's DQN learner's) over the stacked Q-networks: one
         optimizer, N independent ones per seed."""

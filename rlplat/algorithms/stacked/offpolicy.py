@@ -34,6 +34,7 @@ from rlplat.algorithms.stacked.runner import (
     StackedRollout,
     StackedSettings,
 )
+from rlplat.engine.learner import state_requested
 from rlplat.engine.optimizers import adam
 
 
@@ -146,6 +147,9 @@ class StackedReplay:
         return batch
 
 
+UPDATE_COUNTS = "stacked_update_counts"  # an off-policy stack learner's state: where it stands
+
+
 class StackedOffPolicyLearner(StackedLearner):
     """RLlib's ``Learner`` interface for a stack of off-policy seeds, owning its update loop:
     the rollouts it is given go into its ``StackedReplay``; once each seed sampled
@@ -162,6 +166,23 @@ class StackedOffPolicyLearner(StackedLearner):
         self.updates_per_call = calculate_rr_weights(config)[1]
         self.updates = 0  # made so far, by every seed
         self.sampled = 0  # env steps each seed sampled, as of this call
+        self.last_target_update = 0  # env steps sampled at the last target update (DQN, SAC)
+
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if state_requested(UPDATE_COUNTS, components, not_components):
+            counts = {"updates": self.updates, "last_target_update": self.last_target_update}
+            state[UPDATE_COUNTS] = counts
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """A resumed stack goes on where its policy delay and target cadence stood."""
+        super().set_state(state)
+        if UPDATE_COUNTS in state:
+            self.updates = int(state[UPDATE_COUNTS]["updates"])
+            self.last_target_update = int(state[UPDATE_COUNTS]["last_target_update"])
 
     def register_adams(self, module_id: str, groups: Any, **settings: Any) -> None:
         """One Adam (``settings``: eps, betas) per (name, stacked parameters, learning rate or

@@ -181,7 +181,6 @@ class StackedSACLearner(StackedOffPolicyLearner):
     def build(self) -> None:
         super().build()
         config = self.config
-        self.last_target_update = 0
         module = self.module[DEFAULT_MODULE_ID].unwrapped()
         with torch.no_grad():  # in place: the temperature's optimizer holds this tensor
             module.log_alpha.fill_(math.log(config.initial_alpha))
