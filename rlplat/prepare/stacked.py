@@ -209,15 +209,19 @@ def _check_evaluation(experiment: Experiment, refuse: Callable[..., None]) -> No
     settings are refused, naming what it takes."""
     evaluation = experiment.evaluation
     config = evaluation.get("evaluation_config") or {}
-    wrong = [key for key in evaluation if key not in STACKED_EVALUATION]
-    wrong += [key for key in ("evaluation_duration",)
-              if key in evaluation and not isinstance(evaluation[key], int)]  # fmt: skip
-    wrong += [key for key in ("evaluation_duration_unit",)
-              if evaluation.get(key, "episodes") != "episodes"]  # fmt: skip
-    wrong += [key for key in ("evaluation_num_env_runners",) if evaluation.get(key)]
-    wrong += [f"evaluation_config.{key}" for key in config
-              if key not in ("explore", "num_envs_per_env_runner")
-              or (key == "explore" and config[key] is not False)]  # fmt: skip
+
+    def not_carried(key: str, value: object) -> bool:
+        return key != "num_envs_per_env_runner" and not (key == "explore" and value is False)
+
+    checks = {
+        **{key: True for key in evaluation if key not in STACKED_EVALUATION},
+        "evaluation_duration": not isinstance(evaluation.get("evaluation_duration", 5), int),
+        "evaluation_duration_unit": evaluation.get("evaluation_duration_unit", "episodes")
+        != "episodes",
+        "evaluation_num_env_runners": bool(evaluation.get("evaluation_num_env_runners")),
+        **{f"evaluation_config.{key}": not_carried(key, value) for key, value in config.items()},
+    }
+    wrong = [key for key, given in checks.items() if given]
     if wrong:
         takes = "; ".join(f"{key}: {value}" for key, value in STACKED_EVALUATION.items())
         refuse(

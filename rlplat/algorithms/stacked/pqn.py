@@ -21,7 +21,6 @@ import gymnasium as gym
 import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical
-from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
@@ -35,7 +34,7 @@ from rlplat.engine.stacked import StackedLayerNorm, StackedLinear, seed_generato
 VALUE_TARGETS = "value_targets"
 
 
-class StackedPQNModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
+class StackedPQNModule(WithoutModeSwitch, TorchRLModule):
     """N seeds' PQN Q-networks (see the module's docstring), Discrete actions."""
 
     def setup(self) -> None:
@@ -91,12 +90,6 @@ class StackedPQNModule(WithoutModeSwitch, TorchRLModule, ValueFunctionAPI):
 
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {}  # the learner asks for the Q-values itself
-
-    def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
-        """max_a Q(s, a) of (B, obs) seed-major rows: the value the lambda-returns bootstrap
-        from."""
-        with torch.no_grad():
-            return self._q_rows(batch[Columns.OBS]).max(dim=-1).values
 
     def get_inference_action_dist_cls(self) -> type[TorchCategorical]:
         return TorchCategorical

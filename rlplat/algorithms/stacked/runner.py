@@ -178,9 +178,8 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self.for_env = actions_for_env(
             self.action_space, config.normalize_actions, config.clip_actions
         )
-        starts = [env_seed for seed in self.seeds for env_seed in self._env_seeds(seed)]
-        first = [env.reset(seed=start)[0] for env, start in zip(self.envs, starts, strict=True)]
-        self._evaluations = 0
+        first = self._reset_envs(seeded=True)
+        self._evaluated = False  # an evaluation runner's first evaluation starts seeded
         spaces = {INPUT_ENV_SINGLE_SPACES: (self.observation_space, self.action_space)}
         self.pipelines = {  # what a seed's checkpoint holds besides its module
             COMPONENT_ENV_TO_MODULE_CONNECTOR: config.build_env_to_module_connector(spaces=spaces),
@@ -189,8 +188,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         pieces = list(filter_pieces(self.pipelines[COMPONENT_ENV_TO_MODULE_CONNECTOR]))
         size = gym.spaces.flatdim(self.observation_space)
         self.filters = SeedFilters(len(self.seeds), size, pieces[0]) if pieces else None
-        obs = np.stack([np.asarray(o, dtype=np.float32).reshape(-1) for o in first])
-        self.obs = self.filters(obs) if self.filters else obs
+        self.obs = self.filters(first) if self.filters else first
         self.running_returns = np.zeros(len(self.envs))
         self.running_lengths = np.zeros(len(self.envs), dtype=np.int64)
         self.running_abs = np.zeros(len(self.envs))  # each episode's sum of mean |observation|
@@ -198,10 +196,17 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self.recent = [deque(maxlen=self.window) for _ in self.seeds]
         self.ended: list[list[tuple[float, int, bool]]] = [[] for _ in self.seeds]
 
-    def _env_seeds(self, seed: int) -> list[int]:
-        """The first-reset seeds of one seed's envs: those of a run of that seed alone's local
-        env runner (or evaluation runner)."""
-        return runner_seeds(seed, 0, self.config.in_evaluation, self.envs_per_seed)[1]
+    def _reset_envs(self, seeded: bool) -> np.ndarray:
+        """Every env's first observation of a new episode, flat (N x E, obs); ``seeded``: from
+        the seeds a run of each seed alone gives its local env runner's (or evaluation
+        runner's) envs."""
+        starts: list[int | None] = [None] * len(self.envs)
+        if seeded:
+            in_evaluation, envs = self.config.in_evaluation, self.envs_per_seed
+            starts = [start for seed in self.seeds
+                      for start in runner_seeds(seed, 0, in_evaluation, envs)[1]]  # fmt: skip
+        return np.stack([np.asarray(env.reset(seed=start)[0], dtype=np.float32).ravel()
+                         for env, start in zip(self.envs, starts, strict=True)])  # fmt: skip
 
     def make_module(self) -> None:
         self.module = RLModuleSpec(
@@ -297,13 +302,8 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         evaluation runner's envs); observations pass each seed's filter without updating it. Logs
         RLlib's episode results over all seeds and each seed's under ``SEED_RESULTS``/<i>;
         returns nothing to learn from."""
-        if self._evaluations == 0:  # the seeds of the envs' first reset, as at their start
-            starts = [seed for s in self.seeds for seed in self._env_seeds(s)]
-        else:
-            starts = [None] * len(self.envs)
-        self._evaluations += 1
-        obs = np.stack([np.asarray(env.reset(seed=start)[0], dtype=np.float32).ravel()
-                        for env, start in zip(self.envs, starts, strict=True)])  # fmt: skip
+        obs = self._reset_envs(seeded=not self._evaluated)
+        self._evaluated = True
         returns, lengths = np.zeros(len(obs)), np.zeros(len(obs), dtype=np.int64)
         ended: list[list[tuple[float, int]]] = [[] for _ in self.seeds]
         while any(len(done) < episodes for done in ended):
