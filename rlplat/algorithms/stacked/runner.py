@@ -178,7 +178,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self.for_env = actions_for_env(
             self.action_space, config.normalize_actions, config.clip_actions
         )
-        first = self._reset_envs(seeded=True)
+        first = self._start_episodes(seeded=True)
         self._evaluated = False  # an evaluation runner's first evaluation starts seeded
         spaces = {INPUT_ENV_SINGLE_SPACES: (self.observation_space, self.action_space)}
         self.pipelines = {  # what a seed's checkpoint holds besides its module
@@ -196,7 +196,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         self.recent = [deque(maxlen=self.window) for _ in self.seeds]
         self.ended: list[list[tuple[float, int, bool]]] = [[] for _ in self.seeds]
 
-    def _reset_envs(self, seeded: bool) -> np.ndarray:
+    def _start_episodes(self, seeded: bool) -> np.ndarray:
         """Every env's first observation of a new episode, flat (N x E, obs); ``seeded``: from
         the seeds a run of each seed alone gives its local env runner's (or evaluation
         runner's) envs."""
@@ -302,7 +302,7 @@ class StackedEnvRunner(EnvRunner, Checkpointable):
         evaluation runner's envs); observations pass each seed's filter without updating it. Logs
         RLlib's episode results over all seeds and each seed's under ``SEED_RESULTS``/<i>;
         returns nothing to learn from."""
-        obs = self._reset_envs(seeded=not self._evaluated)
+        obs = self._start_episodes(seeded=not self._evaluated)
         self._evaluated = True
         returns, lengths = np.zeros(len(obs)), np.zeros(len(obs), dtype=np.int64)
         ended: list[list[tuple[float, int]]] = [[] for _ in self.seeds]
